@@ -1,0 +1,19 @@
+// cuBLAS loaded on first use (dlopen): linking it would map libcublasLt (~540 MB) into every process and cost
+// ~210 MB of resident memory even in CPU-only runs. Include only from .cu files.
+#pragma once
+#include <cublas_v2.h>
+
+namespace octet {
+
+struct CublasApi {
+  decltype(&cublasCreate_v2) create;
+  decltype(&cublasDestroy_v2) destroy;
+  decltype(&cublasSetStream_v2) set_stream;
+  decltype(&cublasSgemm_v2) sgemm;
+  decltype(&cublasGetStatusString) status_string;
+};
+
+// Loads libcublas on the first call; throws naming the library when it cannot be found.
+const CublasApi& cublas_api();
+
+}  // namespace octet

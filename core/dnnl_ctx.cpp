@@ -1,0 +1,32 @@
+// Implementation of core/dnnl_ctx.h.
+#include "core/dnnl_ctx.h"
+
+#include <omp.h>
+
+namespace octet {
+
+dnnl::engine& dnnl_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dnnl::stream& dnnl_stream() {
+  static dnnl::stream s(dnnl_engine());
+  return s;
+}
+
+dnnl::memory::desc plain_md(const dnnl::memory::dims& dims) {
+  using tag = dnnl::memory::format_tag;
+  static const tag tags[] = {tag::undef, tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde};
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tags[dims.size()]);
+}
+
+dnnl::memory wrap(const dnnl::memory::desc& md, const float* p) {
+  return dnnl::memory(md, dnnl_engine(), const_cast<float*>(p));
+}
+
+void set_cpu_threads(int threads) { omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs()); }
+int cpu_threads() { return omp_get_max_threads(); }
+
+}  // namespace octet
+

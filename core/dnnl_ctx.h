@@ -1,0 +1,25 @@
+// The process-wide oneDNN CPU engine and stream, and helpers to wrap octet tensors as oneDNN memory.
+#pragma once
+#include <dnnl.hpp>
+
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace octet {
+
+dnnl::engine& dnnl_engine();
+dnnl::stream& dnnl_stream();
+
+// A plain (row-major, NCHW-family) memory descriptor for the given dims.
+dnnl::memory::desc plain_md(const dnnl::memory::dims& dims);
+// Wraps a raw pointer as oneDNN memory of the given descriptor (no copy).
+dnnl::memory wrap(const dnnl::memory::desc& md, const float* p);
+
+// Sets the number of threads for oneDNN and octet's own OpenMP loops (0 = all cores).
+void set_cpu_threads(int threads);
+int cpu_threads();
+
+}  // namespace octet
+

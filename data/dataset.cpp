@@ -1,0 +1,61 @@
+// U8ImageDataset storage and normalization, and the seeded synthetic dataset.
+#include "data/dataset.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace octet {
+
+U8ImageDataset::U8ImageDataset(std::string description, Shape sample_shape, std::vector<uint8_t> pixels,
+                               std::vector<int32_t> labels, int num_classes, Normalize norm)
+    : description_(std::move(description)), shape_(std::move(sample_shape)), pixels_(std::move(pixels)),
+      labels_(std::move(labels)), classes_(num_classes), norm_(norm) {
+  sample_numel_ = shape_numel(shape_);
+  OCTET_CHECK(pixels_.size() == labels_.size() * static_cast<size_t>(sample_numel_),
+              description_ << ": " << pixels_.size() << " pixels for " << labels_.size() << " samples of " << shape_str(shape_));
+  OCTET_CHECK(norm.std > 0.f, description_ << ": normalization std must be positive");
+  scale_ = 1.0f / (255.0f * norm.std);
+  shift_ = -norm.mean / norm.std;
+}
+
+void U8ImageDataset::copy_sample(int64_t i, float* out) const {
+  const uint8_t* px = pixels_.data() + static_cast<size_t>(i) * static_cast<size_t>(sample_numel_);
+  for (int64_t j = 0; j < sample_numel_; ++j) out[j] = static_cast<float>(px[j]) * scale_ + shift_;
+}
+
+std::unique_ptr<U8ImageDataset> U8ImageDataset::slice(int64_t begin, int64_t end) const {
+  OCTET_CHECK(0 <= begin && begin <= end && end <= size(), description_ << ": slice [" << begin << "," << end << ") of " << size());
+  std::vector<uint8_t> px(pixels_.begin() + begin * sample_numel_, pixels_.begin() + end * sample_numel_);
+  std::vector<int32_t> lab(labels_.begin() + begin, labels_.begin() + end);
+  return std::make_unique<U8ImageDataset>(description_ + " [" + std::to_string(begin) + ":" + std::to_string(end) + "]", shape_,
+                                          std::move(px), std::move(lab), classes_, norm_);
+}
+
+std::unique_ptr<U8ImageDataset> make_synthetic(int64_t n, Shape sample_shape, int num_classes, uint64_t seed,
+                                               Normalize norm) {
+  OCTET_CHECK(n > 0 && num_classes > 1, "synthetic data needs samples > 0 and classes > 1");
+  const int64_t d = shape_numel(sample_shape);
+  // One prototype per class; samples are the prototype plus uniform noise of half its contrast.
+  std::vector<uint8_t> protos(static_cast<size_t>(num_classes * d));
+  Rng prng(derive_seed(seed, 0x5e17, 0));
+  for (auto& v : protos) v = static_cast<uint8_t>(prng.below(256));
+  std::vector<uint8_t> pixels(static_cast<size_t>(n * d));
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  Rng rng(derive_seed(seed, 0x5e17, 1));
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t c = static_cast<int32_t>(rng.below(static_cast<uint64_t>(num_classes)));
+    labels[static_cast<size_t>(i)] = c;
+    const uint8_t* p = protos.data() + c * d;
+    uint8_t* out = pixels.data() + i * d;
+    for (int64_t j = 0; j < d; ++j) {
+      const int v = p[j] / 2 + static_cast<int>(rng.below(128));
+      out[j] = static_cast<uint8_t>(v > 255 ? 255 : v);
+    }
+  }
+  return std::make_unique<U8ImageDataset>("synthetic " + shape_str(sample_shape) + " x" + std::to_string(n),
+                                          std::move(sample_shape), std::move(pixels), std::move(labels), num_classes, norm);
+}
+
+}  // namespace octet

@@ -1,0 +1,64 @@
+// Datasets: labelled uint8 images kept compact in memory and normalized to fp32 on the way into a batch.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace octet {
+
+struct Normalize {
+  float mean = 0.f;  // applied to pixel/255
+  float std = 1.f;
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  virtual Shape sample_shape() const = 0;  // [C,H,W]
+  virtual int num_classes() const = 0;
+  // Writes sample i (normalized fp32, CHW) to out[0 .. numel(sample_shape)).
+  virtual void copy_sample(int64_t i, float* out) const = 0;
+  virtual int32_t label(int64_t i) const = 0;
+  virtual std::string describe() const = 0;
+};
+
+// Images as N x C x H x W uint8 with int32 labels; the common storage of every on-disk format.
+class U8ImageDataset : public Dataset {
+ public:
+  U8ImageDataset(std::string description, Shape sample_shape, std::vector<uint8_t> pixels, std::vector<int32_t> labels,
+                 int num_classes, Normalize norm);
+  int64_t size() const override { return static_cast<int64_t>(labels_.size()); }
+  Shape sample_shape() const override { return shape_; }
+  int num_classes() const override { return classes_; }
+  void copy_sample(int64_t i, float* out) const override;
+  int32_t label(int64_t i) const override { return labels_[static_cast<size_t>(i)]; }
+  std::string describe() const override { return description_; }
+  // A copy of samples [begin, end).
+  std::unique_ptr<U8ImageDataset> slice(int64_t begin, int64_t end) const;
+
+ private:
+  std::string description_;
+  Shape shape_;
+  int64_t sample_numel_;
+  std::vector<uint8_t> pixels_;
+  std::vector<int32_t> labels_;
+  int classes_;
+  Normalize norm_;
+  float scale_, shift_;  // out = pixel * scale_ + shift_
+};
+
+// MNIST-format IDX files (images idx3, labels idx1), raw or gzip; every header field and the length are validated.
+std::unique_ptr<U8ImageDataset> load_idx(const std::string& images_path, const std::string& labels_path, Normalize norm);
+
+// Finds "<prefix>-images-idx3-ubyte[.gz]" and the labels file in dir; prefix "train" or "t10k".
+std::unique_ptr<U8ImageDataset> load_mnist_dir(const std::string& dir, const std::string& prefix, Normalize norm);
+
+// Class-dependent random patterns plus noise: learnable, seeded, any shape (for tests and synthetic speed runs).
+std::unique_ptr<U8ImageDataset> make_synthetic(int64_t n, Shape sample_shape, int num_classes, uint64_t seed,
+                                               Normalize norm);
+
+}  // namespace octet

@@ -1,0 +1,97 @@
+// Sampler order/sharding and the prefetch thread that overlaps batch assembly with compute.
+#include "data/loader.h"
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace octet {
+
+Sampler::Sampler(int64_t num_samples, int64_t batch_per_rank, int rank, int world, uint64_t seed, bool shuffle,
+                 bool drop_last)
+    : n_(num_samples), batch_(batch_per_rank), rank_(rank), world_(world), seed_(seed), shuffle_(shuffle),
+      drop_last_(drop_last) {
+  OCTET_CHECK(batch_ > 0 && world_ > 0 && rank_ >= 0 && rank_ < world_, "sampler: bad batch/rank/world");
+  const int64_t global = batch_ * world_;
+  batches_ = drop_last_ ? n_ / global : (n_ + global - 1) / global;
+  OCTET_CHECK(batches_ > 0, "sampler: " << n_ << " samples make no batch of " << batch_ << " x " << world_ << " ranks");
+}
+
+std::vector<int64_t> Sampler::indices(int64_t epoch, int64_t b) const {
+  OCTET_CHECK(b >= 0 && b < batches_, "batch " << b << " outside [0," << batches_ << ")");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shuffle_ && cached_epoch_ != epoch) {
+    order_ = permutation(static_cast<uint32_t>(n_), derive_seed(seed_, 0x5a3b1e, static_cast<uint64_t>(epoch)));
+    cached_epoch_ = epoch;
+  }
+  // The last, partial global batch (only without drop_last) is split as evenly as possible across ranks.
+  const int64_t start = b * batch_ * world_;
+  const int64_t global = std::min(batch_ * world_, n_ - start);
+  const int64_t per = (global + world_ - 1) / world_;
+  const int64_t lo = std::min(global, rank_ * per), hi = std::min(global, lo + per);
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(hi - lo));
+  for (int64_t i = start + lo; i < start + hi; ++i) out.push_back(shuffle_ ? order_[static_cast<size_t>(i)] : i);
+  return out;
+}
+
+void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch& out) {
+  Shape s = data.sample_shape();
+  const int64_t d = shape_numel(s);
+  s.insert(s.begin(), static_cast<int64_t>(idx.size()));
+  out.x.resize(s);
+  out.labels.resize(idx.size());
+  for (size_t i = 0; i < idx.size(); ++i) {
+    data.copy_sample(idx[i], out.x.data() + static_cast<int64_t>(i) * d);
+    out.labels[i] = data.label(idx[i]);
+  }
+}
+
+Prefetcher::Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth)
+    : data_(data), sampler_(sampler), epoch_(epoch), next_batch_(first_batch), depth_(static_cast<size_t>(depth > 0 ? depth : 1)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+Prefetcher::~Prefetcher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Prefetcher::run() {
+  try {
+    for (int64_t b = next_batch_; b < sampler_.batches_per_epoch(); ++b) {
+      Batch batch;
+      batch.index = b;
+      assemble_batch(data_, sampler_.indices(epoch_, b), batch);
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || queue_.size() < depth_; });
+      if (stop_) return;
+      queue_.push_back(std::move(batch));
+      cv_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    error_ = std::current_exception();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ = true;
+  cv_.notify_all();
+}
+
+bool Prefetcher::next(Batch& out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !queue_.empty() || done_; });
+  if (!queue_.empty()) {
+    out = std::move(queue_.front());
+    queue_.pop_front();
+    cv_.notify_all();
+    return true;
+  }
+  if (error_) std::rethrow_exception(error_);
+  return false;
+}
+
+}  // namespace octet

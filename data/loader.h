@@ -1,0 +1,64 @@
+// Batches: a seeded per-epoch order shared by all ranks, sharded per rank, assembled by a prefetch thread.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace octet {
+
+// Global batch b of an epoch covers order[b*B*W, (b+1)*B*W); rank r takes the r-th slice of B samples.
+class Sampler {
+ public:
+  Sampler(int64_t num_samples, int64_t batch_per_rank, int rank, int world, uint64_t seed, bool shuffle, bool drop_last);
+  int64_t batches_per_epoch() const { return batches_; }
+  // This rank's sample indices of batch b in epoch e (fewer than B only in the last batch when !drop_last).
+  std::vector<int64_t> indices(int64_t epoch, int64_t b) const;
+
+ private:
+  int64_t n_, batch_, batches_;
+  int rank_, world_;
+  uint64_t seed_;
+  bool shuffle_, drop_last_;
+  mutable int64_t cached_epoch_ = -1;
+  mutable std::vector<uint32_t> order_;
+  mutable std::mutex mu_;
+};
+
+struct Batch {
+  Tensor x;                     // [B,C,H,W]
+  std::vector<int32_t> labels;  // B
+  int64_t index = 0;            // batch index within the epoch
+};
+
+// Produces the batches [first, batches_per_epoch) of one epoch on a background thread, at most depth ahead.
+class Prefetcher {
+ public:
+  Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth);
+  ~Prefetcher();
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+  // Blocks until the next batch is ready; false at the end of the epoch. Rethrows a loader error.
+  bool next(Batch& out);
+
+ private:
+  void run();
+  const Dataset& data_;
+  const Sampler& sampler_;
+  int64_t epoch_, next_batch_;
+  size_t depth_;
+  std::deque<Batch> queue_;
+  bool done_ = false, stop_ = false;
+  std::exception_ptr error_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+// Fills a batch synchronously (used by the prefetch thread and by evaluation).
+void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch& out);
+
+}  // namespace octet

@@ -1,0 +1,55 @@
+// The layer contract: forward/backward on NCHW tensors and params() as {name, value, grad}, all comm/ and compress/ ever see.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace octet {
+
+struct Param {
+  std::string name;  // "<layer>.weight", "<layer>.bias"
+  Tensor* value;
+  Tensor* grad;      // same shape as value; written (not accumulated) by backward
+};
+
+// What a forward pass needs to know beyond its input: mode and the counters that key stochastic layers.
+struct StepContext {
+  bool train = true;
+  uint64_t seed = 0;  // run seed
+  uint64_t step = 0;  // global training step (keys dropout masks, so a resumed run draws the same ones)
+};
+
+enum class Init { He, Xavier };
+const char* init_name(Init i);
+// He: N(0, 2/fan_in). Xavier (Glorot uniform): U(±sqrt(6/(fan_in+fan_out))).
+void init_weights(Tensor& w, Init kind, int64_t fan_in, int64_t fan_out, Rng& rng);
+
+class Layer {
+ public:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return name_; }
+  virtual const char* kind() const = 0;
+  // Full shapes including the batch dimension N.
+  virtual Shape output_shape(const Shape& in) const = 0;
+  // x: input, y: output already sized to output_shape(x.shape()).
+  virtual void forward(const Tensor& x, Tensor& y, const StepContext& ctx) = 0;
+  // dy: gradient of the loss w.r.t. y; writes parameter grads, and dx when dx != nullptr.
+  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;
+  virtual std::vector<Param> params() { return {}; }
+  virtual void init_params(Rng&) {}
+
+ private:
+  std::string name_;
+};
+
+using LayerPtr = std::unique_ptr<Layer>;
+
+}  // namespace octet

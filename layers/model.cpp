@@ -1,0 +1,93 @@
+// Model: runs layers forward and backward over owned activation buffers, sized per batch.
+#include "layers/model.h"
+
+#include <cstdio>
+
+#include "core/dnnl_ctx.h"
+#include "core/error.h"
+
+namespace octet {
+
+Model::Model(Shape input, std::vector<LayerPtr> layers)
+    : input_(std::move(input)), layers_(std::move(layers)), acts_(layers_.size()), grads_(layers_.size()) {
+  OCTET_CHECK(!layers_.empty(), "a model needs at least one layer");
+  Shape s = {1};
+  s.insert(s.end(), input_.begin(), input_.end());
+  for (auto& l : layers_) s = l->output_shape(s);  // validates the chain once
+  OCTET_CHECK(s.size() == 2, "the last layer must output [N,classes], got " << shape_str(s));
+}
+
+const Tensor& Model::forward(const Tensor& x, const StepContext& ctx) {
+  OCTET_CHECK(x.ndim() == input_.size() + 1 && Shape(x.shape().begin() + 1, x.shape().end()) == input_,
+              "model input " << shape_str(x.shape()) << " does not match [N]+" << shape_str(input_));
+  const Tensor* in = &x;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    acts_[i].resize(layers_[i]->output_shape(in->shape()));
+    layers_[i]->forward(*in, acts_[i], ctx);
+    in = &acts_[i];
+  }
+  dnnl_stream().wait();
+  return acts_.back();
+}
+
+void Model::backward(const Tensor& x, const Tensor& dlogits) {
+  OCTET_CHECK(dlogits.shape() == acts_.back().shape(), "dlogits " << shape_str(dlogits.shape()) << " vs logits "
+                                                                  << shape_str(acts_.back().shape()));
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const Tensor& in = i == 0 ? x : acts_[i - 1];
+    const Tensor& dy = i + 1 == layers_.size() ? dlogits : grads_[i];
+    Tensor* dx = nullptr;
+    if (i > 0) {
+      grads_[i - 1].resize(in.shape());
+      dx = &grads_[i - 1];
+    }
+    layers_[i]->backward(in, acts_[i], dy, dx);
+    if (hook_) {
+      dnnl_stream().wait();
+      hook_(i);
+    }
+  }
+  dnnl_stream().wait();
+}
+
+std::vector<Param> Model::params() {
+  std::vector<Param> out;
+  for (auto& l : layers_)
+    for (auto& p : l->params()) out.push_back(p);
+  return out;
+}
+
+int64_t Model::num_params() {
+  int64_t n = 0;
+  for (auto& p : params()) n += p.value->numel();
+  return n;
+}
+
+void Model::init_params(uint64_t seed) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Rng rng(derive_seed(seed, 0x1417, i));
+    layers_[i]->init_params(rng);
+  }
+}
+
+std::string Model::summary() {
+  std::string out;
+  char buf[256];
+  Shape s = {1};
+  s.insert(s.end(), input_.begin(), input_.end());
+  std::snprintf(buf, sizeof buf, "  %-10s %-8s %-16s %s\n", "layer", "kind", "output", "params");
+  out += buf;
+  for (auto& l : layers_) {
+    s = l->output_shape(s);
+    int64_t n = 0;
+    for (auto& p : l->params()) n += p.value->numel();
+    Shape per(s.begin() + 1, s.end());
+    std::snprintf(buf, sizeof buf, "  %-10s %-8s %-16s %lld\n", l->name().c_str(), l->kind(), shape_str(per).c_str(),
+                  static_cast<long long>(n));
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf, "  total parameters: %lld", static_cast<long long>(num_params()));
+  return out + buf;
+}
+
+}  // namespace octet

@@ -1,0 +1,42 @@
+// A model: a sequence of layers with their activation and gradient buffers, and a per-layer gradient-ready hook.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "layers/layer.h"
+
+namespace octet {
+
+class Model {
+ public:
+  // input: per-sample shape [C,H,W] (or [F]); layers in order.
+  Model(Shape input, std::vector<LayerPtr> layers);
+
+  const Shape& input_shape() const { return input_; }
+  size_t size() const { return layers_.size(); }
+  Layer& layer(size_t i) { return *layers_.at(i); }
+
+  // x: [N, input...]; returns the last layer's output (the logits).
+  const Tensor& forward(const Tensor& x, const StepContext& ctx);
+  // dlogits: gradient w.r.t. the logits; fills every parameter's grad. Calls the hook after each layer, last to first.
+  void backward(const Tensor& x, const Tensor& dlogits);
+
+  // Called with the layer index as soon as that layer's parameter gradients are final.
+  using GradReadyHook = std::function<void(size_t layer_index)>;
+  void set_grad_ready_hook(GradReadyHook hook) { hook_ = std::move(hook); }
+
+  std::vector<Param> params();  // in layer order
+  int64_t num_params();
+  void init_params(uint64_t seed);  // seeded, layer by layer
+  std::string summary();            // one line per layer: name, kind, output shape, parameters
+
+ private:
+  Shape input_;
+  std::vector<LayerPtr> layers_;
+  std::vector<Tensor> acts_;   // acts_[i]: output of layer i
+  std::vector<Tensor> grads_;  // grads_[i]: gradient w.r.t. the output of layer i
+  GradReadyHook hook_;
+};
+
+}  // namespace octet

@@ -1,0 +1,31 @@
+// Max and average 2-D pooling (square window, stride, zero padding) on NCHW tensors.
+#pragma once
+#include <vector>
+
+#include "layers/layer.h"
+
+namespace octet {
+
+enum class PoolKind { Max, Avg };
+
+struct PoolParams {
+  PoolKind kind = PoolKind::Max;
+  int64_t kernel = 2;
+  int64_t stride = 2;
+  int64_t padding = 0;  // average pooling excludes padded cells from the mean
+};
+
+class Pool2d : public Layer {
+ public:
+  Pool2d(std::string name, const PoolParams& p);
+  const char* kind() const override { return p_.kind == PoolKind::Max ? "maxpool" : "avgpool"; }
+  Shape output_shape(const Shape& in) const override;  // [N,C,H,W] -> [N,C,OH,OW]
+  void forward(const Tensor& x, Tensor& y, const StepContext& ctx) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  PoolParams p_;
+  std::vector<int32_t> argmax_;  // max pooling: input offset (within the channel plane) of each output's maximum
+};
+
+}  // namespace octet

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs every Debian package octet's build, tests and quickstart need (idempotent).
+# Usage: scripts/install_deps.sh [--bench]   (--bench adds python3-torch for the reference benchmark)
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config zlib1g-dev
+      openmpi-bin libopenmpi-dev libyaml-cpp-dev catch2 libdnnl-dev
+      dataset-fashion-mnist)
+[[ "${1:-}" == "--bench" ]] && pkgs+=(python3-torch python3-numpy)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then echo "install_deps: all ${#pkgs[@]} packages present"; exit 0; fi
+echo "install_deps: installing ${missing[*]}"
+SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install_deps: done"

@@ -1,0 +1,166 @@
+// load_config: the one place where YAML becomes typed structs; every range and cross-key rule is checked here.
+#include "trainer/config.h"
+
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "trainer/config_reader.h"
+#include "trainer/layer_registry.h"
+
+namespace octet {
+
+namespace {
+
+int64_t at_least(Section& s, const std::string& key, int64_t dflt, int64_t lo) {
+  int64_t v = s.get<int64_t>(key, dflt);
+  if (v < lo) s.fail(key, "must be >= " + std::to_string(lo) + ", got " + std::to_string(v));
+  return v;
+}
+
+void read_run(Section s, RunConfig& r) {
+  r.name = s.get<std::string>("name", r.name);
+  if (r.name.empty() || r.name.find('/') != std::string::npos) s.fail("name", "must be a non-empty name without '/'");
+  r.seed = s.get<uint64_t>("seed", r.seed);
+  r.epochs = at_least(s, "epochs", r.epochs, 1);
+  r.max_steps = at_least(s, "max_steps", r.max_steps, 0);
+  r.out_dir = s.get<std::string>("out_dir", r.out_dir);
+  r.eval_every = at_least(s, "eval_every", r.eval_every, 0);
+  r.checkpoint_every = at_least(s, "checkpoint_every", r.checkpoint_every, 0);
+  r.checkpoint_steps = at_least(s, "checkpoint_steps", r.checkpoint_steps, 0);
+  r.log_every = at_least(s, "log_every", r.log_every, 1);
+  r.threads = static_cast<int>(at_least(s, "threads", r.threads, 0));
+  s.finish();
+}
+
+void read_data(Section s, DataConfig& d) {
+  d.dataset = s.choice("dataset", d.dataset, {"mnist_idx", "synthetic"});
+  if (d.dataset == "mnist_idx") {
+    d.path = s.get<std::string>("path");
+    struct stat st {};
+    if (::stat(d.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) s.fail("path", "'" + d.path + "' is not a folder");
+  }
+  d.batch_size = at_least(s, "batch_size", d.batch_size, 1);
+  d.eval_batch_size = at_least(s, "eval_batch_size", d.eval_batch_size, 1);
+  d.shuffle = s.get<bool>("shuffle", d.shuffle);
+  d.prefetch = static_cast<int>(at_least(s, "prefetch", d.prefetch, 1));
+  Section n = s.section("normalize");
+  d.normalize.mean = n.get<float>("mean", d.normalize.mean);
+  d.normalize.std = n.get<float>("std", d.normalize.std);
+  if (!(d.normalize.std > 0.f)) n.fail("std", "must be positive");
+  n.finish();
+  d.train_limit = at_least(s, "train_limit", d.train_limit, 0);
+  d.test_limit = at_least(s, "test_limit", d.test_limit, 0);
+  if (d.dataset == "synthetic") {
+    d.synthetic_train = at_least(s, "synthetic_train", d.synthetic_train, 1);
+    d.synthetic_test = at_least(s, "synthetic_test", d.synthetic_test, 1);
+    d.synthetic_shape = s.get<std::vector<int64_t>>("synthetic_shape", d.synthetic_shape);
+    if (d.synthetic_shape.size() != 3) s.fail("synthetic_shape", "expected [C,H,W]");
+    for (int64_t v : d.synthetic_shape)
+      if (v <= 0) s.fail("synthetic_shape", "dimensions must be positive");
+    d.synthetic_classes = at_least(s, "synthetic_classes", d.synthetic_classes, 2);
+  }
+  s.finish();
+}
+
+void read_model(Section s, ModelConfig& m) {
+  if (s.has("input")) {
+    m.input = s.get<std::vector<int64_t>>("input");
+    if (m.input.empty() || m.input.size() > 3) s.fail("input", "expected [C,H,W] or [features]");
+    for (int64_t v : m.input)
+      if (v <= 0) s.fail("input", "dimensions must be positive");
+  }
+  s.choice("loss", "softmax_cross_entropy", {"softmax_cross_entropy"});
+  auto items = s.list("layers");
+  for (size_t i = 0; i < items.size(); ++i) {
+    Section& l = items[i];
+    LayerSpec spec;
+    spec.type = l.get<std::string>("type");
+    const LayerEntry& e = find_layer(spec.type, l);
+    spec.name = l.get<std::string>("name", spec.type + std::to_string(i + 1));
+    for (const auto& prev : m.layers)
+      if (prev.name == spec.name) l.fail("name", "duplicate layer name '" + spec.name + "'");
+    e.parse(l, spec);
+    l.finish();
+    m.layers.push_back(std::move(spec));
+  }
+  s.finish();
+}
+
+void read_optimizer(Section s, OptimizerConfig& o, ScheduleConfig& sc, int64_t epochs) {
+  o.type = s.choice("type", "sgd", {"sgd", "rmsprop"}) == "sgd" ? OptimizerType::Sgd : OptimizerType::Rmsprop;
+  o.lr = s.get<float>("lr");
+  if (!(o.lr > 0.f)) s.fail("lr", "must be positive");
+  o.weight_decay = s.get<float>("weight_decay", 0.f);
+  if (o.weight_decay < 0.f) s.fail("weight_decay", "must be >= 0");
+  if (o.type == OptimizerType::Sgd) {
+    o.momentum = s.get<float>("momentum", 0.f);
+    if (o.momentum < 0.f || o.momentum >= 1.f) s.fail("momentum", "must be in [0, 1)");
+    o.nesterov = s.get<bool>("nesterov", false);
+    if (o.nesterov && o.momentum == 0.f) s.fail("nesterov", "needs momentum > 0");
+  } else {
+    o.alpha = s.get<float>("alpha", 0.9f);
+    if (o.alpha <= 0.f || o.alpha >= 1.f) s.fail("alpha", "must be in (0, 1)");
+    o.eps = s.get<float>("eps", 1e-8f);
+    if (!(o.eps > 0.f)) s.fail("eps", "must be positive");
+  }
+  Section q = s.section("schedule");
+  const std::string type = q.choice("type", "constant", {"constant", "step", "multistep", "cosine"});
+  sc.type = type == "constant" ? ScheduleType::Constant
+            : type == "step"   ? ScheduleType::Step
+            : type == "multistep" ? ScheduleType::Multistep : ScheduleType::Cosine;
+  if (sc.type == ScheduleType::Step) {
+    sc.step_epochs = q.get<double>("step_epochs");
+    if (!(sc.step_epochs > 0)) q.fail("step_epochs", "must be positive");
+  }
+  if (sc.type == ScheduleType::Multistep) {
+    sc.milestones = q.get<std::vector<double>>("milestones");
+    for (size_t i = 1; i < sc.milestones.size(); ++i)
+      if (sc.milestones[i] <= sc.milestones[i - 1]) q.fail("milestones", "must be increasing");
+  }
+  if (sc.type == ScheduleType::Step || sc.type == ScheduleType::Multistep) {
+    sc.gamma = q.get<double>("gamma", 0.1);
+    if (!(sc.gamma > 0)) q.fail("gamma", "must be positive");
+  }
+  if (sc.type == ScheduleType::Cosine) {
+    sc.min_lr = q.get<double>("min_lr", 0.0);
+    if (sc.min_lr < 0 || sc.min_lr > o.lr) q.fail("min_lr", "must be in [0, lr]");
+  }
+  sc.warmup_epochs = q.get<double>("warmup_epochs", 0.0);
+  if (sc.warmup_epochs < 0 || sc.warmup_epochs >= static_cast<double>(epochs) + 1e-9)
+    q.fail("warmup_epochs", "must be in [0, run.epochs)");
+  sc.warmup_start = q.get<double>("warmup_start", 0.0);
+  if (sc.warmup_start < 0 || sc.warmup_start > 1) q.fail("warmup_start", "must be in [0, 1]");
+  q.finish();
+  s.finish();
+}
+
+void read_parallel(Section s, ParallelConfig& p) {
+  s.choice("device", "cpu", {"cpu"});
+  p.device = Device::CPU;
+  s.finish();
+}
+
+}  // namespace
+
+Config load_config(const std::string& file, const std::vector<std::string>& overrides) {
+  YAML::Node root = load_yaml_with_overrides(file, overrides);
+  Config c;
+  c.file = file;
+  c.resolved = YAML::Node(YAML::NodeType::Map);
+  Section top(root, "", file, c.resolved);
+  read_run(top.section("run"), c.run);
+  read_data(top.section("data", true), c.data);
+  read_model(top.section("model", true), c.model);
+  read_optimizer(top.section("optimizer", true), c.optimizer, c.schedule, c.run.epochs);
+  read_parallel(top.section("parallel"), c.parallel);
+  top.finish();
+  return c;
+}
+
+std::string to_yaml(const YAML::Node& n) {
+  YAML::Emitter e;
+  e << n;
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace octet

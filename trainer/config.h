@@ -1,0 +1,79 @@
+// Typed run configuration: YAML sections validated once into plain structs; nothing downstream reads YAML.
+#pragma once
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/tensor.h"
+#include "data/dataset.h"
+#include "layers/conv2d.h"
+#include "layers/elementwise.h"
+#include "layers/fc.h"
+#include "layers/lrn.h"
+#include "layers/pool.h"
+#include "trainer/optimizer.h"
+
+namespace octet {
+
+struct RunConfig {
+  std::string name = "run";
+  uint64_t seed = 1;
+  int64_t epochs = 1;
+  int64_t max_steps = 0;         // stop after this many global steps (0 = run all epochs)
+  std::string out_dir = "runs";  // the run directory is out_dir/name
+  int64_t eval_every = 1;        // epochs between test-set evaluations (0 = only at the end)
+  int64_t checkpoint_every = 1;  // epochs between checkpoints (0 = none)
+  int64_t checkpoint_steps = 0;  // also checkpoint every this many steps (0 = off)
+  int64_t log_every = 100;       // steps between progress lines
+  int threads = 0;               // CPU threads for compute (0 = all cores)
+};
+
+struct DataConfig {
+  std::string dataset = "mnist_idx";  // mnist_idx | synthetic
+  std::string path;                   // mnist_idx: folder with the four IDX files (raw or .gz)
+  int64_t batch_size = 64;            // per rank
+  int64_t eval_batch_size = 1000;
+  bool shuffle = true;
+  int prefetch = 4;                   // batches prepared ahead by the loader thread
+  Normalize normalize;
+  int64_t train_limit = 0;            // use only the first N training samples (0 = all)
+  int64_t test_limit = 0;
+  // synthetic only
+  int64_t synthetic_train = 10000, synthetic_test = 2000;
+  std::vector<int64_t> synthetic_shape = {1, 28, 28};
+  int64_t synthetic_classes = 10;
+};
+
+struct LayerSpec {
+  std::string type;  // registry name
+  std::string name;
+  std::variant<std::monostate, Conv2dParams, PoolParams, FcParams, DropoutParams, LrnParams> params;
+};
+
+struct ModelConfig {
+  Shape input;  // per-sample [C,H,W]; empty = taken from the dataset
+  std::vector<LayerSpec> layers;
+};
+
+struct ParallelConfig {
+  Device device = Device::CPU;
+};
+
+struct Config {
+  std::string file;
+  RunConfig run;
+  DataConfig data;
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  ParallelConfig parallel;
+  YAML::Node resolved;  // every key with its final value, defaults included (written to the run directory)
+};
+
+// Loads, applies overrides, validates every section; throws naming file:line and key.
+Config load_config(const std::string& file, const std::vector<std::string>& overrides = {});
+std::string to_yaml(const YAML::Node& n);
+
+}  // namespace octet

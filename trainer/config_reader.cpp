@@ -1,0 +1,210 @@
+// Implementation of the strict YAML section reader and --set overrides.
+#include "trainer/config_reader.h"
+
+#include <sys/stat.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace octet {
+
+namespace {
+
+template <typename T> const char* type_name();
+template <> const char* type_name<int64_t>() { return "an integer"; }
+template <> const char* type_name<int>() { return "an integer"; }
+template <> const char* type_name<uint64_t>() { return "a non-negative integer"; }
+template <> const char* type_name<double>() { return "a number"; }
+template <> const char* type_name<float>() { return "a number"; }
+template <> const char* type_name<bool>() { return "true or false"; }
+template <> const char* type_name<std::string>() { return "a string"; }
+template <> const char* type_name<std::vector<int64_t>>() { return "a list of integers"; }
+template <> const char* type_name<std::vector<double>>() { return "a list of numbers"; }
+
+std::string mark_of(const YAML::Node& n, const std::string& file, const std::string& key_path) {
+  if (!n.IsDefined() || n.Mark().is_null() || n.Mark().line < 0) return "--set " + key_path;
+  return file + ":" + std::to_string(n.Mark().line + 1);
+}
+
+}  // namespace
+
+Section::Section(YAML::Node node, std::string path, std::string file, YAML::Node resolved)
+    : node_(node), path_(std::move(path)), file_(std::move(file)), resolved_(resolved) {
+  if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap())
+    throw_error(__FILE__, __LINE__, mark_of(node_, file_, path_) + ": " + path_ + ": expected a map of keys");
+}
+
+bool Section::has(const std::string& key) const {
+  return node_.IsDefined() && node_.IsMap() && node_[key].IsDefined() && !node_[key].IsNull();
+}
+
+YAML::Node Section::lookup(const std::string& key) {
+  used_.insert(key);
+  if (!node_.IsDefined() || !node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  const YAML::Node& cnode = node_;
+  return cnode[key];
+}
+
+std::string Section::where(const std::string& key) const {
+  if (node_.IsDefined() && node_.IsMap()) {
+    const YAML::Node& cnode = node_;
+    YAML::Node n = cnode[key];
+    if (n.IsDefined()) return mark_of(n, file_, full(key));
+  }
+  return node_.IsDefined() ? mark_of(node_, file_, path_) : file_;
+}
+
+void Section::fail(const std::string& key, const std::string& message) const {
+  throw_error(__FILE__, __LINE__, where(key) + ": " + full(key) + ": " + message);
+}
+
+template <typename T> T Section::get(const std::string& key) {
+  YAML::Node n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) fail(key, std::string("missing required key (") + type_name<T>() + ")");
+  T v{};
+  bool ok = true;
+  try {
+    if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<double>>) ok = n.IsSequence();
+    else ok = n.IsScalar();
+    if (ok) v = n.as<T>();
+    if constexpr (std::is_same_v<T, uint64_t>) ok = ok && n.Scalar().find('-') == std::string::npos;
+  } catch (const YAML::Exception&) {
+    ok = false;
+  }
+  if (!ok) {
+    YAML::Emitter e;
+    e << YAML::Flow << n;
+    fail(key, std::string("expected ") + type_name<T>() + ", got '" + e.c_str() + "'");
+  }
+  resolved_[key] = v;
+  return v;
+}
+
+template <typename T> T Section::get(const std::string& key, const T& dflt) {
+  if (!has(key)) {
+    used_.insert(key);
+    resolved_[key] = dflt;
+    return dflt;
+  }
+  return get<T>(key);
+}
+
+template int64_t Section::get<int64_t>(const std::string&);
+template int Section::get<int>(const std::string&);
+template uint64_t Section::get<uint64_t>(const std::string&);
+template double Section::get<double>(const std::string&);
+template float Section::get<float>(const std::string&);
+template bool Section::get<bool>(const std::string&);
+template std::string Section::get<std::string>(const std::string&);
+template std::vector<int64_t> Section::get<std::vector<int64_t>>(const std::string&);
+template std::vector<double> Section::get<std::vector<double>>(const std::string&);
+template int64_t Section::get<int64_t>(const std::string&, const int64_t&);
+template int Section::get<int>(const std::string&, const int&);
+template uint64_t Section::get<uint64_t>(const std::string&, const uint64_t&);
+template double Section::get<double>(const std::string&, const double&);
+template float Section::get<float>(const std::string&, const float&);
+template bool Section::get<bool>(const std::string&, const bool&);
+template std::string Section::get<std::string>(const std::string&, const std::string&);
+template std::vector<int64_t> Section::get<std::vector<int64_t>>(const std::string&, const std::vector<int64_t>&);
+template std::vector<double> Section::get<std::vector<double>>(const std::string&, const std::vector<double>&);
+
+std::string Section::choice(const std::string& key, const std::string& dflt, const std::vector<std::string>& choices) {
+  std::string v = dflt.empty() ? get<std::string>(key) : get<std::string>(key, dflt);
+  for (const auto& c : choices)
+    if (c == v) return v;
+  std::string known;
+  for (const auto& c : choices) known += (known.empty() ? "" : ", ") + c;
+  fail(key, "unknown value '" + v + "' (known: " + known + ")");
+}
+
+Section Section::section(const std::string& key, bool required) {
+  YAML::Node n = lookup(key);
+  if (required && (!n.IsDefined() || n.IsNull())) fail(key, "missing required section");
+  // Create the child in place and take a handle to it (assigning a standalone node and filling it later
+  // corrupts yaml-cpp 0.7's tree).
+  resolved_[key] = YAML::Node(YAML::NodeType::Map);
+  return Section(n, full(key), file_, resolved_[key]);
+}
+
+std::vector<Section> Section::list(const std::string& key) {
+  YAML::Node n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) fail(key, "missing required list");
+  if (!n.IsSequence() || n.size() == 0) fail(key, "expected a non-empty list");
+  resolved_[key] = YAML::Node(YAML::NodeType::Sequence);
+  YAML::Node out = resolved_[key];
+  std::vector<Section> items;
+  for (size_t i = 0; i < n.size(); ++i) {
+    out.push_back(YAML::Node(YAML::NodeType::Map));
+    items.emplace_back(n[i], full(key) + "[" + std::to_string(i) + "]", file_, out[i]);
+  }
+  return items;
+}
+
+void Section::finish() {
+  if (!node_.IsDefined() || !node_.IsMap()) return;
+  std::vector<std::string> known(used_.begin(), used_.end());
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    const std::string k = it->first.as<std::string>();
+    if (used_.count(k)) continue;
+    std::string list;
+    for (const auto& u : known) list += (list.empty() ? "" : ", ") + u;
+    throw_error(__FILE__, __LINE__, mark_of(it->first, file_, full(k)) + ": " + full(k) + ": unknown key (known here: " + list + ")");
+  }
+}
+
+YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<std::string>& overrides) {
+  struct stat st {};
+  OCTET_CHECK(::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode), file << ": config file not found");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::Exception& e) {
+    OCTET_THROW(file << ":" << e.mark.line + 1 << ": YAML syntax error: " << e.msg);
+  }
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  OCTET_CHECK(root.IsMap(), file << ": the top level must be a map of sections");
+  for (const std::string& ov : overrides) {
+    const size_t eq = ov.find('=');
+    OCTET_CHECK(eq != std::string::npos && eq > 0, "--set " << ov << ": expected key.path=value");
+    const std::string path = ov.substr(0, eq), text = ov.substr(eq + 1);
+    YAML::Node value;
+    try {
+      value = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      OCTET_THROW("--set " << path << ": value '" << text << "' is not valid YAML: " << e.msg);
+    }
+    // Walk (creating maps as needed) to the parent of the last component; numeric components index lists.
+    std::vector<std::string> parts;
+    for (size_t s = 0, e; s <= path.size(); s = e + 1) {
+      e = path.find('.', s);
+      if (e == std::string::npos) e = path.size();
+      OCTET_CHECK(e > s, "--set " << path << ": empty key component");
+      parts.push_back(path.substr(s, e - s));
+    }
+    YAML::Node cur = root;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const std::string& p = parts[i];
+      const bool last = i + 1 == parts.size();
+      if (cur.IsSequence()) {
+        char* end = nullptr;
+        long idx = std::strtol(p.c_str(), &end, 10);
+        OCTET_CHECK(*end == 0 && idx >= 0 && static_cast<size_t>(idx) < cur.size(),
+                    "--set " << path << ": '" << p << "' is not an index of a list of " << cur.size());
+        if (last) cur[static_cast<size_t>(idx)] = value;
+        else cur.reset(cur[static_cast<size_t>(idx)]);
+      } else {
+        OCTET_CHECK(cur.IsMap() || cur.IsNull(), "--set " << path << ": '" << p << "' is inside a scalar");
+        if (last) cur[p] = value;
+        else {
+          if (!cur[p].IsDefined() || cur[p].IsNull()) cur[p] = YAML::Node(YAML::NodeType::Map);
+          YAML::Node next = cur[p];
+          cur.reset(next);
+        }
+      }
+    }
+  }
+  return root;
+}
+
+}  // namespace octet

@@ -1,0 +1,45 @@
+// Strict YAML reading: typed getters that record the resolved value, name file:line and key in every error,
+// and reject keys nobody asked for.
+#pragma once
+#include <yaml-cpp/yaml.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace octet {
+
+class Section {
+ public:
+  // node: a YAML map (or null for an absent optional section); path: "optimizer" or "model.layers[2]".
+  Section(YAML::Node node, std::string path, std::string file, YAML::Node resolved);
+
+  bool has(const std::string& key) const;
+  template <typename T> T get(const std::string& key);                // required
+  template <typename T> T get(const std::string& key, const T& dflt);  // optional with default
+  // A string restricted to a list of choices; the error lists them.
+  std::string choice(const std::string& key, const std::string& dflt, const std::vector<std::string>& choices);
+  Section section(const std::string& key, bool required = false);
+  std::vector<Section> list(const std::string& key);  // required sequence of maps
+
+  // Errors on any key of this map that no getter consumed.
+  void finish();
+  // Throws "<file>:<line>: <path.key>: <message>".
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+  std::string where(const std::string& key) const;  // "file:line" of key (or of the section)
+  const std::string& path() const { return path_; }
+
+ private:
+  YAML::Node lookup(const std::string& key);
+  std::string full(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  YAML::Node node_;
+  std::string path_, file_;
+  YAML::Node resolved_;
+  std::set<std::string> used_;
+};
+
+// Reads a YAML file and applies "--set a.b.c=value" overrides (value parsed as YAML; list items by index).
+YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<std::string>& overrides);
+
+}  // namespace octet

@@ -1,0 +1,69 @@
+// The octet command line: `octet train CONFIG [--set key=value]... [--resume PATH]`, `octet version`.
+// The only place that catches errors: it prints one line and exits non-zero.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "trainer/config.h"
+#include "trainer/trainer.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: octet train CONFIG.yaml [--set key.path=value]... [--resume CHECKPOINT|RUN_DIR]\n"
+    "       octet version\n"
+    "  --set      override one config key (repeatable), e.g. --set optimizer.lr=0.05 --set run.epochs=1\n"
+    "  --resume   continue a run from its checkpoint (file or run directory); the result matches the uninterrupted run\n";
+
+int cmd_train(int argc, char** argv) {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  octet::TrainOptions opts;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* flag) -> std::string {
+      OCTET_CHECK(i + 1 < argc, "flag " << flag << " needs a value");
+      return argv[++i];
+    };
+    if (a == "--set") overrides.push_back(value("--set"));
+    else if (a.rfind("--set=", 0) == 0) overrides.push_back(a.substr(6));
+    else if (a == "--resume") opts.resume = value("--resume");
+    else if (a.rfind("--resume=", 0) == 0) opts.resume = a.substr(9);
+    else if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (!a.empty() && a[0] == '-') OCTET_THROW("unknown flag '" << a << "' (known: --set, --resume, --help)");
+    else if (config_path.empty()) config_path = a;
+    else OCTET_THROW("unexpected argument '" << a << "': one config file only");
+  }
+  OCTET_CHECK(!config_path.empty(), "octet train needs a config file\n" << kUsage);
+  octet::Config cfg = octet::load_config(config_path, overrides);
+  octet::train(cfg, opts);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help")) {
+      std::fputs(kUsage, argc < 2 ? stderr : stdout);
+      return argc < 2 ? 2 : 0;
+    }
+    const std::string cmd = argv[1];
+    if (cmd == "train") return cmd_train(argc - 2, argv + 2);
+    if (cmd == "version") {
+      std::printf("octet 0.1.0 (CUDA backend %s)\n", octet::cuda_built() ? "built" : "not built");
+      return 0;
+    }
+    OCTET_THROW("unknown command '" << cmd << "' (known: train, version)");
+  } catch (const octet::Error& e) {
+    std::fprintf(stderr, "octet: error: %s\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "octet: error: %s\n", e.what());
+  }
+  return 1;
+}

@@ -1,0 +1,69 @@
+// Optimizer state management and learning-rate schedules; the per-element math lives in optimizer_kernels.
+#include "trainer/optimizer.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace octet {
+
+double lr_at(const OptimizerConfig& opt, const ScheduleConfig& s, int64_t step, int64_t steps_per_epoch,
+             int64_t total_epochs) {
+  OCTET_CHECK(steps_per_epoch > 0, "steps_per_epoch must be positive");
+  const double epoch = static_cast<double>(step) / static_cast<double>(steps_per_epoch);
+  double lr = opt.lr;
+  switch (s.type) {
+    case ScheduleType::Constant: break;
+    case ScheduleType::Step: lr *= std::pow(s.gamma, std::floor(epoch / s.step_epochs)); break;
+    case ScheduleType::Multistep:
+      for (double m : s.milestones)
+        if (epoch >= m) lr *= s.gamma;
+      break;
+    case ScheduleType::Cosine: {
+      const double total = static_cast<double>(total_epochs);
+      const double t = std::min(1.0, (epoch - s.warmup_epochs) / std::max(1e-12, total - s.warmup_epochs));
+      lr = s.min_lr + 0.5 * (opt.lr - s.min_lr) * (1.0 + std::cos(M_PI * std::max(0.0, t)));
+      break;
+    }
+  }
+  if (s.warmup_epochs > 0 && epoch < s.warmup_epochs) {
+    const double f = s.warmup_start + (1.0 - s.warmup_start) * (epoch / s.warmup_epochs);
+    lr *= f;
+  }
+  return lr;
+}
+
+Optimizer::Optimizer(const OptimizerConfig& cfg, std::vector<Param> params) : cfg_(cfg), params_(std::move(params)) {
+  const bool stateful = cfg.type == OptimizerType::Rmsprop || cfg.momentum != 0.f;
+  if (stateful)
+    for (auto& p : params_) buf_.emplace_back(p.value->shape(), p.value->device());
+}
+
+void Optimizer::step(float lr) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Param& p = params_[i];
+    const bool gpu = p.value->device() == Device::CUDA;
+    float* state = buf_.empty() ? nullptr : buf_[i].data();
+#ifdef OCTET_WITH_CUDA
+    auto sgd = gpu ? sgd_update_cuda : sgd_update_cpu;
+    auto rmsprop = gpu ? rmsprop_update_cuda : rmsprop_update_cpu;
+#else
+    OCTET_CHECK(!gpu, "parameter " << p.name << " is on the GPU in a CPU-only build");
+    auto sgd = sgd_update_cpu;
+    auto rmsprop = rmsprop_update_cpu;
+#endif
+    if (cfg_.type == OptimizerType::Sgd)
+      sgd(p.value->data(), p.grad->data(), state, p.value->numel(), {lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov});
+    else
+      rmsprop(p.value->data(), p.grad->data(), state, p.value->numel(), {lr, cfg_.alpha, cfg_.eps, cfg_.weight_decay});
+  }
+}
+
+std::vector<std::pair<std::string, Tensor*>> Optimizer::state() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  const char* kind = cfg_.type == OptimizerType::Sgd ? ".momentum" : ".square_avg";
+  for (size_t i = 0; i < buf_.size(); ++i) out.push_back({params_[i].name + kind, &buf_[i]});
+  return out;
+}
+
+}  // namespace octet

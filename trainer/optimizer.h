@@ -1,0 +1,55 @@
+// Optimizers (SGD with momentum/Nesterov/weight decay, RMSProp) over a model's params, and learning-rate schedules.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/layer.h"
+#include "trainer/optimizer_kernels.h"
+
+namespace octet {
+
+enum class OptimizerType { Sgd, Rmsprop };
+
+struct OptimizerConfig {
+  OptimizerType type = OptimizerType::Sgd;
+  float lr = 0.01f;
+  float momentum = 0.f;  // sgd
+  bool nesterov = false; // sgd
+  float weight_decay = 0.f;
+  float alpha = 0.9f;    // rmsprop: running-average decay of the squared gradient
+  float eps = 1e-8f;     // rmsprop
+};
+
+enum class ScheduleType { Constant, Step, Multistep, Cosine };
+
+struct ScheduleConfig {
+  ScheduleType type = ScheduleType::Constant;
+  double step_epochs = 1;              // step: decay every step_epochs epochs
+  std::vector<double> milestones;      // multistep: epochs at which lr *= gamma
+  double gamma = 0.1;
+  double min_lr = 0;                   // cosine: floor reached at the end of training
+  double warmup_epochs = 0;            // linear warm-up from warmup_start*lr to lr, any schedule
+  double warmup_start = 0.0;
+};
+
+// Learning rate at a global step: a pure function of the step, so a resumed run continues the same curve.
+double lr_at(const OptimizerConfig& opt, const ScheduleConfig& sched, int64_t step, int64_t steps_per_epoch,
+             int64_t total_epochs);
+
+class Optimizer {
+ public:
+  Optimizer(const OptimizerConfig& cfg, std::vector<Param> params);
+  // One update of every parameter with its grad at learning rate lr.
+  void step(float lr);
+  // Named state tensors (momentum buffers / squared averages), for checkpoints.
+  std::vector<std::pair<std::string, Tensor*>> state();
+  const OptimizerConfig& config() const { return cfg_; }
+
+ private:
+  OptimizerConfig cfg_;
+  std::vector<Param> params_;
+  std::vector<Tensor> buf_;  // one per param when the method keeps state
+};
+
+}  // namespace octet

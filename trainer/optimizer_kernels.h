@@ -1,0 +1,22 @@
+// Parameter-update kernels: each CPU reference has a CUDA twin with the same signature (device pointers).
+#pragma once
+#include <cstdint>
+
+namespace octet {
+
+// PyTorch's SGD: d = g + wd*w; v = m*v + d; d = nesterov ? d + m*v : v; w -= lr*d.
+struct SgdHyper {
+  float lr = 0.01f, momentum = 0.f, weight_decay = 0.f;
+  bool nesterov = false;
+};
+// RMSProp: d = g + wd*w; s = a*s + (1-a)*d^2; w -= lr*d / (sqrt(s) + eps).
+struct RmspropHyper {
+  float lr = 0.001f, alpha = 0.9f, eps = 1e-8f, weight_decay = 0.f;
+};
+
+void sgd_update_cpu(float* w, const float* g, float* v, int64_t n, const SgdHyper& h);
+void rmsprop_update_cpu(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h);
+void sgd_update_cuda(float* w, const float* g, float* v, int64_t n, const SgdHyper& h);
+void rmsprop_update_cuda(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h);
+
+}  // namespace octet

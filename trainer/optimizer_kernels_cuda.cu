@@ -1,0 +1,51 @@
+// CUDA twins of the parameter-update kernels (same formulas as optimizer_kernels_cpu.cpp, one thread per element).
+#include <cuda_runtime.h>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "trainer/optimizer_kernels.h"
+
+namespace octet {
+
+__global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ v, int64_t n,
+                           SgdHyper h) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const float d = g[i] + h.weight_decay * w[i];
+    if (h.momentum == 0.f) {
+      w[i] -= h.lr * d;
+    } else {
+      const float vi = h.momentum * v[i] + d;
+      v[i] = vi;
+      w[i] -= h.lr * (h.nesterov ? d + h.momentum * vi : vi);
+    }
+  }
+}
+
+__global__ void rmsprop_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ s, int64_t n,
+                               RmspropHyper h) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const float d = g[i] + h.weight_decay * w[i];
+    const float si = h.alpha * s[i] + (1.f - h.alpha) * d * d;
+    s[i] = si;
+    w[i] -= h.lr * d / (sqrtf(si) + h.eps);
+  }
+}
+
+static unsigned grid_for(int64_t n) {
+  int64_t blocks = (n + 255) / 256;
+  return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
+}
+
+void sgd_update_cuda(float* w, const float* g, float* v, int64_t n, const SgdHyper& h) {
+  auto stream = static_cast<cudaStream_t>(cuda_current_context().compute_stream);
+  sgd_kernel<<<grid_for(n), 256, 0, stream>>>(w, g, v, n, h);
+  CHECK_CUDA(cudaGetLastError());
+}
+
+void rmsprop_update_cuda(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h) {
+  auto stream = static_cast<cudaStream_t>(cuda_current_context().compute_stream);
+  rmsprop_kernel<<<grid_for(n), 256, 0, stream>>>(w, g, s, n, h);
+  CHECK_CUDA(cudaGetLastError());
+}
+
+}  // namespace octet

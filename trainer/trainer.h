@@ -1,0 +1,38 @@
+// The training loop: data, model, optimizer, evaluation, progress lines, metrics, checkpoints and resume.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "data/dataset.h"
+#include "layers/model.h"
+#include "trainer/config.h"
+
+namespace octet {
+
+struct TrainOptions {
+  std::string resume;  // checkpoint file or run directory ("" = fresh run)
+};
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+  int64_t count = 0;
+};
+
+struct TrainResult {
+  EvalResult test;
+  int64_t steps = 0;            // global steps at the end
+  int64_t train_images = 0;     // images trained in this invocation
+  double train_seconds = 0;     // wall time of those training steps (evaluation and checkpoints excluded)
+  double images_per_s = 0;
+  double peak_rss_mb = 0;
+  std::string run_dir;
+};
+
+// Loads the train and test splits named by the data config (limits applied).
+std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t seed);
+// Mean loss and accuracy over a dataset in inference mode.
+EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size);
+
+TrainResult train(const Config& cfg, const TrainOptions& opts);
+
+}  // namespace octet
