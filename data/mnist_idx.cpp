@@ -91,7 +91,9 @@ std::unique_ptr<U8ImageDataset> load_mnist_dir(const std::string& dir, const std
     if (::stat(base.c_str(), &st) == 0) return base;
     OCTET_THROW(dir << ": neither " << prefix << "-" << stem << ".gz nor " << prefix << "-" << stem << " exists");
   };
-  return load_idx(pick("images-idx3-ubyte"), pick("labels-idx1-ubyte"), norm);
+  const std::string images = pick("images-idx3-ubyte");
+  const std::string labels = pick("labels-idx1-ubyte");
+  return load_idx(images, labels, norm);
 }
 
 }  // namespace octet

@@ -143,11 +143,12 @@ void read_parallel(Section s, ParallelConfig& p) {
 }  // namespace
 
 Config load_config(const std::string& file, const std::vector<std::string>& overrides) {
-  YAML::Node root = load_yaml_with_overrides(file, overrides);
+  auto overridden = std::make_shared<std::set<std::string>>();
+  YAML::Node root = load_yaml_with_overrides(file, overrides, overridden.get());
   Config c;
   c.file = file;
   c.resolved = YAML::Node(YAML::NodeType::Map);
-  Section top(root, "", file, c.resolved);
+  Section top(root, "", file, c.resolved, overridden);
   read_run(top.section("run"), c.run);
   read_data(top.section("data", true), c.data);
   read_model(top.section("model", true), c.model);

@@ -22,17 +22,22 @@ template <> const char* type_name<std::string>() { return "a string"; }
 template <> const char* type_name<std::vector<int64_t>>() { return "a list of integers"; }
 template <> const char* type_name<std::vector<double>>() { return "a list of numbers"; }
 
-std::string mark_of(const YAML::Node& n, const std::string& file, const std::string& key_path) {
-  if (!n.IsDefined() || n.Mark().is_null() || n.Mark().line < 0) return "--set " + key_path;
+std::string mark_of(const YAML::Node& n, const std::string& file, const std::string& key_path,
+                    const std::set<std::string>* overridden) {
+  if (overridden)  // the key itself or a section above it came from --set
+    for (const auto& o : *overridden)
+      if (key_path == o || key_path.rfind(o + ".", 0) == 0 || key_path.rfind(o + "[", 0) == 0) return "--set " + o;
+  if (!n.IsDefined() || n.Mark().is_null() || n.Mark().line < 0) return file;
   return file + ":" + std::to_string(n.Mark().line + 1);
 }
 
 }  // namespace
 
-Section::Section(YAML::Node node, std::string path, std::string file, YAML::Node resolved)
-    : node_(node), path_(std::move(path)), file_(std::move(file)), resolved_(resolved) {
+Section::Section(YAML::Node node, std::string path, std::string file, YAML::Node resolved,
+                 std::shared_ptr<const std::set<std::string>> overridden)
+    : node_(node), path_(std::move(path)), file_(std::move(file)), resolved_(resolved), overridden_(std::move(overridden)) {
   if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap())
-    throw_error(__FILE__, __LINE__, mark_of(node_, file_, path_) + ": " + path_ + ": expected a map of keys");
+    throw_error(__FILE__, __LINE__, mark_of(node_, file_, path_, overridden_.get()) + ": " + path_ + ": expected a map of keys");
 }
 
 bool Section::has(const std::string& key) const {
@@ -50,9 +55,9 @@ std::string Section::where(const std::string& key) const {
   if (node_.IsDefined() && node_.IsMap()) {
     const YAML::Node& cnode = node_;
     YAML::Node n = cnode[key];
-    if (n.IsDefined()) return mark_of(n, file_, full(key));
+    if (n.IsDefined()) return mark_of(n, file_, full(key), overridden_.get());
   }
-  return node_.IsDefined() ? mark_of(node_, file_, path_) : file_;
+  return node_.IsDefined() ? mark_of(node_, file_, path_, overridden_.get()) : file_;
 }
 
 void Section::fail(const std::string& key, const std::string& message) const {
@@ -124,7 +129,7 @@ Section Section::section(const std::string& key, bool required) {
   // Create the child in place and take a handle to it (assigning a standalone node and filling it later
   // corrupts yaml-cpp 0.7's tree).
   resolved_[key] = YAML::Node(YAML::NodeType::Map);
-  return Section(n, full(key), file_, resolved_[key]);
+  return Section(n, full(key), file_, resolved_[key], overridden_);
 }
 
 std::vector<Section> Section::list(const std::string& key) {
@@ -136,7 +141,7 @@ std::vector<Section> Section::list(const std::string& key) {
   std::vector<Section> items;
   for (size_t i = 0; i < n.size(); ++i) {
     out.push_back(YAML::Node(YAML::NodeType::Map));
-    items.emplace_back(n[i], full(key) + "[" + std::to_string(i) + "]", file_, out[i]);
+    items.emplace_back(n[i], full(key) + "[" + std::to_string(i) + "]", file_, out[i], overridden_);
   }
   return items;
 }
@@ -149,11 +154,13 @@ void Section::finish() {
     if (used_.count(k)) continue;
     std::string list;
     for (const auto& u : known) list += (list.empty() ? "" : ", ") + u;
-    throw_error(__FILE__, __LINE__, mark_of(it->first, file_, full(k)) + ": " + full(k) + ": unknown key (known here: " + list + ")");
+    throw_error(__FILE__, __LINE__,
+                mark_of(it->first, file_, full(k), overridden_.get()) + ": " + full(k) + ": unknown key (known here: " + list + ")");
   }
 }
 
-YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<std::string>& overrides) {
+YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<std::string>& overrides,
+                                    std::set<std::string>* overridden) {
   struct stat st {};
   OCTET_CHECK(::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode), file << ": config file not found");
   YAML::Node root;
@@ -183,6 +190,7 @@ YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<s
       parts.push_back(path.substr(s, e - s));
     }
     YAML::Node cur = root;
+    std::string canonical;
     for (size_t i = 0; i < parts.size(); ++i) {
       const std::string& p = parts[i];
       const bool last = i + 1 == parts.size();
@@ -191,10 +199,12 @@ YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<s
         long idx = std::strtol(p.c_str(), &end, 10);
         OCTET_CHECK(*end == 0 && idx >= 0 && static_cast<size_t>(idx) < cur.size(),
                     "--set " << path << ": '" << p << "' is not an index of a list of " << cur.size());
+        canonical += "[" + p + "]";
         if (last) cur[static_cast<size_t>(idx)] = value;
         else cur.reset(cur[static_cast<size_t>(idx)]);
       } else {
         OCTET_CHECK(cur.IsMap() || cur.IsNull(), "--set " << path << ": '" << p << "' is inside a scalar");
+        canonical += (canonical.empty() ? "" : ".") + p;
         if (last) cur[p] = value;
         else {
           if (!cur[p].IsDefined() || cur[p].IsNull()) cur[p] = YAML::Node(YAML::NodeType::Map);
@@ -203,6 +213,7 @@ YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<s
         }
       }
     }
+    if (overridden) overridden->insert(canonical);
   }
   return root;
 }

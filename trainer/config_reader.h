@@ -13,7 +13,9 @@ namespace octet {
 class Section {
  public:
   // node: a YAML map (or null for an absent optional section); path: "optimizer" or "model.layers[2]".
-  Section(YAML::Node node, std::string path, std::string file, YAML::Node resolved);
+  // overridden: canonical paths ("optimizer.lr", "model.layers[0].kernel") set on the command line.
+  Section(YAML::Node node, std::string path, std::string file, YAML::Node resolved,
+          std::shared_ptr<const std::set<std::string>> overridden = nullptr);
 
   bool has(const std::string& key) const;
   template <typename T> T get(const std::string& key);                // required
@@ -36,10 +38,13 @@ class Section {
   YAML::Node node_;
   std::string path_, file_;
   YAML::Node resolved_;
+  std::shared_ptr<const std::set<std::string>> overridden_;
   std::set<std::string> used_;
 };
 
 // Reads a YAML file and applies "--set a.b.c=value" overrides (value parsed as YAML; list items by index).
-YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<std::string>& overrides);
+// Adds the canonical path of every override to *overridden when given.
+YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<std::string>& overrides,
+                                    std::set<std::string>* overridden = nullptr);
 
 }  // namespace octet

@@ -215,7 +215,10 @@ TrainResult train(const Config& cfg, const TrainOptions& opts) {
         break;
       }
     }
-    if (stop && pos.batch < steps_per_epoch) break;  // partial epoch: no epoch-end work
+    if (stop && pos.batch < steps_per_epoch) {  // stopped inside an epoch: keep the exact position for --resume
+      save_checkpoint(ckpt_path, pos, state);
+      break;
+    }
     const bool last = epoch + 1 == cfg.run.epochs || stop;
     pos = {epoch + 1, 0, pos.global_step, pos.seed};
     if ((cfg.run.eval_every > 0 && (epoch + 1) % cfg.run.eval_every == 0) || last) {

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# CLI contract: bad flags, configs and resume files give one "octet: error:" line naming the culprit and exit non-zero.
+set -u
+octet=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+expect_error() {  # expect_error PATTERN ARGS...
+  local pattern=$1
+  shift
+  local out rc
+  out=$("$octet" "$@" 2>&1 >/dev/null)
+  rc=$?
+  if [[ $rc -eq 0 ]]; then echo "FAIL: octet $* exited 0"; fail=1; return; fi
+  if [[ $(printf '%s\n' "$out" | grep -c .) -ne 1 ]]; then echo "FAIL: octet $* printed more than one error line:"; echo "$out"; fail=1; return; fi
+  if ! grep -qF -- "$pattern" <<<"$out"; then echo "FAIL: octet $*: expected '$pattern' in: $out"; fail=1; return; fi
+  echo "ok: octet $* -> $out"
+}
+cfg=$src/configs/fashion-mnist/lenet.yaml
+expect_error "unknown command 'trian'" trian
+expect_error "unknown flag '--bogus'" train "$cfg" --bogus
+expect_error "flag --set needs a value" train "$cfg" --set
+expect_error "nope.yaml: config file not found" train "$tmp/nope.yaml"
+expect_error "--set optimizer.lr: optimizer.lr: must be positive" train "$cfg" --set optimizer.lr=-1
+expect_error "run.epocs: unknown key" train "$cfg" --set run.epocs=1
+printf 'run: {name: x}\ndata: {dataset: synthetic}\nmodel: {layers: [{type: fc, out_features: 10}]}\noptimizer: {lr: 0.1, momentun: 0.9}\n' >"$tmp/bad.yaml"
+expect_error "$tmp/bad.yaml:4: optimizer.momentun: unknown key" train "$tmp/bad.yaml"
+printf 'not a checkpoint' >"$tmp/ckpt.bin"
+sed -i 's/momentun/momentum/' "$tmp/bad.yaml"
+expect_error "bad magic at offset 0" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --resume "$tmp/ckpt.bin"
+# A good run still works and writes its outputs.
+if "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.epochs=1 --set data.synthetic_train=256 \
+     --set data.synthetic_test=64 --set data.batch_size=32 >"$tmp/log" 2>&1 &&
+   [[ -s $tmp/runs/x/summary.json && -s $tmp/runs/x/config.yaml && -s $tmp/runs/x/checkpoint.bin ]]; then
+  echo "ok: a small synthetic run writes summary.json, config.yaml and checkpoint.bin"
+else
+  echo "FAIL: small synthetic run"; cat "$tmp/log"; fail=1
+fi
+exit $fail

@@ -1,0 +1,118 @@
+// Config tests: a valid file resolves with defaults; unknown keys, wrong types, bad values, missing files and
+// --set overrides produce errors that name the file, line and key.
+#include <fstream>
+
+#include "trainer/config.h"
+#include "trainer/layer_registry.h"
+#include "tests/test_util.h"
+
+using namespace octet;
+using namespace octet::test;
+
+namespace {
+
+const char* kValid = R"(run:
+  name: t
+  epochs: 2
+data:
+  dataset: synthetic
+  synthetic_shape: [1, 8, 8]
+  synthetic_classes: 4
+model:
+  layers:
+    - {type: conv, out_channels: 3, kernel: 3}
+    - {type: maxpool, kernel: 2}
+    - {type: fc, out_features: 4}
+optimizer:
+  lr: 0.1
+  momentum: 0.9
+)";
+
+std::string write_config(const TempDir& d, const std::string& text) {
+  const std::string path = d.file("c.yaml");
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  REQUIRE(at != std::string::npos);
+  return s.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("a valid config resolves every key with defaults", "[config]") {
+  TempDir d;
+  Config c = load_config(write_config(d, kValid));
+  CHECK(c.run.name == "t");
+  CHECK(c.run.epochs == 2);
+  CHECK(c.run.seed == 1);
+  CHECK(c.data.batch_size == 64);
+  CHECK(c.optimizer.momentum == Approx(0.9f));
+  REQUIRE(c.model.layers.size() == 3);
+  CHECK(c.model.layers[0].name == "conv1");
+  CHECK(std::get<PoolParams>(c.model.layers[1].params).stride == 2);  // defaults to the kernel
+  const std::string resolved = to_yaml(c.resolved);
+  CHECK_THAT(resolved, Catch::Contains("checkpoint_every: 1") && Catch::Contains("init: xavier") &&
+                           Catch::Contains("type: constant"));
+  Model m = build_model(c.model, {1, 8, 8});
+  CHECK(m.size() == 3);
+  CHECK(m.num_params() == 3 * 9 + 3 + 27 * 4 + 4);
+}
+
+TEST_CASE("config errors name file, line and key", "[config]") {
+  TempDir d;
+  SECTION("unknown key") {
+    auto p = write_config(d, replace(kValid, "  momentum: 0.9", "  momentm: 0.9"));
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":15: optimizer.momentm: unknown key (known here:"));
+  }
+  SECTION("unknown top-level section") {
+    auto p = write_config(d, std::string(kValid) + "compresion: {}\n");
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":16: compresion: unknown key"));
+  }
+  SECTION("wrong type") {
+    auto p = write_config(d, replace(kValid, "epochs: 2", "epochs: two"));
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":3: run.epochs: expected an integer, got 'two'"));
+  }
+  SECTION("out of range") {
+    auto p = write_config(d, replace(kValid, "momentum: 0.9", "momentum: 1.5"));
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":15: optimizer.momentum: must be in [0, 1)"));
+  }
+  SECTION("missing required key") {
+    auto p = write_config(d, replace(kValid, "  lr: 0.1\n", ""));
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains("optimizer.lr: missing required key"));
+  }
+  SECTION("unknown layer type lists the known ones") {
+    auto p = write_config(d, replace(kValid, "type: maxpool", "type: maxpol"));
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":11: model.layers[1].type: unknown layer type 'maxpol' (known: conv, maxpool"));
+  }
+  SECTION("unknown choice lists the options") {
+    auto p = write_config(d, replace(kValid, "dataset: synthetic", "dataset: imagenet"));
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains("data.dataset: unknown value 'imagenet' (known: mnist_idx, synthetic)"));
+  }
+  SECTION("missing data folder") {
+    auto p = write_config(d, replace(kValid, "dataset: synthetic", "dataset: mnist_idx\n  path: /nonexistent/mnist"));
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":6: data.path: '/nonexistent/mnist' is not a folder"));
+  }
+  SECTION("missing config file") {
+    CHECK_THROWS_WITH(load_config(d.file("none.yaml")), Catch::Contains("none.yaml: config file not found"));
+  }
+  SECTION("YAML syntax error") {
+    auto p = write_config(d, "run: {name: [unclosed\n");
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":") && Catch::Contains("YAML syntax error"));
+  }
+}
+
+TEST_CASE("command-line overrides (--set) change values, list items and reports itself as the source", "[config]") {
+  TempDir d;
+  auto p = write_config(d, kValid);
+  Config c = load_config(p, {"optimizer.lr=0.05", "model.layers.0.out_channels=5", "run.threads=1"});
+  CHECK(c.optimizer.lr == Approx(0.05f));
+  CHECK(std::get<Conv2dParams>(c.model.layers[0].params).out_channels == 5);
+  CHECK(c.run.threads == 1);
+  CHECK_THROWS_WITH(load_config(p, {"run.epochs=abc"}), Catch::Contains("--set run.epochs: run.epochs: expected an integer"));
+  CHECK_THROWS_WITH(load_config(p, {"run.epoch=3"}), Catch::Contains("--set run.epoch: run.epoch: unknown key"));
+  CHECK_THROWS_WITH(load_config(p, {"model.layers.9.kernel=3"}), Catch::Contains("'9' is not an index of a list of 3"));
+  CHECK_THROWS_WITH(load_config(p, {"novalue"}), Catch::Contains("--set novalue: expected key.path=value"));
+}

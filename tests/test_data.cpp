@@ -1,0 +1,164 @@
+// Data tests: IDX loading and every malformed-file error, sharded sampling, prefetch order, synthetic data.
+#include <zlib.h>
+
+#include <algorithm>
+#include <deque>
+#include <fstream>
+#include <set>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "tests/test_util.h"
+
+using namespace octet;
+using namespace octet::test;
+
+namespace {
+
+void be32(std::vector<uint8_t>& b, uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(v >> s));
+}
+
+std::vector<uint8_t> idx_images(uint32_t n, uint32_t rows, uint32_t cols, uint32_t magic = 0x803) {
+  std::vector<uint8_t> b;
+  be32(b, magic);
+  be32(b, n);
+  be32(b, rows);
+  be32(b, cols);
+  for (uint32_t i = 0; i < n * rows * cols; ++i) b.push_back(static_cast<uint8_t>(i * 7));
+  return b;
+}
+
+std::vector<uint8_t> idx_labels(uint32_t n) {
+  std::vector<uint8_t> b;
+  be32(b, 0x801);
+  be32(b, n);
+  for (uint32_t i = 0; i < n; ++i) b.push_back(static_cast<uint8_t>(i % 10));
+  return b;
+}
+
+void write_gz(const std::string& path, const std::vector<uint8_t>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f);
+  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
+  gzclose(f);
+}
+
+}  // namespace
+
+TEST_CASE("IDX loader reads raw and gzip files and normalizes", "[data][idx]") {
+  TempDir d;
+  write_bytes(d.file("train-images-idx3-ubyte"), idx_images(5, 2, 3));
+  write_gz(d.file("train-labels-idx1-ubyte.gz"), idx_labels(5));
+  auto ds = load_mnist_dir(d.path(), "train", Normalize{0.5f, 0.25f});
+  REQUIRE(ds->size() == 5);
+  CHECK(ds->sample_shape() == Shape{1, 2, 3});
+  CHECK(ds->label(3) == 3);
+  std::vector<float> px(6);
+  ds->copy_sample(1, px.data());  // pixel values 42, 49, ...
+  CHECK(px[0] == Approx((42.0f / 255.0f - 0.5f) / 0.25f));
+  auto sl = ds->slice(2, 4);
+  CHECK(sl->size() == 2);
+  CHECK(sl->label(0) == 2);
+}
+
+TEST_CASE("IDX loader rejects malformed files with a clear message", "[data][idx]") {
+  TempDir d;
+  const std::string img = d.file("i"), lab = d.file("l");
+  write_bytes(lab, idx_labels(4));
+  SECTION("truncated data") {
+    auto b = idx_images(4, 3, 3);
+    b.resize(b.size() - 5);
+    write_bytes(img, b);
+    CHECK_THROWS_WITH(load_idx(img, lab, {}), Catch::Contains("truncated: header promises 52 bytes, file has 47"));
+  }
+  SECTION("truncated header") {
+    write_bytes(img, {0, 0, 8, 3, 0});
+    CHECK_THROWS_WITH(load_idx(img, lab, {}), Catch::Contains("too short for an IDX header"));
+  }
+  SECTION("wrong magic") {
+    write_bytes(img, idx_images(4, 3, 3, 0x801));
+    CHECK_THROWS_WITH(load_idx(img, lab, {}), Catch::Contains("bad magic 0x801 at offset 0"));
+  }
+  SECTION("count mismatch between images and labels") {
+    write_bytes(img, idx_images(3, 3, 3));
+    CHECK_THROWS_WITH(load_idx(img, lab, {}), Catch::Contains("holds 3 images but") && Catch::Contains("holds 4 labels"));
+  }
+  SECTION("trailing bytes") {
+    auto b = idx_images(4, 3, 3);
+    b.push_back(1);
+    write_bytes(img, b);
+    CHECK_THROWS_WITH(load_idx(img, lab, {}), Catch::Contains("1 trailing bytes after offset 52"));
+  }
+  SECTION("label out of range") {
+    write_bytes(img, idx_images(4, 3, 3));
+    auto l = idx_labels(4);
+    l[10] = 12;
+    write_bytes(lab, l);
+    CHECK_THROWS_WITH(load_idx(img, lab, {}), Catch::Contains("label 12 at offset 10"));
+  }
+  SECTION("corrupt gzip stream") {
+    write_gz(img + ".gz", idx_images(4, 3, 3));
+    std::string bytes;
+    {
+      std::ifstream f(img + ".gz", std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(f), {});
+    }
+    bytes.resize(bytes.size() / 2);
+    write_bytes(img + ".gz", std::vector<uint8_t>(bytes.begin(), bytes.end()));
+    CHECK_THROWS_WITH(load_idx(img + ".gz", lab, {}), Catch::Contains(img + ".gz"));
+  }
+  SECTION("missing file") {
+    CHECK_THROWS_WITH(load_idx(d.file("nope"), lab, {}), Catch::Contains("nope: no such file"));
+    CHECK_THROWS_WITH(load_mnist_dir(d.path(), "t10k", {}), Catch::Contains("t10k-images-idx3-ubyte"));
+  }
+}
+
+TEST_CASE("sampler: shared shuffled order, disjoint rank shards, per-epoch reshuffle", "[data][sampler]") {
+  const int64_t n = 103, batch = 4;
+  const int world = 3;
+  std::deque<Sampler> ranks;  // Sampler holds a mutex: not movable
+  for (int r = 0; r < world; ++r) ranks.emplace_back(n, batch, r, world, 42, true, true);
+  const int64_t batches = ranks[0].batches_per_epoch();
+  CHECK(batches == n / (batch * world));
+  std::set<int64_t> seen;
+  for (int64_t b = 0; b < batches; ++b)
+    for (auto& s : ranks)
+      for (int64_t i : s.indices(0, b)) CHECK(seen.insert(i).second);
+  CHECK(static_cast<int64_t>(seen.size()) == batches * batch * world);
+  CHECK(ranks[0].indices(0, 0) != ranks[0].indices(1, 0));            // new epoch, new order
+  Sampler again(n, batch, 0, world, 42, true, true);
+  CHECK(again.indices(1, 2) == ranks[0].indices(1, 2));               // same seed, same order
+  Sampler eval(10, 4, 0, 1, 0, false, false);
+  CHECK(eval.batches_per_epoch() == 3);
+  CHECK(eval.indices(0, 2) == std::vector<int64_t>{8, 9});
+}
+
+TEST_CASE("prefetcher yields the same batches as synchronous assembly, from any start", "[data][prefetch]") {
+  auto ds = make_synthetic(50, {1, 4, 4}, 3, 9, {});
+  Sampler s(ds->size(), 8, 0, 1, 5, true, true);
+  Prefetcher pf(*ds, s, 2, 1, 2);
+  Batch got, want;
+  int64_t b = 1;
+  while (pf.next(got)) {
+    assemble_batch(*ds, s.indices(2, b), want);
+    CHECK(got.index == b);
+    CHECK(to_vector(got.x) == to_vector(want.x));
+    CHECK(got.labels == want.labels);
+    ++b;
+  }
+  CHECK(b == s.batches_per_epoch());
+}
+
+TEST_CASE("synthetic data is seeded and class-dependent", "[data][synthetic]") {
+  auto a = make_synthetic(20, {2, 3, 3}, 4, 1, {});
+  auto b = make_synthetic(20, {2, 3, 3}, 4, 1, {});
+  std::vector<float> x(18), y(18);
+  for (int64_t i = 0; i < 20; ++i) {
+    a->copy_sample(i, x.data());
+    b->copy_sample(i, y.data());
+    CHECK(x == y);
+    CHECK(a->label(i) == b->label(i));
+  }
+  CHECK(a->num_classes() == 4);
+}

@@ -1,0 +1,24 @@
+// End to end: Caffe's LeNet on the real MNIST subset (../shared/data/mnist) reaches >= 97% test accuracy in one epoch.
+#include "core/fileio.h"
+#include "trainer/config.h"
+#include "trainer/trainer.h"
+#include "tests/test_util.h"
+
+using namespace octet;
+using namespace octet::test;
+
+TEST_CASE("LeNet on real MNIST reaches 97% after one epoch", "[e2e]") {
+  const std::string data = source_dir() + "/../shared/data/mnist";
+  INFO("real MNIST expected at " << data << " (the shared folder beside the checkout)");
+  REQUIRE(is_dir(data));
+  TempDir d;
+  Config cfg = load_config(source_dir() + "/configs/mnist/lenet.yaml",
+                           {"data.path=" + data, "run.epochs=1", "run.out_dir=" + d.path(), "run.log_every=100"});
+  TrainResult r = train(cfg, {});
+  INFO("test accuracy " << r.test.accuracy << " at " << r.images_per_s << " img/s");
+  CHECK(r.test.count == 10000);
+  CHECK(r.test.accuracy >= 0.97);
+  CHECK(path_exists(d.file("mnist-lenet/checkpoint.bin")));
+  CHECK(path_exists(d.file("mnist-lenet/summary.json")));
+  CHECK_THAT(read_file(d.file("mnist-lenet/metrics.jsonl")), Catch::Contains("\"event\":\"eval\""));
+}

@@ -1,0 +1,198 @@
+// Layer tests: hand-computed forward fixtures and finite-difference gradient checks for every layer.
+#include <cmath>
+
+#include "core/rng.h"
+#include "layers/conv2d.h"
+#include "layers/elementwise.h"
+#include "layers/fc.h"
+#include "layers/lrn.h"
+#include "layers/model.h"
+#include "layers/pool.h"
+#include "layers/softmax_ce.h"
+#include "tests/test_util.h"
+
+using namespace octet;
+using namespace octet::test;
+using Catch::Matchers::Equals;
+
+static StepContext train_ctx() { return StepContext{true, 7, 3}; }
+
+static std::vector<float> run_forward(Layer& l, const Tensor& x, const StepContext& ctx = train_ctx()) {
+  Tensor y(l.output_shape(x.shape()));
+  l.forward(x, y, ctx);
+  return to_vector(y);
+}
+
+TEST_CASE("conv forward matches hand-computed cross-correlation", "[layers][conv]") {
+  Tensor x = make_tensor({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  SECTION("stride 1, no padding") {
+    Conv2d conv("c", {1, 1, 2, 1, 0, true, Init::Xavier});
+    auto p = conv.params();
+    *p[0].value = make_tensor({1, 1, 2, 2}, {1, 2, 3, 4});
+    p[1].value->fill(0.5f);
+    CHECK_THAT(run_forward(conv, x), Equals(std::vector<float>{37.5f, 47.5f, 67.5f, 77.5f}));
+  }
+  SECTION("stride 2, padding 1") {
+    Conv2d conv("c", {1, 1, 2, 2, 1, true, Init::Xavier});
+    auto p = conv.params();
+    *p[0].value = make_tensor({1, 1, 2, 2}, {1, 2, 3, 4});
+    p[1].value->fill(0.5f);
+    CHECK(conv.output_shape({1, 1, 3, 3}) == Shape{1, 1, 2, 2});
+    CHECK_THAT(run_forward(conv, x), Equals(std::vector<float>{4.5f, 18.5f, 36.5f, 77.5f}));
+  }
+}
+
+TEST_CASE("conv gradients match finite differences", "[layers][conv][grad]") {
+  Rng rng(5);
+  SECTION("3->4 channels, k3, stride 1, pad 1, bias") {
+    Conv2d conv("c", {3, 4, 3, 1, 1, true, Init::He});
+    conv.init_params(rng);
+    check_gradients(conv, random_tensor({2, 3, 6, 6}, 11));
+  }
+  SECTION("2->3 channels, k3, stride 2, no bias") {
+    Conv2d conv("c", {2, 3, 3, 2, 0, false, Init::Xavier});
+    conv.init_params(rng);
+    check_gradients(conv, random_tensor({2, 2, 7, 7}, 12));
+  }
+}
+
+TEST_CASE("max and average pooling forward fixtures", "[layers][pool]") {
+  SECTION("max 2x2 stride 2") {
+    Pool2d pool("p", {PoolKind::Max, 2, 2, 0});
+    Tensor x = make_tensor({1, 1, 4, 4}, {1, 5, 2, 0, 3, 4, 8, 1, 0, 0, 1, 1, 9, 0, 1, 7});
+    CHECK_THAT(run_forward(pool, x), Equals(std::vector<float>{5, 8, 9, 7}));
+  }
+  SECTION("average 2x2 stride 2 padding 1 excludes padding") {
+    Pool2d pool("p", {PoolKind::Avg, 2, 2, 1});
+    Tensor x = make_tensor({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+    CHECK_THAT(run_forward(pool, x), Equals(std::vector<float>{1, 2.5f, 5.5f, 7}));
+  }
+}
+
+TEST_CASE("pooling gradients match finite differences", "[layers][pool][grad]") {
+  // Distinct values 0.05 apart: no window has two values within 2*eps, so no max-pool kink is crossed.
+  Tensor x({2, 3, 6, 6});
+  auto perm = permutation(static_cast<uint32_t>(x.numel()), 3);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = 0.05f * static_cast<float>(perm[i]) - 5.0f;
+  SECTION("max k2 s2") {
+    Pool2d pool("p", {PoolKind::Max, 2, 2, 0});
+    check_gradients(pool, x);
+  }
+  SECTION("max k3 s2 pad 1 (overlapping windows)") {
+    Pool2d pool("p", {PoolKind::Max, 3, 2, 1});
+    check_gradients(pool, x);
+  }
+  SECTION("avg k3 s2 pad 1") {
+    Pool2d pool("p", {PoolKind::Avg, 3, 2, 1});
+    check_gradients(pool, x);
+  }
+}
+
+TEST_CASE("fully connected forward fixture and gradients", "[layers][fc][grad]") {
+  FullyConnected fc("f", {2, 3, true, Init::Xavier});
+  auto p = fc.params();
+  *p[0].value = make_tensor({3, 2}, {1, 2, 3, 4, 5, 6});
+  *p[1].value = make_tensor({3}, {0.1f, 0.2f, 0.3f});
+  auto y = run_forward(fc, make_tensor({1, 2}, {1, -1}));
+  CHECK(y[0] == Approx(-0.9f));
+  CHECK(y[1] == Approx(-0.8f));
+  CHECK(y[2] == Approx(-0.7f));
+  SECTION("gradients, 4-D input read as features") {
+    FullyConnected fc2("f2", {2 * 3 * 3, 5, true, Init::He});
+    Rng rng(1);
+    fc2.init_params(rng);
+    CHECK(fc2.output_shape({4, 2, 3, 3}) == Shape{4, 5});
+    check_gradients(fc2, random_tensor({4, 2, 3, 3}, 8));
+  }
+}
+
+TEST_CASE("relu forward and gradient", "[layers][relu][grad]") {
+  Relu relu("r");
+  CHECK_THAT(run_forward(relu, make_tensor({1, 4}, {-1, 0.5f, 2, -0.25f})), Equals(std::vector<float>{0, 0.5f, 2, 0}));
+  Tensor x = random_tensor({3, 10}, 4);
+  check_gradients(relu, x, 1e-2, 2e-2, 48, [&](int64_t i) { return std::abs(x.data()[i]) < 0.03f; });
+}
+
+TEST_CASE("dropout masks, scaling, inference identity and gradient", "[layers][dropout][grad]") {
+  Dropout drop("d", {0.5f}, 2);
+  Tensor x({1, 10000});
+  x.fill(1.0f);
+  auto y = run_forward(drop, x);
+  int64_t kept = 0;
+  for (float v : y) {
+    REQUIRE((v == 0.0f || v == 2.0f));
+    kept += v != 0.0f;
+  }
+  CHECK(kept > 4800);
+  CHECK(kept < 5200);
+  CHECK(run_forward(drop, x) == y);                                    // same (seed, step, layer): same mask
+  CHECK(run_forward(drop, x, StepContext{true, 7, 4}) != y);           // next step: new mask
+  CHECK(run_forward(drop, x, StepContext{false, 7, 3}) == to_vector(x));  // inference: identity
+  Dropout d2("d2", {0.3f}, 1);
+  check_gradients(d2, random_tensor({2, 50}, 6));
+}
+
+TEST_CASE("local response normalization matches the across-channel formula", "[layers][lrn][grad]") {
+  // alpha is divided by the window size (Caffe/AlexNet convention): alpha 3, size 3 -> 1 * sum of squares.
+  Lrn lrn("n", {3, 3.0f, 1.0f, 1.0f});
+  auto y = run_forward(lrn, make_tensor({1, 3, 1, 1}, {1, 2, 3}));
+  CHECK(y[0] == Approx(1.0 / 6.0));
+  CHECK(y[1] == Approx(2.0 / 15.0));
+  CHECK(y[2] == Approx(3.0 / 14.0));
+  Lrn alex("n5", {5, 1e-2f, 0.75f, 2.0f});
+  check_gradients(alex, random_tensor({2, 7, 3, 3}, 9, 2.0f));
+}
+
+TEST_CASE("flatten keeps the data and reshapes", "[layers][flatten][grad]") {
+  Flatten f("f");
+  CHECK(f.output_shape({2, 3, 4, 5}) == Shape{2, 60});
+  Tensor x = random_tensor({2, 3, 2, 2}, 2);
+  CHECK(run_forward(f, x) == to_vector(x));
+  check_gradients(f, x);
+}
+
+TEST_CASE("softmax cross-entropy loss, accuracy and gradient", "[layers][loss]") {
+  SoftmaxCrossEntropy ce;
+  Tensor logits = make_tensor({2, 3}, {0, std::log(2.0f), std::log(3.0f), 5, 0, 0});
+  const int32_t labels[2] = {2, 1};
+  LossResult r = ce.forward(logits, labels);
+  const double l1 = -std::log(0.5), l2 = -std::log(1.0 / (std::exp(5.0) + 2.0));
+  CHECK(r.loss_sum == Approx(l1 + l2));
+  CHECK(r.correct == 1);
+  CHECK(r.count == 2);
+  Tensor d(logits.shape());
+  ce.backward(d, 0.5f);
+  CHECK(d.data()[0] == Approx(0.5 / 6));
+  CHECK(d.data()[1] == Approx(0.5 * 2 / 6));
+  CHECK(d.data()[2] == Approx(0.5 * (3.0 / 6 - 1)));
+  // Finite differences of the mean loss w.r.t. each logit.
+  for (int64_t i = 0; i < 6; ++i) {
+    Tensor lp = logits, lm = logits;
+    lp.data()[i] += 1e-3f;
+    lm.data()[i] -= 1e-3f;
+    SoftmaxCrossEntropy a, b;
+    const double num = (a.forward(lp, labels).loss_sum - b.forward(lm, labels).loss_sum) / 2e-3 / 2;
+    CHECK(d.data()[i] == Approx(num).margin(1e-3));
+  }
+  const int32_t bad[2] = {3, 0};
+  CHECK_THROWS_WITH(ce.forward(logits, bad), Catch::Contains("label 3 of sample 0 outside [0,3)"));
+}
+
+TEST_CASE("model chains layers and fires the gradient-ready hook last to first", "[layers][model]") {
+  std::vector<LayerPtr> layers;
+  layers.push_back(std::make_unique<Conv2d>("conv", Conv2dParams{1, 2, 3, 1, 0, true, Init::He}));
+  layers.push_back(std::make_unique<Relu>("relu"));
+  layers.push_back(std::make_unique<FullyConnected>("fc", FcParams{2 * 3 * 3, 4, true, Init::Xavier}));
+  Model m({1, 5, 5}, std::move(layers));
+  m.init_params(3);
+  CHECK(m.num_params() == 2 * 9 + 2 + 18 * 4 + 4);
+  std::vector<size_t> order;
+  m.set_grad_ready_hook([&](size_t i) { order.push_back(i); });
+  Tensor x = random_tensor({2, 1, 5, 5}, 1);
+  const Tensor& y = m.forward(x, train_ctx());
+  CHECK(y.shape() == Shape{2, 4});
+  Tensor dy = random_tensor(y.shape(), 2);
+  m.backward(x, dy);
+  CHECK(order == std::vector<size_t>{2, 1, 0});
+  CHECK_THROWS_WITH(Model({1, 5, 5}, {}), Catch::Contains("at least one layer"));
+}

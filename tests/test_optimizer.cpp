@@ -1,0 +1,102 @@
+// Optimizer steps against hand-computed values, and learning-rate schedules at known points.
+#include "trainer/optimizer.h"
+#include "tests/test_util.h"
+
+using namespace octet;
+using namespace octet::test;
+
+namespace {
+struct OneParam {
+  Tensor w = make_tensor({1}, {1.0f});
+  Tensor g = make_tensor({1}, {0.2f});
+  std::vector<Param> params() { return {{"p.weight", &w, &g}}; }
+};
+}  // namespace
+
+TEST_CASE("SGD with momentum and weight decay", "[optim]") {
+  OneParam p;
+  OptimizerConfig c;
+  c.lr = 0.5f;
+  c.momentum = 0.9f;
+  c.weight_decay = 0.1f;
+  Optimizer opt(c, p.params());
+  opt.step(c.lr);  // d = 0.2 + 0.1*1 = 0.3; v = 0.3; w = 1 - 0.15
+  CHECK(p.w.data()[0] == Approx(0.85f));
+  opt.step(c.lr);  // d = 0.2 + 0.085 = 0.285; v = 0.27 + 0.285 = 0.555; w = 0.85 - 0.2775
+  CHECK(p.w.data()[0] == Approx(0.5725f));
+  REQUIRE(opt.state().size() == 1);
+  CHECK(opt.state()[0].first == "p.weight.momentum");
+  CHECK(opt.state()[0].second->data()[0] == Approx(0.555f));
+}
+
+TEST_CASE("SGD Nesterov and plain", "[optim]") {
+  OneParam p;
+  OptimizerConfig c;
+  c.lr = 0.5f;
+  c.momentum = 0.9f;
+  c.weight_decay = 0.1f;
+  c.nesterov = true;
+  Optimizer opt(c, p.params());
+  opt.step(c.lr);  // d = 0.3; v = 0.3; w -= 0.5 * (0.3 + 0.27)
+  CHECK(p.w.data()[0] == Approx(0.715f));
+  OneParam q;
+  OptimizerConfig plain;
+  plain.lr = 0.1f;
+  Optimizer sgd(plain, q.params());
+  CHECK(sgd.state().empty());
+  sgd.step(0.1f);
+  CHECK(q.w.data()[0] == Approx(0.98f));
+}
+
+TEST_CASE("RMSProp", "[optim]") {
+  OneParam p;
+  p.g.data()[0] = 0.5f;
+  OptimizerConfig c;
+  c.type = OptimizerType::Rmsprop;
+  c.lr = 0.01f;
+  c.alpha = 0.9f;
+  Optimizer opt(c, p.params());
+  opt.step(c.lr);  // s = 0.1 * 0.25 = 0.025; w = 1 - 0.01 * 0.5 / sqrt(0.025)
+  CHECK(p.w.data()[0] == Approx(1.0 - 0.005 / std::sqrt(0.025)));
+  CHECK(opt.state()[0].first == "p.weight.square_avg");
+  CHECK(opt.state()[0].second->data()[0] == Approx(0.025f));
+}
+
+TEST_CASE("learning-rate schedules", "[optim][schedule]") {
+  OptimizerConfig o;
+  o.lr = 1.0f;
+  ScheduleConfig s;
+  const int64_t spe = 100;  // steps per epoch
+  SECTION("constant") { CHECK(lr_at(o, s, 12345, spe, 5) == 1.0); }
+  SECTION("step") {
+    s.type = ScheduleType::Step;
+    s.step_epochs = 2;
+    s.gamma = 0.1;
+    CHECK(lr_at(o, s, 0, spe, 10) == Approx(1.0));
+    CHECK(lr_at(o, s, 199, spe, 10) == Approx(1.0));
+    CHECK(lr_at(o, s, 200, spe, 10) == Approx(0.1));
+    CHECK(lr_at(o, s, 450, spe, 10) == Approx(0.01));
+  }
+  SECTION("multistep") {
+    s.type = ScheduleType::Multistep;
+    s.milestones = {1, 3};
+    s.gamma = 0.5;
+    CHECK(lr_at(o, s, 99, spe, 5) == Approx(1.0));
+    CHECK(lr_at(o, s, 100, spe, 5) == Approx(0.5));
+    CHECK(lr_at(o, s, 300, spe, 5) == Approx(0.25));
+  }
+  SECTION("cosine with floor") {
+    s.type = ScheduleType::Cosine;
+    s.min_lr = 0.1;
+    CHECK(lr_at(o, s, 0, spe, 4) == Approx(1.0));
+    CHECK(lr_at(o, s, 200, spe, 4) == Approx(0.55));
+    CHECK(lr_at(o, s, 400, spe, 4) == Approx(0.1));
+  }
+  SECTION("linear warm-up") {
+    s.warmup_epochs = 1;
+    s.warmup_start = 0.2;
+    CHECK(lr_at(o, s, 0, spe, 5) == Approx(0.2));
+    CHECK(lr_at(o, s, 50, spe, 5) == Approx(0.6));
+    CHECK(lr_at(o, s, 100, spe, 5) == Approx(1.0));
+  }
+}

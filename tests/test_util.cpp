@@ -1,0 +1,104 @@
+// Implementation of the shared test helpers.
+#include "tests/test_util.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "core/rng.h"
+
+namespace octet::test {
+
+Tensor make_tensor(const Shape& shape, const std::vector<float>& values) {
+  Tensor t(shape);
+  REQUIRE(static_cast<int64_t>(values.size()) == t.numel());
+  for (size_t i = 0; i < values.size(); ++i) t.data()[i] = values[i];
+  return t;
+}
+
+Tensor random_tensor(const Shape& shape, uint64_t seed, float scale) {
+  Tensor t(shape);
+  Rng rng(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = scale * rng.normal();
+  return t;
+}
+
+std::vector<float> to_vector(const Tensor& t) { return std::vector<float>(t.data(), t.data() + t.numel()); }
+
+static double loss_of(Layer& layer, const Tensor& x, const Tensor& r, const StepContext& ctx) {
+  Tensor y(layer.output_shape(x.shape()));
+  layer.forward(x, y, ctx);
+  double s = 0;
+  for (int64_t i = 0; i < y.numel(); ++i) s += static_cast<double>(y.data()[i]) * r.data()[i];
+  return s;
+}
+
+static void compare(const char* what, int64_t i, double analytic, double numeric, double tol) {
+  INFO(what << "[" << i << "] analytic " << analytic << " numeric " << numeric);
+  CHECK(std::abs(analytic - numeric) <= tol * std::max({1.0, std::abs(analytic), std::abs(numeric)}));
+}
+
+void check_gradients(Layer& layer, const Tensor& x0, double eps, double tol, int samples,
+                     const std::function<bool(int64_t)>& skip, bool check_dx) {
+  StepContext ctx;
+  ctx.train = true;
+  ctx.seed = 7;
+  ctx.step = 3;
+  Tensor x = x0;
+  Tensor y(layer.output_shape(x.shape()));
+  Tensor r = random_tensor(y.shape(), 99);
+  layer.forward(x, y, ctx);
+  Tensor dx(x.shape());
+  layer.backward(x, y, r, &dx);
+  // Copy the analytic parameter gradients before the probes overwrite nothing (forward does not touch grads).
+  std::vector<Tensor> grads;
+  for (auto& p : layer.params()) grads.push_back(*p.grad);
+
+  Rng pick(1234);
+  if (check_dx) {
+    for (int s = 0; s < samples; ++s) {
+      const int64_t i = static_cast<int64_t>(pick.below(static_cast<uint64_t>(x.numel())));
+      if (skip && skip(i)) continue;
+      const float keep = x.data()[i];
+      x.data()[i] = keep + static_cast<float>(eps);
+      const double lp = loss_of(layer, x, r, ctx);
+      x.data()[i] = keep - static_cast<float>(eps);
+      const double lm = loss_of(layer, x, r, ctx);
+      x.data()[i] = keep;
+      compare("dx", i, dx.data()[i], (lp - lm) / (2 * eps), tol);
+    }
+  }
+  auto params = layer.params();
+  for (size_t k = 0; k < params.size(); ++k) {
+    Tensor& w = *params[k].value;
+    for (int s = 0; s < samples; ++s) {
+      const int64_t i = static_cast<int64_t>(pick.below(static_cast<uint64_t>(w.numel())));
+      const float keep = w.data()[i];
+      w.data()[i] = keep + static_cast<float>(eps);
+      const double lp = loss_of(layer, x, r, ctx);
+      w.data()[i] = keep - static_cast<float>(eps);
+      const double lm = loss_of(layer, x, r, ctx);
+      w.data()[i] = keep;
+      compare(params[k].name.c_str(), i, grads[k].data()[i], (lp - lm) / (2 * eps), tol);
+    }
+  }
+}
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/octet-test-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(f.good());
+}
+
+std::string source_dir() { return OCTET_SOURCE_DIR; }
+
+}  // namespace octet::test

@@ -1,0 +1,39 @@
+// Shared test helpers: tensors from lists, finite-difference gradient checks, temporary folders.
+#pragma once
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "layers/layer.h"
+
+namespace octet::test {
+
+Tensor make_tensor(const Shape& shape, const std::vector<float>& values);
+Tensor random_tensor(const Shape& shape, uint64_t seed, float scale = 1.0f);
+std::vector<float> to_vector(const Tensor& t);
+
+// Finite-difference check of a layer: L = sum(r * y) with fixed random r; compares backward's dx and parameter
+// grads with central differences (double accumulation) on up to `samples` elements of each. `skip(i)` excludes
+// input elements that sit on a kink (ReLU at 0, max-pool ties).
+void check_gradients(Layer& layer, const Tensor& x, double eps = 1e-2, double tol = 2e-2, int samples = 48,
+                     const std::function<bool(int64_t)>& skip = nullptr, bool check_dx = true);
+
+// A fresh empty folder under /tmp, removed when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
+std::string source_dir();  // the project's top folder
+
+}  // namespace octet::test
