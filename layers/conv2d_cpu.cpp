@@ -5,17 +5,13 @@
 
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
+#include "layers/weighted_dnnl.h"
 
 namespace octet {
 
 using dims = dnnl::memory::dims;
 
-struct Conv2d::Prims {
-  dnnl::memory::desc src, wei, bias, dst;
-  dnnl::convolution_forward fwd;
-  dnnl::convolution_backward_data bwd_data;
-  dnnl::convolution_backward_weights bwd_weights;
-};
+struct Conv2d::Prims : WeightedPrims {};
 
 Conv2d::Conv2d(std::string name, const Conv2dParams& p) : Layer(std::move(name)), p_(p) {
   OCTET_CHECK(p.in_channels > 0 && p.out_channels > 0 && p.kernel > 0 && p.stride > 0 && p.padding >= 0,
@@ -69,30 +65,15 @@ Conv2d::Prims& Conv2d::prims(const Shape& in) {
   P->wei = wei;
   P->bias = bias;
   P->dst = dst;
+  P->has_bias = p_.bias;
   slot = std::move(P);
   return *slot;
 }
 
-void Conv2d::forward(const Tensor& x, Tensor& y, const StepContext&) {
-  Prims& P = prims(x.shape());
-  std::unordered_map<int, dnnl::memory> args = {
-      {DNNL_ARG_SRC, wrap(P.src, x.data())}, {DNNL_ARG_WEIGHTS, wrap(P.wei, w_.data())}, {DNNL_ARG_DST, wrap(P.dst, y.data())}};
-  if (p_.bias) args[DNNL_ARG_BIAS] = wrap(P.bias, b_.data());
-  P.fwd.execute(dnnl_stream(), args);
-}
+void Conv2d::forward(const Tensor& x, Tensor& y, const StepContext&) { weighted_forward(prims(x.shape()), x, w_, b_, y); }
 
 void Conv2d::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
-  Prims& P = prims(x.shape());
-  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, wrap(P.src, x.data())},
-                                                {DNNL_ARG_DIFF_DST, wrap(P.dst, dy.data())},
-                                                {DNNL_ARG_DIFF_WEIGHTS, wrap(P.wei, dw_.data())}};
-  if (p_.bias) args[DNNL_ARG_DIFF_BIAS] = wrap(P.bias, db_.data());
-  P.bwd_weights.execute(dnnl_stream(), args);
-  if (dx) {
-    P.bwd_data.execute(dnnl_stream(), {{DNNL_ARG_DIFF_DST, wrap(P.dst, dy.data())},
-                                       {DNNL_ARG_WEIGHTS, wrap(P.wei, w_.data())},
-                                       {DNNL_ARG_DIFF_SRC, wrap(P.src, dx->data())}});
-  }
+  weighted_backward(prims(x.shape()), x, w_, dy, dw_, db_, dx);
 }
 
 std::vector<Param> Conv2d::params() {

@@ -3,15 +3,11 @@
 
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
+#include "layers/weighted_dnnl.h"
 
 namespace octet {
 
-struct FullyConnected::Prims {
-  dnnl::memory::desc src, wei, bias, dst;
-  dnnl::inner_product_forward fwd;
-  dnnl::inner_product_backward_data bwd_data;
-  dnnl::inner_product_backward_weights bwd_weights;
-};
+struct FullyConnected::Prims : WeightedPrims {};
 
 FullyConnected::FullyConnected(std::string name, const FcParams& p) : Layer(std::move(name)), p_(p) {
   OCTET_CHECK(p.in_features > 0 && p.out_features > 0, "fc " << this->name() << ": bad parameters");
@@ -49,30 +45,15 @@ FullyConnected::Prims& FullyConnected::prims(int64_t n) {
   auto bwd = p_.bias ? dnnl::inner_product_backward_weights::desc(P->src, P->wei, P->bias, P->dst)
                      : dnnl::inner_product_backward_weights::desc(P->src, P->wei, P->dst);
   P->bwd_weights = dnnl::inner_product_backward_weights(dnnl::inner_product_backward_weights::primitive_desc(bwd, eng, fpd));
+  P->has_bias = p_.bias;
   slot = std::move(P);
   return *slot;
 }
 
-void FullyConnected::forward(const Tensor& x, Tensor& y, const StepContext&) {
-  Prims& P = prims(x.dim(0));
-  std::unordered_map<int, dnnl::memory> args = {
-      {DNNL_ARG_SRC, wrap(P.src, x.data())}, {DNNL_ARG_WEIGHTS, wrap(P.wei, w_.data())}, {DNNL_ARG_DST, wrap(P.dst, y.data())}};
-  if (p_.bias) args[DNNL_ARG_BIAS] = wrap(P.bias, b_.data());
-  P.fwd.execute(dnnl_stream(), args);
-}
+void FullyConnected::forward(const Tensor& x, Tensor& y, const StepContext&) { weighted_forward(prims(x.dim(0)), x, w_, b_, y); }
 
 void FullyConnected::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
-  Prims& P = prims(x.dim(0));
-  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, wrap(P.src, x.data())},
-                                                {DNNL_ARG_DIFF_DST, wrap(P.dst, dy.data())},
-                                                {DNNL_ARG_DIFF_WEIGHTS, wrap(P.wei, dw_.data())}};
-  if (p_.bias) args[DNNL_ARG_DIFF_BIAS] = wrap(P.bias, db_.data());
-  P.bwd_weights.execute(dnnl_stream(), args);
-  if (dx) {
-    P.bwd_data.execute(dnnl_stream(), {{DNNL_ARG_DIFF_DST, wrap(P.dst, dy.data())},
-                                       {DNNL_ARG_WEIGHTS, wrap(P.wei, w_.data())},
-                                       {DNNL_ARG_DIFF_SRC, wrap(P.src, dx->data())}});
-  }
+  weighted_backward(prims(x.dim(0)), x, w_, dy, dw_, db_, dx);
 }
 
 std::vector<Param> FullyConnected::params() {

@@ -1,6 +1,7 @@
 // The octet command line: `octet train CONFIG [--set key=value]... [--resume PATH]`, `octet version`.
 // The only place that catches errors: it prints one line and exits non-zero.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -39,7 +40,12 @@ int cmd_train(int argc, char** argv) {
     else if (config_path.empty()) config_path = a;
     else OCTET_THROW("unexpected argument '" << a << "': one config file only");
   }
-  OCTET_CHECK(!config_path.empty(), "octet train needs a config file\n" << kUsage);
+  OCTET_CHECK(!config_path.empty(), "octet train needs a config file (usage: octet train CONFIG.yaml [--set k=v]... [--resume PATH])");
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const char* v = std::getenv(var);
+    OCTET_CHECK(!v || std::atoi(v) <= 1, var << "=" << v << ": this octet trains in one process; multi-rank data "
+                                             "parallelism comes with the comm/ milestone (run with -np 1)");
+  }
   octet::Config cfg = octet::load_config(config_path, overrides);
   octet::train(cfg, opts);
   return 0;
