@@ -1,0 +1,78 @@
+// Codec registry, payload header I/O and the generic error-feedback wrapper.
+#include "compress/codec.h"
+
+#include <cstring>
+
+#include "compress/codecs.h"
+#include "core/error.h"
+
+namespace octet {
+
+const std::vector<CodecEntry>& codec_registry() {
+  static const std::vector<CodecEntry> table = {
+      {"none", make_none, "fp32, lossless"},
+      {"fp16", make_fp16, "IEEE half precision"},
+      {"linear8", make_linear8, "Dettmers linear 8-bit, abs-max scale per block"},
+      {"mantissa8", make_mantissa8, "Dettmers 3-bit decade exponent + 4-bit mantissa"},
+      {"static_tree8", make_static_tree8, "Dettmers 3-bit exponent + 4-bit bisection tree"},
+      {"dynamic_tree8", make_dynamic_tree8, "Dettmers dynamic tree (bitsandbytes dynamic map)"},
+      {"qsgd", make_qsgd, "QSGD stochastic unbiased, 2/4/8 bits, bucket scale"},
+      {"onebit", make_onebit, "1-bit SGD with two reconstruction values per block"},
+      {"topk", make_topk, "top-k magnitude sparsification"},
+      {"adacomp", make_adacomp, "AdaComp bin-local residual selection, ternary"},
+  };
+  return table;
+}
+
+CodecPtr make_codec(const CodecParams& p) {
+  std::string known;
+  for (const auto& e : codec_registry()) {
+    if (p.method == e.name) return e.make(p);
+    known += (known.empty() ? "" : ", ") + std::string(e.name);
+  }
+  OCTET_THROW("unknown compression method '" << p.method << "' (known: " << known << ")");
+}
+
+uint8_t codec_id(const char* name) {
+  const auto& t = codec_registry();
+  for (size_t i = 0; i < t.size(); ++i)
+    if (!std::strcmp(t[i].name, name)) return static_cast<uint8_t>(i + 1);
+  OCTET_THROW("codec " << name << " is not registered");
+}
+
+void write_header(uint8_t* out, const PayloadHeader& h) {
+  out[0] = h.codec;
+  out[1] = h.version;
+  std::memcpy(out + 2, &h.aux, 2);
+  std::memcpy(out + 4, &h.n, 4);
+  std::memcpy(out + 8, &h.param, 4);
+}
+
+PayloadHeader read_header(const uint8_t* in, size_t size, const char* codec, int64_t n) {
+  OCTET_CHECK(size >= kHeaderBytes, codec << " payload of " << size << " bytes is shorter than its " << kHeaderBytes << "-byte header");
+  PayloadHeader h;
+  h.codec = in[0];
+  h.version = in[1];
+  std::memcpy(&h.aux, in + 2, 2);
+  std::memcpy(&h.n, in + 4, 4);
+  std::memcpy(&h.param, in + 8, 4);
+  const uint8_t want = codec_id(codec);
+  OCTET_CHECK(h.codec == want, codec << " payload: codec id " << int(h.codec) << " at offset 0, expected " << int(want));
+  OCTET_CHECK(h.version == 1, codec << " payload: version " << int(h.version) << " at offset 1, expected 1");
+  OCTET_CHECK(static_cast<int64_t>(h.n) == n, codec << " payload describes " << h.n << " values (offset 4), expected " << n);
+  return h;
+}
+
+size_t encode_with_feedback(const Codec& c, const float* x, int64_t n, float* residual, uint8_t* out, uint64_t seed,
+                            float* scratch) {
+  float* y = scratch;
+  float* sent = scratch + n;
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] + residual[i];
+  EncodeContext ctx{seed, x};
+  const size_t bytes = c.encode(y, n, out, ctx);
+  c.decode(out, bytes, sent, n, false);
+  for (int64_t i = 0; i < n; ++i) residual[i] = y[i] - sent[i];
+  return bytes;
+}
+
+}  // namespace octet

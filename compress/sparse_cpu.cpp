@@ -1,0 +1,198 @@
+// Sparse and 1-bit codecs that rely on error feedback: topk (largest magnitudes, index + value), adacomp
+// (bin-local residual selection, ternary values) and onebit (sign bits + two reconstruction values per block).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "compress/codecs.h"
+#include "core/error.h"
+
+namespace octet {
+
+namespace {
+
+// Checks that the sparse indices of a payload are strictly increasing and inside [0, n).
+void check_index(const char* codec, uint32_t idx, int64_t prev, int64_t n, size_t offset) {
+  OCTET_CHECK(static_cast<int64_t>(idx) < n && static_cast<int64_t>(idx) > prev,
+              codec << " payload: index " << idx << " at offset " << offset << " is out of range or out of order");
+}
+
+class TopkCodec : public Codec {
+ public:
+  explicit TopkCodec(double fraction) : fraction_(fraction) {
+    OCTET_CHECK(fraction > 0 && fraction <= 1, "topk: fraction must be in (0, 1], got " << fraction);
+  }
+  const char* name() const override { return "topk"; }
+  bool sparse() const override { return true; }
+  bool needs_feedback() const override { return true; }
+  int64_t k_for(int64_t n) const { return n == 0 ? 0 : std::max<int64_t>(1, std::llround(fraction_ * static_cast<double>(n))); }
+  size_t max_bytes(int64_t n) const override { return kHeaderBytes + 8 * static_cast<size_t>(k_for(n)); }
+
+  size_t encode(const float* x, int64_t n, uint8_t* out, const EncodeContext&) const override {
+    const int64_t k = k_for(n);
+    std::vector<uint32_t> idx(static_cast<size_t>(n));
+    std::iota(idx.begin(), idx.end(), 0u);
+    // Ties broken by index so the selection is deterministic.
+    auto larger = [&](uint32_t a, uint32_t b) {
+      const float fa = std::fabs(x[a]), fb = std::fabs(x[b]);
+      return fa > fb || (fa == fb && a < b);
+    };
+    std::nth_element(idx.begin(), idx.begin() + k, idx.end(), larger);
+    std::sort(idx.begin(), idx.begin() + k);
+    write_header(out, {codec_id("topk"), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(k)});
+    uint8_t* p = out + kHeaderBytes;
+    for (int64_t j = 0; j < k; ++j, p += 8) {
+      std::memcpy(p, &idx[j], 4);
+      std::memcpy(p + 4, &x[idx[j]], 4);
+    }
+    return kHeaderBytes + 8 * static_cast<size_t>(k);
+  }
+
+  void decode(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
+    const PayloadHeader h = read_header(in, size, "topk", n);
+    OCTET_CHECK(size == kHeaderBytes + 8 * static_cast<size_t>(h.param),
+                "topk payload: " << size << " bytes for " << h.param << " values (count at offset 8)");
+    if (!accumulate) std::fill(out, out + n, 0.f);
+    int64_t prev = -1;
+    for (uint32_t j = 0; j < h.param; ++j) {
+      const size_t off = kHeaderBytes + 8 * static_cast<size_t>(j);
+      uint32_t i;
+      float v;
+      std::memcpy(&i, in + off, 4);
+      std::memcpy(&v, in + off + 4, 4);
+      check_index("topk", i, prev, n, off);
+      prev = i;
+      out[i] += v;
+    }
+  }
+
+ private:
+  double fraction_;
+};
+
+// AdaComp: G = residue + dW (the input x), H = G + dW; in each bin of L_T values, send i iff |H_i| >= max_bin |G|,
+// as sign(G_i) * scale with one scale per tensor (the mean of the bins' max |G|). The residue keeps G - sent.
+class AdacompCodec : public Codec {
+ public:
+  explicit AdacompCodec(int64_t bin) : bin_(bin > 0 ? bin : 500) {}
+  const char* name() const override { return "adacomp"; }
+  bool sparse() const override { return true; }
+  bool needs_feedback() const override { return true; }
+  size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 + 4 * static_cast<size_t>(n); }
+
+  size_t encode(const float* g, int64_t n, uint8_t* out, const EncodeContext& ctx) const override {
+    uint8_t* p = out + kHeaderBytes + 4;
+    uint32_t count = 0;
+    double gmax_sum = 0;
+    int64_t bins = 0;
+    for (int64_t lo = 0; lo < n; lo += bin_, ++bins) {
+      const int64_t hi = std::min(n, lo + bin_);
+      float gmax = 0.f;
+      for (int64_t i = lo; i < hi; ++i) gmax = std::max(gmax, std::fabs(g[i]));
+      gmax_sum += gmax;
+      if (gmax == 0.f) continue;
+      for (int64_t i = lo; i < hi; ++i) {
+        const float h = ctx.fresh ? g[i] + ctx.fresh[i] : g[i];
+        if (std::fabs(h) >= gmax) {
+          const uint32_t word = static_cast<uint32_t>(i) | (g[i] < 0.f ? 0x80000000u : 0u);
+          std::memcpy(p + 4 * count, &word, 4);
+          ++count;
+        }
+      }
+    }
+    const float scale = bins ? static_cast<float>(gmax_sum / static_cast<double>(bins)) : 0.f;
+    write_header(out, {codec_id("adacomp"), 1, 0, static_cast<uint32_t>(n), count});
+    std::memcpy(out + kHeaderBytes, &scale, 4);
+    return kHeaderBytes + 4 + 4 * static_cast<size_t>(count);
+  }
+
+  void decode(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
+    const PayloadHeader h = read_header(in, size, "adacomp", n);
+    OCTET_CHECK(size == kHeaderBytes + 4 + 4 * static_cast<size_t>(h.param),
+                "adacomp payload: " << size << " bytes for " << h.param << " values (count at offset 8)");
+    float scale;
+    std::memcpy(&scale, in + kHeaderBytes, 4);
+    OCTET_CHECK(std::isfinite(scale) && scale >= 0.f, "adacomp payload: bad scale at offset " << kHeaderBytes);
+    if (!accumulate) std::fill(out, out + n, 0.f);
+    int64_t prev = -1;
+    for (uint32_t j = 0; j < h.param; ++j) {
+      const size_t off = kHeaderBytes + 4 + 4 * static_cast<size_t>(j);
+      uint32_t word;
+      std::memcpy(&word, in + off, 4);
+      const uint32_t i = word & 0x7fffffffu;
+      check_index("adacomp", i, prev, n, off);
+      prev = i;
+      out[i] += word & 0x80000000u ? -scale : scale;
+    }
+  }
+
+ private:
+  int64_t bin_;
+};
+
+// 1-bit SGD (Seide et al., CNTK): per block, the sign of each value and two reconstruction values, the means of
+// the non-negative and of the negative values.
+class OnebitCodec : public Codec {
+ public:
+  explicit OnebitCodec(int64_t block) : block_(block) {}
+  const char* name() const override { return "onebit"; }
+  bool needs_feedback() const override { return true; }
+  int64_t block_for(int64_t n) const { return block_ == 0 ? std::max<int64_t>(n, 1) : block_; }
+  size_t max_bytes(int64_t n) const override {
+    const int64_t b = block_for(n);
+    return kHeaderBytes + 8 * static_cast<size_t>((n + b - 1) / b) + (static_cast<size_t>(n) + 7) / 8;
+  }
+
+  size_t encode(const float* x, int64_t n, uint8_t* out, const EncodeContext&) const override {
+    const int64_t b = block_for(n), nb = (n + b - 1) / b;
+    write_header(out, {codec_id("onebit"), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(b)});
+    uint8_t* bits = out + kHeaderBytes + 8 * nb;
+    std::memset(bits, 0, (static_cast<size_t>(n) + 7) / 8);
+    for (int64_t k = 0; k < nb; ++k) {
+      const int64_t lo = k * b, hi = std::min(n, lo + b);
+      double pos = 0, neg = 0;
+      int64_t np = 0;
+      for (int64_t i = lo; i < hi; ++i) {
+        const bool nonneg = x[i] >= 0.f;
+        (nonneg ? pos : neg) += x[i];
+        np += nonneg;
+        bits[i >> 3] |= static_cast<uint8_t>(nonneg) << (i & 7);
+      }
+      const int64_t nn = hi - lo - np;
+      const float rec[2] = {np ? static_cast<float>(pos / np) : 0.f, nn ? static_cast<float>(neg / nn) : 0.f};
+      std::memcpy(out + kHeaderBytes + 8 * k, rec, 8);
+    }
+    return max_bytes(n);
+  }
+
+  void decode(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
+    const PayloadHeader h = read_header(in, size, "onebit", n);
+    OCTET_CHECK(h.param > 0, "onebit payload: block 0 at offset 8");
+    const int64_t b = h.param, nb = (n + b - 1) / b;
+    const size_t want = kHeaderBytes + 8 * static_cast<size_t>(nb) + (static_cast<size_t>(n) + 7) / 8;
+    OCTET_CHECK(size == want, "onebit payload: " << size << " bytes, expected " << want);
+    const uint8_t* bits = in + kHeaderBytes + 8 * nb;
+    for (int64_t k = 0; k < nb; ++k) {
+      float rec[2];
+      std::memcpy(rec, in + kHeaderBytes + 8 * k, 8);
+      OCTET_CHECK(std::isfinite(rec[0]) && std::isfinite(rec[1]), "onebit payload: bad value at offset " << kHeaderBytes + 8 * k);
+      const int64_t lo = k * b, hi = std::min(n, lo + b);
+      for (int64_t i = lo; i < hi; ++i) {
+        const float v = (bits[i >> 3] >> (i & 7)) & 1 ? rec[0] : rec[1];
+        out[i] = accumulate ? out[i] + v : v;
+      }
+    }
+  }
+
+ private:
+  int64_t block_;
+};
+
+}  // namespace
+
+CodecPtr make_topk(const CodecParams& p) { return std::make_unique<TopkCodec>(p.fraction); }
+CodecPtr make_adacomp(const CodecParams& p) { return std::make_unique<AdacompCodec>(p.bin); }
+CodecPtr make_onebit(const CodecParams& p) { return std::make_unique<OnebitCodec>(p.block); }
+
+}  // namespace octet
