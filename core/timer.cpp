@@ -6,7 +6,7 @@
 namespace octet {
 
 const char* phase_name(Phase p) {
-  static const char* names[] = {"data", "forward", "backward", "compress", "communicate", "wait", "update"};
+  static const char* names[] = {"data", "forward", "backward", "compress", "communicate", "decompress", "wait", "update"};
   return names[static_cast<int>(p)];
 }
 
@@ -22,7 +22,7 @@ PhaseTimes& PhaseTimes::operator+=(const PhaseTimes& o) {
 }
 
 std::string PhaseTimes::summary_ms(double steps) const {
-  static const char* shorts[] = {"data", "fwd", "bwd", "comp", "comm", "wait", "upd"};
+  static const char* shorts[] = {"data", "fwd", "bwd", "comp", "comm", "decomp", "wait", "upd"};
   std::string out;
   char buf[64];
   for (int i = 0; i < static_cast<int>(Phase::Count); ++i) {

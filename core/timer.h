@@ -10,7 +10,7 @@ inline double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-enum class Phase { Data, Forward, Backward, Compress, Communicate, Wait, Update, Count };
+enum class Phase { Data, Forward, Backward, Compress, Communicate, Decompress, Wait, Update, Count };
 const char* phase_name(Phase p);
 
 class PhaseTimes {

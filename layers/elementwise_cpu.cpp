@@ -63,8 +63,9 @@ void Dropout::forward(const Tensor& x, Tensor& y, const StepContext& ctx) {
     return;
   }
   key_ = derive_seed(ctx.seed, 0xd20b, ctx.step, layer_index_);
+  base_ = ctx.sample_offset * (n / x.dim(0));
   const float scale = 1.0f / (1.0f - p_.p);
-  for (int64_t i = 0; i < n; ++i) out[i] = keep(key_, i, p_.p) ? in[i] * scale : 0.f;
+  for (int64_t i = 0; i < n; ++i) out[i] = keep(key_, base_ + i, p_.p) ? in[i] * scale : 0.f;
 }
 
 void Dropout::backward(const Tensor&, const Tensor&, const Tensor& dy, Tensor* dx) {
@@ -77,7 +78,7 @@ void Dropout::backward(const Tensor&, const Tensor&, const Tensor& dy, Tensor* d
     return;
   }
   const float scale = 1.0f / (1.0f - p_.p);
-  for (int64_t i = 0; i < n; ++i) out[i] = keep(key_, i, p_.p) ? g[i] * scale : 0.f;
+  for (int64_t i = 0; i < n; ++i) out[i] = keep(key_, base_ + i, p_.p) ? g[i] * scale : 0.f;
 }
 
 Shape Flatten::output_shape(const Shape& in) const {

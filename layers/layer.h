@@ -21,6 +21,7 @@ struct StepContext {
   bool train = true;
   uint64_t seed = 0;  // run seed
   uint64_t step = 0;  // global training step (keys dropout masks, so a resumed run draws the same ones)
+  int64_t sample_offset = 0;  // index of this rank's first sample in the global batch (masks follow the sample, not the rank)
 };
 
 enum class Init { He, Xavier };

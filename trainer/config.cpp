@@ -137,6 +137,45 @@ void read_optimizer(Section s, OptimizerConfig& o, ScheduleConfig& sc, int64_t e
 void read_parallel(Section s, ParallelConfig& p) {
   s.choice("device", "cpu", {"cpu"});
   p.device = Device::CPU;
+  p.checksum_every = at_least(s, "checksum_every", p.checksum_every, 0);
+  s.finish();
+}
+
+// One codec policy; keys absent here take the values of `base` (the section defaults, or the top level for overrides).
+TensorPolicy read_policy(Section& s, const TensorPolicy& base) {
+  TensorPolicy t = base;
+  std::vector<std::string> methods;
+  for (const auto& e : codec_registry()) methods.push_back(e.name);
+  t.codec.method = s.choice("method", base.codec.method, methods);
+  t.algorithm = s.choice("algorithm", base.algorithm, {"auto", "allreduce", "scatter_allgather", "allgather"});
+  t.codec.block = at_least(s, "block", base.codec.block, 0);
+  t.codec.bits = static_cast<int>(s.get<int64_t>("bits", base.codec.bits));
+  if (t.codec.bits != 2 && t.codec.bits != 4 && t.codec.bits != 8) s.fail("bits", "must be 2, 4 or 8");
+  t.codec.bucket = at_least(s, "bucket", base.codec.bucket, 1);
+  t.codec.fraction = s.get<double>("fraction", base.codec.fraction);
+  if (!(t.codec.fraction > 0 && t.codec.fraction <= 1)) s.fail("fraction", "must be in (0, 1]");
+  t.codec.bin = at_least(s, "bin", base.codec.bin, 0);
+  t.codec.mantissa_offset = static_cast<int>(s.get<int64_t>("mantissa_offset", base.codec.mantissa_offset));
+  if (t.codec.mantissa_offset < 0 || t.codec.mantissa_offset > 8) s.fail("mantissa_offset", "must be in [0, 8]");
+  t.codec.error_feedback = s.get<bool>("error_feedback", base.codec.error_feedback);
+  if (t.algorithm == "allreduce" && t.codec.method != "none")
+    s.fail("algorithm", "allreduce sums fp32 in MPI; method " + t.codec.method + " needs scatter_allgather or allgather");
+  if ((t.codec.method == "topk" || t.codec.method == "adacomp") && t.algorithm == "scatter_allgather")
+    s.fail("algorithm", "sparse method " + t.codec.method + " needs allgather");
+  return t;
+}
+
+void read_compression(Section s, CompressionConfig& c, const ModelConfig& model) {
+  c.base = read_policy(s, c.base);
+  c.min_numel = at_least(s, "min_numel", c.min_numel, 0);
+  Section o = s.section("overrides");
+  for (const auto& layer : model.layers) {
+    if (!o.has(layer.name)) continue;
+    Section ls = o.section(layer.name);
+    c.overrides[layer.name] = read_policy(ls, c.base);
+    ls.finish();
+  }
+  o.finish();  // names no layer of the model: unknown key
   s.finish();
 }
 
@@ -154,6 +193,7 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
   read_model(top.section("model", true), c.model);
   read_optimizer(top.section("optimizer", true), c.optimizer, c.schedule, c.run.epochs);
   read_parallel(top.section("parallel"), c.parallel);
+  read_compression(top.section("compression"), c.compression, c.model);
   top.finish();
   return c;
 }

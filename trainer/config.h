@@ -6,6 +6,7 @@
 #include <variant>
 #include <vector>
 
+#include "comm/grad_sync.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
 #include "layers/conv2d.h"
@@ -59,6 +60,7 @@ struct ModelConfig {
 
 struct ParallelConfig {
   Device device = Device::CPU;
+  int64_t checksum_every = 100;  // steps between cross-rank parameter checksums (0 = only at the end)
 };
 
 struct Config {
@@ -69,6 +71,7 @@ struct Config {
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   ParallelConfig parallel;
+  CompressionConfig compression;
   YAML::Node resolved;  // every key with its final value, defaults included (written to the run directory)
 };
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/world.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "trainer/config.h"
@@ -23,7 +24,7 @@ int cmd_train(int argc, char** argv) {
   std::string config_path;
   std::vector<std::string> overrides;
   octet::TrainOptions opts;
-  for (int i = 0; i < argc; ++i) {
+  for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* flag) -> std::string {
       OCTET_CHECK(i + 1 < argc, "flag " << flag << " needs a value");
@@ -41,13 +42,9 @@ int cmd_train(int argc, char** argv) {
     else OCTET_THROW("unexpected argument '" << a << "': one config file only");
   }
   OCTET_CHECK(!config_path.empty(), "octet train needs a config file (usage: octet train CONFIG.yaml [--set k=v]... [--resume PATH])");
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
-    const char* v = std::getenv(var);
-    OCTET_CHECK(!v || std::atoi(v) <= 1, var << "=" << v << ": this octet trains in one process; multi-rank data "
-                                             "parallelism comes with the comm/ milestone (run with -np 1)");
-  }
   octet::Config cfg = octet::load_config(config_path, overrides);
-  octet::train(cfg, opts);
+  octet::MpiSession mpi(&argc, &argv);
+  octet::train(cfg, opts, &mpi.world());
   return 0;
 }
 
@@ -60,16 +57,21 @@ int main(int argc, char** argv) {
       return argc < 2 ? 2 : 0;
     }
     const std::string cmd = argv[1];
-    if (cmd == "train") return cmd_train(argc - 2, argv + 2);
+    if (cmd == "train") return cmd_train(argc, argv);
     if (cmd == "version") {
       std::printf("octet 0.1.0 (CUDA backend %s)\n", octet::cuda_built() ? "built" : "not built");
       return 0;
     }
     OCTET_THROW("unknown command '" << cmd << "' (known: train, version)");
-  } catch (const octet::Error& e) {
-    std::fprintf(stderr, "octet: error: %s\n", e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "octet: error: %s\n", e.what());
+    // Under mpirun the other ranks may wait in a collective: take the whole job down.
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    int size = 1;
+    if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (initialized && !finalized && size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
   }
   return 1;
 }

@@ -1,10 +1,12 @@
-// train(): the step loop with per-phase timing, periodic evaluation, metrics (JSON lines) and atomic checkpoints.
+// train(): the data-parallel step loop with per-phase timing, gradient averaging through the compression plan,
+// periodic evaluation, metrics (JSON lines), parameter checksums across ranks and atomic checkpoints.
 #include "trainer/trainer.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
@@ -13,8 +15,10 @@
 #include "core/timer.h"
 #include "data/loader.h"
 #include "layers/softmax_ce.h"
+#include "comm/grad_sync.h"
 #include "trainer/checkpoint.h"
 #include "trainer/layer_registry.h"
+#include "trainer/metrics.h"
 #include "trainer/optimizer.h"
 
 namespace octet {
@@ -34,64 +38,59 @@ std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t se
   return ds;
 }
 
-EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size) {
-  Sampler sampler(data.size(), batch_size, 0, 1, 0, false, false);
+EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const World* world) {
+  const int rank = world ? world->rank : 0, size = world ? world->size : 1;
   SoftmaxCrossEntropy loss;
   StepContext ctx;
   ctx.train = false;
-  EvalResult r;
-  double loss_sum = 0;
-  int64_t correct = 0;
-  Batch batch;
-  for (int64_t b = 0; b < sampler.batches_per_epoch(); ++b) {
-    assemble_batch(data, sampler.indices(0, b), batch);
-    LossResult lr = loss.forward(model.forward(batch.x, ctx), batch.labels.data());
-    loss_sum += lr.loss_sum;
-    correct += lr.correct;
-    r.count += lr.count;
+  double sums[3] = {0, 0, 0};  // loss, correct, count
+  if (data.size() >= size) {
+    Sampler sampler(data.size(), std::max<int64_t>(1, std::min(batch_size, data.size() / size)), rank, size, 0, false, false);
+    Batch batch;
+    for (int64_t b = 0; b < sampler.batches_per_epoch(); ++b) {
+      std::vector<int64_t> idx = sampler.indices(0, b);
+      if (idx.empty()) continue;
+      assemble_batch(data, idx, batch);
+      LossResult lr = loss.forward(model.forward(batch.x, ctx), batch.labels.data());
+      sums[0] += lr.loss_sum;
+      sums[1] += static_cast<double>(lr.correct);
+      sums[2] += static_cast<double>(lr.count);
+    }
   }
-  r.loss = loss_sum / static_cast<double>(r.count);
-  r.accuracy = static_cast<double>(correct) / static_cast<double>(r.count);
+  if (world && size > 1) CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, world->comm));
+  EvalResult r;
+  r.count = static_cast<int64_t>(sums[2]);
+  OCTET_CHECK(r.count > 0, "evaluation over an empty dataset");
+  r.loss = sums[0] / sums[2];
+  r.accuracy = sums[1] / sums[2];
   return r;
 }
 
 namespace {
 
-std::string json_num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", std::isfinite(v) ? v : 0.0);
-  return buf;
-}
-
-// One JSON object per line: {"event":..., key: number...}.
-class Metrics {
- public:
-  Metrics(const std::string& path, bool append) : f_(path, append ? std::ios::app : std::ios::trunc) {
-    OCTET_CHECK(f_, path << ": cannot open metrics file");
-  }
-  void write(const std::string& event, const std::vector<std::pair<std::string, double>>& fields) {
-    f_ << "{\"event\":\"" << event << "\"";
-    for (const auto& [k, v] : fields) f_ << ",\"" << k << "\":" << json_num(v);
-    f_ << "}\n";
-    f_.flush();
-  }
-
- private:
-  std::ofstream f_;
+// Training statistics since the last progress line, combined over the ranks when it is printed.
+struct Window {
+  PhaseTimes times;
+  CommStats comm;
+  double loss = 0, correct = 0, count = 0;
+  int64_t steps = 0;
+  double start = now_seconds();
+  void reset() { *this = Window(); }
 };
 
-std::vector<std::pair<std::string, double>> phase_fields(const PhaseTimes& t, double steps) {
-  std::vector<std::pair<std::string, double>> out;
-  for (int i = 0; i < static_cast<int>(Phase::Count); ++i) {
-    const Phase p = static_cast<Phase>(i);
-    if (t.get(p) > 0) out.push_back({std::string(phase_name(p)) + "_ms", 1e3 * t.get(p) / steps});
-  }
+std::vector<SyncTensor> sync_tensors(Model& model) {
+  std::vector<SyncTensor> out;
+  for (size_t i = 0; i < model.size(); ++i)
+    for (auto& p : model.layer(i).params()) out.push_back({p, model.layer(i).name(), model.layer(i).kind()});
   return out;
 }
 
 }  // namespace
 
-TrainResult train(const Config& cfg, const TrainOptions& opts) {
+TrainResult train(const Config& cfg, const TrainOptions& opts, const World* world) {
+  const int rank = world ? world->rank : 0, size = world ? world->size : 1;
+  const bool writer = rank == 0;
+  set_log_rank(rank);
   set_cpu_threads(cfg.run.threads);
   auto train_set = load_split(cfg.data, true, cfg.run.seed);
   auto test_set = load_split(cfg.data, false, cfg.run.seed);
@@ -108,6 +107,12 @@ TrainResult train(const Config& cfg, const TrainOptions& opts) {
   }
   model.init_params(cfg.run.seed);
   Optimizer opt(cfg.optimizer, model.params());
+  std::optional<GradSync> sync;
+  // One process without a codec has nothing to exchange; with one, it still trains through the codec (accuracy studies).
+  if (world && (size > 1 || cfg.compression.base.codec.method != "none" || !cfg.compression.overrides.empty())) {
+    sync.emplace(*world, cfg.compression, sync_tensors(model));
+    sync->broadcast_values(0);  // identical start even if initialization ever differed
+  }
 
   NamedTensors state;
   for (auto& p : model.params()) state.push_back({p.name, p.value});
@@ -115,7 +120,6 @@ TrainResult train(const Config& cfg, const TrainOptions& opts) {
 
   TrainResult result;
   result.run_dir = cfg.run.out_dir + "/" + cfg.run.name;
-  make_dirs(result.run_dir);
   const std::string ckpt_path = result.run_dir + "/checkpoint.bin";
   TrainPosition pos;
   pos.seed = cfg.run.seed;
@@ -125,21 +129,29 @@ TrainResult train(const Config& cfg, const TrainOptions& opts) {
     OCTET_CHECK(pos.seed == cfg.run.seed, from << ": written with run.seed " << pos.seed << ", the config says " << cfg.run.seed);
     OCTET_LOG("resumed from " << from << " at epoch " << pos.epoch + 1 << " batch " << pos.batch << " step " << pos.global_step);
   }
-  write_file_atomic(result.run_dir + "/config.yaml", to_yaml(cfg.resolved));
-  Metrics metrics(result.run_dir + "/metrics.jsonl", !opts.resume.empty());
+  std::optional<MetricsFile> metrics;
+  if (writer) {
+    make_dirs(result.run_dir);
+    write_file_atomic(result.run_dir + "/config.yaml", to_yaml(cfg.resolved));
+    metrics.emplace(result.run_dir + "/metrics.jsonl", !opts.resume.empty());
+  }
+  auto save = [&](const TrainPosition& at) {
+    if (writer) save_checkpoint(ckpt_path, at, state);
+  };
 
-  Sampler sampler(train_set->size(), cfg.data.batch_size, 0, 1, cfg.run.seed, cfg.data.shuffle, true);
+  Sampler sampler(train_set->size(), cfg.data.batch_size, rank, size, cfg.run.seed, cfg.data.shuffle, true);
   const int64_t steps_per_epoch = sampler.batches_per_epoch();
-  OCTET_LOG("octet: " << train_set->describe() << " (" << train_set->size() << " train, " << test_set->size() << " test), batch "
-                      << cfg.data.batch_size << ", " << steps_per_epoch << " steps/epoch, " << cpu_threads() << " threads");
+  OCTET_LOG("octet: " << train_set->describe() << " (" << train_set->size() << " train, " << test_set->size() << " test), "
+                      << size << " rank" << (size > 1 ? "s" : "") << " x batch " << cfg.data.batch_size << ", " << steps_per_epoch
+                      << " steps/epoch, " << cpu_threads() << " threads/rank");
   OCTET_LOG(model.summary());
+  if (sync) OCTET_LOG("gradient exchange plan:\n" << sync->plan());
 
   SoftmaxCrossEntropy loss;
   Tensor dlogits;
-  PhaseTimes window, total;
-  double window_loss = 0;
-  int64_t window_correct = 0, window_count = 0, window_steps = 0;
-  double window_start = now_seconds();
+  PhaseTimes total;
+  CommStats comm_total;
+  Window win;
   bool stop = cfg.run.max_steps > 0 && pos.global_step >= cfg.run.max_steps;
 
   for (int64_t epoch = pos.epoch; epoch < cfg.run.epochs && !stop; ++epoch) {
@@ -155,7 +167,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opts) {
         more = loader.next(batch);
       }
       if (!more) break;
-      StepContext ctx{true, cfg.run.seed, static_cast<uint64_t>(pos.global_step)};
+      StepContext ctx{true, cfg.run.seed, static_cast<uint64_t>(pos.global_step), rank * cfg.data.batch_size};
       LossResult lr;
       {
         ScopedPhase sp(step, Phase::Forward);
@@ -168,6 +180,15 @@ TrainResult train(const Config& cfg, const TrainOptions& opts) {
         loss.backward(dlogits, 1.0f / static_cast<float>(lr.count));
         model.backward(batch.x, dlogits);
       }
+      if (sync) {
+        CommStats cs;
+        sync->sync(static_cast<uint64_t>(pos.global_step), cs);
+        step.add(Phase::Compress, cs.compress_s);
+        step.add(Phase::Communicate, cs.communicate_s);
+        step.add(Phase::Decompress, cs.decompress_s);
+        win.comm += cs;
+        comm_total += cs;
+      }
       const double rate = lr_at(cfg.optimizer, cfg.schedule, pos.global_step, steps_per_epoch, cfg.run.epochs);
       {
         ScopedPhase sp(step, Phase::Update);
@@ -175,76 +196,95 @@ TrainResult train(const Config& cfg, const TrainOptions& opts) {
       }
       pos.global_step++;
       result.train_seconds += now_seconds() - t0;
-      result.train_images += lr.count;
-      window += step;
+      result.train_images += lr.count * size;
+      win.times += step;
       total += step;
-      window_loss += lr.loss_sum;
-      window_correct += lr.correct;
-      window_count += lr.count;
-      window_steps++;
+      win.loss += lr.loss_sum;
+      win.correct += static_cast<double>(lr.correct);
+      win.count += static_cast<double>(lr.count);
+      win.steps++;
       if (!std::isfinite(lr.loss_sum)) OCTET_THROW("loss became " << lr.loss_sum << " at step " << pos.global_step << " (lr too high?)");
       pos.epoch = epoch;
       pos.batch = batch.index + 1;
+      if (sync && cfg.parallel.checksum_every > 0 && pos.global_step % cfg.parallel.checksum_every == 0)
+        sync->verify_identical(pos.global_step);
       if (pos.global_step % cfg.run.log_every == 0 || pos.batch == steps_per_epoch) {
-        const double now = now_seconds();
-        const double ips = static_cast<double>(window_count) / (now - window_start);
+        double sums[3] = {win.loss, win.correct, win.count};
+        if (world && size > 1) CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, world->comm));
+        const double steps = static_cast<double>(win.steps);
+        const double ips = sums[2] / (now_seconds() - win.start);
         char buf[256];
-        std::snprintf(buf, sizeof buf, "epoch %lld/%lld step %lld/%lld loss %.4f acc %.2f%% lr %.4g %.0f img/s | ",
+        std::snprintf(buf, sizeof buf, "epoch %lld/%lld step %lld/%lld loss %.4f acc %.2f%% lr %.4g %.0f img/s",
                       static_cast<long long>(epoch + 1), static_cast<long long>(cfg.run.epochs), static_cast<long long>(pos.batch),
-                      static_cast<long long>(steps_per_epoch), window_loss / window_count, 100.0 * window_correct / window_count,
-                      rate, ips);
-        OCTET_LOG(buf << window.summary_ms(static_cast<double>(window_steps)));
-        auto fields = phase_fields(window, static_cast<double>(window_steps));
-        fields.insert(fields.begin(), {{"epoch", static_cast<double>(epoch + 1)}, {"step", static_cast<double>(pos.global_step)},
-                                       {"loss", window_loss / window_count},
-                                       {"accuracy", static_cast<double>(window_correct) / window_count},
-                                       {"lr", rate}, {"images_per_s", ips}});
-        metrics.write("train", fields);
-        window.reset();
-        window_loss = 0;
-        window_correct = window_count = window_steps = 0;
-        window_start = now_seconds();
+                      static_cast<long long>(steps_per_epoch), sums[0] / sums[2], 100.0 * sums[1] / sums[2], rate, ips);
+        std::string comm_part;
+        if (sync) {
+          char cb[128];
+          std::snprintf(cb, sizeof cb, " %.0f kB/step sent x%.1f", win.comm.bytes_sent / steps / 1e3,
+                        win.comm.bytes_sent ? static_cast<double>(win.comm.fp32_bytes) / win.comm.bytes_sent : 1.0);
+          comm_part = cb;
+        }
+        OCTET_LOG(buf << comm_part << " | " << win.times.summary_ms(steps));
+        Fields f = {{"epoch", static_cast<double>(epoch + 1)}, {"step", static_cast<double>(pos.global_step)},
+                    {"loss", sums[0] / sums[2]}, {"accuracy", sums[1] / sums[2]}, {"lr", rate}, {"images_per_s", ips}};
+        if (sync) {
+          f.push_back({"bytes_sent_per_step", win.comm.bytes_sent / steps});
+          f.push_back({"compression_ratio", win.comm.bytes_sent ? static_cast<double>(win.comm.fp32_bytes) / win.comm.bytes_sent : 1.0});
+        }
+        Fields ph = phase_fields(win.times, steps);
+        f.insert(f.end(), ph.begin(), ph.end());
+        if (metrics) metrics->write("train", f);
+        win.reset();
       }
-      if (cfg.run.checkpoint_steps > 0 && pos.global_step % cfg.run.checkpoint_steps == 0) {
-        TrainPosition at = pos;
-        if (at.batch == steps_per_epoch) at = {epoch + 1, 0, pos.global_step, pos.seed};
-        save_checkpoint(ckpt_path, at, state);
-      }
+      if (cfg.run.checkpoint_steps > 0 && pos.global_step % cfg.run.checkpoint_steps == 0)
+        save(pos.batch == steps_per_epoch ? TrainPosition{epoch + 1, 0, pos.global_step, pos.seed} : pos);
       if (cfg.run.max_steps > 0 && pos.global_step >= cfg.run.max_steps) {
         stop = true;
         break;
       }
     }
     if (stop && pos.batch < steps_per_epoch) {  // stopped inside an epoch: keep the exact position for --resume
-      save_checkpoint(ckpt_path, pos, state);
+      save(pos);
       break;
     }
     const bool last = epoch + 1 == cfg.run.epochs || stop;
     pos = {epoch + 1, 0, pos.global_step, pos.seed};
     if ((cfg.run.eval_every > 0 && (epoch + 1) % cfg.run.eval_every == 0) || last) {
-      result.test = evaluate(model, *test_set, cfg.data.eval_batch_size);
+      result.test = evaluate(model, *test_set, cfg.data.eval_batch_size, world);
       OCTET_LOG("epoch " << epoch + 1 << " test loss " << json_num(result.test.loss) << " accuracy "
                          << json_num(100.0 * result.test.accuracy) << "% (" << result.test.count << " images)");
-      metrics.write("eval", {{"epoch", static_cast<double>(epoch + 1)}, {"step", static_cast<double>(pos.global_step)},
-                             {"test_loss", result.test.loss}, {"test_accuracy", result.test.accuracy}});
+      if (metrics)
+        metrics->write("eval", {{"epoch", static_cast<double>(epoch + 1)}, {"step", static_cast<double>(pos.global_step)},
+                                {"test_loss", result.test.loss}, {"test_accuracy", result.test.accuracy}});
     }
-    if ((cfg.run.checkpoint_every > 0 && (epoch + 1) % cfg.run.checkpoint_every == 0) || last) save_checkpoint(ckpt_path, pos, state);
+    if ((cfg.run.checkpoint_every > 0 && (epoch + 1) % cfg.run.checkpoint_every == 0) || last) save(pos);
   }
-  if (result.test.count == 0) result.test = evaluate(model, *test_set, cfg.data.eval_batch_size);
+  if (sync) sync->verify_identical(pos.global_step);
+  if (result.test.count == 0) result.test = evaluate(model, *test_set, cfg.data.eval_batch_size, world);
 
   result.steps = pos.global_step;
   result.images_per_s = result.train_seconds > 0 ? static_cast<double>(result.train_images) / result.train_seconds : 0;
   result.peak_rss_mb = peak_rss_mb();
-  const double steps_run = std::max<double>(1.0, static_cast<double>(result.train_images) / static_cast<double>(cfg.data.batch_size));
-  auto fields = phase_fields(total, steps_run);
-  fields.insert(fields.begin(), {{"steps", static_cast<double>(result.steps)}, {"test_loss", result.test.loss},
-                                 {"test_accuracy", result.test.accuracy}, {"train_images", static_cast<double>(result.train_images)},
-                                 {"train_seconds", result.train_seconds}, {"images_per_s", result.images_per_s},
-                                 {"peak_rss_mb", result.peak_rss_mb}, {"threads", static_cast<double>(cpu_threads())}});
-  metrics.write("summary", fields);
-  std::string summary = "{";
-  for (size_t i = 0; i < fields.size(); ++i) summary += (i ? ",\"" : "\"") + fields[i].first + "\":" + json_num(fields[i].second);
-  write_file_atomic(result.run_dir + "/summary.json", summary + "}\n");
+  result.bytes_sent = comm_total.bytes_sent;
+  result.fp32_bytes = comm_total.fp32_bytes;
+  const double steps_run =
+      std::max<double>(1.0, static_cast<double>(result.train_images) / static_cast<double>(cfg.data.batch_size * size));
+  Fields fields = {{"steps", static_cast<double>(result.steps)}, {"ranks", static_cast<double>(size)},
+                   {"test_loss", result.test.loss}, {"test_accuracy", result.test.accuracy},
+                   {"train_images", static_cast<double>(result.train_images)}, {"train_seconds", result.train_seconds},
+                   {"images_per_s", result.images_per_s}, {"peak_rss_mb", result.peak_rss_mb},
+                   {"threads", static_cast<double>(cpu_threads())}};
+  if (sync) {
+    fields.push_back({"bytes_sent_per_step", static_cast<double>(result.bytes_sent) / steps_run});
+    fields.push_back({"fp32_bytes_per_step", static_cast<double>(result.fp32_bytes) / steps_run});
+    fields.push_back({"compression_ratio", result.bytes_sent ? static_cast<double>(result.fp32_bytes) / result.bytes_sent : 1.0});
+  }
+  Fields ph = phase_fields(total, steps_run);
+  fields.insert(fields.end(), ph.begin(), ph.end());
+  if (writer) {
+    metrics->write("summary", fields);
+    write_file_atomic(result.run_dir + "/summary.json", json_object(fields) + "\n");
+  }
   OCTET_LOG("done: " << result.steps << " steps, test accuracy " << json_num(100.0 * result.test.accuracy) << "%, "
                      << json_num(result.images_per_s) << " img/s over " << json_num(result.train_seconds) << " s of training, "
                      << total.summary_ms(steps_run) << ", peak RSS " << json_num(result.peak_rss_mb) << " MB, run dir "

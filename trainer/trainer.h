@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/world.h"
 #include "data/dataset.h"
 #include "layers/model.h"
 #include "trainer/config.h"
@@ -25,14 +26,19 @@ struct TrainResult {
   double train_seconds = 0;     // wall time of those training steps (evaluation and checkpoints excluded)
   double images_per_s = 0;
   double peak_rss_mb = 0;
+  uint64_t bytes_sent = 0;      // gradient payload bytes this rank sent (this invocation)
+  uint64_t fp32_bytes = 0;      // the same exchanges uncompressed
   std::string run_dir;
 };
 
 // Loads the train and test splits named by the data config (limits applied).
 std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t seed);
-// Mean loss and accuracy over a dataset in inference mode.
-EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size);
+// Mean loss and accuracy over a dataset in inference mode; with a world, each rank evaluates its shard and the
+// sums are combined, so every rank returns the same result.
+EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const World* world = nullptr);
 
-TrainResult train(const Config& cfg, const TrainOptions& opts);
+// Trains per the config. world == nullptr: one process without MPI. Otherwise data-parallel over the world's ranks
+// (gradients averaged through the compression config); rank 0 writes the run directory.
+TrainResult train(const Config& cfg, const TrainOptions& opts, const World* world = nullptr);
 
 }  // namespace octet

@@ -1,0 +1,183 @@
+// The three reduction algorithms of comm/collectives.h on MPI (host memory).
+#include "comm/collectives.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/timer.h"
+
+namespace octet {
+
+const char* algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::Allreduce: return "allreduce";
+    case Algorithm::ScatterAllgather: return "scatter_allgather";
+    case Algorithm::Allgather: return "allgather";
+  }
+  return "?";
+}
+
+Algorithm parse_algorithm(const std::string& name) {
+  for (Algorithm a : {Algorithm::Allreduce, Algorithm::ScatterAllgather, Algorithm::Allgather})
+    if (name == algorithm_name(a)) return a;
+  OCTET_THROW("unknown reduction algorithm '" << name << "' (known: allreduce, scatter_allgather, allgather)");
+}
+
+Algorithm default_algorithm(const Codec& c) {
+  const std::string n = c.name();
+  if (n == "none") return Algorithm::Allreduce;
+  // Sparse payloads cannot be summed without decoding; 1-bit re-compression of a sum would discard most of it.
+  if (c.sparse() || n == "onebit") return Algorithm::Allgather;
+  return Algorithm::ScatterAllgather;
+}
+
+CommStats& CommStats::operator+=(const CommStats& o) {
+  compress_s += o.compress_s;
+  communicate_s += o.communicate_s;
+  decompress_s += o.decompress_s;
+  bytes_sent += o.bytes_sent;
+  fp32_bytes += o.fp32_bytes;
+  return *this;
+}
+
+namespace {
+
+size_t align16(size_t x) { return (x + 15) & ~size_t{15}; }
+
+int as_count(size_t bytes) {
+  OCTET_CHECK(bytes <= static_cast<size_t>(INT_MAX), "payload of " << bytes << " bytes exceeds MPI's int count");
+  return static_cast<int>(bytes);
+}
+
+// Encodes x[0..n) (with error feedback on `residual` when given) into out; returns the payload size.
+size_t encode(const Codec& c, const float* x, int64_t n, float* residual, uint8_t* out, uint64_t seed, ReduceState& st) {
+  if (!residual) return c.encode(x, n, out, {seed, nullptr});
+  if (st.scratch.size() < static_cast<size_t>(2 * n)) st.scratch.resize(static_cast<size_t>(2 * n));
+  return encode_with_feedback(c, x, n, residual, out, seed, st.scratch.data());
+}
+
+void scale(float* x, int64_t n, int world) {
+  if (world == 1) return;
+  const float inv = 1.0f / static_cast<float>(world);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+// Displacements of 16-byte aligned slots for the given counts; returns the total.
+size_t displacements(const std::vector<int>& counts, std::vector<int>& displs) {
+  displs.resize(counts.size());
+  size_t off = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    displs[i] = as_count(off);
+    off = align16(off + static_cast<size_t>(counts[i]));
+  }
+  return off;
+}
+
+void allgather_payloads(const World& w, const uint8_t* mine, int size, ReduceState& st) {
+  st.recv_counts.assign(w.size, 0);
+  CHECK_MPI(MPI_Allgather(&size, 1, MPI_INT, st.recv_counts.data(), 1, MPI_INT, w.comm));
+  st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
+  CHECK_MPI(MPI_Allgatherv(mine, size, MPI_BYTE, st.recv.data(), st.recv_counts.data(), st.recv_displs.data(), MPI_BYTE, w.comm));
+}
+
+}  // namespace
+
+void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, ReduceState& st, CommStats& stats) {
+  const int N = w.size, r = w.rank;
+  const bool ef = opt.error_feedback || (opt.codec && opt.codec->needs_feedback());
+  if (ef && opt.algorithm != Algorithm::Allreduce && st.residual.size() != static_cast<size_t>(n)) st.residual.assign(static_cast<size_t>(n), 0.f);
+  double t;
+
+  if (opt.algorithm == Algorithm::Allreduce) {
+    OCTET_CHECK(!opt.codec || std::string(opt.codec->name()) == "none",
+                "algorithm allreduce sums fp32 in MPI and cannot carry codec " << opt.codec->name());
+    t = now_seconds();
+    if (N > 1) CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, x, static_cast<int>(n), MPI_FLOAT, MPI_SUM, w.comm));
+    stats.communicate_s += now_seconds() - t;
+    const uint64_t ring = N > 1 ? static_cast<uint64_t>(2.0 * (N - 1) / N * 4.0 * static_cast<double>(n)) : 0;
+    stats.bytes_sent += ring;
+    stats.fp32_bytes += ring;
+    scale(x, n, N);
+    return;
+  }
+  OCTET_CHECK(opt.codec, "algorithm " << algorithm_name(opt.algorithm) << " needs a codec");
+  const Codec& c = *opt.codec;
+
+  if (opt.algorithm == Algorithm::Allgather) {
+    t = now_seconds();
+    st.send.resize(c.max_bytes(n));
+    const size_t bytes = encode(c, x, n, ef ? st.residual.data() : nullptr, st.send.data(), derive_seed(opt.seed, r), st);
+    stats.compress_s += now_seconds() - t;
+    t = now_seconds();
+    allgather_payloads(w, st.send.data(), as_count(bytes), st);
+    stats.communicate_s += now_seconds() - t;
+    stats.bytes_sent += static_cast<uint64_t>(N - 1) * bytes;
+    stats.fp32_bytes += static_cast<uint64_t>(N - 1) * 4 * static_cast<uint64_t>(n);
+    t = now_seconds();
+    for (int s = 0; s < N; ++s)
+      c.decode(st.recv.data() + st.recv_displs[s], static_cast<size_t>(st.recv_counts[s]), x, n, s > 0);
+    scale(x, n, N);
+    stats.decompress_s += now_seconds() - t;
+    return;
+  }
+
+  // Scatter-reduce + allgather: rank j owns chunk j.
+  const int64_t per = ((n + N - 1) / N + 63) / 64 * 64;
+  auto lo_of = [&](int j) { return std::min<int64_t>(n, j * per); };
+  auto len_of = [&](int j) { return std::min<int64_t>(n, lo_of(j) + per) - lo_of(j); };
+
+  t = now_seconds();
+  st.send_counts.assign(N, 0);
+  size_t cap = 0;
+  for (int j = 0; j < N; ++j) cap = align16(cap + c.max_bytes(len_of(j)));
+  st.send.resize(cap + 16);
+  size_t off = 0;
+  st.send_displs.assign(N, 0);
+  for (int j = 0; j < N; ++j) {
+    st.send_displs[j] = as_count(off);
+    float* res = ef ? st.residual.data() + lo_of(j) : nullptr;
+    const size_t b = encode(c, x + lo_of(j), len_of(j), res, st.send.data() + off, derive_seed(opt.seed, r, j), st);
+    st.send_counts[j] = as_count(b);
+    if (j != r) stats.bytes_sent += b, stats.fp32_bytes += 4 * static_cast<uint64_t>(len_of(j));
+    off = align16(off + b);
+  }
+  stats.compress_s += now_seconds() - t;
+
+  t = now_seconds();
+  st.recv_counts.assign(N, 0);
+  CHECK_MPI(MPI_Alltoall(st.send_counts.data(), 1, MPI_INT, st.recv_counts.data(), 1, MPI_INT, w.comm));
+  st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
+  CHECK_MPI(MPI_Alltoallv(st.send.data(), st.send_counts.data(), st.send_displs.data(), MPI_BYTE, st.recv.data(),
+                          st.recv_counts.data(), st.recv_displs.data(), MPI_BYTE, w.comm));
+  stats.communicate_s += now_seconds() - t;
+
+  // Sum the pieces of the owned chunk in rank order, then re-encode it once for everyone.
+  t = now_seconds();
+  const int64_t mine = len_of(r);
+  st.chunk.resize(static_cast<size_t>(mine));
+  for (int s = 0; s < N; ++s)
+    c.decode(st.recv.data() + st.recv_displs[s], static_cast<size_t>(st.recv_counts[s]), st.chunk.data(), mine, s > 0);
+  stats.decompress_s += now_seconds() - t;
+  t = now_seconds();
+  if (ef && st.owner_residual.size() != static_cast<size_t>(mine)) st.owner_residual.assign(static_cast<size_t>(mine), 0.f);
+  std::vector<uint8_t> reduced(c.max_bytes(mine));
+  const size_t rb = encode(c, st.chunk.data(), mine, ef ? st.owner_residual.data() : nullptr, reduced.data(),
+                           derive_seed(opt.seed, 0x5ca77e4, r), st);
+  stats.compress_s += now_seconds() - t;
+
+  t = now_seconds();
+  allgather_payloads(w, reduced.data(), as_count(rb), st);
+  stats.communicate_s += now_seconds() - t;
+  stats.bytes_sent += static_cast<uint64_t>(N - 1) * rb;
+  stats.fp32_bytes += static_cast<uint64_t>(N - 1) * 4 * static_cast<uint64_t>(mine);
+
+  t = now_seconds();
+  for (int j = 0; j < N; ++j)
+    c.decode(st.recv.data() + st.recv_displs[j], static_cast<size_t>(st.recv_counts[j]), x + lo_of(j), len_of(j), false);
+  scale(x, n, N);
+  stats.decompress_s += now_seconds() - t;
+}
+
+}  // namespace octet

@@ -1,0 +1,45 @@
+// Reduction algorithms over one fp32 buffer, each usable with any codec: dense MPI_Allreduce, compressed
+// scatter-reduce + allgather, and compressed allgather with variable-size payloads. All leave every rank with
+// bit-identical results (each rank decodes the same bytes in the same order).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/world.h"
+#include "compress/codec.h"
+
+namespace octet {
+
+enum class Algorithm { Allreduce, ScatterAllgather, Allgather };
+const char* algorithm_name(Algorithm a);
+Algorithm parse_algorithm(const std::string& name);  // unknown: error listing the known ones
+Algorithm default_algorithm(const Codec& c);          // none: allreduce; sparse/onebit: allgather; else scatter-allgather
+
+struct CommStats {
+  double compress_s = 0, communicate_s = 0, decompress_s = 0;
+  uint64_t bytes_sent = 0;   // payload bytes this rank handed to MPI for other ranks (allreduce: ring-equivalent 2(N-1)/N * 4n)
+  uint64_t fp32_bytes = 0;   // what the same exchange costs uncompressed with the same algorithm shape
+  CommStats& operator+=(const CommStats& o);
+};
+
+// Reusable buffers for one tensor's exchanges (sized on first use).
+struct ReduceState {
+  std::vector<float> residual;        // error feedback of this rank's contribution (n)
+  std::vector<float> owner_residual;  // scatter-allgather: error feedback of the reduced chunk this rank owns
+  std::vector<float> scratch, chunk;
+  std::vector<uint8_t> send, recv;
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+};
+
+struct ReduceOptions {
+  Algorithm algorithm = Algorithm::Allreduce;
+  const Codec* codec = nullptr;  // required except for Allreduce
+  bool error_feedback = false;
+  uint64_t seed = 0;             // keys stochastic codecs; combine step and tensor into it
+};
+
+// x[0..n) <- mean over ranks of x, identical bytes on every rank.
+void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, ReduceState& st, CommStats& stats);
+
+}  // namespace octet

@@ -1,0 +1,84 @@
+// Implementation of the gradient-averaging plan, checksums and broadcast.
+#include "comm/grad_sync.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace octet {
+
+GradSync::GradSync(const World& w, const CompressionConfig& cfg, std::vector<SyncTensor> tensors) : world_(w) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Entry e;
+    e.t = std::move(tensors[i]);
+    auto it = cfg.overrides.find(e.t.layer);
+    TensorPolicy pol = it != cfg.overrides.end() ? it->second : cfg.base;
+    if (e.t.param.value->numel() < cfg.min_numel && it == cfg.overrides.end()) pol = TensorPolicy{};
+    if (pol.codec.method == "adacomp" && pol.codec.bin == 0) pol.codec.bin = e.t.kind == "conv" ? 50 : 500;
+    e.codec = make_codec(pol.codec);
+    e.opt.codec = e.codec.get();
+    e.opt.error_feedback = pol.codec.error_feedback;
+    e.opt.algorithm = pol.algorithm == "auto" ? default_algorithm(*e.codec) : parse_algorithm(pol.algorithm);
+    OCTET_CHECK(e.opt.algorithm != Algorithm::Allreduce || pol.codec.method == "none",
+                e.t.param.name << ": algorithm allreduce carries fp32 only, not " << pol.codec.method
+                               << " (use scatter_allgather or allgather)");
+    OCTET_CHECK(!e.codec->sparse() || e.opt.algorithm == Algorithm::Allgather,
+                e.t.param.name << ": sparse codec " << pol.codec.method << " needs algorithm allgather");
+    entries_.push_back(std::move(e));
+  }
+}
+
+void GradSync::sync(uint64_t step, CommStats& stats) {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Entry& e = entries_[i];
+    e.opt.seed = derive_seed(0x9d5, step, i);
+    reduce_mean(world_, e.t.param.grad->data(), e.t.param.grad->numel(), e.opt, e.state, stats);
+  }
+}
+
+std::string GradSync::plan() const {
+  std::string out;
+  char buf[256];
+  for (const Entry& e : entries_) {
+    std::snprintf(buf, sizeof buf, "  %-14s %9lld values  %-14s %s%s\n", e.t.param.name.c_str(),
+                  static_cast<long long>(e.t.param.value->numel()), e.codec->name(), algorithm_name(e.opt.algorithm),
+                  e.opt.error_feedback || e.codec->needs_feedback() ? " +error feedback" : "");
+    out += buf;
+  }
+  if (!out.empty()) out.pop_back();
+  return out;
+}
+
+uint64_t GradSync::checksum() const {
+  uint64_t h = 0x243f6a8885a308d3ULL;
+  for (const Entry& e : entries_) {
+    const float* p = e.t.param.value->data();
+    const int64_t n = e.t.param.value->numel();
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, p + i, 4);
+      h = mix64(h ^ bits);
+    }
+  }
+  return h;
+}
+
+void GradSync::verify_identical(int64_t step) const {
+  if (world_.size == 1) return;
+  const unsigned long long mine = checksum();
+  std::vector<unsigned long long> all(static_cast<size_t>(world_.size));
+  CHECK_MPI(MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1, MPI_UNSIGNED_LONG_LONG, world_.comm));
+  for (int r = 1; r < world_.size; ++r)
+    OCTET_CHECK(all[r] == all[0], "parameters diverged across ranks at step " << step << ": rank " << r << " checksum "
+                                  << std::hex << all[r] << " differs from rank 0's " << all[0]);
+}
+
+void GradSync::broadcast_values(int root) {
+  if (world_.size == 1) return;
+  for (Entry& e : entries_)
+    CHECK_MPI(MPI_Bcast(e.t.param.value->data(), static_cast<int>(e.t.param.value->numel()), MPI_FLOAT, root, world_.comm));
+}
+
+}  // namespace octet

@@ -1,0 +1,54 @@
+// Data-parallel gradient averaging: a per-tensor plan (codec, algorithm, error-feedback state) built from the
+// compression config, executed over the {name, value, grad} params after backward; plus the cross-rank
+// parameter checksum and the initial weight broadcast.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/collectives.h"
+#include "layers/layer.h"
+
+namespace octet {
+
+struct TensorPolicy {
+  CodecParams codec;
+  std::string algorithm = "auto";  // auto | allreduce | scatter_allgather | allgather
+};
+
+struct CompressionConfig {
+  TensorPolicy base;
+  int64_t min_numel = 10000;                      // smaller tensors travel as fp32 via allreduce
+  std::map<std::string, TensorPolicy> overrides;  // by layer name
+};
+
+struct SyncTensor {
+  Param param;
+  std::string layer;  // layer name (matches overrides)
+  std::string kind;   // layer kind (conv, fc, ...): picks AdaComp's default bin
+};
+
+class GradSync {
+ public:
+  GradSync(const World& w, const CompressionConfig& cfg, std::vector<SyncTensor> tensors);
+  // Replaces every grad with its mean over the ranks (identical bytes everywhere).
+  void sync(uint64_t step, CommStats& stats);
+  std::string plan() const;               // one line per tensor: name, numel, codec, algorithm
+  uint64_t checksum() const;              // hash of every parameter value on this rank
+  // Gathers every rank's checksum; throws naming the step and the ranks when they differ.
+  void verify_identical(int64_t step) const;
+  void broadcast_values(int root);        // rank root's parameter values to all
+
+ private:
+  struct Entry {
+    SyncTensor t;
+    CodecPtr codec;
+    ReduceOptions opt;
+    ReduceState state;
+  };
+  World world_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace octet

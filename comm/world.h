@@ -1,0 +1,26 @@
+// The MPI world of a run: initialization/finalization and the communicator, rank and size that comm/ works on.
+#pragma once
+#include <mpi.h>
+
+namespace octet {
+
+struct World {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  int rank = 0;
+  int size = 1;
+};
+
+// Initializes MPI (funneled threads) for the process lifetime; finalizes on destruction.
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  const World& world() const { return world_; }
+
+ private:
+  World world_;
+};
+
+}  // namespace octet

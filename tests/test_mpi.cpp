@@ -1,0 +1,215 @@
+// MPI tests, run under `mpirun -np 2` and `-np 4`: every collective with every codec (rank r contributes r+1, so
+// the exact mean is known), bit-identical results across ranks, checksum divergence detection, and N-rank fp32
+// data-parallel training equal to 1-rank training on the same global batch.
+#define CATCH_CONFIG_RUNNER
+#include <fstream>
+
+#include "comm/grad_sync.h"
+#include "compress/codecs.h"
+#include "core/rng.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/layer_registry.h"
+#include "trainer/trainer.h"
+#include "tests/test_util.h"
+
+using namespace octet;
+using namespace octet::test;
+
+static World g_world;
+
+int main(int argc, char** argv) {
+  MpiSession mpi(&argc, &argv);
+  g_world = mpi.world();
+  return Catch::Session().run(argc, argv);
+}
+
+namespace {
+
+uint64_t hash_floats(const std::vector<float>& v) {
+  uint64_t h = 1;
+  for (float f : v) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    h = mix64(h ^ b);
+  }
+  return h;
+}
+
+// True when every rank holds the same bytes.
+bool identical_across_ranks(const std::vector<float>& v) {
+  unsigned long long mine = hash_floats(v), lo = 0, hi = 0;
+  MPI_Allreduce(&mine, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, g_world.comm);
+  MPI_Allreduce(&mine, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, g_world.comm);
+  return lo == hi;
+}
+
+struct Case {
+  std::string method;
+  Algorithm alg;
+};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> c = {{"none", Algorithm::Allreduce}};
+  for (const char* m : {"none", "fp16", "linear8", "mantissa8", "static_tree8", "dynamic_tree8", "qsgd", "onebit"}) {
+    c.push_back({m, Algorithm::ScatterAllgather});
+    c.push_back({m, Algorithm::Allgather});
+  }
+  c.push_back({"topk", Algorithm::Allgather});
+  c.push_back({"adacomp", Algorithm::Allgather});
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("collectives: rank r contributes r+1, every rank ends with the exact mean", "[mpi][collective]") {
+  const int N = g_world.size;
+  for (const Case& k : all_cases()) {
+    for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{100000}}) {
+      CodecParams p;
+      p.method = k.method;
+      p.fraction = 1.0;  // topk sends everything: exact
+      auto codec = make_codec(p);
+      std::vector<float> x(static_cast<size_t>(n), static_cast<float>(g_world.rank + 1));
+      ReduceState st;
+      CommStats stats;
+      reduce_mean(g_world, x.data(), n, {k.alg, codec.get(), false, 7}, st, stats);
+      INFO(k.method << " " << algorithm_name(k.alg) << " n=" << n);
+      const float want = static_cast<float>(N + 1) / 2.0f;
+      int64_t wrong = 0;
+      for (float v : x) wrong += v != want;
+      CHECK(wrong == 0);
+      CHECK(identical_across_ranks(x));
+      if (N > 1) CHECK(stats.bytes_sent > 0);
+    }
+  }
+}
+
+TEST_CASE("collectives: random data ends bit-identical on every rank, close to the true mean", "[mpi][collective]") {
+  const int64_t n = 50000;
+  for (const Case& k : all_cases()) {
+    CodecParams p;
+    p.method = k.method;
+    p.bits = 8;
+    auto codec = make_codec(p);
+    std::vector<float> x(n), truth(n, 0.f);
+    for (int r = 0; r < g_world.size; ++r) {
+      Rng rng(derive_seed(3, r));
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = rng.normal();
+        truth[i] += v / g_world.size;
+        if (r == g_world.rank) x[i] = v;
+      }
+    }
+    ReduceState st;
+    CommStats stats;
+    reduce_mean(g_world, x.data(), n, {k.alg, codec.get(), false, 11}, st, stats);
+    INFO(k.method << " " << algorithm_name(k.alg));
+    CHECK(identical_across_ranks(x));
+    if (k.method == "none") CHECK(std::abs(x[123] - truth[123]) < 1e-5f);
+    if (k.method == "fp16" || k.method == "linear8" || k.method == "dynamic_tree8") {
+      double err = 0;
+      for (int64_t i = 0; i < n; ++i) err += std::abs(x[i] - truth[i]);
+      CHECK(err / n < 0.05);
+    }
+  }
+}
+
+TEST_CASE("gradient sync plan, checksum divergence detection and broadcast", "[mpi][sync]") {
+  Tensor w = random_tensor({30000}, 5 + g_world.rank), g = random_tensor({30000}, 9 + g_world.rank);
+  Tensor b = random_tensor({10}, 1), db = random_tensor({10}, 2 + g_world.rank);
+  CompressionConfig cfg;
+  cfg.base.codec.method = "dynamic_tree8";
+  GradSync sync(g_world, cfg, {{{"fc.weight", &w, &g}, "fc", "fc"}, {{"fc.bias", &b, &db}, "fc", "fc"}});
+  CHECK_THAT(sync.plan(), Catch::Contains("dynamic_tree8  scatter_allgather") && Catch::Contains("none           allreduce"));
+  sync.broadcast_values(0);
+  sync.verify_identical(1);
+  CommStats st;
+  sync.sync(1, st);
+  CHECK(identical_across_ranks(to_vector(g)));
+  CHECK(identical_across_ranks(to_vector(db)));
+  if (g_world.size > 1) {
+    if (g_world.rank == 1) w.data()[7] += 1e-3f;
+    CHECK_THROWS_WITH(sync.verify_identical(42), Catch::Contains("parameters diverged across ranks at step 42: rank 1"));
+  }
+}
+
+namespace {
+
+Config dp_config(const std::string& dir, int64_t batch, const std::string& extra = "") {
+  // Each rank writes and reads its own copy, so no rank reads a file another is still writing.
+  const std::string path = dir + "/c" + std::to_string(batch) + ".rank" + std::to_string(g_world.rank) + ".yaml";
+  {
+    std::ofstream(path) << "run: {name: r" << batch << ", out_dir: " << dir << ", epochs: 2, seed: 3, log_every: 1000, threads: 1}\n"
+                           "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 48, synthetic_shape: [1, 8, 8],"
+                           " synthetic_classes: 4, batch_size: " << batch << "}\n"
+                           "model:\n  layers:\n"
+                           "    - {type: conv, out_channels: 4, kernel: 3}\n"
+                           "    - {type: maxpool, kernel: 2}\n"
+                           "    - {type: relu}\n"
+                           "    - {type: dropout, p: 0.25}\n"
+                           "    - {type: fc, out_features: 4}\n"
+                           "optimizer: {lr: 0.05, momentum: 0.9}\n" << extra;
+  }
+  return load_config(path);
+}
+
+std::vector<float> params_of(const std::string& ckpt, const Config& cfg) {
+  Model m = build_model(cfg.model, {1, 8, 8});
+  NamedTensors t;
+  for (auto& p : m.params()) t.push_back({p.name, p.value});
+  Optimizer opt(cfg.optimizer, m.params());
+  for (auto& s : opt.state()) t.push_back(s);
+  load_checkpoint(ckpt, t);
+  std::vector<float> out;
+  for (auto& p : m.params()) {
+    auto v = to_vector(*p.value);
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("fp32 data parallel on N ranks equals one rank on the same global batch", "[mpi][train]") {
+  const int N = g_world.size;
+  // A folder shared by all ranks (same machine): rank 0 names it.
+  char dir[64] = "/tmp/octet-mpi-XXXXXX";
+  if (g_world.rank == 0) REQUIRE(mkdtemp(dir));
+  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, g_world.comm);
+  Config dist = dp_config(dir, 8);
+  TrainResult rd = train(dist, {}, &g_world);
+  MPI_Barrier(g_world.comm);
+  if (g_world.rank == 0) {
+    World self{MPI_COMM_SELF, 0, 1};
+    Config single = dp_config(dir, 8 * N);
+    TrainResult rs = train(single, {}, &self);
+    CHECK(rs.steps == rd.steps);
+    auto a = params_of(std::string(dir) + "/r8/checkpoint.bin", dist);
+    auto b = params_of(std::string(dir) + "/r" + std::to_string(8 * N) + "/checkpoint.bin", single);
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+    INFO("largest parameter difference " << worst);
+    CHECK(worst < 1e-4);
+    CHECK(std::abs(rs.test.accuracy - rd.test.accuracy) <= 1.0 / 48 + 1e-9);
+    std::system((std::string("rm -rf ") + dir).c_str());
+  }
+  MPI_Barrier(g_world.comm);
+}
+
+TEST_CASE("compressed data-parallel training keeps ranks identical and learns", "[mpi][train]") {
+  char dir[64] = "/tmp/octet-mpi-XXXXXX";
+  if (g_world.rank == 0) REQUIRE(mkdtemp(dir));
+  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, g_world.comm);
+  for (const char* m : {"dynamic_tree8", "qsgd", "adacomp"}) {
+    Config c = dp_config(dir, 8, std::string("compression: {method: ") + m + ", min_numel: 1}\nparallel: {checksum_every: 1}\n");
+    c.run.epochs = 6;
+    INFO(m);
+    TrainResult r = train(c, {}, &g_world);  // checksum every step: throws on any divergence
+    CHECK(r.test.accuracy > 0.6);  // 4 classes: chance is 0.25
+    if (g_world.size > 1) CHECK(r.fp32_bytes > r.bytes_sent);
+  }
+  MPI_Barrier(g_world.comm);
+  if (g_world.rank == 0) std::system((std::string("rm -rf ") + dir).c_str());
+}
