@@ -7,20 +7,29 @@
 
 namespace octet {
 
-// Nearest-code encoder over float bits: a table on the top bits of |x| gives a lower bound code, and a fixed
-// number of branch-free midpoint comparisons finish the search (no per-value binary search).
+// Nearest-code encoder over float bits, two small-table loads and one compare per value (no per-value search):
+// the top bits of |x| pick a bucket 2^-11 wide (relative), narrower than any gap between the code book's
+// midpoints, so a bucket holds at most one decision boundary: the one just above the code nearest to the
+// bucket's low end. code[bucket] holds that code (one byte, so the entries a block touches stay in L1) and
+// mid[c] the boundary between codes c and c+1.
 class CodeBook {
  public:
   explicit CodeBook(std::vector<float> magnitudes);  // 128 ascending values in [0, 1], [0] == 0, [127] == 1
   const std::vector<float>& magnitudes() const { return mag_; }
-  // a in [0, 1] -> index of the nearest magnitude (ties to the larger).
-  inline int encode(float a) const;
+  const uint8_t* codes() const { return code_.data(); }
+  const uint32_t* mids() const { return mid_.data(); }
+  static constexpr int shift() { return kShift; }
+  // bits of a in [0, 1] -> index of the nearest magnitude (ties to the larger; boundaries exact to 2^-15 relative).
+  inline uint32_t encode_bits(uint32_t abits) const {
+    const uint32_t c = code_[abits >> kShift];
+    return c + (abits >= mid_[c] ? 1u : 0u);
+  }
 
  private:
-  static constexpr int kShift = 15;  // keeps 8 mantissa bits: buckets 0.4% wide
-  std::vector<float> mag_, mid_;     // mid_[c] = (mag_[c] + mag_[c+1]) / 2; mid_[127] = +inf
-  std::vector<uint8_t> lut_;         // lut_[bits(a) >> kShift] = largest c with mag_[c] <= the bucket's low end
-  int steps_ = 0;                    // midpoint comparisons needed after the table (max codes in a bucket + 1)
+  static constexpr int kShift = 12;
+  std::vector<float> mag_;
+  std::vector<uint8_t> code_;
+  std::vector<uint32_t> mid_;  // float bits of the boundaries (positive floats order like integers); mid_[127] = max
 };
 
 }  // namespace octet

@@ -9,6 +9,7 @@
 #include "comm/world.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "trainer/bench.h"
 #include "trainer/config.h"
 #include "trainer/trainer.h"
 
@@ -16,6 +17,8 @@ namespace {
 
 const char* kUsage =
     "usage: octet train CONFIG.yaml [--set key.path=value]... [--resume CHECKPOINT|RUN_DIR]\n"
+    "       octet bench compress [--size 64M] [--reps 5] [--codecs a,b] [--bits 8] [--config CFG] [--grad-steps 100]\n"
+    "       mpirun -np N octet bench allreduce [--min 4K] [--max 256M] [--factor 4] [--codecs a,b] [--iters K]\n"
     "       octet version\n"
     "  --set      override one config key (repeatable), e.g. --set optimizer.lr=0.05 --set run.epochs=1\n"
     "  --resume   continue a run from its checkpoint (file or run directory); the result matches the uninterrupted run\n";
@@ -58,11 +61,20 @@ int main(int argc, char** argv) {
     }
     const std::string cmd = argv[1];
     if (cmd == "train") return cmd_train(argc, argv);
+    if (cmd == "bench") {
+      OCTET_CHECK(argc >= 3, "octet bench needs a benchmark: compress or allreduce");
+      const std::string which = argv[2];
+      std::vector<std::string> rest(argv + 3, argv + argc);
+      if (which == "compress") return octet::bench_compress(rest);
+      OCTET_CHECK(which == "allreduce", "unknown benchmark '" << which << "' (known: compress, allreduce)");
+      octet::MpiSession mpi(&argc, &argv);
+      return octet::bench_allreduce(rest, mpi.world());
+    }
     if (cmd == "version") {
       std::printf("octet 0.1.0 (CUDA backend %s)\n", octet::cuda_built() ? "built" : "not built");
       return 0;
     }
-    OCTET_THROW("unknown command '" << cmd << "' (known: train, version)");
+    OCTET_THROW("unknown command '" << cmd << "' (known: train, bench, version)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "octet: error: %s\n", e.what());
     // Under mpirun the other ranks may wait in a collective: take the whole job down.

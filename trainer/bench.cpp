@@ -1,0 +1,214 @@
+// The benchmarks behind `octet bench`: single-core codec throughput vs memcpy with mean relative error on N(0,1)
+// and on real LeNet gradients, and allreduce time / algbw / busbw per codec beside dense MPI_Allreduce.
+#include "trainer/bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "comm/collectives.h"
+#include "compress/codec.h"
+#include "core/dnnl_ctx.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/timer.h"
+#include "data/loader.h"
+#include "layers/softmax_ce.h"
+#include "trainer/config.h"
+#include "trainer/layer_registry.h"
+#include "trainer/optimizer.h"
+#include "trainer/trainer.h"
+
+namespace octet {
+
+namespace {
+
+// "--key value" options with defaults; unknown keys are errors listing the known ones.
+std::map<std::string, std::string> parse_opts(const std::vector<std::string>& args, std::map<std::string, std::string> opts) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const std::string key = a.rfind("--", 0) == 0 ? a.substr(2) : "";
+    if (key.empty() || !opts.count(key)) {
+      std::string known;
+      for (auto& [k, v] : opts) known += (known.empty() ? "--" : ", --") + k;
+      OCTET_THROW("octet bench: unknown argument '" << a << "' (known: " << known << ")");
+    }
+    OCTET_CHECK(i + 1 < args.size(), "octet bench: " << a << " needs a value");
+    opts[key] = args[++i];
+  }
+  return opts;
+}
+
+int64_t parse_size(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  std::string unit = end;
+  int64_t mult = unit.empty() || unit == "B" ? 1 : unit == "K" || unit == "KB" ? 1024 : unit == "M" || unit == "MB" ? 1 << 20 : unit == "G" || unit == "GB" ? 1 << 30 : -1;
+  OCTET_CHECK(mult > 0 && v > 0, "octet bench: bad size '" << s << "' (examples: 4K, 64M, 1G)");
+  return static_cast<int64_t>(v * static_cast<double>(mult));
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t a = 0;
+  while (a <= s.size()) {
+    size_t b = s.find(',', a);
+    if (b == std::string::npos) b = s.size();
+    if (b > a) out.push_back(s.substr(a, b - a));
+    a = b + 1;
+  }
+  return out;
+}
+
+// Best of `reps` timings of f().
+template <typename F> double best_time(int reps, F&& f) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const double t = now_seconds();
+    f();
+    best = std::min(best, now_seconds() - t);
+  }
+  return best;
+}
+
+double mean_rel_error(const std::vector<float>& x, const std::vector<float>& y) {
+  double s = 0;
+  int64_t k = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i] != 0.f) s += std::abs(static_cast<double>(y[i]) - x[i]) / std::abs(x[i]), ++k;
+  return k ? s / static_cast<double>(k) : 0.0;
+}
+
+// Gradients of every parameter of the config's model after `steps` SGD steps on its real training data.
+std::vector<float> real_gradients(const std::string& config, int64_t steps) {
+  Config cfg = load_config(config, {"run.threads=1"});
+  set_cpu_threads(1);
+  auto data = load_split(cfg.data, true, cfg.run.seed);
+  Model model = build_model(cfg.model, data->sample_shape());
+  model.init_params(cfg.run.seed);
+  Optimizer opt(cfg.optimizer, model.params());
+  Sampler sampler(data->size(), cfg.data.batch_size, 0, 1, cfg.run.seed, true, true);
+  SoftmaxCrossEntropy loss;
+  Tensor dlogits;
+  Batch batch;
+  for (int64_t s = 0; s <= steps; ++s) {
+    assemble_batch(*data, sampler.indices(0, s % sampler.batches_per_epoch()), batch);
+    StepContext ctx{true, cfg.run.seed, static_cast<uint64_t>(s), 0};
+    const Tensor& logits = model.forward(batch.x, ctx);
+    LossResult r = loss.forward(logits, batch.labels.data());
+    dlogits.resize(logits.shape());
+    loss.backward(dlogits, 1.0f / static_cast<float>(r.count));
+    model.backward(batch.x, dlogits);
+    if (s < steps) opt.step(cfg.optimizer.lr);
+  }
+  std::vector<float> g;
+  for (auto& p : model.params()) g.insert(g.end(), p.grad->data(), p.grad->data() + p.grad->numel());
+  return g;
+}
+
+const char* kAllCodecs = "none,fp16,linear8,mantissa8,static_tree8,dynamic_tree8,qsgd,onebit,topk,adacomp";
+
+}  // namespace
+
+int bench_compress(const std::vector<std::string>& args) {
+  auto o = parse_opts(args, {{"size", "64M"}, {"reps", "5"}, {"codecs", kAllCodecs}, {"bits", "8"},
+                             {"config", "configs/fashion-mnist/lenet.yaml"}, {"grad-steps", "100"}});
+  set_cpu_threads(1);
+  const int64_t n = parse_size(o["size"]) / 4;
+  const int reps = std::stoi(o["reps"]);
+  std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n)), copy(static_cast<size_t>(n));
+  Rng rng(1);
+  for (auto& v : x) v = rng.normal();
+  const double mb = 4.0 * static_cast<double>(n);
+  const double t_copy = best_time(reps, [&] { std::memcpy(copy.data(), x.data(), 4 * static_cast<size_t>(n)); });
+  const double copy_gbs = mb / t_copy / 1e9;
+  std::printf("octet bench compress: %.0f MB of fp32 N(0,1), one core, best of %d\n", mb / 1e6, reps);
+  std::printf("memcpy: %.2f GB/s\n", copy_gbs);
+  const bool have_grads = !o["config"].empty();
+  std::vector<float> grads;
+  if (have_grads) {
+    grads = real_gradients(o["config"], std::stoll(o["grad-steps"]));
+    std::printf("real gradients: %zu values from %s after %s SGD steps\n", grads.size(), o["config"].c_str(), o["grad-steps"].c_str());
+  }
+  std::printf("%-14s %10s %8s %10s %8s %9s %11s %11s\n", "codec", "comp GB/s", "x memcpy", "decomp GB/s", "x memcpy", "bytes/fp32",
+              "err N(0,1)", "err grads");
+  for (const std::string& m : split(o["codecs"])) {
+    CodecParams p;
+    p.method = m;
+    p.bits = std::stoi(o["bits"]);
+    CodecPtr c = make_codec(p);
+    std::vector<uint8_t> buf(c->max_bytes(n));
+    size_t bytes = 0;
+    const double tc = best_time(reps, [&] { bytes = c->encode(x.data(), n, buf.data(), {5, nullptr}); });
+    const double td = best_time(reps, [&] { c->decode(buf.data(), bytes, y.data(), n, false); });
+    const double err = mean_rel_error(x, y);
+    double gerr = 0;
+    if (have_grads) {
+      std::vector<uint8_t> gb(c->max_bytes(static_cast<int64_t>(grads.size())));
+      std::vector<float> gy(grads.size());
+      const size_t gbytes = c->encode(grads.data(), static_cast<int64_t>(grads.size()), gb.data(), {5, nullptr});
+      c->decode(gb.data(), gbytes, gy.data(), static_cast<int64_t>(grads.size()), false);
+      gerr = mean_rel_error(grads, gy);
+    }
+    std::printf("%-14s %10.2f %8.2f %10.2f %8.2f %9.4f %10.2f%% %10.2f%%\n", m.c_str(), mb / tc / 1e9, t_copy / tc, mb / td / 1e9,
+                t_copy / td, static_cast<double>(bytes) / mb, 100 * err, 100 * gerr);
+  }
+  return 0;
+}
+
+int bench_allreduce(const std::vector<std::string>& args, const World& w) {
+  auto o = parse_opts(args, {{"min", "4K"}, {"max", "256M"}, {"factor", "4"}, {"codecs", "none,fp16,linear8,dynamic_tree8,qsgd,topk,adacomp"},
+                             {"iters", "0"}, {"bits", "8"}});
+  set_cpu_threads(1);
+  const int64_t lo = parse_size(o["min"]), hi = parse_size(o["max"]), factor = std::stoll(o["factor"]);
+  const auto codecs = split(o["codecs"]);
+  const int N = w.size;
+  if (w.rank == 0) {
+    std::printf("octet bench allreduce: %d ranks; time is the mean per call; algbw = bytes/time; busbw = algbw * 2(N-1)/N\n", N);
+    std::printf("%12s %-14s %-18s %10s %10s %10s %9s %9s\n", "bytes", "codec", "algorithm", "time us", "algbw GB/s", "busbw GB/s",
+                "vs dense", "sent/rank");
+  }
+  for (int64_t bytes = lo; bytes <= hi; bytes *= factor) {
+    const int64_t n = bytes / 4;
+    std::vector<float> ref(static_cast<size_t>(n)), x(static_cast<size_t>(n));
+    Rng rng(derive_seed(1, w.rank));
+    for (auto& v : ref) v = rng.normal();
+    int iters = std::stoi(o["iters"]);
+    if (iters <= 0) iters = static_cast<int>(std::clamp<int64_t>((64 << 20) / std::max<int64_t>(bytes, 1), 3, 50));
+    double dense_time = 0;
+    for (size_t ci = 0; ci <= codecs.size(); ++ci) {
+      const bool dense = ci == 0;
+      CodecParams p;
+      p.method = dense ? "none" : codecs[ci - 1];
+      p.bits = std::stoi(o["bits"]);
+      CodecPtr c = make_codec(p);
+      ReduceOptions opt{dense ? Algorithm::Allreduce : default_algorithm(*c), c.get(), false, 3};
+      if (!dense && opt.algorithm == Algorithm::Allreduce) opt.algorithm = Algorithm::ScatterAllgather;  // "none" through our path
+      ReduceState st;
+      CommStats stats;
+      double total = 0;
+      for (int it = -1; it < iters; ++it) {  // iteration -1 warms up buffers
+        std::memcpy(x.data(), ref.data(), 4 * static_cast<size_t>(n));
+        CHECK_MPI(MPI_Barrier(w.comm));
+        const double t = now_seconds();
+        CommStats s;
+        reduce_mean(w, x.data(), n, opt, st, s);
+        double dt = now_seconds() - t;
+        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, w.comm));
+        if (it >= 0) total += dt, stats += s;
+      }
+      const double t = total / iters;
+      if (dense) dense_time = t;
+      const double algbw = static_cast<double>(bytes) / t / 1e9;
+      if (w.rank == 0)
+        std::printf("%12lld %-14s %-18s %10.1f %10.3f %10.3f %8.2fx %9.0f\n", static_cast<long long>(bytes),
+                    dense ? "MPI_Allreduce" : p.method.c_str(), algorithm_name(opt.algorithm), 1e6 * t, algbw,
+                    algbw * 2.0 * (N - 1) / N, dense_time / t, static_cast<double>(stats.bytes_sent) / iters);
+    }
+  }
+  return 0;
+}
+
+}  // namespace octet
