@@ -34,7 +34,10 @@ void GradSync::sync(uint64_t step, CommStats& stats) {
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     e.opt.seed = derive_seed(0x9d5, step, i);
-    reduce_mean(world_, e.t.param.grad->data(), e.t.param.grad->numel(), e.opt, e.state, stats);
+    CommStats s;
+    reduce_mean(world_, e.t.param.grad->data(), e.t.param.grad->numel(), e.opt, e.state, s);
+    e.total += s;
+    stats += s;
   }
 }
 
@@ -48,6 +51,16 @@ std::string GradSync::plan() const {
     out += buf;
   }
   if (!out.empty()) out.pop_back();
+  return out;
+}
+
+std::map<std::string, std::pair<uint64_t, uint64_t>> GradSync::bytes_by_kind() const {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> out;
+  for (const Entry& e : entries_) {
+    if (std::string(e.codec->name()) == "none") continue;
+    out[e.t.kind].first += e.total.bytes_sent;
+    out[e.t.kind].second += e.total.fp32_bytes;
+  }
   return out;
 }
 

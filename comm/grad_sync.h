@@ -39,6 +39,8 @@ class GradSync {
   // Gathers every rank's checksum; throws naming the step and the ranks when they differ.
   void verify_identical(int64_t step) const;
   void broadcast_values(int root);        // rank root's parameter values to all
+  // Cumulative payload vs fp32 bytes per layer kind, over the tensors that go through a codec other than none.
+  std::map<std::string, std::pair<uint64_t, uint64_t>> bytes_by_kind() const;
 
  private:
   struct Entry {
@@ -46,6 +48,7 @@ class GradSync {
     CodecPtr codec;
     ReduceOptions opt;
     ReduceState state;
+    CommStats total;  // since construction
   };
   World world_;
   std::vector<Entry> entries_;

@@ -76,7 +76,7 @@ class TopkCodec : public Codec {
 };
 
 // AdaComp: G = residue + dW (the input x), H = G + dW; in each bin of L_T values, send i iff |H_i| >= max_bin |G|,
-// as sign(G_i) * scale with one scale per tensor (the mean of the bins' max |G|). The residue keeps G - sent.
+// as sign(G_i) * scale with one scale per tensor (the mean |G| of the sent values). The residue keeps G - sent.
 class AdacompCodec : public Codec {
  public:
   explicit AdacompCodec(int64_t bin) : bin_(bin > 0 ? bin : 500) {}
@@ -88,24 +88,25 @@ class AdacompCodec : public Codec {
   size_t encode(const float* g, int64_t n, uint8_t* out, const EncodeContext& ctx) const override {
     uint8_t* p = out + kHeaderBytes + 4;
     uint32_t count = 0;
-    double gmax_sum = 0;
-    int64_t bins = 0;
-    for (int64_t lo = 0; lo < n; lo += bin_, ++bins) {
+    double sent_abs = 0;
+    for (int64_t lo = 0; lo < n; lo += bin_) {
       const int64_t hi = std::min(n, lo + bin_);
       float gmax = 0.f;
       for (int64_t i = lo; i < hi; ++i) gmax = std::max(gmax, std::fabs(g[i]));
-      gmax_sum += gmax;
       if (gmax == 0.f) continue;
       for (int64_t i = lo; i < hi; ++i) {
         const float h = ctx.fresh ? g[i] + ctx.fresh[i] : g[i];
         if (std::fabs(h) >= gmax) {
           const uint32_t word = static_cast<uint32_t>(i) | (g[i] < 0.f ? 0x80000000u : 0u);
           std::memcpy(p + 4 * count, &word, 4);
+          sent_abs += std::fabs(g[i]);
           ++count;
         }
       }
     }
-    const float scale = bins ? static_cast<float>(gmax_sum / static_cast<double>(bins)) : 0.f;
+    // Ternary values: one scale per tensor, the mean |G| of the selected values (the least-squares choice for them;
+    // the mean of all bins' maxima over-corrects small bins and makes the residue oscillate).
+    const float scale = count ? static_cast<float>(sent_abs / count) : 0.f;
     write_header(out, {codec_id("adacomp"), 1, 0, static_cast<uint32_t>(n), count});
     std::memcpy(out + kHeaderBytes, &scale, 4);
     return kHeaderBytes + 4 + 4 * static_cast<size_t>(count);

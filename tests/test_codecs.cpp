@@ -199,7 +199,7 @@ TEST_CASE("AdaComp selects bin-local residuals and compresses strongly", "[codec
   CHECK(bytes == 12 + 4 + 2 * 4);
   std::vector<float> out(4);
   c->decode(buf.data(), bytes, out.data(), 4, false);
-  CHECK(out == std::vector<float>{0, -3, 0, 3});  // scale = mean of bin maxima = 3
+  CHECK(out == std::vector<float>{0, -2.5f, 0, 2.5f});  // scale = mean |G| of the sent values = (3 + 2) / 2
   p.bin = 500;
   auto fc = make_codec(p);
   auto x = sample("heavy", 500000, 9);

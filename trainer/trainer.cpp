@@ -278,6 +278,8 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
     fields.push_back({"bytes_sent_per_step", static_cast<double>(result.bytes_sent) / steps_run});
     fields.push_back({"fp32_bytes_per_step", static_cast<double>(result.fp32_bytes) / steps_run});
     fields.push_back({"compression_ratio", result.bytes_sent ? static_cast<double>(result.fp32_bytes) / result.bytes_sent : 1.0});
+    for (const auto& [kind, b] : sync->bytes_by_kind())
+      if (b.first) fields.push_back({"compression_ratio_" + kind, static_cast<double>(b.second) / static_cast<double>(b.first)});
   }
   Fields ph = phase_fields(total, steps_run);
   fields.insert(fields.end(), ph.begin(), ph.end());
