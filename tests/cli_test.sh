@@ -29,6 +29,10 @@ expect_error "$tmp/bad.yaml:4: optimizer.momentun: unknown key" train "$tmp/bad.
 printf 'not a checkpoint' >"$tmp/ckpt.bin"
 sed -i 's/momentun/momentum/' "$tmp/bad.yaml"
 expect_error "bad magic at offset 0" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --resume "$tmp/ckpt.bin"
+expect_error "compression.method: unknown value 'zip' (known: none, fp16, linear8" train "$tmp/bad.yaml" --set compression.method=zip
+expect_error "compression.overrides.fc9: unknown key" train "$tmp/bad.yaml" --set compression.overrides.fc9.method=fp16
+expect_error "unknown benchmark 'sort'" bench sort
+expect_error "octet bench: unknown argument '--sise'" bench compress --sise 4M
 # A good run still works and writes its outputs.
 if "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.epochs=1 --set data.synthetic_train=256 \
      --set data.synthetic_test=64 --set data.batch_size=32 >"$tmp/log" 2>&1 &&
@@ -36,5 +40,23 @@ if "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.epochs
   echo "ok: a small synthetic run writes summary.json, config.yaml and checkpoint.bin"
 else
   echo "FAIL: small synthetic run"; cat "$tmp/log"; fail=1
+fi
+# Data parallel through the command line: 2 ranks with a codec, both ranks agree (checksum every step).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if mpirun -np 2 --oversubscribe "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.name=mpi --set run.epochs=1 \
+     --set data.synthetic_train=512 --set data.synthetic_test=64 --set data.batch_size=32 --set run.threads=1 \
+     --set compression.method=dynamic_tree8 --set compression.min_numel=1 --set parallel.checksum_every=1 >"$tmp/mpilog" 2>&1 &&
+   grep -q '"ranks":2' "$tmp/runs/mpi/summary.json" && grep -q '"compression_ratio":' "$tmp/runs/mpi/summary.json"; then
+  echo "ok: mpirun -np 2 octet train with dynamic_tree8 gradients"
+else
+  echo "FAIL: mpirun -np 2 octet train"; cat "$tmp/mpilog"; fail=1
+fi
+# A failing rank takes the job down with one error line per rank and a non-zero exit.
+if mpirun -np 2 --oversubscribe "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --resume "$tmp/ckpt.bin" >"$tmp/mpifail" 2>&1; then
+  echo "FAIL: mpirun with a bad checkpoint exited 0"; fail=1
+elif grep -q "bad magic at offset 0" "$tmp/mpifail"; then
+  echo "ok: mpirun with a bad checkpoint fails with the error line"
+else
+  echo "FAIL: mpirun with a bad checkpoint: unexpected output"; cat "$tmp/mpifail"; fail=1
 fi
 exit $fail

@@ -144,7 +144,7 @@ int bench_compress(const std::vector<std::string>& args) {
     const double tc = best_time(reps, [&] { bytes = c->encode(x.data(), n, buf.data(), {5, nullptr}); });
     const double td = best_time(reps, [&] { c->decode(buf.data(), bytes, y.data(), n, false); });
     const double err = mean_rel_error(x, y);
-    double gerr = 0;
+    double gerr = -1;
     if (have_grads) {
       std::vector<uint8_t> gb(c->max_bytes(static_cast<int64_t>(grads.size())));
       std::vector<float> gy(grads.size());
@@ -152,8 +152,10 @@ int bench_compress(const std::vector<std::string>& args) {
       c->decode(gb.data(), gbytes, gy.data(), static_cast<int64_t>(grads.size()), false);
       gerr = mean_rel_error(grads, gy);
     }
-    std::printf("%-14s %10.2f %8.2f %10.2f %8.2f %9.4f %10.2f%% %10.2f%%\n", m.c_str(), mb / tc / 1e9, t_copy / tc, mb / td / 1e9,
-                t_copy / td, static_cast<double>(bytes) / mb, 100 * err, 100 * gerr);
+    char gbuf[32] = "          -";
+    if (gerr >= 0) std::snprintf(gbuf, sizeof gbuf, "%10.2f%%", 100 * gerr);
+    std::printf("%-14s %10.2f %8.2f %10.2f %8.2f %9.4f %10.2f%% %s\n", m.c_str(), mb / tc / 1e9, t_copy / tc, mb / td / 1e9,
+                t_copy / td, static_cast<double>(bytes) / mb, 100 * err, gbuf);
   }
   return 0;
 }
