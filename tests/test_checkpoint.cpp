@@ -63,20 +63,6 @@ Config small_run(const std::string& out_dir, const std::string& name) {
   return load_config(path);
 }
 
-std::vector<float> final_weights(const std::string& ckpt, const Config& cfg) {
-  Model m = build_model(cfg.model, {1, 6, 6});
-  NamedTensors t;
-  for (auto& p : m.params()) t.push_back({p.name, p.value});
-  Optimizer opt(cfg.optimizer, m.params());
-  for (auto& s : opt.state()) t.push_back(s);
-  load_checkpoint(ckpt, t);
-  std::vector<float> out;
-  for (auto& [name, tensor] : t) {
-    auto v = to_vector(*tensor);
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -85,7 +71,7 @@ TEST_CASE("resume continues bit-identically, from an epoch boundary and from mid
   Config full = small_run(d.path(), "full");
   TrainResult r_full = train(full, {});
   CHECK(r_full.steps == 3 * 6);
-  const auto want = final_weights(d.file("full/checkpoint.bin"), full);
+  const auto want = checkpoint_values(d.file("full/checkpoint.bin"), full, {1, 6, 6}, true);
 
   SECTION("after epoch 1") {
     Config part = small_run(d.path(), "part");
@@ -94,7 +80,7 @@ TEST_CASE("resume continues bit-identically, from an epoch boundary and from mid
     Config rest = small_run(d.path(), "part");
     TrainResult r = train(rest, {d.file("part")});
     CHECK(r.steps == 18);
-    CHECK(final_weights(d.file("part/checkpoint.bin"), rest) == want);
+    CHECK(checkpoint_values(d.file("part/checkpoint.bin"), rest, {1, 6, 6}, true) == want);
     CHECK(r.test.accuracy == r_full.test.accuracy);
   }
   SECTION("mid-epoch, from a step checkpoint") {
@@ -104,7 +90,7 @@ TEST_CASE("resume continues bit-identically, from an epoch boundary and from mid
     train(part, {});
     Config rest = small_run(d.path(), "mid");
     train(rest, {d.file("mid/checkpoint.bin")});
-    CHECK(final_weights(d.file("mid/checkpoint.bin"), rest) == want);
+    CHECK(checkpoint_values(d.file("mid/checkpoint.bin"), rest, {1, 6, 6}, true) == want);
   }
   SECTION("a checkpoint from another seed is refused") {
     Config other = small_run(d.path(), "full");

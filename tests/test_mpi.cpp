@@ -154,20 +154,6 @@ Config dp_config(const std::string& dir, int64_t batch, const std::string& extra
   return load_config(path);
 }
 
-std::vector<float> params_of(const std::string& ckpt, const Config& cfg) {
-  Model m = build_model(cfg.model, {1, 8, 8});
-  NamedTensors t;
-  for (auto& p : m.params()) t.push_back({p.name, p.value});
-  Optimizer opt(cfg.optimizer, m.params());
-  for (auto& s : opt.state()) t.push_back(s);
-  load_checkpoint(ckpt, t);
-  std::vector<float> out;
-  for (auto& p : m.params()) {
-    auto v = to_vector(*p.value);
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -185,8 +171,8 @@ TEST_CASE("fp32 data parallel on N ranks equals one rank on the same global batc
     Config single = dp_config(dir, 8 * N);
     TrainResult rs = train(single, {}, &self);
     CHECK(rs.steps == rd.steps);
-    auto a = params_of(std::string(dir) + "/r8/checkpoint.bin", dist);
-    auto b = params_of(std::string(dir) + "/r" + std::to_string(8 * N) + "/checkpoint.bin", single);
+    auto a = checkpoint_values(std::string(dir) + "/r8/checkpoint.bin", dist, {1, 8, 8}, false);
+    auto b = checkpoint_values(std::string(dir) + "/r" + std::to_string(8 * N) + "/checkpoint.bin", single, {1, 8, 8}, false);
     REQUIRE(a.size() == b.size());
     double worst = 0;
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));

@@ -7,6 +7,10 @@
 #include <fstream>
 
 #include "core/rng.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/layer_registry.h"
+#include "trainer/optimizer.h"
 
 namespace octet::test {
 
@@ -100,5 +104,21 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
 }
 
 std::string source_dir() { return OCTET_SOURCE_DIR; }
+
+std::vector<float> checkpoint_values(const std::string& ckpt, const Config& cfg, const Shape& input, bool optimizer_state) {
+  Model m = build_model(cfg.model, input);
+  NamedTensors t;
+  for (auto& p : m.params()) t.push_back({p.name, p.value});
+  Optimizer opt(cfg.optimizer, m.params());
+  for (auto& s : opt.state()) t.push_back(s);
+  load_checkpoint(ckpt, t);
+  if (!optimizer_state) t.resize(m.params().size());
+  std::vector<float> out;
+  for (auto& [name, tensor] : t) {
+    auto v = to_vector(*tensor);
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
 
 }  // namespace octet::test
