@@ -1,6 +1,7 @@
 // Codec registry, payload header I/O and the generic error-feedback wrapper.
 #include "compress/codec.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "compress/codecs.h"
@@ -73,6 +74,14 @@ size_t encode_with_feedback(const Codec& c, const float* x, int64_t n, float* re
   c.decode(out, bytes, sent, n, false);
   for (int64_t i = 0; i < n; ++i) residual[i] = y[i] - sent[i];
   return bytes;
+}
+
+double mean_relative_error(const float* x, const float* y, int64_t n) {
+  double s = 0;
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] != 0.f) s += std::abs(static_cast<double>(y[i]) - x[i]) / std::abs(x[i]), ++k;
+  return k ? s / static_cast<double>(k) : 0.0;
 }
 
 }  // namespace octet

@@ -69,4 +69,7 @@ PayloadHeader read_header(const uint8_t* in, size_t size, const char* codec, int
 size_t encode_with_feedback(const Codec& c, const float* x, int64_t n, float* residual, uint8_t* out, uint64_t seed,
                             float* scratch);
 
+// Mean of |y_i - x_i| / |x_i| over the x_i != 0: the error figure of Dettmers' paper, used by tests and benchmarks.
+double mean_relative_error(const float* x, const float* y, int64_t n);
+
 }  // namespace octet

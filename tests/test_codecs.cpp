@@ -42,11 +42,7 @@ Coded roundtrip(const Codec& c, const std::vector<float>& x, uint64_t seed = 1) 
 }
 
 double mean_rel_error(const std::vector<float>& x, const std::vector<float>& y) {
-  double s = 0;
-  int64_t k = 0;
-  for (size_t i = 0; i < x.size(); ++i)
-    if (x[i] != 0.f) s += std::abs(static_cast<double>(y[i]) - x[i]) / std::abs(x[i]), ++k;
-  return s / static_cast<double>(k);
+  return mean_relative_error(x.data(), y.data(), static_cast<int64_t>(x.size()));
 }
 
 CodecPtr codec(const std::string& m, int bits = 8) {

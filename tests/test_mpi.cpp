@@ -155,14 +155,19 @@ Config dp_config(const std::string& dir, int64_t batch, const std::string& extra
 }
 
 
+// A fresh folder that every rank sees (same machine): rank 0 creates it and broadcasts the name.
+std::string shared_temp_dir() {
+  char dir[64] = "/tmp/octet-mpi-XXXXXX";
+  if (g_world.rank == 0) REQUIRE(mkdtemp(dir));
+  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, g_world.comm);
+  return dir;
+}
+
 }  // namespace
 
 TEST_CASE("fp32 data parallel on N ranks equals one rank on the same global batch", "[mpi][train]") {
   const int N = g_world.size;
-  // A folder shared by all ranks (same machine): rank 0 names it.
-  char dir[64] = "/tmp/octet-mpi-XXXXXX";
-  if (g_world.rank == 0) REQUIRE(mkdtemp(dir));
-  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, g_world.comm);
+  const std::string dir = shared_temp_dir();
   Config dist = dp_config(dir, 8);
   TrainResult rd = train(dist, {}, &g_world);
   MPI_Barrier(g_world.comm);
@@ -171,23 +176,21 @@ TEST_CASE("fp32 data parallel on N ranks equals one rank on the same global batc
     Config single = dp_config(dir, 8 * N);
     TrainResult rs = train(single, {}, &self);
     CHECK(rs.steps == rd.steps);
-    auto a = checkpoint_values(std::string(dir) + "/r8/checkpoint.bin", dist, {1, 8, 8}, false);
-    auto b = checkpoint_values(std::string(dir) + "/r" + std::to_string(8 * N) + "/checkpoint.bin", single, {1, 8, 8}, false);
+    auto a = checkpoint_values(dir + "/r8/checkpoint.bin", dist, {1, 8, 8}, false);
+    auto b = checkpoint_values(dir + "/r" + std::to_string(8 * N) + "/checkpoint.bin", single, {1, 8, 8}, false);
     REQUIRE(a.size() == b.size());
     double worst = 0;
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
     INFO("largest parameter difference " << worst);
     CHECK(worst < 1e-4);
     CHECK(std::abs(rs.test.accuracy - rd.test.accuracy) <= 1.0 / 48 + 1e-9);
-    std::system((std::string("rm -rf ") + dir).c_str());
+    std::system(("rm -rf " + dir).c_str());
   }
   MPI_Barrier(g_world.comm);
 }
 
 TEST_CASE("compressed data-parallel training keeps ranks identical and learns", "[mpi][train]") {
-  char dir[64] = "/tmp/octet-mpi-XXXXXX";
-  if (g_world.rank == 0) REQUIRE(mkdtemp(dir));
-  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, g_world.comm);
+  const std::string dir = shared_temp_dir();
   for (const char* m : {"dynamic_tree8", "qsgd", "adacomp"}) {
     Config c = dp_config(dir, 8, std::string("compression: {method: ") + m + ", min_numel: 1}\nparallel: {checksum_every: 1}\n");
     c.run.epochs = 6;
@@ -197,5 +200,5 @@ TEST_CASE("compressed data-parallel training keeps ranks identical and learns", 
     if (g_world.size > 1) CHECK(r.fp32_bytes > r.bytes_sent);
   }
   MPI_Barrier(g_world.comm);
-  if (g_world.rank == 0) std::system((std::string("rm -rf ") + dir).c_str());
+  if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
 }

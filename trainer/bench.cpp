@@ -74,11 +74,7 @@ template <typename F> double best_time(int reps, F&& f) {
 }
 
 double mean_rel_error(const std::vector<float>& x, const std::vector<float>& y) {
-  double s = 0;
-  int64_t k = 0;
-  for (size_t i = 0; i < x.size(); ++i)
-    if (x[i] != 0.f) s += std::abs(static_cast<double>(y[i]) - x[i]) / std::abs(x[i]), ++k;
-  return k ? s / static_cast<double>(k) : 0.0;
+  return mean_relative_error(x.data(), y.data(), static_cast<int64_t>(x.size()));
 }
 
 // Gradients of every parameter of the config's model after `steps` SGD steps on its real training data.
