@@ -157,7 +157,7 @@ Config dp_config(const std::string& dir, int64_t batch, const std::string& extra
 
 // A fresh folder that every rank sees (same machine): rank 0 creates it and broadcasts the name.
 std::string shared_temp_dir() {
-  char dir[64] = "/tmp/octet-mpi-XXXXXX";
+  char dir[64] = "/tmp/octet-mpi-XXXXXX";  // mkdtemp's template: it replaces the six X
   if (g_world.rank == 0) REQUIRE(mkdtemp(dir));
   MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, g_world.comm);
   return dir;

@@ -55,42 +55,38 @@ void check_gradients(Layer& layer, const Tensor& x0, double eps, double tol, int
   layer.forward(x, y, ctx);
   Tensor dx(x.shape());
   layer.backward(x, y, r, &dx);
-  // Copy the analytic parameter gradients before the probes overwrite nothing (forward does not touch grads).
-  std::vector<Tensor> grads;
+  std::vector<Tensor> grads;  // analytic parameter gradients (forward passes below do not touch them)
   for (auto& p : layer.params()) grads.push_back(*p.grad);
 
+  // Central difference of the loss in element i of tensor t (restored afterwards).
+  auto numeric = [&](Tensor& t, int64_t i) {
+    const float keep = t.data()[i];
+    t.data()[i] = keep + static_cast<float>(eps);
+    const double lp = loss_of(layer, x, r, ctx);
+    t.data()[i] = keep - static_cast<float>(eps);
+    const double lm = loss_of(layer, x, r, ctx);
+    t.data()[i] = keep;
+    return (lp - lm) / (2 * eps);
+  };
   Rng pick(1234);
+  auto sample = [&](const Tensor& t) { return static_cast<int64_t>(pick.below(static_cast<uint64_t>(t.numel()))); };
   if (check_dx) {
     for (int s = 0; s < samples; ++s) {
-      const int64_t i = static_cast<int64_t>(pick.below(static_cast<uint64_t>(x.numel())));
+      const int64_t i = sample(x);
       if (skip && skip(i)) continue;
-      const float keep = x.data()[i];
-      x.data()[i] = keep + static_cast<float>(eps);
-      const double lp = loss_of(layer, x, r, ctx);
-      x.data()[i] = keep - static_cast<float>(eps);
-      const double lm = loss_of(layer, x, r, ctx);
-      x.data()[i] = keep;
-      compare("dx", i, dx.data()[i], (lp - lm) / (2 * eps), tol);
+      compare("dx", i, dx.data()[i], numeric(x, i), tol);
     }
   }
   auto params = layer.params();
-  for (size_t k = 0; k < params.size(); ++k) {
-    Tensor& w = *params[k].value;
+  for (size_t k = 0; k < params.size(); ++k)
     for (int s = 0; s < samples; ++s) {
-      const int64_t i = static_cast<int64_t>(pick.below(static_cast<uint64_t>(w.numel())));
-      const float keep = w.data()[i];
-      w.data()[i] = keep + static_cast<float>(eps);
-      const double lp = loss_of(layer, x, r, ctx);
-      w.data()[i] = keep - static_cast<float>(eps);
-      const double lm = loss_of(layer, x, r, ctx);
-      w.data()[i] = keep;
-      compare(params[k].name.c_str(), i, grads[k].data()[i], (lp - lm) / (2 * eps), tol);
+      const int64_t i = sample(*params[k].value);
+      compare(params[k].name.c_str(), i, grads[k].data()[i], numeric(*params[k].value, i), tol);
     }
-  }
 }
 
 TempDir::TempDir() {
-  char tmpl[] = "/tmp/octet-test-XXXXXX";
+  char tmpl[] = "/tmp/octet-test-XXXXXX";  // mkdtemp's template: it replaces the six X
   REQUIRE(mkdtemp(tmpl) != nullptr);
   path_ = tmpl;
 }
