@@ -1,5 +1,6 @@
 // Codec tests: payload sizes, bit-exact decode of their own encoding, error bounds per distribution, QSGD
 // unbiasedness, error-feedback and AdaComp conservation, constant blocks exact, hostile payloads rejected.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -73,6 +74,37 @@ TEST_CASE("8-bit code books: 128 magnitudes with exact 0 and 1", "[codec][codebo
   auto d = codebook8("dynamic_tree8");
   CHECK(d[62] < 0.1f);  // indices 63..126: the 64 levels of the top decade (0.1, 1)
   CHECK(d[63] > 0.1f);
+}
+
+TEST_CASE("8-bit encoders pick the nearest code: at, just below and just above every boundary", "[codec][codebook]") {
+  for (const char* m : {"linear8", "mantissa8", "static_tree8", "dynamic_tree8"}) {
+    INFO(m);
+    const auto b = codebook8(m);
+    std::vector<float> mid;  // the decision boundaries; ties go to the larger code
+    for (int c = 0; c < 127; ++c) mid.push_back(0.5f * (b[c] + b[c + 1]));
+    std::vector<float> x = {1.0f};  // block max 1: |x| is encoded as it is
+    Rng r(11);
+    for (float t : mid)
+      for (float v : {t, std::nextafter(t, 0.f), std::nextafter(t, 2.f)}) x.push_back(r.uniform() < 0.5f ? v : -v);
+    for (int i = 0; i < 1000; ++i) x.push_back(std::clamp(r.normal() * (r.uniform() < 0.5f ? 1e-3f : 0.3f), -0.99f, 0.99f));
+    for (int i = 0; i < 7; ++i) x.push_back(-0.f);  // a length that leaves a scalar tail
+    CodecParams p;
+    p.method = m;
+    p.block = 0;
+    auto out = roundtrip(*make_codec(p), x).bytes;
+    const uint8_t* code = out.data() + 12 + 4;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float a = std::min(1.0f, std::fabs(x[i]));
+      int want = 0;
+      while (want < 127 && a >= mid[want]) ++want;
+      INFO("value " << x[i] << " at " << i);
+      if (std::string(m) == "linear8")  // computed as round(a * 127): a tie within float rounding may go either way
+        REQUIRE(std::fabs(a - b[code[i] & 127]) <= std::fabs(a - b[want]) + 1e-6f);
+      else
+        REQUIRE(static_cast<int>(code[i] & 127) == want);
+      REQUIRE(static_cast<int>(code[i] >> 7) == (std::signbit(x[i]) ? 1 : 0));
+    }
+  }
 }
 
 TEST_CASE("payload sizes are exact; 8-bit codecs send <= 27% of fp32 at 64K values", "[codec][size]") {
@@ -192,7 +224,7 @@ TEST_CASE("AdaComp selects bin-local residuals and compresses strongly", "[codec
   const float g[4] = {1, -3, 0.5f, 2}, fresh[4] = {0, 0, 0, 1.5f};
   std::vector<uint8_t> buf(c->max_bytes(4));
   const size_t bytes = c->encode(g, 4, buf.data(), {0, fresh});
-  CHECK(bytes == 12 + 4 + 2 * 4);
+  CHECK(bytes == 12 + 4 + 2);  // two one-byte varints: index gaps of 2
   std::vector<float> out(4);
   c->decode(buf.data(), bytes, out.data(), 4, false);
   CHECK(out == std::vector<float>{0, -2.5f, 0, 2.5f});  // scale = mean |G| of the sent values = (3 + 2) / 2

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# A cluster on one machine: N "hosts" as Linux network namespaces, each with a veth NIC on a bridge that lives in a
+# namespace of its own, addresses only inside those namespaces, and tc tbf on both directions of every link.
+#
+#   scripts/netbed.sh up N [RATE]        RATE: 100mbit, 1gbit, 10gbit, ... or none (default none)
+#   scripts/netbed.sh rate RATE          re-shape every link of the bed that is up
+#   scripts/netbed.sh status             hosts, addresses and qdiscs
+#   scripts/netbed.sh exec HOST CMD...   run CMD on HOST (its own network namespace and hostname)
+#   scripts/netbed.sh mpirun ARGS...     mpirun from the first host, one rank per host over TCP on the bed
+#   scripts/netbed.sh down               remove everything the bed made (idempotent)
+#
+# Hosts are named ${NETBED_PREFIX}1..N (default prefix "obh"); the bridge namespace is ${NETBED_PREFIX}br. Addresses
+# are 10.213.77.H/24 (NETBED_SUBNET overrides the first three octets), a private /24 that exists only on the bed.
+# The kernel here has no netem, so links have a rate but no added latency; this script does not pretend otherwise.
+set -euo pipefail
+prefix=${NETBED_PREFIX:-obh}
+subnet=${NETBED_SUBNET:-10.213.77}
+br=${prefix}br
+here=$(cd "$(dirname "$0")" && pwd)
+
+die() { echo "netbed.sh: $*" >&2; exit 1; }
+need_root() { [[ $(id -u) == 0 ]] || die "must run as root (ip netns needs CAP_SYS_ADMIN)"; }
+hosts() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${prefix}[0-9]+$" | sort -V || true; }
+
+# Token bucket on one device: burst = 10 ms of traffic (at least 64 KB) so that a 10gbit link is not capped by HZ.
+shape() {  # NS DEV RATE
+  local ns=$1 dev=$2 rate=$3
+  ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null || true
+  [[ $rate == none ]] && return 0
+  local bits
+  bits=$(echo "$rate" | awk '{r=tolower($0); n=r+0; if (r ~ /gbit$/) n*=1e9; else if (r ~ /mbit$/) n*=1e6; else if (r ~ /kbit$/) n*=1e3; else n=-1; print n}')
+  [[ $bits != -1 && $bits != 0 ]] || die "bad rate '$rate' (examples: 100mbit, 1gbit, 10gbit, none)"
+  local burst=$(( bits / 800 ))
+  (( burst < 65536 )) && burst=65536
+  ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 200ms
+}
+
+up() {
+  need_root
+  local n=${1:-} rate=${2:-none}
+  [[ $n =~ ^[0-9]+$ ]] && (( n >= 1 && n <= 64 )) || die "up needs a host count in 1..64, got '${n}'"
+  [[ -z $(hosts) ]] || die "a bed is already up (run: scripts/netbed.sh down)"
+  ip netns add "$br"
+  ip -n "$br" link add br0 type bridge
+  ip -n "$br" link set br0 up
+  ip -n "$br" link set lo up
+  local i h
+  for ((i = 1; i <= n; i++)); do
+    h=${prefix}$i
+    ip netns add "$h"
+    ip link add "nb${prefix}$i" type veth peer name "nbp${prefix}$i"
+    ip link set "nb${prefix}$i" netns "$h"
+    ip link set "nbp${prefix}$i" netns "$br"
+    ip -n "$h" link set "nb${prefix}$i" name eth0
+    ip -n "$br" link set "nbp${prefix}$i" name "p$i"
+    ip -n "$br" link set "p$i" master br0 up
+    ip -n "$h" addr add "$subnet.$i/24" dev eth0
+    ip -n "$h" link set eth0 up
+    ip -n "$h" link set lo up
+  done
+  # Name resolution on the bed: ip netns exec bind-mounts /etc/netns/NAME/hosts over /etc/hosts.
+  for ((i = 1; i <= n; i++)); do
+    mkdir -p "/etc/netns/${prefix}$i"
+    { echo "127.0.0.1 localhost"; for ((j = 1; j <= n; j++)); do echo "$subnet.$j ${prefix}$j"; done; } >"/etc/netns/${prefix}$i/hosts"
+  done
+  set_rate "$rate"
+  echo "netbed: $n hosts ${prefix}1..${prefix}$n on $subnet.0/24, links $rate"
+}
+
+set_rate() {
+  local rate=$1 h i
+  for h in $(hosts); do
+    i=${h#"$prefix"}
+    shape "$h" eth0 "$rate"    # host -> bridge
+    shape "$br" "p$i" "$rate"  # bridge -> host
+  done
+}
+
+down() {
+  need_root
+  local h
+  for h in $(hosts); do ip netns del "$h"; rm -rf "/etc/netns/$h"; done
+  ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$br" && ip netns del "$br"
+  return 0
+}
+
+status() {
+  local hs
+  hs=$(hosts)
+  [[ -n $hs ]] || { echo "netbed: down"; return 0; }
+  local h
+  for h in $hs; do
+    printf '%s %s %s\n' "$h" "$(ip -n "$h" -4 -o addr show dev eth0 | awk '{print $4}')" \
+      "$(ip netns exec "$h" tc qdisc show dev eth0 | head -1)"
+  done
+}
+
+run_on() {  # HOST CMD...: the host's network namespace, its own UTS namespace and hostname
+  local h=$1
+  shift
+  [[ -n $(hosts | grep -x "$h") ]] || die "no host '$h' on the bed (hosts: $(hosts | tr '\n' ' '))"
+  exec ip netns exec "$h" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$h" "$@"
+}
+
+bed_mpirun() {
+  local hs n hf
+  hs=$(hosts)
+  [[ -n $hs ]] || die "no bed is up (run: scripts/netbed.sh up N RATE)"
+  n=$(echo "$hs" | wc -l)
+  hf=$(mktemp /tmp/netbed-hosts.XXXXXX)
+  for h in $hs; do echo "$h slots=1"; done >"$hf"
+  local first
+  first=$(echo "$hs" | head -1)
+  # Open MPI launches a daemon per host through the agent; TCP only, on the bed's subnet.
+  ip netns exec "$first" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$first" \
+    mpirun --hostfile "$hf" --mca plm_rsh_agent "$here/netbed_rsh.sh" --mca pml ob1 --mca btl tcp,self \
+    --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" --mca plm_rsh_no_tree_spawn 1 \
+    -x PATH "$@" || { local rc=$?; rm -f "$hf"; return $rc; }
+  rm -f "$hf"
+}
+
+cmd=${1:-}
+shift || true
+case $cmd in
+  up) up "$@" ;;
+  rate) need_root; [[ -n $(hosts) ]] || die "no bed is up"; set_rate "${1:?rate needs a RATE}" ;;
+  down) down ;;
+  status) status ;;
+  exec) [[ $# -ge 2 ]] || die "exec needs HOST CMD..."; run_on "$@" ;;
+  mpirun) bed_mpirun "$@" ;;
+  *) die "unknown command '${cmd}' (known: up, rate, status, exec, mpirun, down)" ;;
+esac
