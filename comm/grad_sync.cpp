@@ -31,14 +31,16 @@ GradSync::GradSync(const World& w, const CompressionConfig& cfg, std::vector<Syn
 }
 
 void GradSync::sync(uint64_t step, CommStats& stats) {
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    Entry& e = entries_[i];
-    e.opt.seed = derive_seed(0x9d5, step, i);
-    CommStats s;
-    reduce_mean(world_, e.t.param.grad->data(), e.t.param.grad->numel(), e.opt, e.state, s);
-    e.total += s;
-    stats += s;
-  }
+  for (size_t i = 0; i < entries_.size(); ++i) sync_one(i, step, stats);
+}
+
+void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats) {
+  Entry& e = entries_[i];
+  e.opt.seed = derive_seed(0x9d5, step, i);
+  CommStats s;
+  reduce_mean(world_, e.t.param.grad->data(), e.t.param.grad->numel(), e.opt, e.state, s);
+  e.total += s;
+  stats += s;
 }
 
 std::string GradSync::plan() const {

@@ -27,6 +27,7 @@ struct SyncTensor {
   Param param;
   std::string layer;  // layer name (matches overrides)
   std::string kind;   // layer kind (conv, fc, ...): picks AdaComp's default bin
+  size_t layer_index = 0;  // position in the model: the overlap plan orders buckets by it
 };
 
 class GradSync {
@@ -34,6 +35,10 @@ class GradSync {
   GradSync(const World& w, const CompressionConfig& cfg, std::vector<SyncTensor> tensors);
   // Replaces every grad with its mean over the ranks (identical bytes everywhere).
   void sync(uint64_t step, CommStats& stats);
+  // The same for tensor i alone (what sync() does for each i in turn; the overlap thread calls it per bucket).
+  void sync_one(size_t i, uint64_t step, CommStats& stats);
+  size_t size() const { return entries_.size(); }
+  const SyncTensor& tensor(size_t i) const { return entries_[i].t; }
   std::string plan() const;               // one line per tensor: name, numel, codec, algorithm
   uint64_t checksum() const;              // hash of every parameter value on this rank
   // Gathers every rank's checksum; throws naming the step and the ranks when they differ.

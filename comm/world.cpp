@@ -7,7 +7,8 @@ namespace octet {
 
 MpiSession::MpiSession(int* argc, char*** argv) {
   int provided = 0;
-  CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  world_.thread_level = provided;
   CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_.rank));
   CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_.size));
   // Errors come back as return codes, so CHECK_MPI can report them through octet::Error.

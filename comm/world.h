@@ -8,9 +8,10 @@ struct World {
   MPI_Comm comm = MPI_COMM_WORLD;
   int rank = 0;
   int size = 1;
+  int thread_level = MPI_THREAD_SINGLE;  // what MPI_Init_thread provided
 };
 
-// Initializes MPI (funneled threads) for the process lifetime; finalizes on destruction.
+// Initializes MPI (serialized threads: the overlap thread calls MPI while the main thread computes) for the process lifetime; finalizes on destruction.
 class MpiSession {
  public:
   MpiSession(int* argc, char*** argv);

@@ -79,6 +79,12 @@ TEST_CASE("config errors name file, line and key", "[config]") {
     auto p = write_config(d, replace(kValid, "momentum: 0.9", "momentum: 1.5"));
     CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":15: optimizer.momentum: must be in [0, 1)"));
   }
+  SECTION("parallel: overlap bucket size out of range, overlap not a bool") {
+    auto p = write_config(d, std::string(kValid) + "parallel: {bucket_mb: -1}\n");
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":16: parallel.bucket_mb: must be in [0, 65536]"));
+    auto q = write_config(d, std::string(kValid) + "parallel: {overlap: sometimes}\n");
+    CHECK_THROWS_WITH(load_config(q), Catch::Contains("parallel.overlap: expected"));
+  }
   SECTION("missing required key") {
     auto p = write_config(d, replace(kValid, "  lr: 0.1\n", ""));
     CHECK_THROWS_WITH(load_config(p), Catch::Contains("optimizer.lr: missing required key"));

@@ -138,6 +138,9 @@ void read_parallel(Section s, ParallelConfig& p) {
   s.choice("device", "cpu", {"cpu"});
   p.device = Device::CPU;
   p.checksum_every = at_least(s, "checksum_every", p.checksum_every, 0);
+  p.overlap = s.get<bool>("overlap", p.overlap);
+  p.bucket_mb = s.get<double>("bucket_mb", p.bucket_mb);
+  if (!(p.bucket_mb >= 0 && p.bucket_mb <= 65536)) s.fail("bucket_mb", "must be in [0, 65536]");
   s.finish();
 }
 

@@ -16,6 +16,7 @@
 #include "data/loader.h"
 #include "layers/softmax_ce.h"
 #include "comm/grad_sync.h"
+#include "comm/overlap.h"
 #include "trainer/checkpoint.h"
 #include "trainer/layer_registry.h"
 #include "trainer/metrics.h"
@@ -81,7 +82,7 @@ struct Window {
 std::vector<SyncTensor> sync_tensors(Model& model) {
   std::vector<SyncTensor> out;
   for (size_t i = 0; i < model.size(); ++i)
-    for (auto& p : model.layer(i).params()) out.push_back({p, model.layer(i).name(), model.layer(i).kind()});
+    for (auto& p : model.layer(i).params()) out.push_back({p, model.layer(i).name(), model.layer(i).kind(), i});
   return out;
 }
 
@@ -112,6 +113,14 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
   if (world && (size > 1 || cfg.compression.base.codec.method != "none" || !cfg.compression.overrides.empty())) {
     sync.emplace(*world, cfg.compression, sync_tensors(model));
     sync->broadcast_values(0);  // identical start even if initialization ever differed
+  }
+  std::optional<OverlapSync> overlap;
+  if (sync && cfg.parallel.overlap) {
+    OCTET_CHECK(world->thread_level >= MPI_THREAD_SERIALIZED,
+                cfg.file << ": parallel.overlap needs MPI_THREAD_SERIALIZED, this MPI provides level " << world->thread_level
+                         << " (set parallel.overlap: false)");
+    overlap.emplace(*sync, static_cast<int64_t>(cfg.parallel.bucket_mb * 1e6));
+    model.set_grad_ready_hook([&](size_t layer) { overlap->layer_done(layer); });
   }
 
   NamedTensors state;
@@ -146,6 +155,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
                       << " steps/epoch, " << cpu_threads() << " threads/rank");
   OCTET_LOG(model.summary());
   if (sync) OCTET_LOG("gradient exchange plan:\n" << sync->plan());
+  if (overlap) OCTET_LOG("overlapped with backward in " << overlap->buckets() << " buckets (parallel.bucket_mb " << cfg.parallel.bucket_mb << "):\n" << overlap->plan());
 
   SoftmaxCrossEntropy loss;
   Tensor dlogits;
@@ -175,6 +185,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
         lr = loss.forward(logits, batch.labels.data());
         dlogits.resize(logits.shape());
       }
+      if (overlap) overlap->begin(static_cast<uint64_t>(pos.global_step));
       {
         ScopedPhase sp(step, Phase::Backward);
         loss.backward(dlogits, 1.0f / static_cast<float>(lr.count));
@@ -182,7 +193,10 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
       }
       if (sync) {
         CommStats cs;
-        sync->sync(static_cast<uint64_t>(pos.global_step), cs);
+        if (overlap)  // compress/communicate/decompress ran beside backward; only the wait is on the step's path
+          step.add(Phase::Wait, overlap->finish(cs));
+        else
+          sync->sync(static_cast<uint64_t>(pos.global_step), cs);
         step.add(Phase::Compress, cs.compress_s);
         step.add(Phase::Communicate, cs.communicate_s);
         step.add(Phase::Decompress, cs.decompress_s);

@@ -78,9 +78,9 @@ for H in $hosts_list; do
       fp32_same=$(awk -v h="$H" -v r="$rate" '$1==h && $2==r && $3=="fp32" {print $4}' "$work/train.txt")
       fp32_none=$(awk -v h="$H" '$1==h && $2=="none" && $3=="fp32" {print $4}' "$work/train.txt")
       awk -v c="$c" -v ips="$ips" -v same="${fp32_same:-0}" -v none="${fp32_none:-0}" -v sent="$sent" -v acc="$acc" -v ep="$epochs" 'BEGIN {
-        printf "| %s | %.0f | %s | %s | %.1f |", c, ips, same > 0 ? sprintf("%.2fx", ips / same) : "-",
-               none > 0 ? sprintf("%.2fx", ips / none) : "-", sent / 1000
-        if (ep > 0) printf " %s |", acc == "failed" || acc == "" ? acc : sprintf("%.2f%%", 100 * acc)
+        printf "| %s | %.0f | %s | %s | %.1f |", c, ips, (same > 0 ? sprintf("%.2fx", ips / same) : "-"),
+               (none > 0 ? sprintf("%.2fx", ips / none) : "-"), sent / 1000
+        if (ep > 0) printf " %s |", ((acc == "failed" || acc == "") ? acc : sprintf("%.2f%%", 100 * acc))
         printf "\n" }' >>"$tmp_out"
     done
   done

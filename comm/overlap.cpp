@@ -1,0 +1,119 @@
+// Implementation of the overlapped gradient exchange: bucket plan, communication thread, wait accounting.
+#include "comm/overlap.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "core/timer.h"
+
+namespace octet {
+
+OverlapSync::OverlapSync(GradSync& sync, int64_t bucket_bytes) : sync_(sync) {
+  OCTET_CHECK(bucket_bytes >= 0, "parallel.bucket_mb must not be negative");
+  // Reverse layer order: backward produces the last layer's gradients first.
+  std::vector<size_t> order(sync.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sync.tensor(a).layer_index > sync.tensor(b).layer_index; });
+  Bucket cur;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const SyncTensor& t = sync.tensor(order[k]);
+    cur.entries.push_back(order[k]);
+    cur.lowest_layer = t.layer_index;
+    cur.bytes += 4 * t.param.grad->numel();
+    // A bucket never ends between two tensors of one layer: the layer's gradients are ready together.
+    const bool layer_continues = k + 1 < order.size() && sync.tensor(order[k + 1]).layer_index == t.layer_index;
+    if (cur.bytes >= bucket_bytes && !layer_continues) {
+      buckets_.push_back(std::move(cur));
+      cur = Bucket{};
+    }
+  }
+  if (!cur.entries.empty()) buckets_.push_back(std::move(cur));
+  thread_ = std::thread([this] { run(); });
+}
+
+OverlapSync::~OverlapSync() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    quit_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void OverlapSync::begin(uint64_t step) {
+  std::lock_guard<std::mutex> lk(mu_);
+  OCTET_CHECK(queued_ == done_ && queue_.empty(), "overlap: step " << step << " began before the previous one finished");
+  step_ = step;
+  queued_ = done_ = 0;
+  stats_ = CommStats{};
+}
+
+void OverlapSync::layer_done(size_t layer) {
+  bool any = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      if (buckets_[b].lowest_layer == layer) {
+        queue_.push_back(b);
+        ++queued_;
+        any = true;
+      }
+  }
+  if (any) cv_.notify_all();
+}
+
+double OverlapSync::finish(CommStats& stats) {
+  const double t0 = now_seconds();
+  std::unique_lock<std::mutex> lk(mu_);
+  OCTET_CHECK(queued_ == buckets_.size() || error_, "overlap: backward completed " << queued_ << " of " << buckets_.size() << " buckets");
+  cv_.wait(lk, [&] { return done_ == queued_ || error_; });
+  if (error_) std::rethrow_exception(error_);
+  stats += stats_;
+  return now_seconds() - t0;
+}
+
+void OverlapSync::run() {
+  for (;;) {
+    size_t b;
+    uint64_t step;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return quit_ || !queue_.empty(); });
+      if (quit_) return;
+      b = queue_.front();
+      queue_.pop_front();
+      step = step_;
+    }
+    CommStats s;
+    try {
+      for (size_t i : buckets_[b].entries) sync_.sync_one(i, step, s);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(mu_);
+      error_ = std::current_exception();
+      cv_.notify_all();
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stats_ += s;
+      ++done_;
+    }
+    cv_.notify_all();
+  }
+}
+
+std::string OverlapSync::plan() const {
+  std::string out;
+  char buf[160];
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    std::string names;
+    for (size_t i : buckets_[b].entries) names += (names.empty() ? "" : ", ") + sync_.tensor(i).param.name;
+    std::snprintf(buf, sizeof buf, "  bucket %zu: %.2f MB after layer %zu: ", b, buckets_[b].bytes / 1e6, buckets_[b].lowest_layer);
+    out += buf + names + "\n";
+  }
+  if (!out.empty()) out.pop_back();
+  return out;
+}
+
+}  // namespace octet
