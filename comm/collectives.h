@@ -14,7 +14,7 @@ namespace octet {
 enum class Algorithm { Allreduce, ScatterAllgather, Allgather };
 const char* algorithm_name(Algorithm a);
 Algorithm parse_algorithm(const std::string& name);  // unknown: error listing the known ones
-Algorithm default_algorithm(const Codec& c);          // none: allreduce; sparse/onebit: allgather; else scatter-allgather
+Algorithm default_algorithm(const Codec& c);          // sparse/onebit: allgather; else (none included) scatter-allgather
 
 struct CommStats {
   double compress_s = 0, communicate_s = 0, decompress_s = 0;
@@ -37,6 +37,7 @@ struct ReduceOptions {
   const Codec* codec = nullptr;  // required except for Allreduce
   bool error_feedback = false;
   uint64_t seed = 0;             // keys stochastic codecs; combine step and tensor into it
+  bool yield = false;            // sleep between polls while waiting (overlap thread) instead of spinning
 };
 
 // x[0..n) <- mean over ranks of x, identical bytes on every rank.

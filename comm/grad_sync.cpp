@@ -15,7 +15,10 @@ GradSync::GradSync(const World& w, const CompressionConfig& cfg, std::vector<Syn
     e.t = std::move(tensors[i]);
     auto it = cfg.overrides.find(e.t.layer);
     TensorPolicy pol = it != cfg.overrides.end() ? it->second : cfg.base;
-    if (e.t.param.value->numel() < cfg.min_numel && it == cfg.overrides.end()) pol = TensorPolicy{};
+    if (e.t.param.value->numel() < cfg.min_numel && it == cfg.overrides.end()) {
+      pol = TensorPolicy{};
+      pol.algorithm = "allreduce";  // small: one latency-bound call instead of the four of scatter_allgather
+    }
     if (pol.codec.method == "adacomp" && pol.codec.bin == 0) pol.codec.bin = e.t.kind == "conv" ? 50 : 500;
     e.codec = make_codec(pol.codec);
     e.opt.codec = e.codec.get();
@@ -34,9 +37,10 @@ void GradSync::sync(uint64_t step, CommStats& stats) {
   for (size_t i = 0; i < entries_.size(); ++i) sync_one(i, step, stats);
 }
 
-void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats) {
+void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats, bool yield) {
   Entry& e = entries_[i];
   e.opt.seed = derive_seed(0x9d5, step, i);
+  e.opt.yield = yield;
   CommStats s;
   reduce_mean(world_, e.t.param.grad->data(), e.t.param.grad->numel(), e.opt, e.state, s);
   e.total += s;

@@ -113,11 +113,12 @@ bed_mpirun() {
   first=$(echo "$hs" | head -1)
   # Open MPI launches a daemon per host through the agent; TCP only, on the bed's subnet. The hosts share this
   # machine's cores, so ranks yield while they wait: busy-polling ranks starve the kernel's network stack (on 2 cores
-  # a 1 MB allreduce took 25 ms polling and 2 ms yielding).
+  # a 1 MB allreduce took 25 ms polling and 2 ms yielding). Each daemon sees a one-slot "node" and would bind its
+  # rank to core 0, piling every rank onto one core: --bind-to none.
   ip netns exec "$first" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$first" \
     mpirun --hostfile "$hf" --mca plm_rsh_agent "$here/netbed_rsh.sh" --mca pml ob1 --mca btl tcp,self \
     --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" --mca plm_rsh_no_tree_spawn 1 \
-    --mca mpi_yield_when_idle 1 -x PATH "$@" || { local rc=$?; rm -f "$hf"; return $rc; }
+    --mca mpi_yield_when_idle 1 --bind-to none -x PATH "$@" || { local rc=$?; rm -f "$hf"; return $rc; }
   rm -f "$hf"
 }
 

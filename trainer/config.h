@@ -61,7 +61,7 @@ struct ModelConfig {
 struct ParallelConfig {
   Device device = Device::CPU;
   int64_t checksum_every = 100;  // steps between cross-rank parameter checksums (0 = only at the end)
-  bool overlap = true;           // exchange gradient buckets on a thread while backward runs
+  bool overlap = false;          // exchange gradient buckets on a thread while backward runs (wants a spare core per rank)
   double bucket_mb = 1.0;        // a bucket closes once it holds this many MB of fp32 gradients (0: one per tensor)
 };
 

@@ -4,13 +4,14 @@
 # beside the same measurement on an unshaped link ("none") taken in the same run. Writes Markdown.
 # Usage: scripts/bench/netbed_bench.sh [--hosts "2 4"] [--rates "100mbit 1gbit 10gbit"] [--sizes 1M:64M]
 #        [--codecs "linear8 dynamic_tree8 qsgd adacomp"] [--train "fp32 dynamic_tree8 adacomp"] [--steps 60]
-#        [--epochs 0] [--out docs/netbed_results.md]
+#        [--epochs 0] [--overlap false] [--out docs/netbed_results.md]
 #   --epochs E > 0 also trains E full epochs per training cell and reports the final test accuracy.
+#   Training names: fp32 (codec none, scatter_allgather), fp32-mpi (codec none through MPI's allreduce), qsgdN, or a codec.
 # Needs root (network namespaces). Every run is bounded by `timeout`; the bed is taken down on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 hosts_list="2 4" rates="100mbit 1gbit 10gbit" sizes=1M:64M codecs="linear8 dynamic_tree8 qsgd adacomp"
-train="fp32 dynamic_tree8 adacomp" steps=60 epochs=0 out=docs/netbed_results.md
+train="fp32 dynamic_tree8 adacomp" steps=60 epochs=0 out=docs/netbed_results.md overlap=false
 while [[ $# -gt 0 ]]; do
   case $1 in
     --hosts) hosts_list=$2; shift 2 ;;
@@ -21,7 +22,8 @@ while [[ $# -gt 0 ]]; do
     --steps) steps=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    *) echo "netbed_bench.sh: unknown argument $1 (known: --hosts, --rates, --sizes, --codecs, --train, --steps, --epochs, --out)" >&2; exit 2 ;;
+    --overlap) overlap=$2; shift 2 ;;
+    *) echo "netbed_bench.sh: unknown argument $1 (known: --hosts, --rates, --sizes, --codecs, --train, --steps, --epochs, --overlap, --out)" >&2; exit 2 ;;
   esac
 done
 [[ -x build/octet ]] || bash scripts/build.sh
@@ -35,7 +37,7 @@ tmp_out=$work/out.md
 {
   echo "# Compression on a rate-limited test-bed"
   echo
-  echo "\`scripts/bench/netbed_bench.sh --hosts \"$hosts_list\" --rates \"$rates\" --steps $steps --epochs $epochs\`, $(date -u +%Y-%m-%d),"
+  echo "\`scripts/bench/netbed_bench.sh --hosts \"$hosts_list\" --rates \"$rates\" --steps $steps --epochs $epochs --overlap $overlap\`, $(date -u +%Y-%m-%d),"
   echo "on one $(nproc)-core machine: each host is a network namespace with one rank (1 thread), Open MPI over TCP"
   echo "through a bridge, tc tbf on both directions of every link; 'none' = the same path unshaped. No added latency"
   echo "(the kernel has no netem). All hosts share the machine's $(nproc) cores, so compute is slower than on real nodes."
@@ -58,12 +60,13 @@ for H in $hosts_list; do
       echo "|---|---|---|---|---|$([[ $epochs -gt 0 ]] && echo "---|")"
     } >>"$tmp_out"
     for c in $train; do
-      m=$c bits=8
+      m=$c bits=8 algo=auto
       [[ $c == fp32 ]] && m=none
+      [[ $c == fp32-mpi ]] && { m=none; algo=allreduce; }  # fp32 through MPI_Iallreduce instead of scatter_allgather
       [[ $c == qsgd* ]] && { m=qsgd; bits=${c#qsgd}; bits=${bits:-8}; }
       run=$work/$H-$rate-$c
       base=(build/octet train configs/fashion-mnist/lenet.yaml --set run.threads=1 --set run.name=r --set run.out_dir="$run"
-        --set run.log_every=100000 --set compression.method="$m" --set compression.bits="$bits" --set data.batch_size=64)
+        --set run.log_every=100000 --set compression.method="$m" --set compression.bits="$bits" --set data.batch_size=64 --set parallel.overlap="$overlap" --set compression.algorithm="$algo")
       timeout 1200 bash $bed mpirun -np "$H" "${base[@]}" --set run.epochs=1 --set run.max_steps="$steps" >"$run.log" 2>&1 ||
         { echo "training $c on $H hosts at $rate failed:" >&2; tail -3 "$run.log" >&2; continue; }
       ips=$(field "$run/r/summary.json" images_per_s)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# How much communication the overlapped gradient exchange hides: trains the same steps with parallel.overlap false
+# and true and compares the communication time each leaves on the step's path (blocking: compress + communicate +
+# decompress; overlapped: the wait for the last bucket). Runs on the test-bed (scripts/netbed.sh) with a rate limit,
+# or on plain local mpirun with --local.
+# Usage: scripts/bench/overlap_bench.sh [--hosts 4] [--rate 1gbit] [--codec none] [--steps 100] [--bucket-mb 1]
+#        [--config configs/fashion-mnist/lenet.yaml] [--local] [--out FILE]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+hosts=4 rate=1gbit codec=none steps=100 bucket=1 config=configs/fashion-mnist/lenet.yaml local=0 out=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --hosts) hosts=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --codec) codec=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --bucket-mb) bucket=$2; shift 2 ;;
+    --config) config=$2; shift 2 ;;
+    --local) local=1; shift ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "overlap_bench.sh: unknown argument $1 (known: --hosts, --rate, --codec, --steps, --bucket-mb, --config, --local, --out)" >&2; exit 2 ;;
+  esac
+done
+[[ -x build/octet ]] || bash scripts/build.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+work=$(mktemp -d /tmp/overlap-bench.XXXXXX)
+if [[ $local == 1 ]]; then
+  trap 'rm -rf "$work"' EXIT
+  launch=(mpirun -np "$hosts" --oversubscribe --mca mpi_yield_when_idle 1)
+  where="$hosts local ranks"
+else
+  trap 'bash scripts/netbed.sh down; rm -rf "$work"' EXIT
+  bash scripts/netbed.sh down
+  bash scripts/netbed.sh up "$hosts" "$rate" >/dev/null
+  launch=(bash scripts/netbed.sh mpirun -np "$hosts")
+  where="$hosts hosts on the test-bed, links $rate"
+fi
+field() { grep -o "\"$2\":[-0-9.e+]*" "$1" | head -1 | cut -d: -f2; }
+for ov in false true; do
+  timeout 1800 "${launch[@]}" build/octet train "$config" --set run.threads=1 --set run.name="$ov" --set run.out_dir="$work" \
+    --set run.log_every=100000 --set run.epochs=1 --set run.max_steps="$steps" --set compression.method="$codec" \
+    --set parallel.overlap="$ov" --set parallel.bucket_mb="$bucket" >"$work/$ov.log" 2>&1 ||
+    { echo "overlap_bench.sh: run with overlap=$ov failed:" >&2; tail -5 "$work/$ov.log" >&2; exit 1; }
+done
+b=$work/false/summary.json o=$work/true/summary.json
+report=$(awk -v bc="$(field $b compress_ms)" -v bm="$(field $b communicate_ms)" -v bd="$(field $b decompress_ms)" \
+  -v ow="$(field $o wait_ms)" -v oc="$(field $o compress_ms)" -v om="$(field $o communicate_ms)" -v od="$(field $o decompress_ms)" \
+  -v bb="$(field $b backward_ms)" -v ob="$(field $o backward_ms)" -v bi="$(field $b images_per_s)" -v oi="$(field $o images_per_s)" \
+  -v where="$where" -v codec="$codec" -v steps="$steps" -v bucket="$bucket" 'BEGIN {
+  exposed = bc + bm + bd
+  printf "overlap bench: %s, codec %s, %d steps, bucket_mb %s\n", where, codec, steps, bucket
+  printf "%-12s %12s %14s %14s %12s %10s\n", "path", "backward ms", "comm work ms", "exposed ms", "images/s", "hidden"
+  printf "%-12s %12.2f %14.2f %14.2f %12.0f %10s\n", "blocking", bb, exposed, exposed, bi, "-"
+  printf "%-12s %12.2f %14.2f %14.2f %12.0f %9.1f%%\n", "overlapped", ob, oc + om + od, ow, oi, 100 * (1 - ow / exposed)
+  printf "exposed = communication time left on the step path per step (blocking: compress + communicate + decompress;\n"
+  printf "overlapped: the wait after backward); hidden = 1 - overlapped exposed / blocking exposed.\n" }')
+echo "$report"
+if [[ -n $out ]]; then mkdir -p "$(dirname "$out")"; { echo '```'; echo "$report"; echo '```'; } >"$out.tmp" && mv "$out.tmp" "$out"; fi
