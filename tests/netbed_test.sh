@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Smoke test of the test-bed: 2 hosts at 100mbit, each rank on its own host, a short compressed training over TCP,
+# then `down` (twice) leaves nothing behind. Exit 77 (skipped) where network namespaces cannot be made.
+set -uo pipefail
+octet=$1 root=$2
+export NETBED_PREFIX=octt NETBED_SUBNET=10.213.78 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+bed="bash $root/scripts/netbed.sh"
+if [[ $(id -u) != 0 ]] || ! ip netns add octt-probe 2>/dev/null; then
+  echo "SKIPPED: network namespaces cannot be made here (needs root and ip netns)"
+  exit 77
+fi
+ip netns del octt-probe
+tmp=$(mktemp -d)
+trap '$bed down; rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+$bed down
+$bed up 2 100mbit || fail "up"
+$bed up 2 100mbit 2>"$tmp/err" && fail "a second up must refuse"
+grep -q "already up" "$tmp/err" || fail "second up: $(cat "$tmp/err")"
+$bed status >"$tmp/status"
+[[ $(grep -c "rate 100Mbit" "$tmp/status") == 2 ]] || fail "status: $(cat "$tmp/status")"
+ip netns exec octtbr tc qdisc show | grep -q "rate 100Mbit" || fail "bridge side not shaped"
+[[ $($bed exec octt2 hostname) == octt2 ]] || fail "exec: wrong hostname"
+timeout 120 $bed mpirun -np 2 hostname | sort >"$tmp/hosts" || fail "mpirun hostname"
+[[ $(tr '\n' ' ' <"$tmp/hosts") == "octt1 octt2 " ]] || fail "ranks on $(cat "$tmp/hosts")"
+timeout 300 $bed mpirun -np 2 "$octet" train "$root/configs/fashion-mnist/lenet.yaml" --set run.threads=1 --set run.epochs=1 \
+  --set run.max_steps=10 --set run.out_dir="$tmp" --set run.name=bed --set compression.method=dynamic_tree8 \
+  --set parallel.checksum_every=1 >"$tmp/train.log" 2>&1 || { tail -5 "$tmp/train.log"; fail "training on the bed"; }
+grep -q '"ranks":2' "$tmp/bed/summary.json" || fail "summary: $(cat "$tmp/bed/summary.json")"
+$bed rate none || fail "rate none"
+ip netns exec octt1 tc qdisc show dev eth0 | grep -q tbf && fail "rate none left a tbf"
+$bed down || fail "down"
+$bed down || fail "second down"
+ip netns list | grep -q "^octt" && fail "namespaces left: $(ip netns list)"
+[[ -e /etc/netns/octt1 ]] && fail "/etc/netns/octt1 left"
+echo "netbed smoke test passed"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Submits the sbatch scripts (srun --mpi=pmix and mpirun inside the allocation) for a tiny training run to a local
+# single-node Slurm and checks their output. Exit 77 (skipped) where Slurm cannot start. Always takes Slurm down.
+set -uo pipefail
+octet=$1 root=$2
+dir=$(mktemp -d /tmp/octet-slurm-test.XXXXXX)
+export SLURM_PORT=16817 SLURM_CONF=$dir/slurm.conf
+trap 'bash "$root/scripts/slurm/local_slurm.sh" down "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+if [[ $(id -u) != 0 ]]; then echo "SKIPPED: the local Slurm needs root"; exit 77; fi
+if ! command -v slurmctld >/dev/null && ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge >/dev/null 2>&1; then
+  echo "SKIPPED: slurm-wlm and munge are not installed and cannot be"
+  exit 77
+fi
+bash "$root/scripts/slurm/local_slurm.sh" up "$dir" || fail "the local Slurm did not start"
+cd "$root" || exit 1
+for s in train_srun train_mpirun; do
+  jid=$(OCTET_BIN=$octet sbatch --parsable --output="$dir/$s-%j.out" scripts/slurm/$s.sbatch configs/fashion-mnist/lenet.yaml \
+    --set run.epochs=1 --set run.max_steps=10 --set run.out_dir="$dir/runs" --set run.name=$s --set compression.method=dynamic_tree8) ||
+    fail "sbatch $s"
+  for _ in $(seq 240); do
+    [[ -z $(squeue -h -j "$jid" 2>/dev/null) ]] && break
+    sleep 0.5
+  done
+  state=$(scontrol show job "$jid" 2>/dev/null | grep -o "JobState=[A-Z]*")
+  out=$(cat "$dir/$s-$jid.out" 2>/dev/null)
+  [[ $state == JobState=COMPLETED ]] || { echo "$out" | tail -5; scancel "$jid"; fail "$s job $jid ended in ${state:-an unknown state}"; }
+  echo "$out" | grep -q "2 ranks x batch 64" || fail "$s: not 2 ranks: $(echo "$out" | head -3)"
+  echo "$out" | grep -q "^done: 10 steps" || fail "$s: no summary line: $(echo "$out" | tail -3)"
+  echo "$s: job $jid completed: $(echo "$out" | grep '^done:' | cut -c1-60)"
+done
+echo "slurm test passed"
