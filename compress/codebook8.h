@@ -21,8 +21,10 @@ class CodeBook {
   const uint32_t* entries() const { return entry_.data(); }
   int shift() const { return shift_; }
   // bits of a in [0, 1] -> index of the nearest magnitude (ties to the larger).
-  inline uint32_t encode_bits(uint32_t a) const {
-    const uint32_t e = entry_[a >> shift_];
+  uint32_t first_bits() const { return first_; }  // float bits where the first bucket starts (below: code 0)
+  inline uint32_t encode_bits(uint32_t abits) const {
+    const uint32_t a = abits > first_ ? abits : first_;
+    const uint32_t e = entry_[(a - first_) >> shift_];
     return (e & 0xffu) + ((a & ((1u << shift_) - 1)) >= (e >> 8) ? 1u : 0u);
   }
 
@@ -30,6 +32,7 @@ class CodeBook {
   std::vector<float> mag_;
   std::vector<uint32_t> entry_;
   int shift_ = 0;
+  uint32_t first_ = 0;
 };
 
 // Encode len values of one block with scale inv = 1/absmax into sign|index bytes (AVX2 where built for it).

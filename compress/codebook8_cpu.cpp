@@ -29,12 +29,12 @@ CodeBook::CodeBook(std::vector<float> m) : mag_(std::move(m)) {
   mid[127] = 0xffffffffu;
   // The widest buckets (smallest table) that still hold at most one boundary each.
   for (int shift = 20; shift >= 8; --shift) {
-    const uint32_t keys = (f2u(1.0f) >> shift) + 1;
+    const uint32_t first = ((mid[0] - 1) >> shift) << shift, keys = ((f2u(1.0f) - first) >> shift) + 1;
     std::vector<uint32_t> entry(keys);
     uint32_t c = 0;
     bool ok = true;
     for (uint32_t k = 0; k < keys && ok; ++k) {
-      const uint32_t lo = k << shift, hi = lo + (1u << shift);
+      const uint32_t lo = first + (k << shift), hi = lo + (1u << shift);
       while (c < 127 && mid[c] <= lo) ++c;  // c: nearest code at the bucket's low end
       ok = c >= 126 || mid[c + 1] >= hi;
       const uint32_t t = c < 127 && mid[c] < hi ? mid[c] - lo : 1u << shift;
@@ -43,6 +43,7 @@ CodeBook::CodeBook(std::vector<float> m) : mag_(std::move(m)) {
     if (!ok) continue;
     entry_ = std::move(entry);
     shift_ = static_cast<int>(shift);
+    first_ = first;
     return;
   }
   OCTET_THROW("code book too dense for its encoder table");
@@ -96,15 +97,16 @@ std::vector<float> codebook8(const std::string& method, int offset) {
 #ifdef __AVX2__
 // 32 values per iteration; SHIFT is a template argument so the key is one immediate shift of the float bits.
 template <int SHIFT>
-int64_t encode_avx2(const uint32_t* entries, const float* __restrict xb, uint8_t* __restrict cb, int64_t len, float inv) {
+int64_t encode_avx2(const uint32_t* entries, uint32_t first_bits, const float* __restrict xb, uint8_t* __restrict cb, int64_t len, float inv) {
+  const __m256i first = _mm256_set1_epi32(static_cast<int>(first_bits));
   const __m256 vinv = _mm256_set1_ps(inv), one = _mm256_set1_ps(1.0f);
   const __m256i low_mask = _mm256_set1_epi32((1 << SHIFT) - 1), byte = _mm256_set1_epi32(0xff), abs_mask = _mm256_set1_epi32(0x7fffffff);
   const __m256i minus1 = _mm256_set1_epi32(-1);
   const int* table = reinterpret_cast<const int*>(entries);
   auto eight = [&](const float* p) {  // 8 values -> 8 int32 codes (sign in bit 7)
     const __m256i xi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i ab = _mm256_castps_si256(_mm256_min_ps(_mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(xi, abs_mask)), vinv), one));
-    const __m256i e = _mm256_i32gather_epi32(table, _mm256_srli_epi32(ab, SHIFT), 4);
+    const __m256i ab = _mm256_max_epi32(_mm256_castps_si256(_mm256_min_ps(_mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(xi, abs_mask)), vinv), one)), first);
+    const __m256i e = _mm256_i32gather_epi32(table, _mm256_srli_epi32(_mm256_sub_epi32(ab, first), SHIFT), 4);
     const __m256i up = _mm256_cmpgt_epi32(_mm256_and_si256(ab, low_mask), _mm256_add_epi32(_mm256_srli_epi32(e, 8), minus1));
     return _mm256_or_si256(_mm256_sub_epi32(_mm256_and_si256(e, byte), up), _mm256_slli_epi32(_mm256_srli_epi32(xi, 31), 7));
   };
@@ -118,11 +120,11 @@ void codebook_encode_block(const CodeBook& book, const float* __restrict xb, uin
   int64_t i = 0;
 #ifdef __AVX2__
   switch (book.shift()) {
-    case 16: i = encode_avx2<16>(book.entries(), xb, cb, len, inv); break;
-    case 17: i = encode_avx2<17>(book.entries(), xb, cb, len, inv); break;
-    case 18: i = encode_avx2<18>(book.entries(), xb, cb, len, inv); break;
-    case 19: i = encode_avx2<19>(book.entries(), xb, cb, len, inv); break;
-    case 20: i = encode_avx2<20>(book.entries(), xb, cb, len, inv); break;
+    case 16: i = encode_avx2<16>(book.entries(), book.first_bits(), xb, cb, len, inv); break;
+    case 17: i = encode_avx2<17>(book.entries(), book.first_bits(), xb, cb, len, inv); break;
+    case 18: i = encode_avx2<18>(book.entries(), book.first_bits(), xb, cb, len, inv); break;
+    case 19: i = encode_avx2<19>(book.entries(), book.first_bits(), xb, cb, len, inv); break;
+    case 20: i = encode_avx2<20>(book.entries(), book.first_bits(), xb, cb, len, inv); break;
     default: break;  // finer tables take the scalar loop
   }
 #endif

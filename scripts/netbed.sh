@@ -28,7 +28,7 @@ shape() {  # NS DEV RATE
   ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null || true
   [[ $rate == none ]] && return 0
   local bits
-  bits=$(echo "$rate" | awk '{r=tolower($0); n=r+0; if (r ~ /gbit$/) n*=1e9; else if (r ~ /mbit$/) n*=1e6; else if (r ~ /kbit$/) n*=1e3; else n=-1; print n}')
+  bits=$(echo "$rate" | awk '{r=tolower($0); n=r+0; if (r ~ /gbit$/) n*=1e9; else if (r ~ /mbit$/) n*=1e6; else if (r ~ /kbit$/) n*=1e3; else n=-1; printf "%.0f\n", n}')
   [[ $bits != -1 && $bits != 0 ]] || die "bad rate '$rate' (examples: 100mbit, 1gbit, 10gbit, none)"
   local burst=$(( bits / 800 ))
   (( burst < 65536 )) && burst=65536

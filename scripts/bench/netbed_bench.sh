@@ -4,14 +4,15 @@
 # beside the same measurement on an unshaped link ("none") taken in the same run. Writes Markdown.
 # Usage: scripts/bench/netbed_bench.sh [--hosts "2 4"] [--rates "100mbit 1gbit 10gbit"] [--sizes 1M:64M]
 #        [--codecs "linear8 dynamic_tree8 qsgd adacomp"] [--train "fp32 dynamic_tree8 adacomp"] [--steps 60]
-#        [--epochs 0] [--overlap false] [--out docs/netbed_results.md]
-#   --epochs E > 0 also trains E full epochs per training cell and reports the final test accuracy.
+#        [--epochs 0] [--accuracy "LIST"] [--overlap false] [--out docs/netbed_results.md]
+#   --epochs E > 0 also trains E full epochs per training cell and reports the final test accuracy (only for the
+#   training names in --accuracy "LIST", when given).
 #   Training names: fp32 (codec none, scatter_allgather), fp32-mpi (codec none through MPI's allreduce), qsgdN, or a codec.
 # Needs root (network namespaces). Every run is bounded by `timeout`; the bed is taken down on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 hosts_list="2 4" rates="100mbit 1gbit 10gbit" sizes=1M:64M codecs="linear8 dynamic_tree8 qsgd adacomp"
-train="fp32 dynamic_tree8 adacomp" steps=60 epochs=0 out=docs/netbed_results.md overlap=false
+train="fp32 dynamic_tree8 adacomp" steps=60 epochs=0 out=docs/netbed_results.md overlap=false accuracy=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --hosts) hosts_list=$2; shift 2 ;;
@@ -23,21 +24,24 @@ while [[ $# -gt 0 ]]; do
     --epochs) epochs=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --overlap) overlap=$2; shift 2 ;;
-    *) echo "netbed_bench.sh: unknown argument $1 (known: --hosts, --rates, --sizes, --codecs, --train, --steps, --epochs, --overlap, --out)" >&2; exit 2 ;;
+    --accuracy) accuracy=$2; shift 2 ;;
+    *) echo "netbed_bench.sh: unknown argument $1 (known: --hosts, --rates, --sizes, --codecs, --train, --steps, --epochs, --accuracy, --overlap, --out)" >&2; exit 2 ;;
   esac
 done
 [[ -x build/octet ]] || bash scripts/build.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 bed=scripts/netbed.sh
 work=$(mktemp -d /tmp/netbed-bench.XXXXXX)
-trap 'bash $bed down; rm -rf "$work"' EXIT
+# On any failure the rows measured so far are kept in $out.partial.
+finished=0
+trap 'bash $bed down; [[ $finished == 1 || ! -f $work/out.md ]] || cp "$work/out.md" "$out.partial"; rm -rf "$work"' EXIT
 bash $bed down
 field() { grep -o "\"$2\":[-0-9.e+]*" "$1" | head -1 | cut -d: -f2; }
 tmp_out=$work/out.md
 {
   echo "# Compression on a rate-limited test-bed"
   echo
-  echo "\`scripts/bench/netbed_bench.sh --hosts \"$hosts_list\" --rates \"$rates\" --steps $steps --epochs $epochs --overlap $overlap\`, $(date -u +%Y-%m-%d),"
+  echo "\`scripts/bench/netbed_bench.sh --hosts \"$hosts_list\" --rates \"$rates\" --train \"$train\" --steps $steps --epochs $epochs${accuracy:+ --accuracy \"$accuracy\"} --overlap $overlap\`, $(date -u +%Y-%m-%d),"
   echo "on one $(nproc)-core machine: each host is a network namespace with one rank (1 thread), Open MPI over TCP"
   echo "through a bridge, tc tbf on both directions of every link; 'none' = the same path unshaped. No added latency"
   echo "(the kernel has no netem). All hosts share the machine's $(nproc) cores, so compute is slower than on real nodes."
@@ -72,7 +76,7 @@ for H in $hosts_list; do
       ips=$(field "$run/r/summary.json" images_per_s)
       sent=$(field "$run/r/summary.json" bytes_sent_per_step)
       acc=""
-      if [[ $epochs -gt 0 ]]; then
+      if [[ $epochs -gt 0 ]] && [[ -z $accuracy || " $accuracy " == *" $c "* ]]; then
         rm -rf "$run"
         timeout 3600 bash $bed mpirun -np "$H" "${base[@]}" --set run.epochs="$epochs" >"$run.full.log" 2>&1 &&
           acc=$(field "$run/r/summary.json" test_accuracy) || acc="failed"
@@ -90,6 +94,7 @@ for H in $hosts_list; do
   bash $bed down
 done
 mkdir -p "$(dirname "$out")"
-cp "$tmp_out" "$out.tmp" && mv "$out.tmp" "$out"
+cp "$tmp_out" "$out.tmp" && mv "$out.tmp" "$out" && rm -f "$out.partial"
+finished=1
 echo "wrote $out" >&2
 cat "$out"
