@@ -36,7 +36,7 @@ work=$(mktemp -d /tmp/netbed-bench.XXXXXX)
 finished=0
 trap 'bash $bed down; [[ $finished == 1 || ! -f $work/out.md ]] || cp "$work/out.md" "$out.partial"; rm -rf "$work"' EXIT
 bash $bed down
-field() { grep -o "\"$2\":[-0-9.e+]*" "$1" | head -1 | cut -d: -f2; }
+source scripts/lib.sh
 tmp_out=$work/out.md
 {
   echo "# Compression on a rate-limited test-bed"
@@ -64,13 +64,10 @@ for H in $hosts_list; do
       echo "|---|---|---|---|---|$([[ $epochs -gt 0 ]] && echo "---|")"
     } >>"$tmp_out"
     for c in $train; do
-      m=$c bits=8 algo=auto
-      [[ $c == fp32 ]] && m=none
-      [[ $c == fp32-mpi ]] && { m=none; algo=allreduce; }  # fp32 through MPI_Iallreduce instead of scatter_allgather
-      [[ $c == qsgd* ]] && { m=qsgd; bits=${c#qsgd}; bits=${bits:-8}; }
       run=$work/$H-$rate-$c
+      # shellcheck disable=SC2207  # codec_args prints words without spaces inside them
       base=(build/octet train configs/fashion-mnist/lenet.yaml --set run.threads=1 --set run.name=r --set run.out_dir="$run"
-        --set run.log_every=100000 --set compression.method="$m" --set compression.bits="$bits" --set data.batch_size=64 --set parallel.overlap="$overlap" --set compression.algorithm="$algo")
+        --set run.log_every=100000 --set data.batch_size=64 --set parallel.overlap="$overlap" $(codec_args "$c"))
       timeout 1200 bash $bed mpirun -np "$H" "${base[@]}" --set run.epochs=1 --set run.max_steps="$steps" >"$run.log" 2>&1 ||
         { echo "training $c on $H hosts at $rate failed:" >&2; tail -3 "$run.log" >&2; continue; }
       ips=$(field "$run/r/summary.json" images_per_s)

@@ -35,7 +35,7 @@ else
   launch=(bash scripts/netbed.sh mpirun -np "$hosts")
   where="$hosts hosts on the test-bed, links $rate"
 fi
-field() { grep -o "\"$2\":[-0-9.e+]*" "$1" | head -1 | cut -d: -f2; }
+source scripts/lib.sh
 for ov in false true; do
   timeout 1800 "${launch[@]}" build/octet train "$config" --set run.threads=1 --set run.name="$ov" --set run.out_dir="$work" \
     --set run.log_every=100000 --set run.epochs=1 --set run.max_steps="$steps" --set compression.method="$codec" \

@@ -20,15 +20,12 @@ done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 runs=$(mktemp -d)
 trap 'rm -rf "$runs"' EXIT
-field() { grep -o "\"$2\":[-0-9.e+]*" "$1" | head -1 | cut -d: -f2; }
+source scripts/lib.sh
 rows=()
 fp32_acc=""
 for c in $codecs; do
-  args=(--set compression.method="$c")
-  case $c in
-    fp32) args=(--set compression.method=none) ;;
-    qsgd*) args=(--set compression.method=qsgd --set compression.bits="${c#qsgd}") ;;
-  esac
+  # shellcheck disable=SC2207  # codec_args prints words without spaces inside them
+  args=($(codec_args "$c"))
   echo "== $c: mpirun -np $ranks octet train configs/fashion-mnist/lenet.yaml ${args[*]}" >&2
   mpirun -np "$ranks" --oversubscribe build/octet train configs/fashion-mnist/lenet.yaml --set run.threads=1 \
     --set run.epochs="$epochs" --set run.name="$c" --set run.out_dir="$runs" --set run.log_every=100000 "${args[@]}" \

@@ -1,0 +1,15 @@
+# Helpers shared by the benchmark and experiment scripts (sourced, not run).
+
+# field FILE KEY: a number from a flat JSON file such as a run's summary.json.
+field() { grep -o "\"$2\":[-0-9.e+]*" "$1" | head -1 | cut -d: -f2; }
+
+# codec_args NAME: the `octet train --set` options for a run name: fp32 (codec none), fp32-mpi (codec none through
+# MPI's allreduce), qsgdN (qsgd with N bits; qsgd = 8), or any codec name.
+codec_args() {
+  case $1 in
+    fp32) echo "--set compression.method=none" ;;
+    fp32-mpi) echo "--set compression.method=none --set compression.algorithm=allreduce" ;;
+    qsgd*) local b=${1#qsgd}; echo "--set compression.method=qsgd --set compression.bits=${b:-8}" ;;
+    *) echo "--set compression.method=$1" ;;
+  esac
+}
