@@ -80,8 +80,8 @@ size_t displacements(const std::vector<int>& counts, std::vector<int>& displs) {
 // The codec paths start every collective non-blocking and complete it here, so the blocking and the overlapped
 // paths run the same MPI algorithms (same bytes, same results). yield: poll and sleep between polls instead of spinning
 // in MPI_Wait, leaving the core to the compute thread while a bucket is in flight.
-void complete(MPI_Request& req, bool yield) {
-  if (!yield) {
+void complete(MPI_Request& req, const ReduceOptions& opt) {
+  if (!opt.yield) {
     CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
     return;
   }
@@ -92,18 +92,19 @@ void complete(MPI_Request& req, bool yield) {
       CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
       if (done) return;
     }
+    OCTET_CHECK(!opt.cancel || !opt.cancel->load(), "gradient exchange cancelled while a collective was in flight");
     std::this_thread::sleep_for(std::chrono::microseconds(us));
   }
 }
 
-void allgather_payloads(const World& w, const uint8_t* mine, int size, ReduceState& st, bool yield) {
+void allgather_payloads(const World& w, const uint8_t* mine, int size, ReduceState& st, const ReduceOptions& opt) {
   MPI_Request req;
   st.recv_counts.assign(w.size, 0);
   CHECK_MPI(MPI_Iallgather(&size, 1, MPI_INT, st.recv_counts.data(), 1, MPI_INT, w.comm, &req));
-  complete(req, yield);
+  complete(req, opt);
   st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
   CHECK_MPI(MPI_Iallgatherv(mine, size, MPI_BYTE, st.recv.data(), st.recv_counts.data(), st.recv_displs.data(), MPI_BYTE, w.comm, &req));
-  complete(req, yield);
+  complete(req, opt);
 }
 
 }  // namespace
@@ -124,7 +125,7 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
     if (N > 1) {
       MPI_Request req;
       CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, x, static_cast<int>(n), MPI_FLOAT, MPI_SUM, w.comm, &req));
-      complete(req, opt.yield);
+      complete(req, opt);
     }
     stats.communicate_s += now_seconds() - t;
     const uint64_t ring = N > 1 ? static_cast<uint64_t>(2.0 * (N - 1) / N * 4.0 * static_cast<double>(n)) : 0;
@@ -142,7 +143,7 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
     const size_t bytes = encode(c, x, n, ef ? st.residual.data() : nullptr, st.send.data(), derive_seed(opt.seed, r), st);
     stats.compress_s += now_seconds() - t;
     t = now_seconds();
-    allgather_payloads(w, st.send.data(), as_count(bytes), st, opt.yield);
+    allgather_payloads(w, st.send.data(), as_count(bytes), st, opt);
     stats.communicate_s += now_seconds() - t;
     stats.bytes_sent += static_cast<uint64_t>(N - 1) * bytes;
     stats.fp32_bytes += static_cast<uint64_t>(N - 1) * 4 * static_cast<uint64_t>(n);
@@ -180,11 +181,11 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
   st.recv_counts.assign(N, 0);
   MPI_Request req;
   CHECK_MPI(MPI_Ialltoall(st.send_counts.data(), 1, MPI_INT, st.recv_counts.data(), 1, MPI_INT, w.comm, &req));
-  complete(req, opt.yield);
+  complete(req, opt);
   st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
   CHECK_MPI(MPI_Ialltoallv(st.send.data(), st.send_counts.data(), st.send_displs.data(), MPI_BYTE, st.recv.data(),
                            st.recv_counts.data(), st.recv_displs.data(), MPI_BYTE, w.comm, &req));
-  complete(req, opt.yield);
+  complete(req, opt);
   stats.communicate_s += now_seconds() - t;
 
   // Sum the pieces of the owned chunk in rank order, then re-encode it once for everyone.
@@ -202,7 +203,7 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
   stats.compress_s += now_seconds() - t;
 
   t = now_seconds();
-  allgather_payloads(w, reduced.data(), as_count(rb), st, opt.yield);
+  allgather_payloads(w, reduced.data(), as_count(rb), st, opt);
   stats.communicate_s += now_seconds() - t;
   stats.bytes_sent += static_cast<uint64_t>(N - 1) * rb;
   stats.fp32_bytes += static_cast<uint64_t>(N - 1) * 4 * static_cast<uint64_t>(mine);

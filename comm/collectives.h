@@ -2,6 +2,7 @@
 // scatter-reduce + allgather, and compressed allgather with variable-size payloads. All leave every rank with
 // bit-identical results (each rank decodes the same bytes in the same order).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@ struct ReduceOptions {
   bool error_feedback = false;
   uint64_t seed = 0;             // keys stochastic codecs; combine step and tensor into it
   bool yield = false;            // sleep between polls while waiting (overlap thread) instead of spinning
+  const std::atomic<bool>* cancel = nullptr;  // with yield: set -> the wait throws (the owner is shutting down)
 };
 
 // x[0..n) <- mean over ranks of x, identical bytes on every rank.

@@ -37,10 +37,11 @@ void GradSync::sync(uint64_t step, CommStats& stats) {
   for (size_t i = 0; i < entries_.size(); ++i) sync_one(i, step, stats);
 }
 
-void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats, bool yield) {
+void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats, const std::atomic<bool>* cancel) {
   Entry& e = entries_[i];
   e.opt.seed = derive_seed(0x9d5, step, i);
-  e.opt.yield = yield;
+  e.opt.yield = cancel != nullptr;
+  e.opt.cancel = cancel;
   CommStats s;
   reduce_mean(world_, e.t.param.grad->data(), e.t.param.grad->numel(), e.opt, e.state, s);
   e.total += s;

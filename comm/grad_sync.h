@@ -36,7 +36,8 @@ class GradSync {
   // Replaces every grad with its mean over the ranks (identical bytes everywhere).
   void sync(uint64_t step, CommStats& stats);
   // The same for tensor i alone (what sync() does for each i in turn; the overlap thread calls it per bucket).
-  void sync_one(size_t i, uint64_t step, CommStats& stats, bool yield = false);
+  // cancel: non-null makes the waits sleep between polls and throw once it is set (the overlap thread).
+  void sync_one(size_t i, uint64_t step, CommStats& stats, const std::atomic<bool>* cancel = nullptr);
   size_t size() const { return entries_.size(); }
   const SyncTensor& tensor(size_t i) const { return entries_[i].t; }
   std::string plan() const;               // one line per tensor: name, numel, codec, algorithm

@@ -38,6 +38,9 @@ OverlapSync::OverlapSync(GradSync& sync, int64_t bucket_bytes) : sync_(sync) {
 }
 
 OverlapSync::~OverlapSync() {
+  // Also reached while an error unwinds the step: a bucket may then wait on ranks that will never join, so the
+  // thread's waits are cancelled rather than joined forever (main then aborts the MPI job).
+  cancel_ = true;
   {
     std::lock_guard<std::mutex> lk(mu_);
     quit_ = true;
@@ -97,7 +100,7 @@ void OverlapSync::run() {
     }
     CommStats s;
     try {
-      for (size_t i : buckets_[b].entries) sync_.sync_one(i, step, s, true);
+      for (size_t i : buckets_[b].entries) sync_.sync_one(i, step, s, &cancel_);
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu_);
       error_ = std::current_exception();

@@ -3,6 +3,7 @@
 // backward computes the layers below it; finish() waits for every bucket and reports that wait as the step's
 // exposed communication time.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -48,6 +49,7 @@ class OverlapSync {
   uint64_t step_ = 0;
   CommStats stats_;
   std::exception_ptr error_;
+  std::atomic<bool> cancel_{false};
   std::thread thread_;  // last: starts after every member above exists
 };
 
