@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 
 #include "core/error.h"
@@ -84,9 +83,7 @@ double OverlapSync::finish(CommStats& stats) {
 void OverlapSync::run() {
   // Mostly asleep between polls, the thread should run the moment a message lands even when compute threads fill
   // every core: a higher scheduling weight (nice -10) for this thread alone. Without the privilege it stays at 0.
-  errno = 0;
-  const bool raised = setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), -10) == 0;
-  (void)raised;
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), -10);
   for (;;) {
     size_t b;
     uint64_t step;
