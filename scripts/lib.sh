@@ -13,3 +13,9 @@ codec_args() {
     *) echo "--set compression.method=$1" ;;
   esac
 }
+
+# prepare_run: builds octet if build/octet is missing and lets Open MPI run as root (these scripts launch mpirun).
+prepare_run() {
+  [[ -x build/octet ]] || bash scripts/build.sh
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+}

@@ -28,15 +28,14 @@ while [[ $# -gt 0 ]]; do
     *) echo "netbed_bench.sh: unknown argument $1 (known: --hosts, --rates, --sizes, --codecs, --train, --steps, --epochs, --accuracy, --overlap, --out)" >&2; exit 2 ;;
   esac
 done
-[[ -x build/octet ]] || bash scripts/build.sh
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source scripts/lib.sh
+prepare_run
 bed=scripts/netbed.sh
 work=$(mktemp -d /tmp/netbed-bench.XXXXXX)
 # On any failure the rows measured so far are kept in $out.partial.
 finished=0
 trap 'bash $bed down; [[ $finished == 1 || ! -f $work/out.md ]] || cp "$work/out.md" "$out.partial"; rm -rf "$work"' EXIT
 bash $bed down
-source scripts/lib.sh
 tmp_out=$work/out.md
 {
   echo "# Compression on a rate-limited test-bed"

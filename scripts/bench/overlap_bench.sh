@@ -21,8 +21,8 @@ while [[ $# -gt 0 ]]; do
     *) echo "overlap_bench.sh: unknown argument $1 (known: --hosts, --rate, --codec, --steps, --bucket-mb, --config, --local, --out)" >&2; exit 2 ;;
   esac
 done
-[[ -x build/octet ]] || bash scripts/build.sh
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source scripts/lib.sh
+prepare_run
 work=$(mktemp -d /tmp/overlap-bench.XXXXXX)
 if [[ $local == 1 ]]; then
   trap 'rm -rf "$work"' EXIT
@@ -35,7 +35,6 @@ else
   launch=(bash scripts/netbed.sh mpirun -np "$hosts")
   where="$hosts hosts on the test-bed, links $rate"
 fi
-source scripts/lib.sh
 for ov in false true; do
   timeout 1800 "${launch[@]}" build/octet train "$config" --set run.threads=1 --set run.name="$ov" --set run.out_dir="$work" \
     --set run.log_every=100000 --set run.epochs=1 --set run.max_steps="$steps" --set compression.method="$codec" \

@@ -16,11 +16,10 @@ while [[ $# -gt 0 ]]; do
     *) echo "fashion_lenet_codecs.sh: unknown argument $1 (known: --ranks, --epochs, --out, --codecs)" >&2; exit 2 ;;
   esac
 done
-[[ -x build/octet ]] || bash scripts/build.sh
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source scripts/lib.sh
+prepare_run
 runs=$(mktemp -d)
 trap 'rm -rf "$runs"' EXIT
-source scripts/lib.sh
 rows=()
 fp32_acc=""
 for c in $codecs; do
