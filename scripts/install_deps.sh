@@ -9,7 +9,7 @@ pkgs=(build-essential cmake pkg-config zlib1g-dev
 [[ "${1:-}" == "--bench" ]] && pkgs+=(python3-torch python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  grep -q "install ok installed" <<<"$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" || missing+=("$p")
 done
 if ((${#missing[@]} == 0)); then echo "install_deps: all ${#pkgs[@]} packages present"; exit 0; fi
 echo "install_deps: installing ${missing[*]}"

@@ -1,7 +1,7 @@
 # Helpers shared by the benchmark and experiment scripts (sourced, not run).
 
 # field FILE KEY: a number from a flat JSON file such as a run's summary.json.
-field() { grep -o "\"$2\":[-0-9.e+]*" "$1" | head -1 | cut -d: -f2; }
+field() { grep -o "\"$2\":[-0-9.e+]*" "$1" | sed -n 1p | cut -d: -f2; }
 
 # codec_args NAME: the `octet train --set` options for a run name: fp32 (codec none), fp32-mpi (codec none through
 # MPI's allreduce), qsgdN (qsgd with N bits; qsgd = 8), or any codec name.

@@ -80,7 +80,7 @@ down() {
   need_root
   local h
   for h in $(hosts); do ip netns del "$h"; rm -rf "/etc/netns/$h"; done
-  ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$br" && ip netns del "$br"
+  grep -qx "$br" <<<"$(ip netns list 2>/dev/null | awk '{print $1}')" && ip netns del "$br"
   return 0
 }
 
@@ -91,7 +91,7 @@ status() {
   local h
   for h in $hs; do
     printf '%s %s %s\n' "$h" "$(ip -n "$h" -4 -o addr show dev eth0 | awk '{print $4}')" \
-      "$(ip netns exec "$h" tc qdisc show dev eth0 | head -1)"
+      "$(ip netns exec "$h" tc qdisc show dev eth0 | sed -n 1p)"
   done
 }
 
@@ -110,7 +110,7 @@ bed_mpirun() {
   hf=$(mktemp /tmp/netbed-hosts.XXXXXX)
   for h in $hs; do echo "$h slots=1"; done >"$hf"
   local first
-  first=$(echo "$hs" | head -1)
+  first=$(sed -n 1p <<<"$hs")
   # Open MPI launches a daemon per host through the agent; TCP only, on the bed's subnet. The hosts share this
   # machine's cores, so ranks yield while they wait: busy-polling ranks starve the kernel's network stack (on 2 cores
   # a 1 MB allreduce took 25 ms polling and 2 ms yielding). Each daemon sees a one-slot "node" and would bind its

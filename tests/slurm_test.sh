@@ -25,8 +25,8 @@ for s in train_srun train_mpirun; do
   state=$(scontrol show job "$jid" 2>/dev/null | grep -o "JobState=[A-Z]*")
   out=$(cat "$dir/$s-$jid.out" 2>/dev/null)
   [[ $state == JobState=COMPLETED ]] || { echo "$out" | tail -5; scancel "$jid"; fail "$s job $jid ended in ${state:-an unknown state}"; }
-  echo "$out" | grep -q "2 ranks x batch 64" || fail "$s: not 2 ranks: $(echo "$out" | head -3)"
-  echo "$out" | grep -q "^done: 10 steps" || fail "$s: no summary line: $(echo "$out" | tail -3)"
+  grep -q "2 ranks x batch 64" <<<"$out" || fail "$s: not 2 ranks: $(echo "$out" | head -3)"
+  grep -q "^done: 10 steps" <<<"$out" || fail "$s: no summary line: $(echo "$out" | tail -3)"
   echo "$s: job $jid completed: $(echo "$out" | grep '^done:' | cut -c1-60)"
 done
 echo "slurm test passed"

@@ -75,7 +75,7 @@ CONF
   slurmctld -i -f "$dir/slurm.conf" || die "slurmctld did not start (see $dir/log/slurmctld.log)"
   slurmd -f "$dir/slurm.conf" || die "slurmd did not start (see $dir/log/slurmd.log)"
   for _ in $(seq 60); do
-    if sinfo -h -o %t 2>/dev/null | grep -qx idle; then
+    if grep -qx idle <<<"$(sinfo -h -o %t 2>/dev/null)"; then
       echo "local Slurm up: node $host, $cpus CPUs, partition debug"
       echo "export SLURM_CONF=$dir/slurm.conf"
       return 0
