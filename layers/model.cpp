@@ -5,6 +5,7 @@
 
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
+#include "core/timer.h"
 
 namespace octet {
 
@@ -22,9 +23,14 @@ const Tensor& Model::forward(const Tensor& x, const StepContext& ctx) {
               "model input " << shape_str(x.shape()) << " does not match [N]+" << shape_str(input_));
   const Tensor* in = &x;
   for (size_t i = 0; i < layers_.size(); ++i) {
+    const double t0 = times_ ? now_seconds() : 0;
     acts_[i].resize(layers_[i]->output_shape(in->shape()));
     layers_[i]->forward(*in, acts_[i], ctx);
     in = &acts_[i];
+    if (times_) {
+      dnnl_stream().wait();
+      times_->forward_s[i] += now_seconds() - t0;
+    }
   }
   dnnl_stream().wait();
   return acts_.back();
@@ -36,18 +42,28 @@ void Model::backward(const Tensor& x, const Tensor& dlogits) {
   for (size_t i = layers_.size(); i-- > 0;) {
     const Tensor& in = i == 0 ? x : acts_[i - 1];
     const Tensor& dy = i + 1 == layers_.size() ? dlogits : grads_[i];
+    const double t0 = times_ ? now_seconds() : 0;
     Tensor* dx = nullptr;
     if (i > 0) {
       grads_[i - 1].resize(in.shape());
       dx = &grads_[i - 1];
     }
     layers_[i]->backward(in, acts_[i], dy, dx);
+    if (times_) {
+      dnnl_stream().wait();
+      times_->backward_s[i] += now_seconds() - t0;
+    }
     if (hook_) {
       dnnl_stream().wait();
       hook_(i);
     }
   }
   dnnl_stream().wait();
+}
+
+void Model::set_layer_times(LayerTimes* t) {
+  times_ = t;
+  if (t) t->forward_s.resize(layers_.size()), t->backward_s.resize(layers_.size());
 }
 
 std::vector<Param> Model::params() {

@@ -25,7 +25,13 @@ class Model {
   // Called with the layer index as soon as that layer's parameter gradients are final.
   using GradReadyHook = std::function<void(size_t layer_index)>;
   void set_grad_ready_hook(GradReadyHook hook) { hook_ = std::move(hook); }
+  // Per-layer wall time, accumulated over forward/backward calls while set (profiling; nullptr turns it off).
+  struct LayerTimes {
+    std::vector<double> forward_s, backward_s;  // [size()]
+  };
+  void set_layer_times(LayerTimes* t);
 
+  const Tensor& activation(size_t i) const { return acts_.at(i); }  // layer i's output of the last forward
   std::vector<Param> params();  // in layer order
   int64_t num_params();
   void init_params(uint64_t seed);  // seeded, layer by layer
@@ -37,6 +43,7 @@ class Model {
   std::vector<Tensor> acts_;   // acts_[i]: output of layer i
   std::vector<Tensor> grads_;  // grads_[i]: gradient w.r.t. the output of layer i
   GradReadyHook hook_;
+  LayerTimes* times_ = nullptr;
 };
 
 }  // namespace octet

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "trainer/bench.h"
 #include "trainer/config.h"
+#include "trainer/predict.h"
 #include "trainer/trainer.h"
 
 namespace {
@@ -19,6 +20,8 @@ const char* kUsage =
     "usage: octet train CONFIG.yaml [--set key.path=value]... [--resume CHECKPOINT|RUN_DIR]\n"
     "       octet bench compress [--size 64M] [--reps 5] [--codecs a,b] [--bits 8] [--config CFG] [--grad-steps 100]\n"
     "       mpirun -np N octet bench allreduce [--min 4K] [--max 256M] [--factor 4] [--codecs a,b] [--iters K]\n"
+    "       [mpirun -np N] octet predict CONFIG|--profile FILE --ranks N --bandwidth GB/s --latency us [--sub-batches K]\n"
+    "             [--codecs a,b] [--steps S] [--save-profile FILE] [--set key=value]...\n"
     "       octet version\n"
     "  --set      override one config key (repeatable), e.g. --set optimizer.lr=0.05 --set run.epochs=1\n"
     "  --resume   continue a run from its checkpoint (file or run directory); the result matches the uninterrupted run\n";
@@ -70,11 +73,16 @@ int main(int argc, char** argv) {
       octet::MpiSession mpi(&argc, &argv);
       return octet::bench_allreduce(rest, mpi.world());
     }
+    if (cmd == "predict") {
+      std::vector<std::string> rest(argv + 2, argv + argc);
+      octet::MpiSession mpi(&argc, &argv);
+      return octet::cmd_predict(rest, mpi.world());
+    }
     if (cmd == "version") {
       std::printf("octet 0.1.0 (CUDA backend %s)\n", octet::cuda_built() ? "built" : "not built");
       return 0;
     }
-    OCTET_THROW("unknown command '" << cmd << "' (known: train, bench, version)");
+    OCTET_THROW("unknown command '" << cmd << "' (known: train, bench, predict, version)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "octet: error: %s\n", e.what());
     // Under mpirun the other ranks may wait in a collective: take the whole job down.

@@ -1,0 +1,129 @@
+// The predictive speedup model: the paper's 4-GPU AlexNet prediction from its inputs, hand-computed exchange costs
+// for each algorithm, the overlap timeline, the sub-batch pipeline, and profile-file errors.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "test_util.h"
+#include "trainer/predict.h"
+
+using namespace octet;
+
+namespace {
+
+LayerProfile layer(const std::string& name, const std::string& kind, double f, double b, int64_t params, int64_t in = 0, int64_t out = 0) {
+  LayerProfile L;
+  L.name = name, L.kind = kind, L.forward_ms = f, L.backward_ms = b, L.params = params, L.in_per_sample = in, L.out_per_sample = out;
+  return L;
+}
+
+CodecProfile codec(const std::string& name, double ratio, const std::string& alg = "scatter_allgather") {
+  CodecProfile c;
+  c.name = name, c.algorithm = alg, c.ratio_conv = c.ratio_fc = c.ratio_other = ratio, c.ratio_act = ratio;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("predict: the paper's 4-GPU AlexNet prediction from its inputs (3.53x at 32-bit, 3.67x at 8-bit)", "[predict]") {
+  const Profile p = read_profile(test::source_dir() + "/configs/predict/dettmers2016_alexnet_4gpu.yaml");
+  REQUIRE(p.codecs.size() == 2);
+  const Link link{5.0, 30.0};  // not used where the paper gives the penalties
+  const Terms t32 = predict_model_parallel(p, p.codecs[0], link, 4, 4), t8 = predict_model_parallel(p, p.codecs[1], link, 4, 4);
+  CHECK(t32.t_total == Approx(104.1));
+  CHECK(t32.t_fc == Approx(6.5));
+  CHECK(t32.t_fc_parallel == Approx(3.34));
+  CHECK(t32.fc_penalty == Approx(6.81));
+  CHECK(t8.fc_penalty == Approx(2.55));
+  CHECK(t32.speedup() == Approx(3.53).epsilon(0.02));
+  CHECK(t8.speedup() == Approx(3.67).epsilon(0.02));
+  // The printed table carries the same figures.
+  const std::string table = prediction_table(p, link, 4, 4);
+  CHECK_THAT(table, Catch::Contains("3.53x") && Catch::Contains("3.67x"));
+}
+
+TEST_CASE("predict: data-parallel exchange costs per algorithm, by hand", "[predict]") {
+  Profile p;
+  p.batch = 32;
+  p.min_numel = 1000;
+  p.layers = {layer("conv", "conv", 1.0, 2.0, 1000000), layer("fc", "fc", 0.25, 0.5, 1000000)};
+  const Link link{1.0, 10.0};  // 1e6 bytes per ms, 0.01 ms per message
+  // scatter_allgather, N = 2, ratio 0.25: 2 messages + 2(N-1)/N * 1e6 bytes = 0.02 + 1.0 ms per layer.
+  CodecProfile c8 = codec("dynamic_tree8", 0.25);
+  CHECK(dp_penalty_ms(p, c8, link, 2, false, 0, 2) == Approx(2 * 1.02));
+  // Overlap: fc's sync starts at 0.5 ms (its backward) and ends at 1.52; conv's backward ends at 2.5, its sync at
+  // 3.52: 1.02 ms exposed.
+  CHECK(dp_penalty_ms(p, c8, link, 2, true, 0, 2) == Approx(1.02));
+  // Codec time: encode 4e6*(1 + 1/N) bytes at 6 GB/s and decode 4e6*(2 - 1/N) at 6 GB/s: 1.0 + 1.0 ms more per layer.
+  c8.encode_gbs = c8.decode_gbs = 6.0;
+  CHECK(dp_penalty_ms(p, c8, link, 2, false, 1, 2) == Approx(1.02 + 2.0));
+  // allgather, N = 4, ratio 0.01: 3 messages + 3 payloads of 4e4 bytes = 0.03 + 0.12 ms.
+  CHECK(dp_penalty_ms(p, codec("adacomp", 0.01, "allgather"), link, 4, false, 1, 2) == Approx(0.15));
+  // Under min_numel: fp32 MPI_Allreduce, log2(N) rounds: 2 * 0.01 + 2 * 3/4 * 4000 bytes.
+  p.layers[1].params = 999;
+  CHECK(dp_penalty_ms(p, c8, link, 4, false, 1, 2) == Approx(0.02 + 1.5 * 3996 / 1e6));
+  // Terms: speedup = N * T_alone / (T_total + exposed), T_alone = the layers' sum unless profiled separately.
+  p.layers[1].params = 1000000;
+  const Terms t = predict_data_parallel(p, codec("none", 1.0), Link{1e9, 0}, 2, false);
+  CHECK(t.t_total == Approx(3.75));
+  CHECK(t.speedup() == Approx(2.0).epsilon(1e-6));
+  p.step_alone_ms = 2.5;  // ranks slowed by sharing cores while profiled
+  CHECK(predict_data_parallel(p, codec("none", 1.0), Link{1e9, 0}, 2, false).speedup() == Approx(2 * 2.5 / 3.75));
+}
+
+TEST_CASE("predict: model parallelism pipelines the activation exchange against the FC compute", "[predict]") {
+  Profile p;
+  p.batch = 64;
+  p.min_numel = 10;
+  p.layers = {layer("conv", "conv", 4.0, 8.0, 0, 100, 1000), layer("fc1", "fc", 1.0, 2.0, 1000, 1000, 100),
+              layer("fc2", "fc", 0.5, 0.5, 100, 100, 10)};
+  p.layers[1].slice_forward_ms = 0.3, p.layers[1].slice_backward_ms = 0.6;
+  const Link link{1.0, 0.0};
+  const CodecProfile c = codec("none", 1.0);
+  const int N = 2, K = 4;
+  const Terms t = predict_model_parallel(p, c, link, N, K);
+  CHECK(t.t_fc == Approx(4.0));
+  // fc2 has no slice figures: (forward, backward + update) / K.
+  const double comp_f = 0.3 + 0.5 / K, comp_b = 0.6 + 0.5 / K;
+  CHECK(t.t_fc_parallel == Approx(comp_f + comp_b));
+  // Each rank sends (N-1) * B/K samples' values: fc1 input 1000, fc2 input 100, logits 10 forward; backward the two
+  // inputs' gradients. 4 bytes each at 1e6 bytes per ms.
+  const double s = (N - 1) * 64.0 / K * 4 / 1e6;
+  const double xf = s * (1000 + 100 + 10), xb = s * (1000 + 100);
+  CHECK(t.fc_penalty == Approx(xf + (K - 1) * std::max(0.0, xf - comp_f) + xb + (K - 1) * std::max(0.0, xb - comp_b)));
+  CHECK(t.conv_penalty == Approx(0.0));  // the conv layer has no parameters
+  CHECK(t.speedup() == Approx(N * 16.0 / (12.0 + K * (comp_f + comp_b) + t.fc_penalty)));
+  // A slower link raises the penalty, a compressing codec lowers it again.
+  const Terms slow = predict_model_parallel(p, c, Link{0.01, 0.0}, N, K);
+  const Terms slow8 = predict_model_parallel(p, codec("linear8", 0.25), Link{0.01, 0.0}, N, K);
+  CHECK(slow.fc_penalty > t.fc_penalty);
+  CHECK(slow8.fc_penalty < slow.fc_penalty);
+  CHECK(slow8.speedup() > slow.speedup());
+}
+
+TEST_CASE("predict: a bad profile file names the file, line and key", "[predict]") {
+  test::TempDir dir;
+  const std::string f = dir.file("p.yaml");
+  auto write = [&](const std::string& text) { std::ofstream(f) << text; };
+  write("batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: 1}\ncodecs:\n  - {name: none, encode_gbs: fast}\n");
+  CHECK_THROWS_WITH(read_profile(f), Catch::Contains(f + ":5: codecs[0].encode_gbs: expected a number, got 'fast'"));
+  write("batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: -1}\ncodecs:\n  - {name: none}\n");
+  CHECK_THROWS_WITH(read_profile(f), Catch::Contains(f + ":3: layers[0].forward_ms: must be >= 0"));
+  write("batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: 1, fwd: 2}\ncodecs:\n  - {name: none}\n");
+  CHECK_THROWS_WITH(read_profile(f), Catch::Contains("layers[0].fwd: unknown key"));
+  write("layers:\n  - {name: a, kind: conv, forward_ms: 1}\ncodecs:\n  - {name: none}\n");
+  CHECK_THROWS_WITH(read_profile(f), Catch::Contains("batch: missing required key"));
+  CHECK_THROWS_WITH(read_profile(dir.file("absent.yaml")), Catch::Contains("absent.yaml: profile file not found"));
+  // What write_profile writes, read_profile reads back.
+  Profile p;
+  p.name = "rt", p.batch = 16, p.step_alone_ms = 3.5;
+  p.layers = {layer("c", "conv", 1.25, 2.5, 500, 10, 20)};
+  p.codecs = {codec("qsgd", 0.252)};
+  write_profile(p, f);
+  const Profile q = read_profile(f);
+  CHECK(q.layers.size() == 1);
+  CHECK(q.layers[0].backward_ms == 2.5);
+  CHECK(q.layers[0].params == 500);
+  CHECK(q.codecs[0].ratio_act == Approx(0.252));
+  CHECK(q.step_alone_ms == 3.5);
+}

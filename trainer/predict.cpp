@@ -1,0 +1,235 @@
+// The predictive speedup model: per-layer exchange costs, Dettmers' formula for data and model parallelism, the
+// profile file format and the table `octet predict` prints.
+#include "trainer/predict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/fileio.h"
+#include "trainer/config_reader.h"
+
+namespace octet {
+
+namespace {
+
+double ms_for_bytes(double bytes, double gbs) { return gbs > 0 ? bytes / (gbs * 1e6) : 0; }
+
+// One data-parallel gradient sync of a layer (ms): messages * latency + bytes sent per rank / bandwidth + codec time.
+// scatter_allgather: 2(N-1) messages carrying 2(N-1)/N of the payload; each rank encodes its tensor and its reduced
+// chunk, and decodes N-1 chunks plus the gathered tensor. allgather: N-1 messages carrying N-1 payloads (ring);
+// every rank encodes once and decodes all N payloads. Tensors under min_numel: MPI_Allreduce of fp32, log2(N)
+// latency rounds. Bias and weight are taken together as one tensor of the layer's size.
+double sync_ms(const LayerProfile& L, const CodecProfile& c, const Link& l, int N, int64_t min_numel) {
+  if (N <= 1 || L.params == 0) return 0;
+  const double fp32 = 4.0 * static_cast<double>(L.params), lat = l.latency_us * 1e-3, n = N;
+  if (L.params < min_numel) return std::ceil(std::log2(n)) * lat + ms_for_bytes(2 * (n - 1) / n * fp32, l.bandwidth_gbs);
+  const double payload = fp32 * c.ratio_for(L.kind);
+  if (c.algorithm == "allgather")
+    return (n - 1) * lat + ms_for_bytes((n - 1) * payload, l.bandwidth_gbs) + ms_for_bytes(fp32, c.encode_gbs) +
+           ms_for_bytes(n * fp32, c.decode_gbs);
+  return 2 * (n - 1) * lat + ms_for_bytes(2 * (n - 1) / n * payload, l.bandwidth_gbs) +
+         ms_for_bytes(fp32 * (1 + 1 / n), c.encode_gbs) + ms_for_bytes(fp32 * (2 - 1 / n), c.decode_gbs);
+}
+
+// One activation exchange of `values` fp32 values per rank with N-1 peers (allgather of the inputs forward,
+// reduce-scatter of their gradients backward): N-1 messages, (N-1)*values through the codec.
+double act_ms(double values, const CodecProfile& c, const Link& l, int N) {
+  const double n = N, fp32 = 4.0 * values;
+  return (n - 1) * l.latency_us * 1e-3 + ms_for_bytes((n - 1) * fp32 * c.ratio_act, l.bandwidth_gbs) +
+         ms_for_bytes(fp32, c.encode_gbs) + ms_for_bytes((n - 1) * fp32, c.decode_gbs);
+}
+
+double layer_ms(const LayerProfile& L) { return L.forward_ms + L.backward_ms + L.update_ms; }
+
+}  // namespace
+
+double Terms::speedup() const {
+  return ranks * t_alone / ((t_total - t_fc) + conv_penalty + sub_batches * t_fc_parallel + fc_penalty);
+}
+
+size_t fc_start(const Profile& p) {
+  for (size_t i = 0; i < p.layers.size(); ++i)
+    if (p.layers[i].kind == "fc") return i;
+  return p.layers.size();
+}
+
+double dp_penalty_ms(const Profile& p, const CodecProfile& c, const Link& l, int ranks, bool overlap, size_t begin, size_t end) {
+  double bwd = 0, comm_end = 0, serial = 0;
+  for (size_t i = end; i-- > begin;) {  // backward order
+    const double s = sync_ms(p.layers[i], c, l, ranks, p.min_numel);
+    bwd += p.layers[i].backward_ms;
+    comm_end = std::max(comm_end, bwd) + s;  // the thread starts layer i once backward has passed it
+    serial += s;
+  }
+  return overlap ? std::max(0.0, comm_end - bwd) : serial;
+}
+
+Terms predict_data_parallel(const Profile& p, const CodecProfile& c, const Link& l, int ranks, bool overlap) {
+  Terms t;
+  t.ranks = ranks;
+  for (const auto& L : p.layers) t.t_total += layer_ms(L);
+  t.t_alone = p.step_alone_ms > 0 ? p.step_alone_ms : t.t_total;
+  t.conv_penalty = dp_penalty_ms(p, c, l, ranks, overlap, 0, p.layers.size());
+  return t;
+}
+
+Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link& l, int ranks, int sub_batches) {
+  const size_t s = fc_start(p);
+  Terms t = predict_data_parallel(p, c, l, ranks, true);
+  if (s == p.layers.size()) return t;  // no FC part: nothing to split
+  const auto g = p.given.find(c.name);
+  const GivenTerms* given = g == p.given.end() ? nullptr : &g->second;
+  const int K = sub_batches;
+  t.sub_batches = K;
+  t.conv_penalty = given && given->conv_penalty_ms >= 0 ? given->conv_penalty_ms : dp_penalty_ms(p, c, l, ranks, true, 0, s);
+  double comp_f = 0, comp_b = 0, xfer_f = 0, xfer_b = 0;
+  const double per_rank = static_cast<double>(p.batch) / K;  // samples each rank contributes to one sub-batch
+  for (size_t i = s; i < p.layers.size(); ++i) {
+    const LayerProfile& L = p.layers[i];
+    t.t_fc += layer_ms(L);
+    comp_f += L.slice_forward_ms >= 0 ? L.slice_forward_ms : L.forward_ms / K;
+    comp_b += L.slice_backward_ms >= 0 ? L.slice_backward_ms : (L.backward_ms + L.update_ms) / K;
+    if (L.kind != "fc") continue;
+    // Each FC layer gathers its full input from every rank forward and reduce-scatters its input gradient backward.
+    // (at the first one the gradient goes back to the rank that owns the samples).
+    xfer_f += act_ms(per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
+    xfer_b += act_ms(per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
+  }
+  // The logits are gathered whole for the loss (backward needs no exchange there: each rank keeps its columns).
+  xfer_f += act_ms(per_rank * static_cast<double>(p.layers.back().out_per_sample), c, l, ranks);
+  t.t_fc_parallel = comp_f + comp_b;
+  if (given && !given->fc_transfers.empty()) {
+    for (auto [ms, hidden] : given->fc_transfers) t.fc_penalty += std::max(0.0, ms - hidden);
+  } else {
+    // Sub-batch pipeline per direction: the first sub-batch waits for its transfers; each later one is exposed only
+    // by what its transfers take beyond the previous sub-batch's FC compute.
+    t.fc_penalty = xfer_f + (K - 1) * std::max(0.0, xfer_f - comp_f) + xfer_b + (K - 1) * std::max(0.0, xfer_b - comp_b);
+  }
+  return t;
+}
+
+Profile read_profile(const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::BadFile&) {
+    OCTET_THROW(file << ": profile file not found or unreadable");
+  } catch (const YAML::Exception& e) {
+    OCTET_THROW(file << ":" << e.mark.line + 1 << ": YAML syntax error: " << e.msg);
+  }
+  Section top(root, "", file, YAML::Node(YAML::NodeType::Map));
+  Profile p;
+  p.name = top.get<std::string>("name", "profile");
+  p.batch = top.get<int64_t>("batch");
+  if (p.batch <= 0) top.fail("batch", "must be > 0");
+  p.profiled_ranks = top.get<int>("profiled_ranks", 1);
+  p.step_alone_ms = top.get<double>("step_alone_ms", 0.0);
+  p.min_numel = top.get<int64_t>("min_numel", 10000);
+  auto nonneg = [](Section& s, const char* key, double v) {
+    if (!(v >= 0)) s.fail(key, "must be >= 0");
+    return v;
+  };
+  for (Section& s : top.list("layers")) {
+    LayerProfile L;
+    L.name = s.get<std::string>("name");
+    L.kind = s.get<std::string>("kind");
+    L.forward_ms = nonneg(s, "forward_ms", s.get<double>("forward_ms"));
+    L.backward_ms = nonneg(s, "backward_ms", s.get<double>("backward_ms", 0.0));
+    L.update_ms = nonneg(s, "update_ms", s.get<double>("update_ms", 0.0));
+    L.params = s.get<int64_t>("params", 0);
+    L.in_per_sample = s.get<int64_t>("in_per_sample", 0);
+    L.out_per_sample = s.get<int64_t>("out_per_sample", 0);
+    if (L.params < 0 || L.in_per_sample < 0 || L.out_per_sample < 0) s.fail("params", "sizes must be >= 0");
+    L.slice_forward_ms = s.get<double>("slice_forward_ms", -1.0);
+    L.slice_backward_ms = s.get<double>("slice_backward_ms", -1.0);
+    s.finish();
+    p.layers.push_back(L);
+  }
+  for (Section& s : top.list("codecs")) {
+    CodecProfile c;
+    c.name = s.get<std::string>("name");
+    c.algorithm = s.choice("algorithm", "scatter_allgather", {"scatter_allgather", "allgather"});
+    c.ratio_conv = s.get<double>("ratio_conv", 1.0);
+    c.ratio_fc = s.get<double>("ratio_fc", 1.0);
+    c.ratio_other = s.get<double>("ratio_other", 1.0);
+    c.ratio_act = s.get<double>("ratio_act", -1.0);
+    for (double r : {c.ratio_conv, c.ratio_fc, c.ratio_other})
+      if (!(r > 0)) s.fail("ratio_conv", "gradient ratios must be > 0");
+    c.encode_gbs = nonneg(s, "encode_gbs", s.get<double>("encode_gbs", 0.0));
+    c.decode_gbs = nonneg(s, "decode_gbs", s.get<double>("decode_gbs", 0.0));
+    s.finish();
+    p.codecs.push_back(c);
+  }
+  if (top.has("given")) {
+    for (Section& s : top.list("given")) {
+      const std::string codec = s.get<std::string>("codec");
+      GivenTerms g;
+      g.conv_penalty_ms = s.get<double>("conv_penalty_ms", -1.0);
+      if (s.has("fc_transfers"))
+        for (Section& x : s.list("fc_transfers")) {
+          g.fc_transfers.push_back({nonneg(x, "ms", x.get<double>("ms")), nonneg(x, "hidden_ms", x.get<double>("hidden_ms", 0.0))});
+          x.finish();
+        }
+      s.finish();
+      p.given[codec] = g;
+    }
+  }
+  top.finish();
+  return p;
+}
+
+void write_profile(const Profile& p, const std::string& file) {
+  std::ostringstream o;
+  o.precision(6);
+  o << "# octet predict profile: per-layer compute (ms per step at batch " << p.batch << " per rank) and codec costs\n"
+    << "name: " << p.name << "\nbatch: " << p.batch << "\nprofiled_ranks: " << p.profiled_ranks
+    << "\nstep_alone_ms: " << p.step_alone_ms << "\nmin_numel: " << p.min_numel << "\nlayers:\n";
+  for (const auto& L : p.layers)
+    o << "  - {name: " << L.name << ", kind: " << L.kind << ", forward_ms: " << L.forward_ms << ", backward_ms: " << L.backward_ms
+      << ", update_ms: " << L.update_ms << ", params: " << L.params << ", in_per_sample: " << L.in_per_sample
+      << ", out_per_sample: " << L.out_per_sample << ", slice_forward_ms: " << L.slice_forward_ms
+      << ", slice_backward_ms: " << L.slice_backward_ms << "}\n";
+  o << "codecs:\n";
+  for (const auto& c : p.codecs)
+    o << "  - {name: " << c.name << ", algorithm: " << c.algorithm << ", ratio_conv: " << c.ratio_conv << ", ratio_fc: " << c.ratio_fc
+      << ", ratio_other: " << c.ratio_other << ", ratio_act: " << c.ratio_act << ", encode_gbs: " << c.encode_gbs
+      << ", decode_gbs: " << c.decode_gbs << "}\n";
+  write_file_atomic(file, o.str());
+}
+
+std::string prediction_table(const Profile& p, const Link& l, int ranks, int sub_batches) {
+  std::string out;
+  char buf[320];
+  double t_total = 0, t_fc = 0;
+  for (size_t i = 0; i < p.layers.size(); ++i) (i >= fc_start(p) ? t_fc : t_total) += layer_ms(p.layers[i]);
+  t_total += t_fc;
+  std::snprintf(buf, sizeof buf,
+                "octet predict: %s on %d ranks, link %.4g GB/s and %.4g us per message, batch %lld per rank, %d sub-batches\n"
+                "compute per step: T_total %.3f ms (one rank alone: %.3f ms; profiled with %d ranks sharing the machine), "
+                "T_fc %.3f ms\n",
+                p.name.c_str(), ranks, l.bandwidth_gbs, l.latency_us, static_cast<long long>(p.batch), sub_batches, t_total,
+                p.step_alone_ms > 0 ? p.step_alone_ms : t_total, p.profiled_ranks, t_fc);
+  out += buf;
+  std::snprintf(buf, sizeof buf, "%-14s %-18s %9s %11s %10s %10s | %9s %9s %9s %10s\n", "codec", "algorithm", "bytes/fp32", "dp comm ms",
+                "dp speedup", "dp+overlap", "mp conv", "mp fc", "mp Tfc,p", "mp speedup");
+  out += buf;
+  for (const auto& c : p.codecs) {
+    double fp32 = 0, sent = 0;
+    for (const auto& L : p.layers) fp32 += static_cast<double>(L.params), sent += static_cast<double>(L.params) * c.ratio_for(L.kind);
+    const Terms dp = predict_data_parallel(p, c, l, ranks, false), ov = predict_data_parallel(p, c, l, ranks, true);
+    const bool mp_ok = fc_start(p) < p.layers.size() && (c.ratio_act > 0 || p.given.count(c.name));
+    const Terms mp = mp_ok ? predict_model_parallel(p, c, l, ranks, sub_batches) : Terms{};
+    char mp_cols[96] = "        -         -         -          -  (codec unsuited to activations)";
+    if (mp_ok)
+      std::snprintf(mp_cols, sizeof mp_cols, "%9.3f %9.3f %9.3f %9.2fx", mp.conv_penalty, mp.fc_penalty, mp.t_fc_parallel, mp.speedup());
+    std::snprintf(buf, sizeof buf, "%-14s %-18s %9.4f %11.3f %9.2fx %9.2fx | %s\n", c.name.c_str(), c.algorithm.c_str(),
+                  fp32 > 0 ? sent / fp32 : 1.0, dp.conv_penalty, dp.speedup(), ov.speedup(), mp_cols);
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace octet

@@ -1,0 +1,287 @@
+// `octet predict`: profiles a config's model on this machine (per-layer forward/backward/update, the FC slices model
+// parallelism would run, codec cost and payload ratio on the real gradients and activations), or reads a saved
+// profile, and prints the predicted speedup per codec. Under `mpirun -np N` every rank profiles at once, so the
+// layer times include the cores the ranks share; one rank alone gives the baseline T_alone.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "comm/collectives.h"
+#include "comm/world.h"
+#include "compress/codec.h"
+#include "core/dnnl_ctx.h"
+#include "core/error.h"
+#include "core/timer.h"
+#include "data/loader.h"
+#include "layers/fc.h"
+#include "layers/softmax_ce.h"
+#include "trainer/config.h"
+#include "trainer/layer_registry.h"
+#include "trainer/optimizer.h"
+#include "trainer/predict.h"
+#include "trainer/trainer.h"
+
+namespace octet {
+
+namespace {
+
+// Waits at a barrier without spinning, so a rank that profiles alone gets the cores.
+void quiet_barrier(const World& w) {
+  MPI_Request req;
+  CHECK_MPI(MPI_Ibarrier(w.comm, &req));
+  for (int done = 0; !done;) {
+    CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+double mean_over_ranks(const World& w, double v) {
+  CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, w.comm));
+  return v / w.size;
+}
+
+struct StepRunner {
+  const Config& cfg;
+  std::unique_ptr<Dataset> data;
+  Model model;
+  Optimizer opt;
+  Sampler sampler;
+  SoftmaxCrossEntropy loss;
+  Tensor dlogits;
+  Batch batch;
+  int64_t step = 0;
+  double loss_s = 0, update_s = 0;  // accumulated
+
+  StepRunner(const Config& c, const World& w)
+      : cfg(c), data(load_split(c.data, true, c.run.seed)), model(build_model(c.model, data->sample_shape())),
+        opt(c.optimizer, model.params()), sampler(data->size(), c.data.batch_size, w.rank, w.size, c.run.seed, true, true) {
+    model.init_params(c.run.seed);
+  }
+  // One training step without communication; returns its compute seconds (batch assembly excluded).
+  double run() {
+    assemble_batch(*data, sampler.indices(0, step % sampler.batches_per_epoch()), batch);
+    StepContext ctx{true, cfg.run.seed, static_cast<uint64_t>(step++), 0};
+    const double t0 = now_seconds();
+    const Tensor& logits = model.forward(batch.x, ctx);
+    const double t1 = now_seconds();
+    LossResult r = loss.forward(logits, batch.labels.data());
+    dlogits.resize(logits.shape());
+    loss.backward(dlogits, 1.0f / static_cast<float>(r.count));
+    const double t2 = now_seconds();
+    model.backward(batch.x, dlogits);
+    const double t3 = now_seconds();
+    opt.step(cfg.optimizer.lr);
+    const double t4 = now_seconds();
+    loss_s += t2 - t1, update_s += t4 - t3;
+    return t4 - t0;
+  }
+};
+
+// Forward and backward (ms) of one FC layer's 1/N output slice on one sub-batch of N*B/K samples.
+std::pair<double, double> time_slice(const std::string& name, int64_t in, int64_t out, int64_t samples, int reps) {
+  FcParams p;
+  p.in_features = in, p.out_features = out;
+  FullyConnected fc(name, p);
+  Rng rng(7);
+  fc.init_params(rng);
+  Tensor x({samples, in}), y({samples, out}), dy({samples, out}), dx({samples, in});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = rng.normal();
+  for (int64_t i = 0; i < dy.numel(); ++i) dy.data()[i] = 1e-3f * rng.normal();
+  double f = 1e30, b = 1e30;
+  for (int r = 0; r <= reps; ++r) {  // the first round warms the primitives
+    double t = now_seconds();
+    fc.forward(x, y, StepContext{});
+    dnnl_stream().wait();
+    if (r > 0) f = std::min(f, now_seconds() - t);
+    t = now_seconds();
+    fc.backward(x, y, dy, &dx);
+    dnnl_stream().wait();
+    if (r > 0) b = std::min(b, now_seconds() - t);
+  }
+  return {1e3 * f, 1e3 * b};
+}
+
+// Codec cost and payload ratio on the model's current gradients (with error feedback, a few rounds so the residue is
+// in its steady state) and, for codecs that suit activations, on the conv->FC boundary activations.
+CodecProfile profile_codec(const std::string& method, const Config& cfg, Model& model, const Tensor* acts, int sub_batches) {
+  CodecParams cp = cfg.compression.base.codec;
+  cp.method = method;
+  CodecPtr c = make_codec(cp);
+  CodecProfile out;
+  out.name = method;
+  out.algorithm = algorithm_name(default_algorithm(*c));
+  double fp32[3] = {}, payload[3] = {}, t_enc = 0, t_dec = 0, bytes_timed = 0;
+  const bool feedback = c->needs_feedback() || cp.error_feedback;
+  const int rounds = feedback ? 4 : 2;
+  std::vector<uint8_t> buf;
+  std::vector<float> y, residual, scratch;
+  for (size_t li = 0; li < model.size(); ++li) {
+    const std::string kind = model.layer(li).kind();
+    const int k = kind == "conv" ? 0 : kind == "fc" ? 1 : 2;
+    for (const Param& p : model.layer(li).params()) {
+      const int64_t n = p.grad->numel();
+      if (n < cfg.compression.min_numel) continue;
+      buf.resize(c->max_bytes(n)), y.resize(n), residual.assign(n, 0.f), scratch.resize(2 * n);
+      size_t bytes = 0;
+      double te = 1e30, td = 1e30;
+      for (int r = 0; r < rounds; ++r) {
+        double t = now_seconds();
+        bytes = feedback ? encode_with_feedback(*c, p.grad->data(), n, residual.data(), buf.data(), r, scratch.data())
+                                    : c->encode(p.grad->data(), n, buf.data(), {static_cast<uint64_t>(r), nullptr});
+        te = std::min(te, now_seconds() - t);
+        t = now_seconds();
+        c->decode(buf.data(), bytes, y.data(), n, false);
+        td = std::min(td, now_seconds() - t);
+      }
+      fp32[k] += 4.0 * static_cast<double>(n), payload[k] += static_cast<double>(bytes);
+      t_enc += te, t_dec += td, bytes_timed += 4.0 * static_cast<double>(n);
+    }
+  }
+  out.ratio_conv = fp32[0] > 0 ? payload[0] / fp32[0] : 1;
+  out.ratio_fc = fp32[1] > 0 ? payload[1] / fp32[1] : 1;
+  out.ratio_other = fp32[2] > 0 ? payload[2] / fp32[2] : 1;
+  out.encode_gbs = t_enc > 0 ? bytes_timed / t_enc / 1e9 : 0;
+  out.decode_gbs = t_dec > 0 ? bytes_timed / t_dec / 1e9 : 0;
+  if (acts && !feedback) {
+    // Model parallelism sends each rank's share of one sub-batch; its size decides the per-payload overhead.
+    const int64_t n = std::max<int64_t>(1, acts->numel() / sub_batches);
+    buf.resize(c->max_bytes(n));
+    out.ratio_act = static_cast<double>(c->encode(acts->data(), n, buf.data(), {1, nullptr})) / (4.0 * static_cast<double>(n));
+  }
+  return out;
+}
+
+Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_batches, int steps, const std::vector<std::string>& codecs) {
+  set_cpu_threads(cfg.run.threads);
+  StepRunner run(cfg, w);
+  const int warmup = 3;
+  Profile p;
+  p.name = cfg.run.name;
+  p.batch = cfg.data.batch_size;
+  p.profiled_ranks = w.size;
+  p.min_numel = cfg.compression.min_numel;
+  // Rank 0 alone: the one-rank step (others wait without using a core).
+  if (w.rank == 0) {
+    double best = 1e30;
+    for (int s = 0; s < warmup + steps; ++s) {
+      const double t = run.run();
+      if (s >= warmup) best = std::min(best, t);
+    }
+    p.step_alone_ms = 1e3 * best;
+  }
+  quiet_barrier(w);
+  CHECK_MPI(MPI_Bcast(&p.step_alone_ms, 1, MPI_DOUBLE, 0, w.comm));
+  // All ranks together, per layer.
+  for (int s = 0; s < warmup; ++s) run.run();
+  Model::LayerTimes lt;
+  run.model.set_layer_times(&lt);
+  run.loss_s = run.update_s = 0;
+  for (int s = 0; s < steps; ++s) run.run();
+  run.model.set_layer_times(nullptr);
+  int64_t params_total = std::max<int64_t>(1, run.model.num_params());
+  Shape shape = {1};
+  for (int64_t d : run.model.input_shape()) shape.push_back(d);
+  for (size_t i = 0; i < run.model.size(); ++i) {
+    Layer& layer = run.model.layer(i);
+    LayerProfile L;
+    L.name = layer.name(), L.kind = layer.kind();
+    for (const Param& q : layer.params()) L.params += q.value->numel();
+    L.in_per_sample = shape_numel(shape);
+    shape = layer.output_shape(shape);
+    L.out_per_sample = shape_numel(shape);
+    const bool last = i + 1 == run.model.size();  // the loss is counted with the last layer
+    L.forward_ms = mean_over_ranks(w, 1e3 * (lt.forward_s[i] + (last ? run.loss_s : 0)) / steps);
+    L.backward_ms = mean_over_ranks(w, 1e3 * lt.backward_s[i] / steps);
+    L.update_ms = mean_over_ranks(w, 1e3 * run.update_s / steps * static_cast<double>(L.params) / static_cast<double>(params_total));
+    p.layers.push_back(L);
+  }
+  if (w.size == 1) p.step_alone_ms = 0;  // the layers' sum is the alone figure
+  const size_t s = fc_start(p);
+  const int64_t samples = std::max<int64_t>(1, (static_cast<int64_t>(ranks) * p.batch + sub_batches - 1) / sub_batches);
+  for (size_t i = s; i < p.layers.size(); ++i) {
+    LayerProfile& L = p.layers[i];
+    if (L.kind != "fc") continue;
+    const int64_t out = (L.out_per_sample + ranks - 1) / ranks;
+    auto [f, b] = time_slice(L.name, L.in_per_sample, out, samples, std::max(3, steps / 2));
+    L.slice_forward_ms = mean_over_ranks(w, f);
+    L.slice_backward_ms = mean_over_ranks(w, b + L.update_ms / ranks / sub_batches);
+  }
+  // The conv->FC boundary activations of the last step (this rank's batch).
+  const Tensor* boundary = s > 0 && s < p.layers.size() ? &run.model.activation(s - 1) : nullptr;
+  for (const std::string& m : codecs) {
+    CodecProfile c = profile_codec(m, cfg, run.model, boundary, sub_batches);
+    c.encode_gbs = mean_over_ranks(w, c.encode_gbs), c.decode_gbs = mean_over_ranks(w, c.decode_gbs);
+    p.codecs.push_back(c);
+  }
+  return p;
+}
+
+}  // namespace
+
+int cmd_predict(const std::vector<std::string>& args, const World& w) {
+  std::string config, profile_in, profile_out, codecs = "none,fp16,linear8,dynamic_tree8,qsgd,adacomp";
+  std::vector<std::string> overrides;
+  int ranks = w.size > 1 ? w.size : 0, sub_batches = 4, steps = 10;
+  Link link{-1, -1};
+  auto number = [](const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    OCTET_CHECK(!v.empty() && *end == 0 && std::isfinite(x), "octet predict: " << flag << " expects a number, got '" << v << "'");
+    return x;
+  };
+  auto count = [&](const std::string& flag, const std::string& v, int lo) {
+    const double x = number(flag, v);
+    OCTET_CHECK(x == std::floor(x) && x >= lo && x <= 1 << 20, "octet predict: " << flag << " expects an integer >= " << lo << ", got '" << v << "'");
+    return static_cast<int>(x);
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      OCTET_CHECK(i + 1 < args.size(), "octet predict: " << a << " needs a value");
+      return args[++i];
+    };
+    if (a == "--set") overrides.push_back(value());
+    else if (a == "--ranks") ranks = count(a, value(), 2);
+    else if (a == "--bandwidth") link.bandwidth_gbs = number(a, value());
+    else if (a == "--latency") link.latency_us = number(a, value());
+    else if (a == "--sub-batches") sub_batches = count(a, value(), 1);
+    else if (a == "--steps") steps = count(a, value(), 1);
+    else if (a == "--codecs") codecs = value();
+    else if (a == "--profile") profile_in = value();
+    else if (a == "--save-profile") profile_out = value();
+    else if (!a.empty() && a[0] == '-')
+      OCTET_THROW("octet predict: unknown flag '" << a << "' (known: --ranks, --bandwidth, --latency, --sub-batches, --steps, --codecs, "
+                                                  "--profile, --save-profile, --set)");
+    else if (config.empty()) config = a;
+    else OCTET_THROW("octet predict: unexpected argument '" << a << "': one config file only");
+  }
+  OCTET_CHECK(config.empty() != profile_in.empty(), "octet predict needs a config file or --profile FILE (one of them)");
+  OCTET_CHECK(ranks >= 2, "octet predict: --ranks N (N >= 2) is required when not run under mpirun with several ranks");
+  OCTET_CHECK(link.bandwidth_gbs > 0, "octet predict: --bandwidth GB/s (> 0) is required");
+  OCTET_CHECK(link.latency_us >= 0, "octet predict: --latency us (>= 0) is required");
+  Profile p;
+  if (!profile_in.empty()) {
+    p = read_profile(profile_in);
+  } else {
+    const Config cfg = load_config(config, overrides);
+    std::vector<std::string> list;
+    for (size_t a = 0; a <= codecs.size();) {
+      size_t b = codecs.find(',', a);
+      if (b == std::string::npos) b = codecs.size();
+      if (b > a) list.push_back(codecs.substr(a, b - a));
+      a = b + 1;
+    }
+    for (const auto& m : list) make_codec(CodecParams{m});  // unknown names fail before any profiling
+    p = profile_config(cfg, w, ranks, sub_batches, steps, list);
+  }
+  if (w.rank == 0) {
+    if (!profile_out.empty()) write_profile(p, profile_out);
+    std::fputs(prediction_table(p, link, ranks, sub_batches).c_str(), stdout);
+  }
+  return 0;
+}
+
+}  // namespace octet
