@@ -141,6 +141,26 @@ TEST_CASE("local response normalization matches the across-channel formula", "[l
   CHECK(y[2] == Approx(3.0 / 14.0));
   Lrn alex("n5", {5, 1e-2f, 0.75f, 2.0f});
   check_gradients(alex, random_tensor({2, 7, 3, 3}, 9, 2.0f));
+  // Size 5 with 16 channels runs in oneDNN's channel-blocked layout (the JIT backward), 12 channels (a partial block)
+  // where oneDNN declines it: the same formula and gradients either way.
+  for (int64_t C : {16, 12}) {
+    Lrn blocked("b", {5, 0.5f, 0.75f, 1.0f});
+    Tensor x = random_tensor({2, C, 3, 2}, 11, 2.0f);
+    auto yb = run_forward(blocked, x);
+    const int64_t hw = 6;
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < hw; ++i) {
+          double sum = 0;
+          for (int64_t j = std::max<int64_t>(0, c - 2); j <= std::min<int64_t>(C - 1, c + 2); ++j) {
+            const double v = x.data()[(n * C + j) * hw + i];
+            sum += v * v;
+          }
+          const double want = x.data()[(n * C + c) * hw + i] / std::pow(1.0 + 0.5 / 5 * sum, 0.75);
+          CHECK(yb[(n * C + c) * hw + i] == Approx(want).epsilon(1e-5));
+        }
+    check_gradients(blocked, x);
+  }
 }
 
 TEST_CASE("flatten keeps the data and reshapes", "[layers][flatten][grad]") {
