@@ -62,6 +62,12 @@ TEST_CASE("predict: data-parallel exchange costs per algorithm, by hand", "[pred
   // Under min_numel: fp32 MPI_Allreduce, log2(N) rounds: 2 * 0.01 + 2 * 3/4 * 4000 bytes.
   p.layers[1].params = 999;
   CHECK(dp_penalty_ms(p, c8, link, 4, false, 1, 2) == Approx(0.02 + 1.5 * 3996 / 1e6));
+  // A layer's tensors sync one by one: a 999000-value weight through the codec, its 1000-value bias as fp32
+  // (min_numel 1001): 0.02 + 0.999 ms, and 2 * 0.01 + 1.0 * 4000 bytes.
+  p.min_numel = 1001;
+  p.layers[1].tensors = {999000, 1000};
+  CHECK(dp_penalty_ms(p, codec("linear8", 0.25), link, 2, false, 1, 2) == Approx(0.02 + 0.999 + 0.01 + 4000 / 1e6));
+  p.layers[1].tensors.clear();
   // Terms: speedup = N * T_alone / (T_total + exposed), T_alone = the layers' sum unless profiled separately.
   p.layers[1].params = 1000000;
   const Terms t = predict_data_parallel(p, codec("none", 1.0), Link{1e9, 0}, 2, false);
@@ -111,6 +117,8 @@ TEST_CASE("predict: a bad profile file names the file, line and key", "[predict]
   CHECK_THROWS_WITH(read_profile(f), Catch::Contains(f + ":3: layers[0].forward_ms: must be >= 0"));
   write("batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: 1, fwd: 2}\ncodecs:\n  - {name: none}\n");
   CHECK_THROWS_WITH(read_profile(f), Catch::Contains("layers[0].fwd: unknown key"));
+  write("batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: 1, params: 10, tensors: [4, 5]}\ncodecs:\n  - {name: none}\n");
+  CHECK_THROWS_WITH(read_profile(f), Catch::Contains(f + ":3: layers[0].tensors: must add up to params (10)"));
   write("layers:\n  - {name: a, kind: conv, forward_ms: 1}\ncodecs:\n  - {name: none}\n");
   CHECK_THROWS_WITH(read_profile(f), Catch::Contains("batch: missing required key"));
   CHECK_THROWS_WITH(read_profile(dir.file("absent.yaml")), Catch::Contains("absent.yaml: profile file not found"));
@@ -118,12 +126,14 @@ TEST_CASE("predict: a bad profile file names the file, line and key", "[predict]
   Profile p;
   p.name = "rt", p.batch = 16, p.step_alone_ms = 3.5;
   p.layers = {layer("c", "conv", 1.25, 2.5, 500, 10, 20)};
+  p.layers[0].tensors = {480, 20};
   p.codecs = {codec("qsgd", 0.252)};
   write_profile(p, f);
   const Profile q = read_profile(f);
   CHECK(q.layers.size() == 1);
   CHECK(q.layers[0].backward_ms == 2.5);
   CHECK(q.layers[0].params == 500);
+  CHECK(q.layers[0].tensors == std::vector<int64_t>{480, 20});
   CHECK(q.codecs[0].ratio_act == Approx(0.252));
   CHECK(q.step_alone_ms == 3.5);
 }

@@ -17,21 +17,28 @@ namespace {
 
 double ms_for_bytes(double bytes, double gbs) { return gbs > 0 ? bytes / (gbs * 1e6) : 0; }
 
-// One data-parallel gradient sync of a layer (ms): messages * latency + bytes sent per rank / bandwidth + codec time.
-// scatter_allgather: 2(N-1) messages carrying 2(N-1)/N of the payload; each rank encodes its tensor and its reduced
-// chunk, and decodes N-1 chunks plus the gathered tensor. allgather: N-1 messages carrying N-1 payloads (ring);
-// every rank encodes once and decodes all N payloads. Tensors under min_numel: MPI_Allreduce of fp32, log2(N)
-// latency rounds. Bias and weight are taken together as one tensor of the layer's size.
-double sync_ms(const LayerProfile& L, const CodecProfile& c, const Link& l, int N, int64_t min_numel) {
-  if (N <= 1 || L.params == 0) return 0;
-  const double fp32 = 4.0 * static_cast<double>(L.params), lat = l.latency_us * 1e-3, n = N;
-  if (L.params < min_numel) return std::ceil(std::log2(n)) * lat + ms_for_bytes(2 * (n - 1) / n * fp32, l.bandwidth_gbs);
-  const double payload = fp32 * c.ratio_for(L.kind);
+// One data-parallel gradient sync of one tensor of n values in a layer of the given kind (ms): messages * latency +
+// bytes sent per rank / bandwidth + codec time. scatter_allgather: 2(N-1) messages carrying 2(N-1)/N of the payload;
+// each rank encodes its tensor and its reduced chunk, and decodes N-1 chunks plus the gathered tensor. allgather: N-1
+// messages carrying N-1 payloads (ring); every rank encodes once and decodes all N payloads. Tensors under
+// min_numel: MPI_Allreduce of fp32, log2(N) latency rounds.
+double tensor_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N, int64_t min_numel) {
+  const double fp32 = 4.0 * static_cast<double>(numel), lat = l.latency_us * 1e-3, n = N;
+  if (numel < min_numel) return std::ceil(std::log2(n)) * lat + ms_for_bytes(2 * (n - 1) / n * fp32, l.bandwidth_gbs);
+  const double payload = fp32 * c.ratio_for(kind);
   if (c.algorithm == "allgather")
     return (n - 1) * lat + ms_for_bytes((n - 1) * payload, l.bandwidth_gbs) + ms_for_bytes(fp32, c.encode_gbs) +
            ms_for_bytes(n * fp32, c.decode_gbs);
   return 2 * (n - 1) * lat + ms_for_bytes(2 * (n - 1) / n * payload, l.bandwidth_gbs) +
          ms_for_bytes(fp32 * (1 + 1 / n), c.encode_gbs) + ms_for_bytes(fp32 * (2 - 1 / n), c.decode_gbs);
+}
+
+double sync_ms(const LayerProfile& L, const CodecProfile& c, const Link& l, int N, int64_t min_numel) {
+  if (N <= 1 || L.params == 0) return 0;
+  if (L.tensors.empty()) return tensor_sync_ms(L.params, L.kind, c, l, N, min_numel);
+  double t = 0;
+  for (int64_t n : L.tensors) t += tensor_sync_ms(n, L.kind, c, l, N, min_numel);
+  return t;
 }
 
 // One activation exchange of `values` fp32 values per rank with N-1 peers (allgather of the inputs forward,
@@ -140,6 +147,10 @@ Profile read_profile(const std::string& file) {
     L.backward_ms = nonneg(s, "backward_ms", s.get<double>("backward_ms", 0.0));
     L.update_ms = nonneg(s, "update_ms", s.get<double>("update_ms", 0.0));
     L.params = s.get<int64_t>("params", 0);
+    L.tensors = s.get<std::vector<int64_t>>("tensors", {});
+    int64_t sum = 0;
+    for (int64_t n : L.tensors) sum += n;
+    if (!L.tensors.empty() && sum != L.params) s.fail("tensors", "must add up to params (" + std::to_string(L.params) + ")");
     L.in_per_sample = s.get<int64_t>("in_per_sample", 0);
     L.out_per_sample = s.get<int64_t>("out_per_sample", 0);
     if (L.params < 0 || L.in_per_sample < 0 || L.out_per_sample < 0) s.fail("params", "sizes must be >= 0");
@@ -187,11 +198,18 @@ void write_profile(const Profile& p, const std::string& file) {
   o << "# octet predict profile: per-layer compute (ms per step at batch " << p.batch << " per rank) and codec costs\n"
     << "name: " << p.name << "\nbatch: " << p.batch << "\nprofiled_ranks: " << p.profiled_ranks
     << "\nstep_alone_ms: " << p.step_alone_ms << "\nmin_numel: " << p.min_numel << "\nlayers:\n";
-  for (const auto& L : p.layers)
+  for (const auto& L : p.layers) {
     o << "  - {name: " << L.name << ", kind: " << L.kind << ", forward_ms: " << L.forward_ms << ", backward_ms: " << L.backward_ms
-      << ", update_ms: " << L.update_ms << ", params: " << L.params << ", in_per_sample: " << L.in_per_sample
+      << ", update_ms: " << L.update_ms << ", params: " << L.params;
+    if (!L.tensors.empty()) {
+      o << ", tensors: [";
+      for (size_t i = 0; i < L.tensors.size(); ++i) o << (i ? ", " : "") << L.tensors[i];
+      o << "]";
+    }
+    o << ", in_per_sample: " << L.in_per_sample
       << ", out_per_sample: " << L.out_per_sample << ", slice_forward_ms: " << L.slice_forward_ms
       << ", slice_backward_ms: " << L.slice_backward_ms << "}\n";
+  }
   o << "codecs:\n";
   for (const auto& c : p.codecs)
     o << "  - {name: " << c.name << ", algorithm: " << c.algorithm << ", ratio_conv: " << c.ratio_conv << ", ratio_fc: " << c.ratio_fc

@@ -17,6 +17,7 @@ struct LayerProfile {
   std::string name, kind;  // kind: the registry type (conv, fc, relu, ...)
   double forward_ms = 0, backward_ms = 0, update_ms = 0;
   int64_t params = 0;          // gradient values this layer exchanges in data parallelism
+  std::vector<int64_t> tensors;  // their split into tensors (weight, bias), each synced alone; empty = one tensor
   int64_t in_per_sample = 0;   // input values per sample (what crosses ranks at an FC layer's input)
   int64_t out_per_sample = 0;  // output values per sample
   // Model parallelism: this layer's 1/N slice run on one sub-batch of N*B/K samples (ms); < 0 = not measured,

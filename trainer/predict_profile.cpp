@@ -165,12 +165,12 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
   p.min_numel = cfg.compression.min_numel;
   // Rank 0 alone: the one-rank step (others wait without using a core).
   if (w.rank == 0) {
-    double best = 1e30;
+    double sum = 0;  // the mean, as images/s is
     for (int s = 0; s < warmup + steps; ++s) {
       const double t = run.run();
-      if (s >= warmup) best = std::min(best, t);
+      if (s >= warmup) sum += t;
     }
-    p.step_alone_ms = 1e3 * best;
+    p.step_alone_ms = 1e3 * sum / steps;
   }
   quiet_barrier(w);
   CHECK_MPI(MPI_Bcast(&p.step_alone_ms, 1, MPI_DOUBLE, 0, w.comm));
@@ -188,7 +188,7 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
     Layer& layer = run.model.layer(i);
     LayerProfile L;
     L.name = layer.name(), L.kind = layer.kind();
-    for (const Param& q : layer.params()) L.params += q.value->numel();
+    for (const Param& q : layer.params()) L.params += q.value->numel(), L.tensors.push_back(q.value->numel());
     L.in_per_sample = shape_numel(shape);
     shape = layer.output_shape(shape);
     L.out_per_sample = shape_numel(shape);
@@ -219,13 +219,49 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
   return p;
 }
 
+// The link as octet's collectives see it, all ranks taking part: codec-none scatter-allgather of 1K values (each
+// 2(N-1) messages: latency) and of `probe` values, the model's largest layer (2(N-1)/N of it sent per rank:
+// bandwidth), each the median of several. On hosts shared by several ranks this includes their scheduling, which a
+// point-to-point ping-pong would miss; a shaped link with a burst allowance looks faster for the smaller messages,
+// hence a probe of the size that dominates the traffic.
+Link measure_link(const World& w, int64_t probe) {
+  CodecPtr none = make_codec(CodecParams{"none"});
+  const ReduceOptions opt{Algorithm::ScatterAllgather, none.get(), false, 0};
+  ReduceState st;
+  auto median_time = [&](int64_t n, int reps) {
+    std::vector<float> x(static_cast<size_t>(n), 1.0f);
+    std::vector<double> t;
+    for (int r = -1; r < reps; ++r) {
+      CommStats stats;
+      CHECK_MPI(MPI_Barrier(w.comm));
+      const double t0 = now_seconds();
+      reduce_mean(w, x.data(), n, opt, st, stats);
+      double dt = now_seconds() - t0;
+      CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, w.comm));
+      if (r >= 0) t.push_back(dt);
+    }
+    std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
+    return t[reps / 2];
+  };
+  const double n = w.size, big = static_cast<double>(std::max<int64_t>(probe, 65536));
+  const double t_small = median_time(1024, 21), t_big = median_time(static_cast<int64_t>(big), 7);
+  Link l;
+  l.latency_us = 1e6 * t_small / (2 * (n - 1));
+  l.bandwidth_gbs = 2 * (n - 1) / n * 4 * big / std::max(1e-9, t_big - t_small) / 1e9;
+  if (w.rank == 0)
+    std::printf("measured link (%d ranks, codec-none scatter-allgather of %.0f values): %.4g GB/s per rank, %.4g us per message\n",
+                w.size, big, l.bandwidth_gbs, l.latency_us);
+  return l;
+}
+
 }  // namespace
 
 int cmd_predict(const std::vector<std::string>& args, const World& w) {
   std::string config, profile_in, profile_out, codecs = "none,fp16,linear8,dynamic_tree8,qsgd,adacomp";
   std::vector<std::string> overrides;
-  int ranks = w.size > 1 ? w.size : 0, sub_batches = 4, steps = 10;
+  int ranks = w.size > 1 ? w.size : 0, sub_batches = 4, steps = 20;
   Link link{-1, -1};
+  bool measure_bw = false, measure_lat = false;
   auto number = [](const std::string& flag, const std::string& v) {
     char* end = nullptr;
     const double x = std::strtod(v.c_str(), &end);
@@ -245,8 +281,15 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
     };
     if (a == "--set") overrides.push_back(value());
     else if (a == "--ranks") ranks = count(a, value(), 2);
-    else if (a == "--bandwidth") link.bandwidth_gbs = number(a, value());
-    else if (a == "--latency") link.latency_us = number(a, value());
+    else if (a == "--bandwidth") {
+      const std::string v = value();
+      measure_bw = v == "measure";
+      if (!measure_bw) link.bandwidth_gbs = number(a, v);
+    } else if (a == "--latency") {
+      const std::string v = value();
+      measure_lat = v == "measure";
+      if (!measure_lat) link.latency_us = number(a, v);
+    }
     else if (a == "--sub-batches") sub_batches = count(a, value(), 1);
     else if (a == "--steps") steps = count(a, value(), 1);
     else if (a == "--codecs") codecs = value();
@@ -260,8 +303,10 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
   }
   OCTET_CHECK(config.empty() != profile_in.empty(), "octet predict needs a config file or --profile FILE (one of them)");
   OCTET_CHECK(ranks >= 2, "octet predict: --ranks N (N >= 2) is required when not run under mpirun with several ranks");
-  OCTET_CHECK(link.bandwidth_gbs > 0, "octet predict: --bandwidth GB/s (> 0) is required");
-  OCTET_CHECK(link.latency_us >= 0, "octet predict: --latency us (>= 0) is required");
+  if (measure_bw || measure_lat)
+    OCTET_CHECK(w.size >= 2, "octet predict: --bandwidth/--latency measure needs mpirun with at least 2 ranks (one per host)");
+  OCTET_CHECK(measure_bw || link.bandwidth_gbs > 0, "octet predict: --bandwidth GB/s (> 0, or 'measure') is required");
+  OCTET_CHECK(measure_lat || link.latency_us >= 0, "octet predict: --latency us (>= 0, or 'measure') is required");
   Profile p;
   if (!profile_in.empty()) {
     p = read_profile(profile_in);
@@ -276,6 +321,13 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
     }
     for (const auto& m : list) make_codec(CodecParams{m});  // unknown names fail before any profiling
     p = profile_config(cfg, w, ranks, sub_batches, steps, list);
+  }
+  if (measure_bw || measure_lat) {
+    int64_t largest = 0;
+    for (const auto& L : p.layers) largest = std::max(largest, L.params);
+    const Link m = measure_link(w, largest);
+    if (measure_bw) link.bandwidth_gbs = m.bandwidth_gbs;
+    if (measure_lat) link.latency_us = m.latency_us;
   }
   if (w.rank == 0) {
     if (!profile_out.empty()) write_profile(p, profile_out);

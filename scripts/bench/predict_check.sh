@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Checks `octet predict` against measurement: per config, the images/s of one rank alone and of N ranks per codec
+# (data parallel, as `octet train` runs), their ratio (the measured speedup), and the speedup `octet predict`
+# predicts from its own profile and a link measured by octet's collectives. Runs on the test-bed (scripts/netbed.sh)
+# with a rate limit, or on plain local mpirun with --local.
+# Usage: scripts/bench/predict_check.sh [--hosts 4] [--rate 1gbit] [--codecs "none dynamic_tree8"]
+#        [--configs "configs/fashion-mnist/lenet.yaml:200 configs/bench/alexnet_synthetic.yaml:40"] [--local] [--out FILE]
+#        (each config as PATH:STEPS, the steps of each measured training run)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+hosts=4 rate=1gbit codecs="none dynamic_tree8" local=0 out=""
+configs="configs/fashion-mnist/lenet.yaml:200 configs/bench/alexnet_synthetic.yaml:40"
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --hosts) hosts=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --codecs) codecs=$2; shift 2 ;;
+    --configs) configs=$2; shift 2 ;;
+    --local) local=1; shift ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "predict_check.sh: unknown argument $1 (known: --hosts, --rate, --codecs, --configs, --local, --out)" >&2; exit 2 ;;
+  esac
+done
+source scripts/lib.sh
+prepare_run
+work=$(mktemp -d /tmp/predict-check.XXXXXX)
+if [[ $local == 1 ]]; then
+  trap 'rm -rf "$work"' EXIT
+  launch=(mpirun -np "$hosts" --oversubscribe --mca mpi_yield_when_idle 1)
+  where="$hosts local ranks (loopback)"
+else
+  trap 'bash scripts/netbed.sh down; rm -rf "$work"' EXIT
+  bash scripts/netbed.sh down
+  bash scripts/netbed.sh up "$hosts" "$rate" >/dev/null
+  launch=(bash scripts/netbed.sh mpirun -np "$hosts")
+  where="$hosts hosts on the test-bed, links $rate"
+fi
+run() {  # NAME LOG COMMAND...: runs a bounded command, exits with its log's tail on failure
+  local name=$1 log=$2; shift 2
+  timeout 1800 "$@" >"$log" 2>&1 || { echo "predict_check.sh: $name failed:" >&2; tail -5 "$log" >&2; exit 1; }
+}
+rows=""
+for entry in $configs; do
+  config=${entry%%:*} steps=${entry##*:}
+  [[ -f $config && $steps =~ ^[0-9]+$ ]] || { echo "predict_check.sh: bad --configs entry '$entry' (want PATH:STEPS)" >&2; exit 2; }
+  name=$(basename "$(dirname "$config")")-$(basename "$config" .yaml)
+  common=(--set run.threads=1 --set run.out_dir="$work" --set run.log_every=100000 --set run.epochs=1 --set run.max_steps="$steps")
+  run "$name 1 rank" "$work/$name-1.log" build/octet train "$config" "${common[@]}" --set run.name="$name-1"
+  one=$(field "$work/$name-1/summary.json" images_per_s)
+  run "$name predict" "$work/$name-predict.log" "${launch[@]}" build/octet predict "$config" --set run.threads=1 \
+    --bandwidth measure --latency measure --codecs "$(tr ' ' ',' <<<"$codecs")"
+  link=$(grep "^measured link" "$work/$name-predict.log" | sed 's/^measured link [^:]*: //')
+  for codec in $codecs; do
+    # shellcheck disable=SC2046
+    run "$name $codec" "$work/$name-$codec.log" "${launch[@]}" build/octet train "$config" "${common[@]}" --set run.name="$name-$codec" \
+      $(codec_args "$codec")
+    many=$(field "$work/$name-$codec/summary.json" images_per_s)
+    predicted=$(awk -v c="$codec" '$1 == c && $2 ~ /allgather/ { sub("x", "", $5); print $5 }' "$work/$name-predict.log")
+    [[ -n $predicted ]] || { echo "predict_check.sh: no prediction for $codec in $work/$name-predict.log" >&2; exit 1; }
+    rows+=$(awk -v n="$name" -v c="$codec" -v one="$one" -v many="$many" -v p="$predicted" -v link="$link" 'BEGIN {
+      m = many / one
+      printf "| %s | %s | %.0f | %.0f | %.2fx | %.2fx | %+.1f%% | %s |\n", n, c, one, many, m, p, 100 * (p - m) / m, link }')$'\n'
+  done
+done
+report="predict check: $where; data parallel (octet train's default, no overlap), threads 1 per rank
+measured speedup = N-rank images/s / 1-rank images/s; predicted = \`octet predict\` (dp speedup column)
+
+| config | codec | 1 rank img/s | $hosts ranks img/s | measured | predicted | error | link measured by predict |
+|---|---|---|---|---|---|---|---|
+$rows"
+echo "$report"
+if [[ -n $out ]]; then mkdir -p "$(dirname "$out")"; echo "$report" >"$out.tmp" && mv "$out.tmp" "$out"; fi
