@@ -33,6 +33,14 @@ expect_error "compression.method: unknown value 'zip' (known: none, fp16, linear
 expect_error "compression.overrides.fc9: unknown key" train "$tmp/bad.yaml" --set compression.overrides.fc9.method=fp16
 expect_error "unknown benchmark 'sort'" bench sort
 expect_error "octet bench: unknown argument '--sise'" bench compress --sise 4M
+expect_error "--bandwidth GB/s (> 0, or 'measure') is required" predict "$cfg" --ranks 4 --latency 10
+expect_error "--ranks expects an integer >= 2, got '1'" predict "$cfg" --ranks 1 --bandwidth 1 --latency 10
+expect_error "--latency expects a number, got 'fast'" predict "$cfg" --ranks 4 --bandwidth 1 --latency fast
+expect_error "measure needs mpirun with at least 2 ranks" predict "$cfg" --ranks 4 --bandwidth measure --latency 1
+expect_error "unknown flag '--rank'" predict "$cfg" --rank 4
+expect_error "needs a config file or --profile FILE" predict --ranks 4 --bandwidth 1 --latency 1
+expect_error "unknown compression method 'zip' (known: none" predict "$cfg" --ranks 4 --bandwidth 1 --latency 1 --codecs none,zip
+expect_error "nope.yaml: profile file not found" predict --profile "$tmp/nope.yaml" --ranks 4 --bandwidth 1 --latency 1
 # A good run still works and writes its outputs.
 if "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.epochs=1 --set data.synthetic_train=256 \
      --set data.synthetic_test=64 --set data.batch_size=32 >"$tmp/log" 2>&1 &&
@@ -58,5 +66,22 @@ elif grep -q "bad magic at offset 0" "$tmp/mpifail"; then
   echo "ok: mpirun with a bad checkpoint fails with the error line"
 else
   echo "FAIL: mpirun with a bad checkpoint: unexpected output"; cat "$tmp/mpifail"; fail=1
+fi
+# octet predict profiles a config, saves the profile, and predicts the same from the saved profile; under mpirun it
+# profiles every rank at once and measures the link with its collectives.
+if "$octet" predict "$tmp/bad.yaml" --ranks 4 --bandwidth 0.1 --latency 50 --steps 2 --codecs none,linear8,adacomp \
+     --save-profile "$tmp/prof.yaml" >"$tmp/pred1" 2>&1 &&
+   "$octet" predict --profile "$tmp/prof.yaml" --ranks 4 --bandwidth 0.1 --latency 50 >"$tmp/pred2" 2>&1 &&
+   cmp -s "$tmp/pred1" "$tmp/pred2" && grep -q "^linear8 .*x" "$tmp/pred1" && grep -q "^adacomp .*allgather" "$tmp/pred1"; then
+  echo "ok: octet predict from a config and from its saved profile print the same table"
+else
+  echo "FAIL: octet predict round trip"; cat "$tmp/pred1" "$tmp/pred2"; fail=1
+fi
+if mpirun -np 2 --oversubscribe "$octet" predict "$tmp/bad.yaml" --bandwidth measure --latency measure --steps 2 --codecs none \
+     --set run.threads=1 >"$tmp/pred3" 2>&1 && grep -q "^measured link (2 ranks" "$tmp/pred3" &&
+   grep -q "profiled with 2 ranks sharing the machine" "$tmp/pred3" && [[ $(grep -c "^none " "$tmp/pred3") == 1 ]]; then
+  echo "ok: mpirun -np 2 octet predict measures the link and prints once"
+else
+  echo "FAIL: mpirun -np 2 octet predict"; cat "$tmp/pred3"; fail=1
 fi
 exit $fail

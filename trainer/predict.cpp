@@ -194,7 +194,7 @@ Profile read_profile(const std::string& file) {
 
 void write_profile(const Profile& p, const std::string& file) {
   std::ostringstream o;
-  o.precision(6);
+  o.precision(12);  // enough that a saved profile predicts what the live one did
   o << "# octet predict profile: per-layer compute (ms per step at batch " << p.batch << " per rank) and codec costs\n"
     << "name: " << p.name << "\nbatch: " << p.batch << "\nprofiled_ranks: " << p.profiled_ranks
     << "\nstep_alone_ms: " << p.step_alone_ms << "\nmin_numel: " << p.min_numel << "\nlayers:\n";
