@@ -97,6 +97,8 @@ void complete(MPI_Request& req, const ReduceOptions& opt) {
   }
 }
 
+}  // namespace
+
 void allgather_payloads(const World& w, const uint8_t* mine, int size, ReduceState& st, const ReduceOptions& opt) {
   MPI_Request req;
   st.recv_counts.assign(w.size, 0);
@@ -106,8 +108,6 @@ void allgather_payloads(const World& w, const uint8_t* mine, int size, ReduceSta
   CHECK_MPI(MPI_Iallgatherv(mine, size, MPI_BYTE, st.recv.data(), st.recv_counts.data(), st.recv_displs.data(), MPI_BYTE, w.comm, &req));
   complete(req, opt);
 }
-
-}  // namespace
 
 void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, ReduceState& st, CommStats& stats) {
   const int N = w.size, r = w.rank;
@@ -131,7 +131,7 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
     const uint64_t ring = N > 1 ? static_cast<uint64_t>(2.0 * (N - 1) / N * 4.0 * static_cast<double>(n)) : 0;
     stats.bytes_sent += ring;
     stats.fp32_bytes += ring;
-    scale(x, n, N);
+    if (opt.average) scale(x, n, N);
     return;
   }
   OCTET_CHECK(opt.codec, "algorithm " << algorithm_name(opt.algorithm) << " needs a codec");
@@ -150,7 +150,7 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
     t = now_seconds();
     for (int s = 0; s < N; ++s)
       c.decode(st.recv.data() + st.recv_displs[s], static_cast<size_t>(st.recv_counts[s]), x, n, s > 0);
-    scale(x, n, N);
+    if (opt.average) scale(x, n, N);
     stats.decompress_s += now_seconds() - t;
     return;
   }
@@ -211,7 +211,7 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
   t = now_seconds();
   for (int j = 0; j < N; ++j)
     c.decode(st.recv.data() + st.recv_displs[j], static_cast<size_t>(st.recv_counts[j]), x + lo_of(j), len_of(j), false);
-  scale(x, n, N);
+  if (opt.average) scale(x, n, N);
   stats.decompress_s += now_seconds() - t;
 }
 

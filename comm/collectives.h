@@ -40,9 +40,14 @@ struct ReduceOptions {
   uint64_t seed = 0;             // keys stochastic codecs; combine step and tensor into it
   bool yield = false;            // sleep between polls while waiting (overlap thread) instead of spinning
   const std::atomic<bool>* cancel = nullptr;  // with yield: set -> the wait throws (the owner is shutting down)
+  bool average = true;           // false: leave the sum (model parallelism sums partial input gradients)
 };
 
-// x[0..n) <- mean over ranks of x, identical bytes on every rank.
+// x[0..n) <- mean (or, with !opt.average, sum) over ranks of x, identical bytes on every rank.
 void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, ReduceState& st, CommStats& stats);
+
+// Every rank's payload (size bytes at mine) to every rank: st.recv holds them in rank order at st.recv_displs,
+// st.recv_counts their sizes.
+void allgather_payloads(const World& w, const uint8_t* mine, int size, ReduceState& st, const ReduceOptions& opt);
 
 }  // namespace octet

@@ -18,11 +18,12 @@ Model::Model(Shape input, std::vector<LayerPtr> layers)
   OCTET_CHECK(s.size() == 2, "the last layer must output [N,classes], got " << shape_str(s));
 }
 
-const Tensor& Model::forward(const Tensor& x, const StepContext& ctx) {
+const Tensor& Model::forward_to(const Tensor& x, size_t end, const StepContext& ctx) {
+  OCTET_CHECK(end >= 1 && end <= layers_.size(), "forward_to(" << end << ") of a " << layers_.size() << "-layer model");
   OCTET_CHECK(x.ndim() == input_.size() + 1 && Shape(x.shape().begin() + 1, x.shape().end()) == input_,
               "model input " << shape_str(x.shape()) << " does not match [N]+" << shape_str(input_));
   const Tensor* in = &x;
-  for (size_t i = 0; i < layers_.size(); ++i) {
+  for (size_t i = 0; i < end; ++i) {
     const double t0 = times_ ? now_seconds() : 0;
     acts_[i].resize(layers_[i]->output_shape(in->shape()));
     layers_[i]->forward(*in, acts_[i], ctx);
@@ -33,15 +34,16 @@ const Tensor& Model::forward(const Tensor& x, const StepContext& ctx) {
     }
   }
   dnnl_stream().wait();
-  return acts_.back();
+  return acts_[end - 1];
 }
 
-void Model::backward(const Tensor& x, const Tensor& dlogits) {
-  OCTET_CHECK(dlogits.shape() == acts_.back().shape(), "dlogits " << shape_str(dlogits.shape()) << " vs logits "
-                                                                  << shape_str(acts_.back().shape()));
-  for (size_t i = layers_.size(); i-- > 0;) {
+void Model::backward_from(const Tensor& x, size_t end, const Tensor& dout) {
+  OCTET_CHECK(end >= 1 && end <= layers_.size() && dout.shape() == acts_[end - 1].shape(),
+              "backward_from(" << end << "): gradient " << shape_str(dout.shape()) << " vs output "
+                               << shape_str(acts_.at(std::min(end, layers_.size()) - 1).shape()));
+  for (size_t i = end; i-- > 0;) {
     const Tensor& in = i == 0 ? x : acts_[i - 1];
-    const Tensor& dy = i + 1 == layers_.size() ? dlogits : grads_[i];
+    const Tensor& dy = i + 1 == end ? dout : grads_[i];
     const double t0 = times_ ? now_seconds() : 0;
     Tensor* dx = nullptr;
     if (i > 0) {

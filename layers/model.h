@@ -18,9 +18,13 @@ class Model {
   Layer& layer(size_t i) { return *layers_.at(i); }
 
   // x: [N, input...]; returns the last layer's output (the logits).
-  const Tensor& forward(const Tensor& x, const StepContext& ctx);
+  const Tensor& forward(const Tensor& x, const StepContext& ctx) { return forward_to(x, layers_.size(), ctx); }
   // dlogits: gradient w.r.t. the logits; fills every parameter's grad. Calls the hook after each layer, last to first.
-  void backward(const Tensor& x, const Tensor& dlogits);
+  void backward(const Tensor& x, const Tensor& dlogits) { backward_from(x, layers_.size(), dlogits); }
+  // Layers [0, end) only (model parallelism runs the rest itself): returns layer end-1's output.
+  const Tensor& forward_to(const Tensor& x, size_t end, const StepContext& ctx);
+  // Backward of layers end-1 .. 0, given dout, the gradient w.r.t. layer end-1's output.
+  void backward_from(const Tensor& x, size_t end, const Tensor& dout);
 
   // Called with the layer index as soon as that layer's parameter gradients are final.
   using GradReadyHook = std::function<void(size_t layer_index)>;

@@ -227,3 +227,80 @@ TEST_CASE("overlapped and blocking gradient exchange give bit-identical paramete
   MPI_Barrier(g_world.comm);
   if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
 }
+
+namespace {
+
+Config mp_config(const std::string& dir, const std::string& name, int64_t batch, const std::string& extra) {
+  const std::string path = dir + "/" + name + ".rank" + std::to_string(g_world.rank) + ".yaml";
+  std::ofstream(path) << "run: {name: " << name << ", out_dir: " << dir << ", epochs: 2, seed: 5, log_every: 1000, threads: 1}\n"
+                         "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 48, synthetic_shape: [1, 8, 8],"
+                         " synthetic_classes: 4, batch_size: " << batch << "}\n"
+                         "model:\n  layers:\n"
+                         "    - {type: conv, out_channels: 4, kernel: 3}\n"
+                         "    - {type: maxpool, kernel: 2}\n"
+                         "    - {type: relu}\n"
+                         "    - {type: fc, out_features: 12}\n"
+                         "    - {type: relu}\n"
+                         "    - {type: fc, out_features: 4}\n"
+                         "optimizer: {lr: 0.05, momentum: 0.9, weight_decay: 0.001}\n" << extra;
+  return load_config(path);
+}
+
+}  // namespace
+
+TEST_CASE("model-parallel FC training with codec none equals one rank on the same global batch", "[mpi][train][model_parallel]") {
+  const int N = g_world.size;
+  const std::string dir = shared_temp_dir();
+  for (int K : {1, 2}) {
+    INFO("sub_batches " << K);
+    const std::string name = "mp" + std::to_string(K);
+    Config c = mp_config(dir, name, 8, "parallel: {model_parallel_fc: true, sub_batches: " + std::to_string(K) +
+                                           ", checksum_every: 1}\ncompression: {activations: {method: none}}\n");
+    TrainResult rd = train(c, {}, &g_world);
+    MPI_Barrier(g_world.comm);
+    if (g_world.rank == 0) {
+      World self{MPI_COMM_SELF, 0, 1};
+      Config single = mp_config(dir, "single" + std::to_string(K), 8 * N, "");
+      TrainResult rs = train(single, {}, &self);
+      CHECK(rs.steps == rd.steps);
+      // Parameters and momentum: the FC rows of every rank were gathered into the checkpoint.
+      auto a = checkpoint_values(dir + "/" + name + "/checkpoint.bin", c, {1, 8, 8}, true);
+      auto b = checkpoint_values(dir + "/single" + std::to_string(K) + "/checkpoint.bin", single, {1, 8, 8}, true);
+      REQUIRE(a.size() == b.size());
+      double worst = 0;
+      for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+      INFO("largest parameter difference " << worst);
+      CHECK(worst < 1e-4);
+      CHECK(std::abs(rs.test.accuracy - rd.test.accuracy) <= 1.0 / 48 + 1e-9);
+    }
+    MPI_Barrier(g_world.comm);
+  }
+  if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
+  MPI_Barrier(g_world.comm);
+}
+
+TEST_CASE("model-parallel FC training with 8-bit activations learns and resumes exactly", "[mpi][train][model_parallel]") {
+  const std::string dir = shared_temp_dir();
+  const std::string mp = "parallel: {model_parallel_fc: true, sub_batches: 2, checksum_every: 1}\n"
+                         "compression: {method: dynamic_tree8, min_numel: 1, activations: {method: dynamic_tree8}}\n";
+  Config c = mp_config(dir, "lossy", 8, mp);
+  c.run.epochs = 6;
+  TrainResult r = train(c, {}, &g_world);  // conv part checksummed every step
+  CHECK(r.test.accuracy > 0.6);            // 4 classes: chance is 0.25
+  if (g_world.size > 1) CHECK(r.fp32_bytes > 3 * r.bytes_sent);
+  // Stopped after 30 steps and resumed: the same parameters as the uninterrupted run (FC rows and momentum included).
+  Config part = mp_config(dir, "resumed", 8, mp);
+  part.run.epochs = 6;
+  part.run.max_steps = 30;
+  train(part, {}, &g_world);
+  part.run.max_steps = 0;
+  train(part, {dir + "/resumed"}, &g_world);
+  MPI_Barrier(g_world.comm);
+  if (g_world.rank == 0) {
+    auto a = checkpoint_values(dir + "/lossy/checkpoint.bin", c, {1, 8, 8}, true);
+    auto b = checkpoint_values(dir + "/resumed/checkpoint.bin", c, {1, 8, 8}, true);
+    CHECK(a == b);
+    std::system(("rm -rf " + dir).c_str());
+  }
+  MPI_Barrier(g_world.comm);
+}

@@ -141,6 +141,10 @@ void read_parallel(Section s, ParallelConfig& p) {
   p.overlap = s.get<bool>("overlap", p.overlap);
   p.bucket_mb = s.get<double>("bucket_mb", p.bucket_mb);
   if (!(p.bucket_mb >= 0 && p.bucket_mb <= 65536)) s.fail("bucket_mb", "must be in [0, 65536]");
+  p.model_parallel_fc = s.get<bool>("model_parallel_fc", p.model_parallel_fc);
+  p.sub_batches = at_least(s, "sub_batches", p.sub_batches, 1);
+  if (p.model_parallel_fc && p.overlap) s.fail("overlap", "cannot be combined with model_parallel_fc yet");
+  if (p.sub_batches > 1 && !p.model_parallel_fc) s.fail("sub_batches", "needs model_parallel_fc: true");
   s.finish();
 }
 
@@ -179,6 +183,16 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
     ls.finish();
   }
   o.finish();  // names no layer of the model: unknown key
+  Section a = s.section("activations");
+  c.activations.method = a.choice("method", c.activations.method,
+                                  {"none", "fp16", "linear8", "mantissa8", "static_tree8", "dynamic_tree8", "qsgd"});
+  c.activations.block = at_least(a, "block", c.activations.block, 0);
+  c.activations.bits = static_cast<int>(a.get<int64_t>("bits", c.activations.bits));
+  if (c.activations.bits != 2 && c.activations.bits != 4 && c.activations.bits != 8) a.fail("bits", "must be 2, 4 or 8");
+  c.activations.bucket = at_least(a, "bucket", c.activations.bucket, 1);
+  c.activations.mantissa_offset = static_cast<int>(a.get<int64_t>("mantissa_offset", c.activations.mantissa_offset));
+  if (c.activations.mantissa_offset < 0 || c.activations.mantissa_offset > 8) a.fail("mantissa_offset", "must be in [0, 8]");
+  a.finish();
   s.finish();
 }
 
@@ -198,6 +212,13 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
   read_parallel(top.section("parallel"), c.parallel);
   read_compression(top.section("compression"), c.compression, c.model);
   top.finish();
+  if (c.parallel.model_parallel_fc) {
+    bool has_fc = false;
+    for (const auto& l : c.model.layers) has_fc = has_fc || l.type == "fc";
+    OCTET_CHECK(has_fc, file << ": parallel.model_parallel_fc: the model has no fc layer to split");
+    OCTET_CHECK(c.data.batch_size % c.parallel.sub_batches == 0,
+                file << ": parallel.sub_batches: " << c.parallel.sub_batches << " does not divide data.batch_size " << c.data.batch_size);
+  }
   return c;
 }
 

@@ -16,6 +16,7 @@
 #include "data/loader.h"
 #include "layers/softmax_ce.h"
 #include "comm/grad_sync.h"
+#include "comm/model_parallel.h"
 #include "comm/overlap.h"
 #include "trainer/checkpoint.h"
 #include "trainer/layer_registry.h"
@@ -79,9 +80,10 @@ struct Window {
   void reset() { *this = Window(); }
 };
 
-std::vector<SyncTensor> sync_tensors(Model& model) {
+// The tensors data parallelism averages: every layer's, or with model parallelism those below the FC part.
+std::vector<SyncTensor> sync_tensors(Model& model, size_t end) {
   std::vector<SyncTensor> out;
-  for (size_t i = 0; i < model.size(); ++i)
+  for (size_t i = 0; i < end; ++i)
     for (auto& p : model.layer(i).params()) out.push_back({p, model.layer(i).name(), model.layer(i).kind(), i});
   return out;
 }
@@ -108,11 +110,22 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
   }
   model.init_params(cfg.run.seed);
   Optimizer opt(cfg.optimizer, model.params());
+  // Model parallelism: layers from the first fc on are split over the ranks (each trains its rows of them).
+  size_t fc_start = model.size();
+  if (cfg.parallel.model_parallel_fc)
+    for (size_t i = model.size(); i-- > 0;)
+      if (std::string(model.layer(i).kind()) == "fc") fc_start = i;
+  std::optional<FcModelParallel> mp;
+  if (cfg.parallel.model_parallel_fc) {
+    OCTET_CHECK(world, cfg.file << ": parallel.model_parallel_fc needs MPI (octet train initializes it)");
+    mp.emplace(*world, model, fc_start, ModelParallelOptions{static_cast<int>(cfg.parallel.sub_batches), cfg.compression.activations});
+  }
   std::optional<GradSync> sync;
   // One process without a codec has nothing to exchange; with one, it still trains through the codec (accuracy studies).
   if (world && (size > 1 || cfg.compression.base.codec.method != "none" || !cfg.compression.overrides.empty())) {
-    sync.emplace(*world, cfg.compression, sync_tensors(model));
-    sync->broadcast_values(0);  // identical start even if initialization ever differed
+    GradSync everything(*world, cfg.compression, sync_tensors(model, model.size()));  // FC rows included
+    everything.broadcast_values(0);  // identical start even if initialization ever differed
+    sync.emplace(*world, cfg.compression, sync_tensors(model, fc_start));
   }
   std::optional<OverlapSync> overlap;
   if (sync && cfg.parallel.overlap) {
@@ -144,7 +157,11 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
     write_file_atomic(result.run_dir + "/config.yaml", to_yaml(cfg.resolved));
     metrics.emplace(result.run_dir + "/metrics.jsonl", !opts.resume.empty());
   }
+  auto gather_fc = [&] {  // model parallelism: every rank's FC rows (and their optimizer state) on every rank
+    if (mp) mp->gather(opt.state());
+  };
   auto save = [&](const TrainPosition& at) {
+    gather_fc();
     if (writer) save_checkpoint(ckpt_path, at, state);
   };
 
@@ -155,10 +172,11 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
                       << " steps/epoch, " << cpu_threads() << " threads/rank");
   OCTET_LOG(model.summary());
   if (sync) OCTET_LOG("gradient exchange plan:\n" << sync->plan());
+  if (mp) OCTET_LOG("model parallelism from layer " << model.layer(fc_start).name() << ":\n" << mp->plan());
   if (overlap) OCTET_LOG("overlapped with backward in " << overlap->buckets() << " buckets (parallel.bucket_mb " << cfg.parallel.bucket_mb << "):\n" << overlap->plan());
 
   SoftmaxCrossEntropy loss;
-  Tensor dlogits;
+  Tensor dlogits, dact;
   PhaseTimes total;
   CommStats comm_total;
   Window win;
@@ -179,14 +197,28 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
       if (!more) break;
       StepContext ctx{true, cfg.run.seed, static_cast<uint64_t>(pos.global_step), rank * cfg.data.batch_size};
       LossResult lr;
-      {
-        ScopedPhase sp(step, Phase::Forward);
-        const Tensor& logits = model.forward(batch.x, ctx);
-        lr = loss.forward(logits, batch.labels.data());
-        dlogits.resize(logits.shape());
-      }
-      if (overlap) overlap->begin(static_cast<uint64_t>(pos.global_step));
-      {
+      if (mp) {  // conv part forward, FC part (forward and backward, all ranks together), conv part backward
+        const Tensor* a = &batch.x;
+        if (fc_start > 0) {
+          ScopedPhase sp(step, Phase::Forward);
+          a = &model.forward_to(batch.x, fc_start, ctx);
+        }
+        CommStats cs;
+        lr = mp->step(*a, batch.labels.data(), ctx, 1.0f / static_cast<float>(batch.labels.size()), dact, step, cs);
+        win.comm += cs;
+        comm_total += cs;
+        if (fc_start > 0) {
+          ScopedPhase sp(step, Phase::Backward);
+          model.backward_from(batch.x, fc_start, dact);
+        }
+      } else {
+        {
+          ScopedPhase sp(step, Phase::Forward);
+          const Tensor& logits = model.forward(batch.x, ctx);
+          lr = loss.forward(logits, batch.labels.data());
+          dlogits.resize(logits.shape());
+        }
+        if (overlap) overlap->begin(static_cast<uint64_t>(pos.global_step));
         ScopedPhase sp(step, Phase::Backward);
         loss.backward(dlogits, 1.0f / static_cast<float>(lr.count));
         model.backward(batch.x, dlogits);
@@ -264,6 +296,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
     const bool last = epoch + 1 == cfg.run.epochs || stop;
     pos = {epoch + 1, 0, pos.global_step, pos.seed};
     if ((cfg.run.eval_every > 0 && (epoch + 1) % cfg.run.eval_every == 0) || last) {
+      gather_fc();
       result.test = evaluate(model, *test_set, cfg.data.eval_batch_size, world);
       OCTET_LOG("epoch " << epoch + 1 << " test loss " << json_num(result.test.loss) << " accuracy "
                          << json_num(100.0 * result.test.accuracy) << "% (" << result.test.count << " images)");
@@ -274,6 +307,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
     if ((cfg.run.checkpoint_every > 0 && (epoch + 1) % cfg.run.checkpoint_every == 0) || last) save(pos);
   }
   if (sync) sync->verify_identical(pos.global_step);
+  gather_fc();
   if (result.test.count == 0) result.test = evaluate(model, *test_set, cfg.data.eval_batch_size, world);
 
   result.steps = pos.global_step;

@@ -1,0 +1,230 @@
+// FcModelParallel: the FC part of a model split by output neurons over the ranks, sub-batch by sub-batch, with the
+// activation exchanges through a codec (see model_parallel.h).
+#include "comm/model_parallel.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "core/dnnl_ctx.h"
+#include "core/error.h"
+
+namespace octet {
+
+struct FcModelParallel::Slice {
+  size_t layer = 0;
+  Param w{}, b{};               // the model's full tensors; b.value == nullptr without bias
+  int64_t in = 0, out = 0;
+  std::vector<int64_t> lo;      // N+1 row bounds: rank q owns rows [lo[q], lo[q+1])
+  std::unique_ptr<FullyConnected> mine;  // this rank's rows
+  Param mw{}, mb{};
+  Tensor dw_acc, db_acc;        // this rank's gradient rows summed over the sub-batches
+  Tensor y;                     // [M, rows] this sub-batch's output rows
+  Tensor dy;                    // [M, rows]
+  ReduceState st;               // the input-gradient allreduce
+  int64_t rows(int q) const { return lo[q + 1] - lo[q]; }
+};
+
+FcModelParallel::FcModelParallel(const World& w, Model& model, size_t fc_start, const ModelParallelOptions& o)
+    : world_(w), model_(model), start_(fc_start), opt_(o), codec_(make_codec(o.codec)) {
+  OCTET_CHECK(!codec_->needs_feedback() && !codec_->sparse(),
+              "model parallelism: activation codec " << o.codec.method << " needs error feedback; activations cross once");
+  OCTET_CHECK(o.sub_batches >= 1, "model parallelism: sub_batches must be >= 1");
+  const int N = w.size, r = w.rank;
+  for (size_t j = fc_start; j < model.size(); ++j) {
+    auto* fc = dynamic_cast<FullyConnected*>(&model.layer(j));
+    if (!fc) {
+      slice_of_.push_back(-1);
+      continue;
+    }
+    auto s = std::make_unique<Slice>();
+    s->layer = j;
+    auto params = fc->params();
+    s->w = params.at(0);
+    if (params.size() > 1) s->b = params[1];
+    s->out = s->w.value->dim(0), s->in = s->w.value->dim(1);
+    OCTET_CHECK(s->out >= N, "model parallelism: layer " << fc->name() << " has " << s->out << " outputs, fewer than the " << N << " ranks");
+    for (int q = 0; q <= N; ++q) s->lo.push_back(s->out * q / N);
+    FcParams p;
+    p.in_features = s->in, p.out_features = s->rows(r), p.bias = s->b.value != nullptr;
+    s->mine = std::make_unique<FullyConnected>(fc->name(), p);
+    auto mp = s->mine->params();
+    s->mw = mp.at(0);
+    if (mp.size() > 1) s->mb = mp[1];
+    slice_of_.push_back(static_cast<int>(slices_.size()));
+    slices_.push_back(std::move(s));
+  }
+  OCTET_CHECK(!slices_.empty(), "model parallelism: no fc layer at or after layer " << fc_start);
+  xs_.resize(1);
+  ys_.resize(model.size() - fc_start);
+  dys_.resize(model.size() - fc_start);
+}
+
+FcModelParallel::~FcModelParallel() = default;
+
+void FcModelParallel::exchange_gather(const float* mine, int64_t n_mine, const std::vector<int64_t>& n_of, float* all, uint64_t seed,
+                                      PhaseTimes& times, CommStats& stats) {
+  double t = now_seconds();
+  send_.resize(codec_->max_bytes(n_mine));
+  const size_t bytes = codec_->encode(mine, n_mine, send_.data(), {derive_seed(seed, world_.rank), nullptr});
+  double t2 = now_seconds();
+  times.add(Phase::Compress, t2 - t), stats.compress_s += t2 - t;
+  allgather_payloads(world_, send_.data(), static_cast<int>(bytes), st_, ReduceOptions{});
+  t = now_seconds();
+  times.add(Phase::Communicate, t - t2), stats.communicate_s += t - t2;
+  int64_t off = 0;
+  for (int q = 0; q < world_.size; ++q) {  // every rank decodes every payload, its own included: identical inputs
+    codec_->decode(st_.recv.data() + st_.recv_displs[q], static_cast<size_t>(st_.recv_counts[q]), all + off, n_of[q], false);
+    off += n_of[q];
+  }
+  t2 = now_seconds();
+  times.add(Phase::Decompress, t2 - t), stats.decompress_s += t2 - t;
+  stats.bytes_sent += static_cast<uint64_t>(world_.size - 1) * bytes;
+  stats.fp32_bytes += static_cast<uint64_t>(world_.size - 1) * 4 * static_cast<uint64_t>(n_mine);
+}
+
+LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const StepContext& ctx, float grad_scale, Tensor& da,
+                                 PhaseTimes& times, CommStats& stats) {
+  const int N = world_.size, r = world_.rank, K = opt_.sub_batches;
+  const int64_t B = a.dim(0), m = B / K, feat = a.numel() / B, M = N * m;
+  OCTET_CHECK(B % K == 0, "model parallelism: batch " << B << " is not divisible into " << K << " sub-batches");
+  for (auto& s : slices_) {  // this rank's rows of the current parameters; fresh gradient sums
+    std::memcpy(s->mw.value->data(), s->w.value->data() + s->lo[r] * s->in, s->mw.value->bytes());
+    if (s->b.value) std::memcpy(s->mb.value->data(), s->b.value->data() + s->lo[r], s->mb.value->bytes());
+    s->dw_acc.resize(s->mw.value->shape()), s->dw_acc.zero();
+    if (s->b.value) s->db_acc.resize(s->mb.value->shape()), s->db_acc.zero();
+  }
+  da.resize(a.shape());
+  labels_all_.resize(static_cast<size_t>(M));
+  Shape xshape = a.shape();
+  xshape[0] = M;
+  const size_t J = ys_.size();
+  LossResult total;
+  for (int k = 0; k < K; ++k) {
+    StepContext cx = ctx;
+    cx.sample_offset = k * M;  // sub-batch-major sample numbering for the FC part's dropout masks
+    const uint64_t seed = derive_seed(ctx.seed, 0x3f1, ctx.step, static_cast<uint64_t>(k));
+    Tensor& x0 = xs_[0];
+    x0.resize(xshape);
+    exchange_gather(a.data() + k * m * feat, m * feat, std::vector<int64_t>(N, m * feat), x0.data(), derive_seed(seed, 0), times, stats);
+    CHECK_MPI(MPI_Allgather(labels + k * m, static_cast<int>(m), MPI_INT, labels_all_.data(), static_cast<int>(m), MPI_INT, world_.comm));
+    for (size_t j = 0; j < J; ++j) {  // forward
+      const Tensor& x = j == 0 ? x0 : ys_[j - 1];
+      Layer& layer = model_.layer(start_ + j);
+      Tensor& y = ys_[j];
+      y.resize(layer.output_shape(x.shape()));
+      if (slice_of_[j] < 0) {
+        ScopedPhase sp(times, Phase::Forward);
+        layer.forward(x, y, cx);
+        continue;
+      }
+      Slice& s = *slices_[slice_of_[j]];
+      {
+        ScopedPhase sp(times, Phase::Forward);
+        s.y.resize({M, s.rows(r)});
+        s.mine->forward(x, s.y, cx);
+        dnnl_stream().wait();
+      }
+      std::vector<int64_t> n_of(N);
+      for (int q = 0; q < N; ++q) n_of[q] = M * s.rows(q);
+      gathered_.resize({M * s.out});
+      exchange_gather(s.y.data(), M * s.rows(r), n_of, gathered_.data(), derive_seed(seed, 1 + j), times, stats);
+      for (int q = 0; q < N; ++q) {  // rank q's block [M, rows_q] -> columns [lo_q, lo_q+1) of y
+        const float* blk = gathered_.data() + M * s.lo[q];
+        for (int64_t i = 0; i < M; ++i)
+          std::memcpy(y.data() + i * s.out + s.lo[q], blk + i * s.rows(q), sizeof(float) * static_cast<size_t>(s.rows(q)));
+      }
+    }
+    const Tensor& logits = ys_[J - 1];  // [M, classes], whole on every rank
+    const int64_t C = logits.dim(1);
+    {
+      ScopedPhase sp(times, Phase::Forward);
+      loss_all_.forward(logits, labels_all_.data());
+      logits_own_.resize({m, C});
+      std::memcpy(logits_own_.data(), logits.data() + r * m * C, logits_own_.bytes());
+      LossResult own = loss_own_.forward(logits_own_, labels + k * m);
+      total.loss_sum += own.loss_sum, total.correct += own.correct, total.count += own.count;
+    }
+    dys_[J - 1].resize(logits.shape());
+    loss_all_.backward(dys_[J - 1], grad_scale);
+    for (size_t j = J; j-- > 0;) {  // backward
+      const Tensor& x = j == 0 ? x0 : ys_[j - 1];
+      Tensor& dx = j == 0 ? gathered_ : dys_[j - 1];
+      dx.resize(x.shape());
+      Layer& layer = model_.layer(start_ + j);
+      if (slice_of_[j] < 0) {
+        ScopedPhase sp(times, Phase::Backward);
+        layer.backward(x, ys_[j], dys_[j], &dx);
+        continue;
+      }
+      Slice& s = *slices_[slice_of_[j]];
+      {
+        ScopedPhase sp(times, Phase::Backward);
+        const int64_t rows = s.rows(r);
+        s.dy.resize({M, rows});
+        for (int64_t i = 0; i < M; ++i)
+          std::memcpy(s.dy.data() + i * rows, dys_[j].data() + i * s.out + s.lo[r], sizeof(float) * static_cast<size_t>(rows));
+        s.mine->backward(x, s.y, s.dy, &dx);
+        dnnl_stream().wait();
+        for (int64_t i = 0; i < s.dw_acc.numel(); ++i) s.dw_acc.data()[i] += s.mw.grad->data()[i];
+        for (int64_t i = 0; i < s.db_acc.numel(); ++i) s.db_acc.data()[i] += s.mb.grad->data()[i];
+      }
+      // dx holds this rank's part of the input gradient (its neurons' contribution): sum over the ranks.
+      CommStats cs;
+      ReduceOptions ro{Algorithm::ScatterAllgather, codec_.get(), false, derive_seed(seed, 1000 + j)};
+      ro.average = false;
+      reduce_mean(world_, dx.data(), dx.numel(), ro, s.st, cs);
+      times.add(Phase::Compress, cs.compress_s), times.add(Phase::Communicate, cs.communicate_s), times.add(Phase::Decompress, cs.decompress_s);
+      stats += cs;
+    }
+    // This rank's samples' rows of the input gradient.
+    std::memcpy(da.data() + k * m * feat, gathered_.data() + r * m * feat, sizeof(float) * static_cast<size_t>(m * feat));
+  }
+  // The full gradients: this rank's rows, zero elsewhere (those rows are other ranks'). They summed all N*B
+  // samples at grad_scale (1/B), so 1/N makes them the global mean, as averaging makes the layers below.
+  const float inv = 1.0f / static_cast<float>(N);
+  for (auto& s : slices_) {
+    s->w.grad->zero();
+    float* gw = s->w.grad->data() + s->lo[r] * s->in;
+    for (int64_t i = 0; i < s->dw_acc.numel(); ++i) gw[i] = s->dw_acc.data()[i] * inv;
+    if (s->b.value) {
+      s->b.grad->zero();
+      float* gb = s->b.grad->data() + s->lo[r];
+      for (int64_t i = 0; i < s->db_acc.numel(); ++i) gb[i] = s->db_acc.data()[i] * inv;
+    }
+  }
+  return total;
+}
+
+void FcModelParallel::gather(const std::vector<std::pair<std::string, Tensor*>>& optimizer_state) {
+  const int N = world_.size;
+  auto rows_allgather = [&](const Slice& s, Tensor& t) {
+    const int64_t len = t.numel() / s.out;
+    std::vector<int> counts(N), displs(N);
+    for (int q = 0; q < N; ++q) {
+      OCTET_CHECK(s.lo[q + 1] * len < (int64_t{1} << 31), "model parallelism: tensor of " << t.numel() << " values is too large to gather");
+      counts[q] = static_cast<int>(s.rows(q) * len), displs[q] = static_cast<int>(s.lo[q] * len);
+    }
+    CHECK_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t.data(), counts.data(), displs.data(), MPI_FLOAT, world_.comm));
+  };
+  for (auto& s : slices_) {
+    for (const Param* p : {&s->w, &s->b}) {
+      if (!p->value) continue;
+      rows_allgather(*s, *p->value);
+      for (const auto& [name, t] : optimizer_state)
+        if (name.rfind(p->name, 0) == 0 && name.size() > p->name.size() && t->numel() == p->value->numel()) rows_allgather(*s, *t);
+    }
+  }
+}
+
+std::string FcModelParallel::plan() const {
+  std::ostringstream o;
+  for (const auto& s : slices_) {
+    o << "  " << model_.layer(s->layer).name() << ": " << s->out << " outputs over " << world_.size << " ranks, rows";
+    for (int q = 0; q < world_.size; ++q) o << (q ? " | " : " ") << s->lo[q] << "-" << s->lo[q + 1] - 1;
+    o << "\n";
+  }
+  o << "  " << opt_.sub_batches << " sub-batch" << (opt_.sub_batches > 1 ? "es" : "") << " per step, activations through " << codec_->name();
+  return o.str();
+}
+
+}  // namespace octet

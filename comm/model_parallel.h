@@ -1,0 +1,64 @@
+// Model parallelism for the FC layers (Krizhevsky's "one weird trick", as Dettmers used it): the layers below the
+// first FC layer run data parallel; every FC layer from there on is split by output neurons over the ranks. Per
+// sub-batch (each rank's B/K samples), the conv->FC activations are all-gathered through the activation codec, each
+// rank computes its neurons for all N*B/K samples, the slices are all-gathered (codec) into the next layer's input,
+// the logits end whole on every rank, and backward sums the partial input gradients with a compressed allreduce.
+// Every rank decodes the same bytes, so the whole FC part sees identical inputs everywhere.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "comm/collectives.h"
+#include "core/timer.h"
+#include "layers/fc.h"
+#include "layers/model.h"
+#include "layers/softmax_ce.h"
+
+namespace octet {
+
+struct ModelParallelOptions {
+  int sub_batches = 1;   // K: the batch is cut into K sub-batches that pass the FC part one after another
+  CodecParams codec;     // activations and their gradients (no error feedback: each value crosses once)
+};
+
+class FcModelParallel {
+ public:
+  // fc_start: index of the first FC layer (the model's layers from there on are split); the model keeps its full
+  // FC tensors, of which each rank trains its own rows.
+  FcModelParallel(const World& w, Model& model, size_t fc_start, const ModelParallelOptions& o);
+  ~FcModelParallel();
+
+  // a: this rank's output of layer fc_start-1 (or its input batch when fc_start == 0), [B, ...], B divisible by K;
+  // labels: B. Runs the FC part forward and backward for all N*B samples, writes this rank's rows of every FC
+  // gradient (other rows zero) and da (the gradient w.r.t. a), and returns the loss over this rank's B samples.
+  // grad_scale multiplies dloss/dlogits: 1/B, the scale of data parallelism, whose averaging then makes da's layers
+  // see the global-batch mean; the FC gradients are divided by N to match. Phases go to times, traffic to stats.
+  LossResult step(const Tensor& a, const int32_t* labels, const StepContext& ctx, float grad_scale, Tensor& da, PhaseTimes& times,
+                  CommStats& stats);
+  // Brings every rank's rows of the FC parameters (and of the given optimizer state tensors, matched by parameter
+  // name prefix) into the full tensors on every rank: before evaluation, checkpoints and the end of training.
+  void gather(const std::vector<std::pair<std::string, Tensor*>>& optimizer_state);
+  std::string plan() const;  // one line per FC layer: rows per rank
+
+ private:
+  struct Slice;
+  void exchange_gather(const float* mine, int64_t n_mine, const std::vector<int64_t>& n_of, float* all, uint64_t seed,
+                       PhaseTimes& times, CommStats& stats);
+
+  World world_;
+  Model& model_;
+  size_t start_;
+  ModelParallelOptions opt_;
+  CodecPtr codec_;
+  std::vector<std::unique_ptr<Slice>> slices_;  // one per FC layer of the FC part
+  std::vector<int> slice_of_;                   // layer index - start -> slice index or -1
+  // Per-layer buffers of one sub-batch: xs_[j] input of layer start+j, ys_[j] its output (whole), dys_ gradients.
+  std::vector<Tensor> xs_, ys_, dys_;
+  Tensor logits_own_, da_chunk_, gathered_;
+  std::vector<int32_t> labels_all_;
+  std::vector<uint8_t> send_;
+  ReduceState st_;
+  SoftmaxCrossEntropy loss_all_, loss_own_;
+};
+
+}  // namespace octet
