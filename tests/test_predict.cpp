@@ -82,23 +82,24 @@ TEST_CASE("predict: model parallelism pipelines the activation exchange against 
   p.batch = 64;
   p.min_numel = 10;
   p.layers = {layer("conv", "conv", 4.0, 8.0, 0, 100, 1000), layer("fc1", "fc", 1.0, 2.0, 1000, 1000, 100),
-              layer("fc2", "fc", 0.5, 0.5, 100, 100, 10)};
+              layer("relu", "relu", 0.25, 0.25, 0, 100, 100), layer("fc2", "fc", 0.5, 0.5, 100, 100, 10)};
   p.layers[1].slice_forward_ms = 0.3, p.layers[1].slice_backward_ms = 0.6;
   const Link link{1.0, 0.0};
   const CodecProfile c = codec("none", 1.0);
   const int N = 2, K = 4;
   const Terms t = predict_model_parallel(p, c, link, N, K);
-  CHECK(t.t_fc == Approx(4.0));
-  // fc2 has no slice figures: (forward, backward + update) / K.
-  const double comp_f = 0.3 + 0.5 / K, comp_b = 0.6 + 0.5 / K;
+  CHECK(t.t_fc == Approx(4.5));
+  // fc2 has no slice figures: (forward, backward + update) / K; the relu runs whole on N*B/K samples: x N / K.
+  const double comp_f = 0.3 + 0.25 * N / K + 0.5 / K, comp_b = 0.6 + 0.25 * N / K + 0.5 / K;
   CHECK(t.t_fc_parallel == Approx(comp_f + comp_b));
-  // Each rank sends (N-1) * B/K samples' values: fc1 input 1000, fc2 input 100, logits 10 forward; backward the two
-  // inputs' gradients. 4 bytes each at 1e6 bytes per ms.
+  // Forward each rank sends (N-1) x its B/K samples' worth: fc1 input 1000, fc2 input 100, logits 10 values per
+  // sample; backward the two inputs' gradients over all N*B/K samples are summed by scatter-allgather, which sends
+  // 2(N-1)/N of them. 4 bytes each at 1e6 bytes per ms.
   const double s = (N - 1) * 64.0 / K * 4 / 1e6;
-  const double xf = s * (1000 + 100 + 10), xb = s * (1000 + 100);
+  const double xf = s * (1000 + 100 + 10), xb = 2.0 * (N - 1) / N * N * 64.0 / K * 4 / 1e6 * (1000 + 100);
   CHECK(t.fc_penalty == Approx(xf + (K - 1) * std::max(0.0, xf - comp_f) + xb + (K - 1) * std::max(0.0, xb - comp_b)));
   CHECK(t.conv_penalty == Approx(0.0));  // the conv layer has no parameters
-  CHECK(t.speedup() == Approx(N * 16.0 / (12.0 + K * (comp_f + comp_b) + t.fc_penalty)));
+  CHECK(t.speedup() == Approx(N * 16.5 / (12.0 + K * (comp_f + comp_b) + t.fc_penalty)));
   // A slower link raises the penalty, a compressing codec lowers it again.
   const Terms slow = predict_model_parallel(p, c, Link{0.01, 0.0}, N, K);
   const Terms slow8 = predict_model_parallel(p, codec("linear8", 0.25), Link{0.01, 0.0}, N, K);

@@ -41,12 +41,20 @@ double sync_ms(const LayerProfile& L, const CodecProfile& c, const Link& l, int 
   return t;
 }
 
-// One activation exchange of `values` fp32 values per rank with N-1 peers (allgather of the inputs forward,
-// reduce-scatter of their gradients backward): N-1 messages, (N-1)*values through the codec.
-double act_ms(double values, const CodecProfile& c, const Link& l, int N) {
+// The forward activation exchange: an allgather in which each rank contributes `values` fp32 values: N-1 messages,
+// (N-1)*values through the codec; every rank decodes all N pieces.
+double act_gather_ms(double values, const CodecProfile& c, const Link& l, int N) {
   const double n = N, fp32 = 4.0 * values;
   return (n - 1) * l.latency_us * 1e-3 + ms_for_bytes((n - 1) * fp32 * c.ratio_act, l.bandwidth_gbs) +
-         ms_for_bytes(fp32, c.encode_gbs) + ms_for_bytes((n - 1) * fp32, c.decode_gbs);
+         ms_for_bytes(fp32, c.encode_gbs) + ms_for_bytes(n * fp32, c.decode_gbs);
+}
+
+// The backward exchange: the partial input gradients of `values` fp32 values (all N*B/K samples) summed by
+// scatter-allgather through the codec, as for gradients.
+double act_allreduce_ms(double values, const CodecProfile& c, const Link& l, int N) {
+  const double n = N, fp32 = 4.0 * values;
+  return 2 * (n - 1) * l.latency_us * 1e-3 + ms_for_bytes(2 * (n - 1) / n * fp32 * c.ratio_act, l.bandwidth_gbs) +
+         ms_for_bytes(fp32 * (1 + 1 / n), c.encode_gbs) + ms_for_bytes(fp32 * (2 - 1 / n), c.decode_gbs);
 }
 
 double layer_ms(const LayerProfile& L) { return L.forward_ms + L.backward_ms + L.update_ms; }
@@ -97,16 +105,19 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
   for (size_t i = s; i < p.layers.size(); ++i) {
     const LayerProfile& L = p.layers[i];
     t.t_fc += layer_ms(L);
-    comp_f += L.slice_forward_ms >= 0 ? L.slice_forward_ms : L.forward_ms / K;
-    comp_b += L.slice_backward_ms >= 0 ? L.slice_backward_ms : (L.backward_ms + L.update_ms) / K;
+    // An FC layer's 1/N slice on N*B/K samples is the work of the whole layer on B/K; the layers between the FC
+    // layers (relu, dropout) run whole on all N*B/K samples, on every rank.
+    const double share = L.kind == "fc" ? 1.0 / K : static_cast<double>(ranks) / K;
+    comp_f += L.slice_forward_ms >= 0 ? L.slice_forward_ms : L.forward_ms * share;
+    comp_b += L.slice_backward_ms >= 0 ? L.slice_backward_ms : (L.backward_ms + L.update_ms) * share;
     if (L.kind != "fc") continue;
-    // Each FC layer gathers its full input from every rank forward and reduce-scatters its input gradient backward.
-    // (at the first one the gradient goes back to the rank that owns the samples).
-    xfer_f += act_ms(per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
-    xfer_b += act_ms(per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
+    // Each FC layer's input is gathered whole forward (what this rank contributes: its B/K samples of the first
+    // layer's input, its slice of the later ones), and its partial input gradient summed over the ranks backward.
+    xfer_f += act_gather_ms(per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
+    xfer_b += act_allreduce_ms(ranks * per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
   }
   // The logits are gathered whole for the loss (backward needs no exchange there: each rank keeps its columns).
-  xfer_f += act_ms(per_rank * static_cast<double>(p.layers.back().out_per_sample), c, l, ranks);
+  xfer_f += act_gather_ms(per_rank * static_cast<double>(p.layers.back().out_per_sample), c, l, ranks);
   t.t_fc_parallel = comp_f + comp_b;
   if (given && !given->fc_transfers.empty()) {
     for (auto [ms, hidden] : given->fc_transfers) t.fc_penalty += std::max(0.0, ms - hidden);

@@ -3,22 +3,25 @@
 # (data parallel, as `octet train` runs), their ratio (the measured speedup), and the speedup `octet predict`
 # predicts from its own profile and a link measured by octet's collectives. Runs on the test-bed (scripts/netbed.sh)
 # with a rate limit, or on plain local mpirun with --local.
-# Usage: scripts/bench/predict_check.sh [--hosts 4] [--rate 1gbit] [--codecs "none dynamic_tree8"]
+# With --mp K it also trains with the FC layers model parallel (K sub-batches, the codec on activations too) and
+# compares with the model-parallel prediction.
+# Usage: scripts/bench/predict_check.sh [--hosts 4] [--rate 1gbit] [--codecs "none dynamic_tree8"] [--mp K]
 #        [--configs "configs/fashion-mnist/lenet.yaml:200 configs/bench/alexnet_synthetic.yaml:40"] [--local] [--out FILE]
 #        (each config as PATH:STEPS, the steps of each measured training run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-hosts=4 rate=1gbit codecs="none dynamic_tree8" local=0 out=""
+hosts=4 rate=1gbit codecs="none dynamic_tree8" local=0 out="" mp=0
 configs="configs/fashion-mnist/lenet.yaml:200 configs/bench/alexnet_synthetic.yaml:40"
 while [[ $# -gt 0 ]]; do
   case $1 in
     --hosts) hosts=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --codecs) codecs=$2; shift 2 ;;
+    --mp) mp=$2; shift 2 ;;
     --configs) configs=$2; shift 2 ;;
     --local) local=1; shift ;;
     --out) out=$2; shift 2 ;;
-    *) echo "predict_check.sh: unknown argument $1 (known: --hosts, --rate, --codecs, --configs, --local, --out)" >&2; exit 2 ;;
+    *) echo "predict_check.sh: unknown argument $1 (known: --hosts, --rate, --codecs, --mp, --configs, --local, --out)" >&2; exit 2 ;;
   esac
 done
 source scripts/lib.sh
@@ -48,25 +51,33 @@ for entry in $configs; do
   run "$name 1 rank" "$work/$name-1.log" build/octet train "$config" "${common[@]}" --set run.name="$name-1"
   one=$(field "$work/$name-1/summary.json" images_per_s)
   run "$name predict" "$work/$name-predict.log" "${launch[@]}" build/octet predict "$config" --set run.threads=1 \
-    --bandwidth measure --latency measure --codecs "$(tr ' ' ',' <<<"$codecs")"
+    --bandwidth measure --latency measure --codecs "$(tr ' ' ',' <<<"$codecs")" --sub-batches "$((mp > 0 ? mp : 1))"
   link=$(grep "^measured link" "$work/$name-predict.log" | sed 's/^measured link [^:]*: //')
   for codec in $codecs; do
-    # shellcheck disable=SC2046
-    run "$name $codec" "$work/$name-$codec.log" "${launch[@]}" build/octet train "$config" "${common[@]}" --set run.name="$name-$codec" \
-      $(codec_args "$codec")
-    many=$(field "$work/$name-$codec/summary.json" images_per_s)
-    predicted=$(awk -v c="$codec" '$1 == c && $2 ~ /allgather/ { sub("x", "", $5); print $5 }' "$work/$name-predict.log")
-    [[ -n $predicted ]] || { echo "predict_check.sh: no prediction for $codec in $work/$name-predict.log" >&2; exit 1; }
-    rows+=$(awk -v n="$name" -v c="$codec" -v one="$one" -v many="$many" -v p="$predicted" -v link="$link" 'BEGIN {
-      m = many / one
-      printf "| %s | %s | %.0f | %.0f | %.2fx | %.2fx | %+.1f%% | %s |\n", n, c, one, many, m, p, 100 * (p - m) / m, link }')$'\n'
+    for mode in dp $([[ $mp -gt 0 ]] && echo mp); do
+      extra=() col=5
+      if [[ $mode == mp ]]; then
+        extra=(--set parallel.model_parallel_fc=true --set parallel.sub_batches="$mp" --set compression.activations.method="$codec")
+        col=11
+      fi
+      # shellcheck disable=SC2046
+      run "$name $codec $mode" "$work/$name-$codec-$mode.log" "${launch[@]}" build/octet train "$config" "${common[@]}" \
+        --set run.name="$name-$codec-$mode" $(codec_args "$codec") "${extra[@]}"
+      many=$(field "$work/$name-$codec-$mode/summary.json" images_per_s)
+      predicted=$(awk -v c="$codec" -v col="$col" '$1 == c && $2 ~ /allgather/ { sub("x", "", $col); print $col }' "$work/$name-predict.log")
+      [[ -n $predicted ]] || { echo "predict_check.sh: no prediction for $codec in $work/$name-predict.log" >&2; exit 1; }
+      rows+=$(awk -v n="$name" -v c="$codec" -v mode="$mode" -v one="$one" -v many="$many" -v p="$predicted" -v link="$link" 'BEGIN {
+        m = many / one
+        printf "| %s | %s | %s | %.0f | %.0f | %.2fx | %.2fx | %+.1f%% | %s |\n", n, c, mode, one, many, m, p, 100 * (p - m) / m, link }')$'\n'
+    done
   done
 done
-report="predict check: $where; data parallel (octet train's default, no overlap), threads 1 per rank
-measured speedup = N-rank images/s / 1-rank images/s; predicted = \`octet predict\` (dp speedup column)
+report="predict check: $where; threads 1 per rank; dp = data parallel (octet train's default, no overlap),
+mp = FC layers model parallel with $mp sub-batches (the codec on gradients and activations)
+measured speedup = N-rank images/s / 1-rank images/s; predicted = \`octet predict\` (dp speedup / mp speedup column)
 
-| config | codec | 1 rank img/s | $hosts ranks img/s | measured | predicted | error | link measured by predict |
-|---|---|---|---|---|---|---|---|
+| config | codec | mode | 1 rank img/s | $hosts ranks img/s | measured | predicted | error | link measured by predict |
+|---|---|---|---|---|---|---|---|---|
 $rows"
 echo "$report"
 if [[ -n $out ]]; then mkdir -p "$(dirname "$out")"; echo "$report" >"$out.tmp" && mv "$out.tmp" "$out"; fi
