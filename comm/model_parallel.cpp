@@ -54,12 +54,61 @@ FcModelParallel::FcModelParallel(const World& w, Model& model, size_t fc_start, 
     slices_.push_back(std::move(s));
   }
   OCTET_CHECK(!slices_.empty(), "model parallelism: no fc layer at or after layer " << fc_start);
+  CHECK_MPI(MPI_Comm_dup(w.comm, &prefetch_comm_));
   xs_.resize(1);
   ys_.resize(model.size() - fc_start);
   dys_.resize(model.size() - fc_start);
 }
 
-FcModelParallel::~FcModelParallel() = default;
+FcModelParallel::~FcModelParallel() {
+  // A prefetch still in flight means an error is taking the job down (MPI_Abort); a collective request can be
+  // neither cancelled nor freed, so its communicator stays too.
+  if (prefetch_req_ == MPI_REQUEST_NULL && prefetch_comm_ != MPI_COMM_NULL) MPI_Comm_free(&prefetch_comm_);
+}
+
+// The conv->FC input of one sub-batch travels in fixed slots, [payload bytes (8)][labels (m x 4)][payload], so that one
+// non-blocking MPI_Iallgather on a communicator of its own carries it while the previous sub-batch computes.
+void FcModelParallel::start_prefetch(const float* x, int64_t n, const int32_t* labels, int64_t m, uint64_t seed, PhaseTimes& times,
+                                     CommStats& stats) {
+  const double t = now_seconds();
+  slot_ = 8 + 4 * static_cast<size_t>(m) + codec_->max_bytes(n);
+  prefetch_send_.resize(slot_);
+  const uint64_t bytes = codec_->encode(x, n, prefetch_send_.data() + 8 + 4 * m, {derive_seed(seed, world_.rank), nullptr});
+  std::memcpy(prefetch_send_.data(), &bytes, 8);
+  std::memcpy(prefetch_send_.data() + 8, labels, 4 * static_cast<size_t>(m));
+  prefetch_recv_.resize(slot_ * static_cast<size_t>(world_.size));
+  OCTET_CHECK(slot_ < (size_t{1} << 31), "model parallelism: a sub-batch's activations exceed 2 GB");
+  CHECK_MPI(MPI_Iallgather(prefetch_send_.data(), static_cast<int>(slot_), MPI_BYTE, prefetch_recv_.data(), static_cast<int>(slot_),
+                           MPI_BYTE, prefetch_comm_, &prefetch_req_));
+  const double dt = now_seconds() - t;
+  times.add(Phase::Compress, dt), stats.compress_s += dt;
+  stats.bytes_sent += static_cast<uint64_t>(world_.size - 1) * bytes;
+  stats.fp32_bytes += static_cast<uint64_t>(world_.size - 1) * 4 * static_cast<uint64_t>(n);
+}
+
+void FcModelParallel::poll_prefetch() {
+  if (prefetch_req_ == MPI_REQUEST_NULL) return;
+  int done = 0;
+  CHECK_MPI(MPI_Test(&prefetch_req_, &done, MPI_STATUS_IGNORE));
+}
+
+void FcModelParallel::finish_prefetch(float* x, int64_t n, int32_t* labels_all, int64_t m, PhaseTimes& times, CommStats& stats) {
+  double t = now_seconds();
+  CHECK_MPI(MPI_Wait(&prefetch_req_, MPI_STATUS_IGNORE));
+  double t2 = now_seconds();
+  times.add(Phase::Wait, t2 - t), stats.communicate_s += t2 - t;
+  for (int q = 0; q < world_.size; ++q) {  // every rank decodes every payload, its own included: identical inputs
+    const uint8_t* slot = prefetch_recv_.data() + slot_ * static_cast<size_t>(q);
+    uint64_t bytes = 0;
+    std::memcpy(&bytes, slot, 8);
+    OCTET_CHECK(bytes <= slot_ - 8 - 4 * static_cast<size_t>(m), "model parallelism: rank " << q << " sent a payload of " << bytes
+                                                                 << " bytes in a slot of " << slot_);
+    std::memcpy(labels_all + q * m, slot + 8, 4 * static_cast<size_t>(m));
+    codec_->decode(slot + 8 + 4 * m, bytes, x + q * n, n, false);
+  }
+  t = now_seconds();
+  times.add(Phase::Decompress, t - t2), stats.decompress_s += t - t2;
+}
 
 void FcModelParallel::exchange_gather(const float* mine, int64_t n_mine, const std::vector<int64_t>& n_of, float* all, uint64_t seed,
                                       PhaseTimes& times, CommStats& stats) {
@@ -99,15 +148,19 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
   xshape[0] = M;
   const size_t J = ys_.size();
   LossResult total;
+  auto sub_seed = [&](int k) { return derive_seed(ctx.seed, 0x3f1, ctx.step, static_cast<uint64_t>(k)); };
+  start_prefetch(a.data(), m * feat, labels, m, derive_seed(sub_seed(0), 0), times, stats);
   for (int k = 0; k < K; ++k) {
     StepContext cx = ctx;
     cx.sample_offset = k * M;  // sub-batch-major sample numbering for the FC part's dropout masks
-    const uint64_t seed = derive_seed(ctx.seed, 0x3f1, ctx.step, static_cast<uint64_t>(k));
+    const uint64_t seed = sub_seed(k);
     Tensor& x0 = xs_[0];
     x0.resize(xshape);
-    exchange_gather(a.data() + k * m * feat, m * feat, std::vector<int64_t>(N, m * feat), x0.data(), derive_seed(seed, 0), times, stats);
-    CHECK_MPI(MPI_Allgather(labels + k * m, static_cast<int>(m), MPI_INT, labels_all_.data(), static_cast<int>(m), MPI_INT, world_.comm));
+    finish_prefetch(x0.data(), m * feat, labels_all_.data(), m, times, stats);
+    // Sub-batch k+1's input travels while sub-batch k computes (progressed between layers and by the exchanges).
+    if (k + 1 < K) start_prefetch(a.data() + (k + 1) * m * feat, m * feat, labels + (k + 1) * m, m, derive_seed(sub_seed(k + 1), 0), times, stats);
     for (size_t j = 0; j < J; ++j) {  // forward
+      poll_prefetch();
       const Tensor& x = j == 0 ? x0 : ys_[j - 1];
       Layer& layer = model_.layer(start_ + j);
       Tensor& y = ys_[j];
@@ -147,6 +200,7 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
     dys_[J - 1].resize(logits.shape());
     loss_all_.backward(dys_[J - 1], grad_scale);
     for (size_t j = J; j-- > 0;) {  // backward
+      poll_prefetch();
       const Tensor& x = j == 0 ? x0 : ys_[j - 1];
       Tensor& dx = j == 0 ? gathered_ : dys_[j - 1];
       dx.resize(x.shape());

@@ -1,7 +1,8 @@
 // Model parallelism for the FC layers (Krizhevsky's "one weird trick", as Dettmers used it): the layers below the
 // first FC layer run data parallel; every FC layer from there on is split by output neurons over the ranks. Per
 // sub-batch (each rank's B/K samples), the conv->FC activations are all-gathered through the activation codec, each
-// rank computes its neurons for all N*B/K samples, the slices are all-gathered (codec) into the next layer's input,
+// rank computes its neurons for all N*B/K samples (while sub-batch k+1's input is already on its way), the slices are
+// all-gathered (codec) into the next layer's input,
 // the logits end whole on every rank, and backward sums the partial input gradients with a compressed allreduce.
 // Every rank decodes the same bytes, so the whole FC part sees identical inputs everywhere.
 #pragma once
@@ -44,6 +45,9 @@ class FcModelParallel {
   struct Slice;
   void exchange_gather(const float* mine, int64_t n_mine, const std::vector<int64_t>& n_of, float* all, uint64_t seed,
                        PhaseTimes& times, CommStats& stats);
+  void start_prefetch(const float* x, int64_t n, const int32_t* labels, int64_t m, uint64_t seed, PhaseTimes& times, CommStats& stats);
+  void poll_prefetch();
+  void finish_prefetch(float* x, int64_t n, int32_t* labels_all, int64_t m, PhaseTimes& times, CommStats& stats);
 
   World world_;
   Model& model_;
@@ -57,6 +61,10 @@ class FcModelParallel {
   Tensor logits_own_, da_chunk_, gathered_;
   std::vector<int32_t> labels_all_;
   std::vector<uint8_t> send_;
+  MPI_Comm prefetch_comm_ = MPI_COMM_NULL;     // the conv->FC input gathers run here, beside the blocking exchanges
+  MPI_Request prefetch_req_ = MPI_REQUEST_NULL;
+  std::vector<uint8_t> prefetch_send_, prefetch_recv_;
+  size_t slot_ = 0;
   ReduceState st_;
   SoftmaxCrossEntropy loss_all_, loss_own_;
 };

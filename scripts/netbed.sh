@@ -22,7 +22,9 @@ die() { echo "netbed.sh: $*" >&2; exit 1; }
 need_root() { [[ $(id -u) == 0 ]] || die "must run as root (ip netns needs CAP_SYS_ADMIN)"; }
 hosts() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${prefix}[0-9]+$" | sort -V || true; }
 
-# Token bucket on one device: burst = 10 ms of traffic (at least 64 KB) so that a 10gbit link is not capped by HZ.
+# Token bucket on one device: burst = NETBED_BURST_MS (default 10) ms of traffic, at least 64 KB, so that a 10gbit
+# link is not capped by HZ. A link that was idle passes a burst at once, above its rate, which a real NIC does not:
+# 1 ms is closer to a real link where the rate allows it (scripts/bench/predict_check.sh uses it).
 shape() {  # NS DEV RATE
   local ns=$1 dev=$2 rate=$3
   ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null || true
@@ -30,7 +32,9 @@ shape() {  # NS DEV RATE
   local bits
   bits=$(echo "$rate" | awk '{r=tolower($0); n=r+0; if (r ~ /gbit$/) n*=1e9; else if (r ~ /mbit$/) n*=1e6; else if (r ~ /kbit$/) n*=1e3; else n=-1; printf "%.0f\n", n}')
   [[ $bits != -1 && $bits != 0 ]] || die "bad rate '$rate' (examples: 100mbit, 1gbit, 10gbit, none)"
-  local burst=$(( bits / 800 ))
+  local ms=${NETBED_BURST_MS:-10}
+  [[ $ms =~ ^[0-9]+$ ]] && (( ms >= 1 && ms <= 1000 )) || die "NETBED_BURST_MS must be an integer 1..1000, got '$ms'"
+  local burst=$(( bits / 8000 * ms ))
   (( burst < 65536 )) && burst=65536
   ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 200ms
 }

@@ -75,6 +75,8 @@ TEST_CASE("predict: data-parallel exchange costs per algorithm, by hand", "[pred
   CHECK(t.speedup() == Approx(2.0).epsilon(1e-6));
   p.step_alone_ms = 2.5;  // ranks slowed by sharing cores while profiled
   CHECK(predict_data_parallel(p, codec("none", 1.0), Link{1e9, 0}, 2, false).speedup() == Approx(2 * 2.5 / 3.75));
+  p.straggler = 1.2;  // every synchronous step waits for the slowest rank
+  CHECK(predict_data_parallel(p, codec("none", 1.0), Link{1e9, 0}, 2, false).speedup() == Approx(2 * 2.5 / (1.2 * 3.75)));
 }
 
 TEST_CASE("predict: model parallelism pipelines the activation exchange against the FC compute", "[predict]") {
@@ -95,9 +97,10 @@ TEST_CASE("predict: model parallelism pipelines the activation exchange against 
   // Forward each rank sends (N-1) x its B/K samples' worth: fc1 input 1000, fc2 input 100, logits 10 values per
   // sample; backward the two inputs' gradients over all N*B/K samples are summed by scatter-allgather, which sends
   // 2(N-1)/N of them. 4 bytes each at 1e6 bytes per ms.
+  // Only the first one (fc1's input) travels while the previous sub-batch computes.
   const double s = (N - 1) * 64.0 / K * 4 / 1e6;
-  const double xf = s * (1000 + 100 + 10), xb = 2.0 * (N - 1) / N * N * 64.0 / K * 4 / 1e6 * (1000 + 100);
-  CHECK(t.fc_penalty == Approx(xf + (K - 1) * std::max(0.0, xf - comp_f) + xb + (K - 1) * std::max(0.0, xb - comp_b)));
+  const double xin = s * 1000, xf = s * (100 + 10), xb = 2.0 * (N - 1) / N * N * 64.0 / K * 4 / 1e6 * (1000 + 100);
+  CHECK(t.fc_penalty == Approx(xin + (K - 1) * std::max(0.0, xin - comp_f - comp_b) + K * (xf + xb)));
   CHECK(t.conv_penalty == Approx(0.0));  // the conv layer has no parameters
   CHECK(t.speedup() == Approx(N * 16.5 / (12.0 + K * (comp_f + comp_b) + t.fc_penalty)));
   // A slower link raises the penalty, a compressing codec lowers it again.
@@ -125,7 +128,7 @@ TEST_CASE("predict: a bad profile file names the file, line and key", "[predict]
   CHECK_THROWS_WITH(read_profile(dir.file("absent.yaml")), Catch::Contains("absent.yaml: profile file not found"));
   // What write_profile writes, read_profile reads back.
   Profile p;
-  p.name = "rt", p.batch = 16, p.step_alone_ms = 3.5;
+  p.name = "rt", p.batch = 16, p.step_alone_ms = 3.5, p.straggler = 1.25;
   p.layers = {layer("c", "conv", 1.25, 2.5, 500, 10, 20)};
   p.layers[0].tensors = {480, 20};
   p.codecs = {codec("qsgd", 0.252)};
@@ -137,4 +140,5 @@ TEST_CASE("predict: a bad profile file names the file, line and key", "[predict]
   CHECK(q.layers[0].tensors == std::vector<int64_t>{480, 20});
   CHECK(q.codecs[0].ratio_act == Approx(0.252));
   CHECK(q.step_alone_ms == 3.5);
+  CHECK(q.straggler == 1.25);
 }

@@ -87,6 +87,7 @@ Terms predict_data_parallel(const Profile& p, const CodecProfile& c, const Link&
   t.ranks = ranks;
   for (const auto& L : p.layers) t.t_total += layer_ms(L);
   t.t_alone = p.step_alone_ms > 0 ? p.step_alone_ms : t.t_total;
+  t.t_total *= p.straggler;
   t.conv_penalty = dp_penalty_ms(p, c, l, ranks, overlap, 0, p.layers.size());
   return t;
 }
@@ -100,7 +101,7 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
   const int K = sub_batches;
   t.sub_batches = K;
   t.conv_penalty = given && given->conv_penalty_ms >= 0 ? given->conv_penalty_ms : dp_penalty_ms(p, c, l, ranks, true, 0, s);
-  double comp_f = 0, comp_b = 0, xfer_f = 0, xfer_b = 0;
+  double comp_f = 0, comp_b = 0, xfer_in = 0, xfer_f = 0, xfer_b = 0;
   const double per_rank = static_cast<double>(p.batch) / K;  // samples each rank contributes to one sub-batch
   for (size_t i = s; i < p.layers.size(); ++i) {
     const LayerProfile& L = p.layers[i];
@@ -113,18 +114,20 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
     if (L.kind != "fc") continue;
     // Each FC layer's input is gathered whole forward (what this rank contributes: its B/K samples of the first
     // layer's input, its slice of the later ones), and its partial input gradient summed over the ranks backward.
-    xfer_f += act_gather_ms(per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
+    (i == s ? xfer_in : xfer_f) += act_gather_ms(per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
     xfer_b += act_allreduce_ms(ranks * per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
   }
   // The logits are gathered whole for the loss (backward needs no exchange there: each rank keeps its columns).
   xfer_f += act_gather_ms(per_rank * static_cast<double>(p.layers.back().out_per_sample), c, l, ranks);
-  t.t_fc_parallel = comp_f + comp_b;
+  t.t_fc *= p.straggler;
+  t.t_fc_parallel = (comp_f + comp_b) * p.straggler;
   if (given && !given->fc_transfers.empty()) {
     for (auto [ms, hidden] : given->fc_transfers) t.fc_penalty += std::max(0.0, ms - hidden);
   } else {
-    // Sub-batch pipeline per direction: the first sub-batch waits for its transfers; each later one is exposed only
-    // by what its transfers take beyond the previous sub-batch's FC compute.
-    t.fc_penalty = xfer_f + (K - 1) * std::max(0.0, xfer_f - comp_f) + xfer_b + (K - 1) * std::max(0.0, xfer_b - comp_b);
+    // Sub-batch pipeline: the conv->FC input of sub-batch k+1 travels while sub-batch k computes in the FC layers,
+    // so after the first one it is exposed only by what it takes beyond that compute; the exchanges inside the FC
+    // part wait on the compute before them and are exposed in every sub-batch.
+    t.fc_penalty = xfer_in + (K - 1) * std::max(0.0, xfer_in - comp_f - comp_b) + K * (xfer_f + xfer_b);
   }
   return t;
 }
@@ -145,6 +148,8 @@ Profile read_profile(const std::string& file) {
   if (p.batch <= 0) top.fail("batch", "must be > 0");
   p.profiled_ranks = top.get<int>("profiled_ranks", 1);
   p.step_alone_ms = top.get<double>("step_alone_ms", 0.0);
+  p.straggler = top.get<double>("straggler", 1.0);
+  if (!(p.straggler >= 1)) top.fail("straggler", "must be >= 1");
   p.min_numel = top.get<int64_t>("min_numel", 10000);
   auto nonneg = [](Section& s, const char* key, double v) {
     if (!(v >= 0)) s.fail(key, "must be >= 0");
@@ -208,7 +213,7 @@ void write_profile(const Profile& p, const std::string& file) {
   o.precision(12);  // enough that a saved profile predicts what the live one did
   o << "# octet predict profile: per-layer compute (ms per step at batch " << p.batch << " per rank) and codec costs\n"
     << "name: " << p.name << "\nbatch: " << p.batch << "\nprofiled_ranks: " << p.profiled_ranks
-    << "\nstep_alone_ms: " << p.step_alone_ms << "\nmin_numel: " << p.min_numel << "\nlayers:\n";
+    << "\nstep_alone_ms: " << p.step_alone_ms << "\nstraggler: " << p.straggler << "\nmin_numel: " << p.min_numel << "\nlayers:\n";
   for (const auto& L : p.layers) {
     o << "  - {name: " << L.name << ", kind: " << L.kind << ", forward_ms: " << L.forward_ms << ", backward_ms: " << L.backward_ms
       << ", update_ms: " << L.update_ms << ", params: " << L.params;
@@ -237,10 +242,10 @@ std::string prediction_table(const Profile& p, const Link& l, int ranks, int sub
   t_total += t_fc;
   std::snprintf(buf, sizeof buf,
                 "octet predict: %s on %d ranks, link %.4g GB/s and %.4g us per message, batch %lld per rank, %d sub-batches\n"
-                "compute per step: T_total %.3f ms (one rank alone: %.3f ms; profiled with %d ranks sharing the machine), "
-                "T_fc %.3f ms\n",
+                "compute per step: T_total %.3f ms (one rank alone: %.3f ms; profiled with %d ranks sharing the machine; "
+                "slowest rank x%.3f), T_fc %.3f ms\n",
                 p.name.c_str(), ranks, l.bandwidth_gbs, l.latency_us, static_cast<long long>(p.batch), sub_batches, t_total,
-                p.step_alone_ms > 0 ? p.step_alone_ms : t_total, p.profiled_ranks, t_fc);
+                p.step_alone_ms > 0 ? p.step_alone_ms : t_total, p.profiled_ranks, p.straggler, t_fc);
   out += buf;
   std::snprintf(buf, sizeof buf, "%-14s %-18s %9s %11s %10s %10s | %9s %9s %9s %10s\n", "codec", "algorithm", "bytes/fp32", "dp comm ms",
                 "dp speedup", "dp+overlap", "mp conv", "mp fc", "mp Tfc,p", "mp speedup");

@@ -48,6 +48,7 @@ struct Profile {
   int64_t batch = 0;           // per-rank batch B
   int profiled_ranks = 1;      // ranks that shared the machine while the layer times were taken
   double step_alone_ms = 0;    // one rank alone on the machine, compute of one step (0: the layers' sum)
+  double straggler = 1;        // the slowest rank's step / the mean rank's (synchronous steps wait for the slowest)
   int64_t min_numel = 10000;   // smaller tensors travel as dense fp32
   std::vector<LayerProfile> layers;
   std::vector<CodecProfile> codecs;
@@ -60,7 +61,7 @@ struct Link {
 };
 
 // The terms of Dettmers' formula for one codec and one scheme; speedup() applies it.
-struct Terms {
+struct Terms {  // compute terms include the profile's straggler factor
   int ranks = 1, sub_batches = 1;
   double t_alone = 0, t_total = 0, t_fc = 0;  // ms; t_fc = 0 for pure data parallelism
   double conv_penalty = 0, t_fc_parallel = 0, fc_penalty = 0;

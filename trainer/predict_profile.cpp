@@ -179,8 +179,17 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
   Model::LayerTimes lt;
   run.model.set_layer_times(&lt);
   run.loss_s = run.update_s = 0;
-  for (int s = 0; s < steps; ++s) run.run();
+  std::vector<double> step_s(static_cast<size_t>(steps)), slowest(static_cast<size_t>(steps));
+  for (int s = 0; s < steps; ++s) {
+    CHECK_MPI(MPI_Barrier(w.comm));  // steps start together, as synchronous training's do
+    step_s[s] = run.run();
+  }
   run.model.set_layer_times(nullptr);
+  // A synchronous step waits for the slowest rank: how much longer that is than the mean rank's step.
+  CHECK_MPI(MPI_Allreduce(step_s.data(), slowest.data(), steps, MPI_DOUBLE, MPI_MAX, w.comm));
+  double sum_max = 0, sum_mine = 0;
+  for (int s = 0; s < steps; ++s) sum_max += slowest[s], sum_mine += step_s[s];
+  p.straggler = std::max(1.0, sum_max / mean_over_ranks(w, sum_mine));
   int64_t params_total = std::max<int64_t>(1, run.model.num_params());
   Shape shape = {1};
   for (int64_t d : run.model.input_shape()) shape.push_back(d);

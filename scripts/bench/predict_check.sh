@@ -3,25 +3,28 @@
 # (data parallel, as `octet train` runs), their ratio (the measured speedup), and the speedup `octet predict`
 # predicts from its own profile and a link measured by octet's collectives. Runs on the test-bed (scripts/netbed.sh)
 # with a rate limit, or on plain local mpirun with --local.
+# The bed's links pass a burst of --burst-ms (1) ms of traffic at once after idling (NETBED_BURST_MS): the least
+# that still reaches ~90% of the rate, as a real NIC has no burst above its rate.
 # With --mp K it also trains with the FC layers model parallel (K sub-batches, the codec on activations too) and
 # compares with the model-parallel prediction.
-# Usage: scripts/bench/predict_check.sh [--hosts 4] [--rate 1gbit] [--codecs "none dynamic_tree8"] [--mp K]
-#        [--configs "configs/fashion-mnist/lenet.yaml:200 configs/bench/alexnet_synthetic.yaml:40"] [--local] [--out FILE]
+# Usage: scripts/bench/predict_check.sh [--hosts 4] [--rate 1gbit] [--codecs "none dynamic_tree8"] [--mp K] [--burst-ms 1]
+#        [--configs "configs/fashion-mnist/lenet.yaml:400 configs/bench/alexnet_synthetic.yaml:60"] [--local] [--out FILE]
 #        (each config as PATH:STEPS, the steps of each measured training run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-hosts=4 rate=1gbit codecs="none dynamic_tree8" local=0 out="" mp=0
-configs="configs/fashion-mnist/lenet.yaml:200 configs/bench/alexnet_synthetic.yaml:40"
+hosts=4 rate=1gbit codecs="none dynamic_tree8" local=0 out="" mp=0 burst_ms=1
+configs="configs/fashion-mnist/lenet.yaml:400 configs/bench/alexnet_synthetic.yaml:60"
 while [[ $# -gt 0 ]]; do
   case $1 in
     --hosts) hosts=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --codecs) codecs=$2; shift 2 ;;
     --mp) mp=$2; shift 2 ;;
+    --burst-ms) burst_ms=$2; shift 2 ;;
     --configs) configs=$2; shift 2 ;;
     --local) local=1; shift ;;
     --out) out=$2; shift 2 ;;
-    *) echo "predict_check.sh: unknown argument $1 (known: --hosts, --rate, --codecs, --mp, --configs, --local, --out)" >&2; exit 2 ;;
+    *) echo "predict_check.sh: unknown argument $1 (known: --hosts, --rate, --codecs, --mp, --burst-ms, --configs, --local, --out)" >&2; exit 2 ;;
   esac
 done
 source scripts/lib.sh
@@ -34,9 +37,9 @@ if [[ $local == 1 ]]; then
 else
   trap 'bash scripts/netbed.sh down; rm -rf "$work"' EXIT
   bash scripts/netbed.sh down
-  bash scripts/netbed.sh up "$hosts" "$rate" >/dev/null
+  NETBED_BURST_MS=$burst_ms bash scripts/netbed.sh up "$hosts" "$rate" >/dev/null
   launch=(bash scripts/netbed.sh mpirun -np "$hosts")
-  where="$hosts hosts on the test-bed, links $rate"
+  where="$hosts hosts on the test-bed, links $rate (burst $burst_ms ms)"
 fi
 run() {  # NAME LOG COMMAND...: runs a bounded command, exits with its log's tail on failure
   local name=$1 log=$2; shift 2
@@ -51,7 +54,7 @@ for entry in $configs; do
   run "$name 1 rank" "$work/$name-1.log" build/octet train "$config" "${common[@]}" --set run.name="$name-1"
   one=$(field "$work/$name-1/summary.json" images_per_s)
   run "$name predict" "$work/$name-predict.log" "${launch[@]}" build/octet predict "$config" --set run.threads=1 \
-    --bandwidth measure --latency measure --codecs "$(tr ' ' ',' <<<"$codecs")" --sub-batches "$((mp > 0 ? mp : 1))"
+    --steps 30 --bandwidth measure --latency measure --codecs "$(tr ' ' ',' <<<"$codecs")" --sub-batches "$((mp > 0 ? mp : 1))"
   link=$(grep "^measured link" "$work/$name-predict.log" | sed 's/^measured link [^:]*: //')
   for codec in $codecs; do
     for mode in dp $([[ $mp -gt 0 ]] && echo mp); do
