@@ -127,7 +127,12 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
     // Sub-batch pipeline: the conv->FC input of sub-batch k+1 travels while sub-batch k computes in the FC layers,
     // so after the first one it is exposed only by what it takes beyond that compute; the exchanges inside the FC
     // part wait on the compute before them and are exposed in every sub-batch.
-    t.fc_penalty = xfer_in + (K - 1) * std::max(0.0, xfer_in - comp_f - comp_b) + K * (xfer_f + xfer_b);
+    // Every exchange after compute also waits for the last rank to arrive: per sub-batch, each FC layer's output
+    // gather and input-gradient sum, and the input's arrival.
+    int fcs = 0;
+    for (size_t i = s; i < p.layers.size(); ++i) fcs += p.layers[i].kind == "fc";
+    t.fc_penalty = xfer_in + (K - 1) * std::max(0.0, xfer_in - comp_f - comp_b) + K * (xfer_f + xfer_b) +
+                   K * (2 * fcs + 1) * l.sync_us * 1e-3;
   }
   return t;
 }
@@ -241,10 +246,11 @@ std::string prediction_table(const Profile& p, const Link& l, int ranks, int sub
   for (size_t i = 0; i < p.layers.size(); ++i) (i >= fc_start(p) ? t_fc : t_total) += layer_ms(p.layers[i]);
   t_total += t_fc;
   std::snprintf(buf, sizeof buf,
-                "octet predict: %s on %d ranks, link %.4g GB/s and %.4g us per message, batch %lld per rank, %d sub-batches\n"
+                "octet predict: %s on %d ranks, link %.4g GB/s, %.4g us per message and %.4g us arrival skew, batch %lld per "
+                "rank, %d sub-batches\n"
                 "compute per step: T_total %.3f ms (one rank alone: %.3f ms; profiled with %d ranks sharing the machine; "
                 "slowest rank x%.3f), T_fc %.3f ms\n",
-                p.name.c_str(), ranks, l.bandwidth_gbs, l.latency_us, static_cast<long long>(p.batch), sub_batches, t_total,
+                p.name.c_str(), ranks, l.bandwidth_gbs, l.latency_us, l.sync_us, static_cast<long long>(p.batch), sub_batches, t_total,
                 p.step_alone_ms > 0 ? p.step_alone_ms : t_total, p.profiled_ranks, p.straggler, t_fc);
   out += buf;
   std::snprintf(buf, sizeof buf, "%-14s %-18s %9s %11s %10s %10s | %9s %9s %9s %10s\n", "codec", "algorithm", "bytes/fp32", "dp comm ms",

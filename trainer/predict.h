@@ -58,6 +58,7 @@ struct Profile {
 struct Link {
   double bandwidth_gbs = 0;  // per rank and direction
   double latency_us = 0;     // per message
+  double sync_us = 0;        // per exchange that follows compute: the ranks' arrival skew (measured with the latency)
 };
 
 // The terms of Dettmers' formula for one codec and one scheme; speedup() applies it.

@@ -237,12 +237,15 @@ Link measure_link(const World& w, int64_t probe) {
   CodecPtr none = make_codec(CodecParams{"none"});
   const ReduceOptions opt{Algorithm::ScatterAllgather, none.get(), false, 0};
   ReduceState st;
-  auto median_time = [&](int64_t n, int reps) {
+  // work > 0: each rank first computes `work` multiply-adds, so the ranks arrive as they do after compute.
+  auto median_time = [&](int64_t n, int reps, int64_t work = 0) {
     std::vector<float> x(static_cast<size_t>(n), 1.0f);
     std::vector<double> t;
     for (int r = -1; r < reps; ++r) {
       CommStats stats;
       CHECK_MPI(MPI_Barrier(w.comm));
+      volatile double acc = 1;
+      for (int64_t i = 0; i < work; ++i) acc = acc * 0.999999 + 1e-9;
       const double t0 = now_seconds();
       reduce_mean(w, x.data(), n, opt, st, stats);
       double dt = now_seconds() - t0;
@@ -254,12 +257,16 @@ Link measure_link(const World& w, int64_t probe) {
   };
   const double n = w.size, big = static_cast<double>(std::max<int64_t>(probe, 65536));
   const double t_small = median_time(1024, 21), t_big = median_time(static_cast<int64_t>(big), 7);
+  // The same small exchange right after ~1 ms of compute on every rank: what it takes beyond t_small is the ranks'
+  // arrival skew, paid by every exchange that follows compute (model parallelism has several per sub-batch).
+  const double t_after = median_time(1024, 21, 1 << 20);
   Link l;
   l.latency_us = 1e6 * t_small / (2 * (n - 1));
   l.bandwidth_gbs = 2 * (n - 1) / n * 4 * big / std::max(1e-9, t_big - t_small) / 1e9;
+  l.sync_us = 1e6 * std::max(0.0, t_after - t_small);
   if (w.rank == 0)
-    std::printf("measured link (%d ranks, codec-none scatter-allgather of %.0f values): %.4g GB/s per rank, %.4g us per message\n",
-                w.size, big, l.bandwidth_gbs, l.latency_us);
+    std::printf("measured link (%d ranks, codec-none scatter-allgather of %.0f values): %.4g GB/s per rank, %.4g us per message, "
+                "%.4g us arrival skew after compute\n", w.size, big, l.bandwidth_gbs, l.latency_us, l.sync_us);
   return l;
 }
 
@@ -298,6 +305,9 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
       const std::string v = value();
       measure_lat = v == "measure";
       if (!measure_lat) link.latency_us = number(a, v);
+    } else if (a == "--skew") {
+      link.sync_us = number(a, value());
+      OCTET_CHECK(link.sync_us >= 0, "octet predict: --skew expects microseconds >= 0");
     }
     else if (a == "--sub-batches") sub_batches = count(a, value(), 1);
     else if (a == "--steps") steps = count(a, value(), 1);
@@ -305,8 +315,8 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
     else if (a == "--profile") profile_in = value();
     else if (a == "--save-profile") profile_out = value();
     else if (!a.empty() && a[0] == '-')
-      OCTET_THROW("octet predict: unknown flag '" << a << "' (known: --ranks, --bandwidth, --latency, --sub-batches, --steps, --codecs, "
-                                                  "--profile, --save-profile, --set)");
+      OCTET_THROW("octet predict: unknown flag '" << a << "' (known: --ranks, --bandwidth, --latency, --skew, --sub-batches, --steps, "
+                                                  "--codecs, --profile, --save-profile, --set)");
     else if (config.empty()) config = a;
     else OCTET_THROW("octet predict: unexpected argument '" << a << "': one config file only");
   }
@@ -336,7 +346,7 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
     for (const auto& L : p.layers) largest = std::max(largest, L.params);
     const Link m = measure_link(w, largest);
     if (measure_bw) link.bandwidth_gbs = m.bandwidth_gbs;
-    if (measure_lat) link.latency_us = m.latency_us;
+    if (measure_lat) link.latency_us = m.latency_us, link.sync_us = m.sync_us;
   }
   if (w.rank == 0) {
     if (!profile_out.empty()) write_profile(p, profile_out);
