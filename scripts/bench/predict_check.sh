@@ -5,14 +5,15 @@
 # with a rate limit, or on plain local mpirun with --local.
 # The bed's links pass a burst of --burst-ms (1) ms of traffic at once after idling (NETBED_BURST_MS): the least
 # that still reaches ~90% of the rate, as a real NIC has no burst above its rate.
+# Every measurement and prediction runs --repeat (3) times, interleaved; the table has the medians.
 # With --mp K it also trains with the FC layers model parallel (K sub-batches, the codec on activations too) and
 # compares with the model-parallel prediction.
-# Usage: scripts/bench/predict_check.sh [--hosts 4] [--rate 1gbit] [--codecs "none dynamic_tree8"] [--mp K] [--burst-ms 1]
+# Usage: scripts/bench/predict_check.sh [--hosts 4] [--rate 1gbit] [--codecs "none dynamic_tree8"] [--mp K] [--burst-ms 1] [--repeat 3]
 #        [--configs "configs/fashion-mnist/lenet.yaml:400 configs/bench/alexnet_synthetic.yaml:60"] [--local] [--out FILE]
 #        (each config as PATH:STEPS, the steps of each measured training run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-hosts=4 rate=1gbit codecs="none dynamic_tree8" local=0 out="" mp=0 burst_ms=1
+hosts=4 rate=1gbit codecs="none dynamic_tree8" local=0 out="" mp=0 burst_ms=1 repeat=3
 configs="configs/fashion-mnist/lenet.yaml:400 configs/bench/alexnet_synthetic.yaml:60"
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -21,10 +22,11 @@ while [[ $# -gt 0 ]]; do
     --codecs) codecs=$2; shift 2 ;;
     --mp) mp=$2; shift 2 ;;
     --burst-ms) burst_ms=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
     --configs) configs=$2; shift 2 ;;
     --local) local=1; shift ;;
     --out) out=$2; shift 2 ;;
-    *) echo "predict_check.sh: unknown argument $1 (known: --hosts, --rate, --codecs, --mp, --burst-ms, --configs, --local, --out)" >&2; exit 2 ;;
+    *) echo "predict_check.sh: unknown argument $1 (known: --hosts, --rate, --codecs, --mp, --burst-ms, --repeat, --configs, --local, --out)" >&2; exit 2 ;;
   esac
 done
 source scripts/lib.sh
@@ -45,41 +47,57 @@ run() {  # NAME LOG COMMAND...: runs a bounded command, exits with its log's tai
   local name=$1 log=$2; shift 2
   timeout 1800 "$@" >"$log" 2>&1 || { echo "predict_check.sh: $name failed:" >&2; tail -5 "$log" >&2; exit 1; }
 }
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+modes=dp
+if [[ $mp -gt 0 ]]; then modes="dp mp"; fi
 rows=""
 for entry in $configs; do
   config=${entry%%:*} steps=${entry##*:}
   [[ -f $config && $steps =~ ^[0-9]+$ ]] || { echo "predict_check.sh: bad --configs entry '$entry' (want PATH:STEPS)" >&2; exit 2; }
   name=$(basename "$(dirname "$config")")-$(basename "$config" .yaml)
   common=(--set run.threads=1 --set run.out_dir="$work" --set run.log_every=100000 --set run.epochs=1 --set run.max_steps="$steps")
-  run "$name 1 rank" "$work/$name-1.log" build/octet train "$config" "${common[@]}" --set run.name="$name-1"
-  one=$(field "$work/$name-1/summary.json" images_per_s)
-  run "$name predict" "$work/$name-predict.log" "${launch[@]}" build/octet predict "$config" --set run.threads=1 \
-    --steps 30 --bandwidth measure --latency measure --codecs "$(tr ' ' ',' <<<"$codecs")" --sub-batches "$((mp > 0 ? mp : 1))"
-  link=$(grep "^measured link" "$work/$name-predict.log" | sed 's/^measured link [^:]*: //')
+  for rep in $(seq "$repeat"); do  # repeats interleave all runs, so a drift of this machine's speed touches each alike
+    run "$name 1 rank" "$work/$name-1-$rep.log" build/octet train "$config" "${common[@]}" --set run.name="$name-1-$rep"
+    field "$work/$name-1-$rep/summary.json" images_per_s >>"$work/$name.one"
+    run "$name predict" "$work/$name-predict-$rep.log" "${launch[@]}" build/octet predict "$config" --set run.threads=1 \
+      --steps 30 --bandwidth measure --latency measure --codecs "$(tr ' ' ',' <<<"$codecs")" --sub-batches "$((mp > 0 ? mp : 1))"
+    grep "^measured link" "$work/$name-predict-$rep.log" | sed 's/^measured link [^:]*: //' >"$work/$name.link"
+    for codec in $codecs; do
+      for mode in $modes; do
+        extra=() col=5
+        if [[ $mode == mp ]]; then
+          extra=(--set parallel.model_parallel_fc=true --set parallel.sub_batches="$mp" --set compression.activations.method="$codec")
+          col=11
+        fi
+        awk -v c="$codec" -v col="$col" '$1 == c && $2 ~ /allgather/ { sub("x", "", $col); print $col }' "$work/$name-predict-$rep.log" \
+          >>"$work/$name-$codec-$mode.pred"
+        # shellcheck disable=SC2046
+        run "$name $codec $mode" "$work/$name-$codec-$mode-$rep.log" "${launch[@]}" build/octet train "$config" "${common[@]}" \
+          --set run.name="$name-$codec-$mode-$rep" $(codec_args "$codec") "${extra[@]}"
+        field "$work/$name-$codec-$mode-$rep/summary.json" images_per_s >>"$work/$name-$codec-$mode.many"
+      done
+    done
+  done
+  one=$(median <"$work/$name.one")
   for codec in $codecs; do
-    for mode in dp $([[ $mp -gt 0 ]] && echo mp); do
-      extra=() col=5
-      if [[ $mode == mp ]]; then
-        extra=(--set parallel.model_parallel_fc=true --set parallel.sub_batches="$mp" --set compression.activations.method="$codec")
-        col=11
-      fi
-      # shellcheck disable=SC2046
-      run "$name $codec $mode" "$work/$name-$codec-$mode.log" "${launch[@]}" build/octet train "$config" "${common[@]}" \
-        --set run.name="$name-$codec-$mode" $(codec_args "$codec") "${extra[@]}"
-      many=$(field "$work/$name-$codec-$mode/summary.json" images_per_s)
-      predicted=$(awk -v c="$codec" -v col="$col" '$1 == c && $2 ~ /allgather/ { sub("x", "", $col); print $col }' "$work/$name-predict.log")
-      [[ -n $predicted ]] || { echo "predict_check.sh: no prediction for $codec in $work/$name-predict.log" >&2; exit 1; }
-      rows+=$(awk -v n="$name" -v c="$codec" -v mode="$mode" -v one="$one" -v many="$many" -v p="$predicted" -v link="$link" 'BEGIN {
+    for mode in $modes; do
+      [[ $(grep -c . "$work/$name-$codec-$mode.pred") == "$repeat" ]] ||
+        { echo "predict_check.sh: no prediction for $codec ($mode) in $work/$name-predict-*.log" >&2; exit 1; }
+      many=$(median <"$work/$name-$codec-$mode.many") predicted=$(median <"$work/$name-$codec-$mode.pred")
+      runs=$(paste "$work/$name-$codec-$mode.many" "$work/$name.one" | awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 / $2 }')
+      rows+=$(awk -v n="$name" -v c="$codec" -v mode="$mode" -v one="$one" -v many="$many" -v p="$predicted" -v runs="$runs" \
+        -v link="$(cat "$work/$name.link")" 'BEGIN {
         m = many / one
-        printf "| %s | %s | %s | %.0f | %.0f | %.2fx | %.2fx | %+.1f%% | %s |\n", n, c, mode, one, many, m, p, 100 * (p - m) / m, link }')$'\n'
+        printf "| %s | %s | %s | %.0f | %.0f | %.2fx (%s) | %.2fx | %+.1f%% | %s |\n", n, c, mode, one, many, m, runs, p, 100 * (p - m) / m, link }')$'\n'
     done
   done
 done
 report="predict check: $where; threads 1 per rank; dp = data parallel (octet train's default, no overlap),
 mp = FC layers model parallel with $mp sub-batches (the codec on gradients and activations)
-measured speedup = N-rank images/s / 1-rank images/s; predicted = \`octet predict\` (dp speedup / mp speedup column)
+measured speedup = median N-rank images/s / median 1-rank images/s over $repeat runs (each run's ratio in brackets);
+predicted = the median of $repeat \`octet predict\` runs (dp speedup / mp speedup column); link = the last run's
 
-| config | codec | mode | 1 rank img/s | $hosts ranks img/s | measured | predicted | error | link measured by predict |
+| config | codec | mode | 1 rank img/s | $hosts ranks img/s | measured (runs) | predicted | error | link measured by predict |
 |---|---|---|---|---|---|---|---|---|
 $rows"
 echo "$report"
