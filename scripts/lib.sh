@@ -19,3 +19,21 @@ prepare_run() {
   [[ -x build/octet ]] || bash scripts/build.sh
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 }
+
+# launcher LOCAL HOSTS RATE: sets `launch` (the mpirun command line) and `where` (its description) for HOSTS ranks,
+# on plain local mpirun (LOCAL=1) or one per host on a fresh test-bed with links of RATE (torn down on exit, with
+# the folder $work). NETBED_BURST_MS, when set, reaches netbed.sh.
+launcher() {
+  local local_=$1 hosts=$2 rate=$3
+  if [[ $local_ == 1 ]]; then
+    trap 'rm -rf "$work"' EXIT
+    launch=(mpirun -np "$hosts" --oversubscribe --mca mpi_yield_when_idle 1)
+    where="$hosts local ranks (loopback)"
+  else
+    trap 'bash scripts/netbed.sh down; rm -rf "$work"' EXIT
+    bash scripts/netbed.sh down
+    env ${NETBED_BURST_MS:+NETBED_BURST_MS=$NETBED_BURST_MS} bash scripts/netbed.sh up "$hosts" "$rate" >/dev/null
+    launch=(bash scripts/netbed.sh mpirun -np "$hosts")
+    where="$hosts hosts on the test-bed, links $rate${NETBED_BURST_MS:+ (burst $NETBED_BURST_MS ms)}"
+  fi
+}

@@ -136,24 +136,27 @@ TEST_CASE("gradient sync plan, checksum divergence detection and broadcast", "[m
 
 namespace {
 
-Config dp_config(const std::string& dir, int64_t batch, const std::string& extra = "") {
+// A 4-class synthetic 8x8 run named `name` in dir with the given layers and what follows them in the file.
+Config small_config(const std::string& dir, const std::string& name, int64_t batch, int seed, const std::string& layers_and_more) {
   // Each rank writes and reads its own copy, so no rank reads a file another is still writing.
-  const std::string path = dir + "/c" + std::to_string(batch) + ".rank" + std::to_string(g_world.rank) + ".yaml";
-  {
-    std::ofstream(path) << "run: {name: r" << batch << ", out_dir: " << dir << ", epochs: 2, seed: 3, log_every: 1000, threads: 1}\n"
-                           "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 48, synthetic_shape: [1, 8, 8],"
-                           " synthetic_classes: 4, batch_size: " << batch << "}\n"
-                           "model:\n  layers:\n"
-                           "    - {type: conv, out_channels: 4, kernel: 3}\n"
-                           "    - {type: maxpool, kernel: 2}\n"
-                           "    - {type: relu}\n"
-                           "    - {type: dropout, p: 0.25}\n"
-                           "    - {type: fc, out_features: 4}\n"
-                           "optimizer: {lr: 0.05, momentum: 0.9}\n" << extra;
-  }
+  const std::string path = dir + "/" + name + ".rank" + std::to_string(g_world.rank) + ".yaml";
+  std::ofstream(path) << "run: {name: " << name << ", out_dir: " << dir << ", epochs: 2, seed: " << seed
+                      << ", log_every: 1000, threads: 1}\n"
+                         "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 48, synthetic_shape: [1, 8, 8],"
+                         " synthetic_classes: 4, batch_size: " << batch << "}\n"
+                         "model:\n  layers:\n" << layers_and_more;
   return load_config(path);
 }
 
+Config dp_config(const std::string& dir, int64_t batch, const std::string& extra = "") {
+  return small_config(dir, "r" + std::to_string(batch), batch, 3,
+                      "    - {type: conv, out_channels: 4, kernel: 3}\n"
+                      "    - {type: maxpool, kernel: 2}\n"
+                      "    - {type: relu}\n"
+                      "    - {type: dropout, p: 0.25}\n"
+                      "    - {type: fc, out_features: 4}\n"
+                      "optimizer: {lr: 0.05, momentum: 0.9}\n" + extra);
+}
 
 // A fresh folder that every rank sees (same machine): rank 0 creates it and broadcasts the name.
 std::string shared_temp_dir() {
@@ -230,20 +233,16 @@ TEST_CASE("overlapped and blocking gradient exchange give bit-identical paramete
 
 namespace {
 
+// A conv layer below two FC layers (no dropout after them, so model parallelism can match one rank exactly).
 Config mp_config(const std::string& dir, const std::string& name, int64_t batch, const std::string& extra) {
-  const std::string path = dir + "/" + name + ".rank" + std::to_string(g_world.rank) + ".yaml";
-  std::ofstream(path) << "run: {name: " << name << ", out_dir: " << dir << ", epochs: 2, seed: 5, log_every: 1000, threads: 1}\n"
-                         "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 48, synthetic_shape: [1, 8, 8],"
-                         " synthetic_classes: 4, batch_size: " << batch << "}\n"
-                         "model:\n  layers:\n"
-                         "    - {type: conv, out_channels: 4, kernel: 3}\n"
-                         "    - {type: maxpool, kernel: 2}\n"
-                         "    - {type: relu}\n"
-                         "    - {type: fc, out_features: 12}\n"
-                         "    - {type: relu}\n"
-                         "    - {type: fc, out_features: 4}\n"
-                         "optimizer: {lr: 0.05, momentum: 0.9, weight_decay: 0.001}\n" << extra;
-  return load_config(path);
+  return small_config(dir, name, batch, 5,
+                      "    - {type: conv, out_channels: 4, kernel: 3}\n"
+                      "    - {type: maxpool, kernel: 2}\n"
+                      "    - {type: relu}\n"
+                      "    - {type: fc, out_features: 12}\n"
+                      "    - {type: relu}\n"
+                      "    - {type: fc, out_features: 4}\n"
+                      "optimizer: {lr: 0.05, momentum: 0.9, weight_decay: 0.001}\n" + extra);
 }
 
 }  // namespace

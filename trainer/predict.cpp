@@ -65,6 +65,12 @@ double Terms::speedup() const {
   return ranks * t_alone / ((t_total - t_fc) + conv_penalty + sub_batches * t_fc_parallel + fc_penalty);
 }
 
+int mp_exchanges_per_sub_batch(const Profile& p) {
+  int fcs = 0;
+  for (size_t i = fc_start(p); i < p.layers.size(); ++i) fcs += p.layers[i].kind == "fc";
+  return 2 * fcs + 1;
+}
+
 size_t fc_start(const Profile& p) {
   for (size_t i = 0; i < p.layers.size(); ++i)
     if (p.layers[i].kind == "fc") return i;
@@ -129,10 +135,8 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
     // part wait on the compute before them and are exposed in every sub-batch.
     // Every exchange after compute also waits for the last rank to arrive: per sub-batch, each FC layer's output
     // gather and input-gradient sum, and the input's arrival.
-    int fcs = 0;
-    for (size_t i = s; i < p.layers.size(); ++i) fcs += p.layers[i].kind == "fc";
     t.fc_penalty = xfer_in + (K - 1) * std::max(0.0, xfer_in - comp_f - comp_b) + K * (xfer_f + xfer_b) +
-                   K * (2 * fcs + 1) * l.sync_us * 1e-3;
+                   K * mp_exchanges_per_sub_batch(p) * l.sync_us * 1e-3;
   }
   return t;
 }

@@ -71,6 +71,9 @@ struct Terms {  // compute terms include the profile's straggler factor
 
 // Index of the first layer of the FC part (first fc layer; everything after it belongs to it); size() if none.
 size_t fc_start(const Profile& p);
+// Model parallelism's exchanges that follow compute, per sub-batch: each FC layer's output gather and input-gradient
+// sum, and the arrival of the sub-batch's input.
+int mp_exchanges_per_sub_batch(const Profile& p);
 // Exposed communication (ms) of data-parallel gradient exchange over layers [begin, end): each layer's sync as
 // messages * latency + bytes / bandwidth plus codec time. overlap: a communication thread syncs each layer as soon
 // as backward has passed it, so only what outlasts the backward of the layers below is exposed.

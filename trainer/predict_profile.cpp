@@ -233,7 +233,7 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
 // bandwidth), each the median of several. On hosts shared by several ranks this includes their scheduling, which a
 // point-to-point ping-pong would miss; a shaped link with a burst allowance looks faster for the smaller messages,
 // hence a probe of the size that dominates the traffic.
-Link measure_link(const World& w, int64_t probe) {
+Link measure_link(const World& w, int64_t probe, double compute_ms) {
   CodecPtr none = make_codec(CodecParams{"none"});
   const ReduceOptions opt{Algorithm::ScatterAllgather, none.get(), false, 0};
   ReduceState st;
@@ -257,9 +257,18 @@ Link measure_link(const World& w, int64_t probe) {
   };
   const double n = w.size, big = static_cast<double>(std::max<int64_t>(probe, 65536));
   const double t_small = median_time(1024, 21), t_big = median_time(static_cast<int64_t>(big), 7);
-  // The same small exchange right after ~1 ms of compute on every rank: what it takes beyond t_small is the ranks'
-  // arrival skew, paid by every exchange that follows compute (model parallelism has several per sub-batch).
-  const double t_after = median_time(1024, 21, 1 << 20);
+  // The same small exchange right after compute_ms of compute on every rank (as long as what model parallelism
+  // computes between two exchanges; each rank calibrates its loop while all run): what it takes beyond t_small is
+  // the ranks' arrival skew, paid by every exchange that follows compute.
+  const int64_t calib = 1 << 18;
+  CHECK_MPI(MPI_Barrier(w.comm));
+  const double c0 = now_seconds();
+  {
+    volatile double acc = 1;
+    for (int64_t i = 0; i < calib; ++i) acc = acc * 0.999999 + 1e-9;
+  }
+  const double per_ms = static_cast<double>(calib) / std::max(1e-9, 1e3 * (now_seconds() - c0));
+  const double t_after = median_time(1024, 21, static_cast<int64_t>(std::max(0.01, compute_ms) * per_ms));
   Link l;
   l.latency_us = 1e6 * t_small / (2 * (n - 1));
   l.bandwidth_gbs = 2 * (n - 1) / n * 4 * big / std::max(1e-9, t_big - t_small) / 1e9;
@@ -344,7 +353,10 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
   if (measure_bw || measure_lat) {
     int64_t largest = 0;
     for (const auto& L : p.layers) largest = std::max(largest, L.params);
-    const Link m = measure_link(w, largest);
+    CodecProfile none;
+    none.name = "none", none.ratio_act = 1;
+    const Terms mp = predict_model_parallel(p, none, Link{1e9, 0, 0}, ranks, sub_batches);
+    const Link m = measure_link(w, largest, mp.t_fc_parallel / mp_exchanges_per_sub_batch(p));
     if (measure_bw) link.bandwidth_gbs = m.bandwidth_gbs;
     if (measure_lat) link.latency_us = m.latency_us, link.sync_us = m.sync_us;
   }

@@ -24,17 +24,7 @@ done
 source scripts/lib.sh
 prepare_run
 work=$(mktemp -d /tmp/overlap-bench.XXXXXX)
-if [[ $local == 1 ]]; then
-  trap 'rm -rf "$work"' EXIT
-  launch=(mpirun -np "$hosts" --oversubscribe --mca mpi_yield_when_idle 1)
-  where="$hosts local ranks"
-else
-  trap 'bash scripts/netbed.sh down; rm -rf "$work"' EXIT
-  bash scripts/netbed.sh down
-  bash scripts/netbed.sh up "$hosts" "$rate" >/dev/null
-  launch=(bash scripts/netbed.sh mpirun -np "$hosts")
-  where="$hosts hosts on the test-bed, links $rate"
-fi
+launcher "$local" "$hosts" "$rate"
 for ov in false true; do
   timeout 1800 "${launch[@]}" build/octet train "$config" --set run.threads=1 --set run.name="$ov" --set run.out_dir="$work" \
     --set run.log_every=100000 --set run.epochs=1 --set run.max_steps="$steps" --set compression.method="$codec" \

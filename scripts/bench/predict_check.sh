@@ -32,17 +32,7 @@ done
 source scripts/lib.sh
 prepare_run
 work=$(mktemp -d /tmp/predict-check.XXXXXX)
-if [[ $local == 1 ]]; then
-  trap 'rm -rf "$work"' EXIT
-  launch=(mpirun -np "$hosts" --oversubscribe --mca mpi_yield_when_idle 1)
-  where="$hosts local ranks (loopback)"
-else
-  trap 'bash scripts/netbed.sh down; rm -rf "$work"' EXIT
-  bash scripts/netbed.sh down
-  NETBED_BURST_MS=$burst_ms bash scripts/netbed.sh up "$hosts" "$rate" >/dev/null
-  launch=(bash scripts/netbed.sh mpirun -np "$hosts")
-  where="$hosts hosts on the test-bed, links $rate (burst $burst_ms ms)"
-fi
+NETBED_BURST_MS=$burst_ms launcher "$local" "$hosts" "$rate"
 run() {  # NAME LOG COMMAND...: runs a bounded command, exits with its log's tail on failure
   local name=$1 log=$2; shift 2
   timeout 1800 "$@" >"$log" 2>&1 || { echo "predict_check.sh: $name failed:" >&2; tail -5 "$log" >&2; exit 1; }
