@@ -233,7 +233,7 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
     // This rank's samples' rows of the input gradient.
     std::memcpy(da.data() + k * m * feat, gathered_.data() + r * m * feat, sizeof(float) * static_cast<size_t>(m * feat));
   }
-  // The full gradients: this rank's rows, zero elsewhere (those rows are other ranks'). They summed all N*B
+  // The full gradients: this rank's rows (the optimizer updates no others), zero elsewhere. They summed all N*B
   // samples at grad_scale (1/B), so 1/N makes them the global mean, as averaging makes the layers below.
   const float inv = 1.0f / static_cast<float>(N);
   for (auto& s : slices_) {
@@ -268,6 +268,16 @@ void FcModelParallel::gather(const std::vector<std::pair<std::string, Tensor*>>&
         if (name.rfind(p->name, 0) == 0 && name.size() > p->name.size() && t->numel() == p->value->numel()) rows_allgather(*s, *t);
     }
   }
+}
+
+std::vector<FcModelParallel::Owned> FcModelParallel::owned() const {
+  std::vector<Owned> out;
+  const int r = world_.rank;
+  for (const auto& s : slices_) {
+    out.push_back({s->w.name, s->lo[r] * s->in, s->rows(r) * s->in});
+    if (s->b.value) out.push_back({s->b.name, s->lo[r], s->rows(r)});
+  }
+  return out;
 }
 
 std::string FcModelParallel::plan() const {

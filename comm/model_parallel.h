@@ -40,6 +40,12 @@ class FcModelParallel {
   // name prefix) into the full tensors on every rank: before evaluation, checkpoints and the end of training.
   void gather(const std::vector<std::pair<std::string, Tensor*>>& optimizer_state);
   std::string plan() const;  // one line per FC layer: rows per rank
+  // {parameter name, first value, count} of the FC values this rank owns: the only ones its optimizer must update.
+  struct Owned {
+    std::string name;
+    int64_t offset, count;
+  };
+  std::vector<Owned> owned() const;
 
  private:
   struct Slice;

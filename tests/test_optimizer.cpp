@@ -100,3 +100,22 @@ TEST_CASE("learning-rate schedules", "[optim][schedule]") {
     CHECK(lr_at(o, s, 100, spe, 5) == Approx(1.0));
   }
 }
+
+TEST_CASE("an optimizer restricted to a range updates only those values and their state", "[optim]") {
+  Tensor w = make_tensor({2, 3}, {1, 1, 1, 1, 1, 1}), g = make_tensor({2, 3}, {0.2f, 0.2f, 0.2f, 0.2f, 0.2f, 0.2f});
+  OptimizerConfig c;
+  c.lr = 0.5f;
+  c.momentum = 0.9f;
+  c.weight_decay = 0.1f;
+  Optimizer opt(c, {{"fc.weight", &w, &g}});
+  opt.restrict("fc.weight", 2, 3);  // a rank that owns values 2..4
+  opt.step(c.lr);
+  const std::vector<float> want = {1, 1, 0.85f, 0.85f, 0.85f, 1};
+  for (int i = 0; i < 6; ++i) CHECK(w.data()[i] == Approx(want[i]));
+  const float* m = opt.state()[0].second->data();
+  CHECK(m[0] == 0.f);
+  CHECK(m[2] == Approx(0.3f));
+  CHECK(m[5] == 0.f);
+  CHECK_THROWS_WITH(opt.restrict("fc.weight", 4, 3), Catch::Contains("range [4, 7) outside fc.weight of 6"));
+  CHECK_THROWS_WITH(opt.restrict("fc.bias", 0, 1), Catch::Contains("no parameter named fc.bias"));
+}

@@ -91,7 +91,7 @@ TEST_CASE("predict: model parallelism pipelines the activation exchange against 
   const int N = 2, K = 4;
   const Terms t = predict_model_parallel(p, c, link, N, K);
   CHECK(t.t_fc == Approx(4.5));
-  // fc2 has no slice figures: (forward, backward + update) / K; the relu runs whole on N*B/K samples: x N / K.
+  // fc2 has no slice figures: (forward, backward) / K (it has no update); the relu runs whole on N*B/K samples: x N / K.
   const double comp_f = 0.3 + 0.25 * N / K + 0.5 / K, comp_b = 0.6 + 0.25 * N / K + 0.5 / K;
   CHECK(t.t_fc_parallel == Approx(comp_f + comp_b));
   // Forward each rank sends (N-1) x its B/K samples' worth: fc1 input 1000, fc2 input 100, logits 10 values per

@@ -37,13 +37,26 @@ Optimizer::Optimizer(const OptimizerConfig& cfg, std::vector<Param> params) : cf
   const bool stateful = cfg.type == OptimizerType::Rmsprop || cfg.momentum != 0.f;
   if (stateful)
     for (auto& p : params_) buf_.emplace_back(p.value->shape(), p.value->device());
+  for (auto& p : params_) range_.push_back({0, p.value->numel()});
+}
+
+void Optimizer::restrict(const std::string& name, int64_t offset, int64_t count) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].name != name) continue;
+    OCTET_CHECK(offset >= 0 && count >= 0 && offset + count <= params_[i].value->numel(),
+                "optimizer: range [" << offset << ", " << offset + count << ") outside " << name << " of " << params_[i].value->numel());
+    range_[i] = {offset, count};
+    return;
+  }
+  OCTET_THROW("optimizer: no parameter named " << name);
 }
 
 void Optimizer::step(float lr) {
   for (size_t i = 0; i < params_.size(); ++i) {
     Param& p = params_[i];
     const bool gpu = p.value->device() == Device::CUDA;
-    float* state = buf_.empty() ? nullptr : buf_[i].data();
+    const auto [off, n] = range_[i];
+    float* state = buf_.empty() ? nullptr : buf_[i].data() + off;
 #ifdef OCTET_WITH_CUDA
     auto sgd = gpu ? sgd_update_cuda : sgd_update_cpu;
     auto rmsprop = gpu ? rmsprop_update_cuda : rmsprop_update_cpu;
@@ -52,10 +65,11 @@ void Optimizer::step(float lr) {
     auto sgd = sgd_update_cpu;
     auto rmsprop = rmsprop_update_cpu;
 #endif
+    if (n == 0) continue;
     if (cfg_.type == OptimizerType::Sgd)
-      sgd(p.value->data(), p.grad->data(), state, p.value->numel(), {lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov});
+      sgd(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov});
     else
-      rmsprop(p.value->data(), p.grad->data(), state, p.value->numel(), {lr, cfg_.alpha, cfg_.eps, cfg_.weight_decay});
+      rmsprop(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.alpha, cfg_.eps, cfg_.weight_decay});
   }
 }
 

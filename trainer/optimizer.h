@@ -45,11 +45,15 @@ class Optimizer {
   // Named state tensors (momentum buffers / squared averages), for checkpoints.
   std::vector<std::pair<std::string, Tensor*>> state();
   const OptimizerConfig& config() const { return cfg_; }
+  // From now on, update only values [offset, offset + count) of the named parameter (and its state): the rows a
+  // rank owns under model parallelism. Unknown name or range: error.
+  void restrict(const std::string& name, int64_t offset, int64_t count);
 
  private:
   OptimizerConfig cfg_;
   std::vector<Param> params_;
   std::vector<Tensor> buf_;  // one per param when the method keeps state
+  std::vector<std::pair<int64_t, int64_t>> range_;  // per param: {offset, count} updated by step()
 };
 
 }  // namespace octet

@@ -114,9 +114,11 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
     t.t_fc += layer_ms(L);
     // An FC layer's 1/N slice on N*B/K samples is the work of the whole layer on B/K; the layers between the FC
     // layers (relu, dropout) run whole on all N*B/K samples, on every rank.
-    const double share = L.kind == "fc" ? 1.0 / K : static_cast<double>(ranks) / K;
+    // Each rank updates only its rows: 1/N of an FC layer's update once per step.
+    const bool fc = L.kind == "fc";
+    const double share = fc ? 1.0 / K : static_cast<double>(ranks) / K;
     comp_f += L.slice_forward_ms >= 0 ? L.slice_forward_ms : L.forward_ms * share;
-    comp_b += L.slice_backward_ms >= 0 ? L.slice_backward_ms : (L.backward_ms + L.update_ms) * share;
+    comp_b += L.slice_backward_ms >= 0 ? L.slice_backward_ms : L.backward_ms * share + L.update_ms / (fc ? ranks : 1) / K;
     if (L.kind != "fc") continue;
     // Each FC layer's input is gathered whole forward (what this rank contributes: its B/K samples of the first
     // layer's input, its slice of the later ones), and its partial input gradient summed over the ranks backward.

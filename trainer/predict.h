@@ -21,8 +21,9 @@ struct LayerProfile {
   int64_t in_per_sample = 0;   // input values per sample (what crosses ranks at an FC layer's input)
   int64_t out_per_sample = 0;  // output values per sample
   // Model parallelism: this layer's 1/N slice run on one sub-batch of N*B/K samples (ms, the backward with the
-  // per-sub-batch share of the update); < 0 = not measured, then (forward, backward + update) / K is assumed for
-  // an FC layer (perfect scaling) and x N / K for the layers between FC layers (they run on all N*B/K samples).
+  // per-sub-batch share of the update); < 0 = not measured, then (forward, backward) / K and update / (N K) are
+  // assumed for an FC layer (perfect scaling) and x N / K for the layers between FC layers (they run on all N*B/K
+  // samples).
   double slice_forward_ms = -1, slice_backward_ms = -1;
 };
 

@@ -216,7 +216,7 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
     const int64_t out = (L.out_per_sample + ranks - 1) / ranks;
     auto [f, b] = time_slice(L.name, L.in_per_sample, out, samples, std::max(3, steps / 2));
     L.slice_forward_ms = mean_over_ranks(w, f);
-    L.slice_backward_ms = mean_over_ranks(w, b + L.update_ms / sub_batches);  // octet updates the whole FC tensors on every rank
+    L.slice_backward_ms = mean_over_ranks(w, b + L.update_ms / ranks / sub_batches);  // each rank updates its rows
   }
   // The conv->FC boundary activations of the last step (this rank's batch).
   const Tensor* boundary = s > 0 && s < p.layers.size() ? &run.model.activation(s - 1) : nullptr;

@@ -119,6 +119,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
   if (cfg.parallel.model_parallel_fc) {
     OCTET_CHECK(world, cfg.file << ": parallel.model_parallel_fc needs MPI (octet train initializes it)");
     mp.emplace(*world, model, fc_start, ModelParallelOptions{static_cast<int>(cfg.parallel.sub_batches), cfg.compression.activations});
+    for (const auto& o : mp->owned()) opt.restrict(o.name, o.offset, o.count);  // other ranks' rows wait for gather()
   }
   std::optional<GradSync> sync;
   // One process without a codec has nothing to exchange; with one, it still trains through the codec (accuracy studies).
