@@ -158,6 +158,17 @@ Config dp_config(const std::string& dir, int64_t batch, const std::string& extra
                       "optimizer: {lr: 0.05, momentum: 0.9}\n" + extra);
 }
 
+// N-rank training (values a, result rd) against one rank on the same global batch (b, rs): float rounding apart,
+// the same parameters, and test accuracy within one of the 48 test images.
+void check_matches_single(const std::vector<float>& a, const std::vector<float>& b, const TrainResult& rd, const TrainResult& rs) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+  INFO("largest parameter difference " << worst);
+  CHECK(worst < 1e-4);
+  CHECK(std::abs(rs.test.accuracy - rd.test.accuracy) <= 1.0 / 48 + 1e-9);
+}
+
 // A fresh folder that every rank sees (same machine): rank 0 creates it and broadcasts the name.
 std::string shared_temp_dir() {
   char dir[64] = "/tmp/octet-mpi-XXXXXX";  // mkdtemp's template: it replaces the six X
@@ -181,12 +192,7 @@ TEST_CASE("fp32 data parallel on N ranks equals one rank on the same global batc
     CHECK(rs.steps == rd.steps);
     auto a = checkpoint_values(dir + "/r8/checkpoint.bin", dist, {1, 8, 8}, false);
     auto b = checkpoint_values(dir + "/r" + std::to_string(8 * N) + "/checkpoint.bin", single, {1, 8, 8}, false);
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
-    INFO("largest parameter difference " << worst);
-    CHECK(worst < 1e-4);
-    CHECK(std::abs(rs.test.accuracy - rd.test.accuracy) <= 1.0 / 48 + 1e-9);
+    check_matches_single(a, b, rd, rs);
     std::system(("rm -rf " + dir).c_str());
   }
   MPI_Barrier(g_world.comm);
@@ -265,12 +271,7 @@ TEST_CASE("model-parallel FC training with codec none equals one rank on the sam
       // Parameters and momentum: the FC rows of every rank were gathered into the checkpoint.
       auto a = checkpoint_values(dir + "/" + name + "/checkpoint.bin", c, {1, 8, 8}, true);
       auto b = checkpoint_values(dir + "/single" + std::to_string(K) + "/checkpoint.bin", single, {1, 8, 8}, true);
-      REQUIRE(a.size() == b.size());
-      double worst = 0;
-      for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
-      INFO("largest parameter difference " << worst);
-      CHECK(worst < 1e-4);
-      CHECK(std::abs(rs.test.accuracy - rd.test.accuracy) <= 1.0 / 48 + 1e-9);
+      check_matches_single(a, b, rd, rs);
     }
     MPI_Barrier(g_world.comm);
   }
