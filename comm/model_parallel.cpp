@@ -55,7 +55,6 @@ FcModelParallel::FcModelParallel(const World& w, Model& model, size_t fc_start, 
   }
   OCTET_CHECK(!slices_.empty(), "model parallelism: no fc layer at or after layer " << fc_start);
   CHECK_MPI(MPI_Comm_dup(w.comm, &prefetch_comm_));
-  xs_.resize(1);
   ys_.resize(model.size() - fc_start);
   dys_.resize(model.size() - fc_start);
 }
@@ -154,7 +153,7 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
     StepContext cx = ctx;
     cx.sample_offset = k * M;  // sub-batch-major sample numbering for the FC part's dropout masks
     const uint64_t seed = sub_seed(k);
-    Tensor& x0 = xs_[0];
+    Tensor& x0 = x0_;
     x0.resize(xshape);
     finish_prefetch(x0.data(), m * feat, labels_all_.data(), m, times, stats);
     // Sub-batch k+1's input travels while sub-batch k computes (progressed between layers and by the exchanges).

@@ -62,9 +62,11 @@ class FcModelParallel {
   CodecPtr codec_;
   std::vector<std::unique_ptr<Slice>> slices_;  // one per FC layer of the FC part
   std::vector<int> slice_of_;                   // layer index - start -> slice index or -1
-  // Per-layer buffers of one sub-batch: xs_[j] input of layer start+j, ys_[j] its output (whole), dys_ gradients.
-  std::vector<Tensor> xs_, ys_, dys_;
-  Tensor logits_own_, da_chunk_, gathered_;
+  // Buffers of one sub-batch: x0_ the FC part's input [N*B/K, ...], ys_[j] the output of layer start+j (whole),
+  // dys_[j] the gradient w.r.t. it.
+  Tensor x0_;
+  std::vector<Tensor> ys_, dys_;
+  Tensor logits_own_, gathered_;
   std::vector<int32_t> labels_all_;
   std::vector<uint8_t> send_;
   MPI_Comm prefetch_comm_ = MPI_COMM_NULL;     // the conv->FC input gathers run here, beside the blocking exchanges
