@@ -14,10 +14,41 @@ codec_args() {
   esac
 }
 
-# prepare_run: builds octet if build/octet is missing and lets Open MPI run as root (these scripts launch mpirun).
+# parse_flags SCRIPT SPEC ARGS...: the scripts' command lines. Each word of SPEC is a flag: "name" (--name VALUE sets
+# the variable name, dashes as underscores), "name:var" (sets var) or "name!" (a switch: sets the variable to 1).
+# An unknown flag or a missing value: one error line naming SCRIPT and the known flags, exit 2.
+parse_flags() {
+  local _script=$1 _spec=$2 _known="" _s _flag _var _hit
+  shift 2
+  for _s in $_spec; do _known+="${_known:+, }--${_s%%[:!]*}"; done
+  while [[ $# -gt 0 ]]; do
+    _hit=""
+    for _s in $_spec; do
+      _flag=${_s%%[:!]*}
+      [[ $1 == "--$_flag" ]] || continue
+      _var=${_flag//-/_}
+      [[ $_s == *:* ]] && _var=${_s#*:}
+      if [[ $_s == *! ]]; then
+        printf -v "$_var" 1
+        shift
+      else
+        [[ $# -ge 2 ]] || { echo "$_script: $1 needs a value" >&2; exit 2; }
+        printf -v "$_var" '%s' "$2"
+        shift 2
+      fi
+      _hit=1
+      break
+    done
+    [[ -n $_hit ]] || { echo "$_script: unknown argument $1 (known: $_known)" >&2; exit 2; }
+  done
+}
+
+# prepare_run NAME: builds octet if build/octet is missing, lets Open MPI run as root (these scripts launch mpirun)
+# and makes the scratch folder $work (/tmp/NAME.<random>).
 prepare_run() {
   [[ -x build/octet ]] || bash scripts/build.sh
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  work=$(mktemp -d "/tmp/$1.XXXXXX")
 }
 
 # launcher LOCAL HOSTS RATE: sets `launch` (the mpirun command line) and `where` (its description) for HOSTS ranks,

@@ -13,25 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 hosts_list="2 4" rates="100mbit 1gbit 10gbit" sizes=1M:64M codecs="linear8 dynamic_tree8 qsgd adacomp"
 train="fp32 dynamic_tree8 adacomp" steps=60 epochs=0 out=docs/netbed_results.md overlap=false accuracy=""
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --hosts) hosts_list=$2; shift 2 ;;
-    --rates) rates=$2; shift 2 ;;
-    --sizes) sizes=$2; shift 2 ;;
-    --codecs) codecs=$2; shift 2 ;;
-    --train) train=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --epochs) epochs=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --overlap) overlap=$2; shift 2 ;;
-    --accuracy) accuracy=$2; shift 2 ;;
-    *) echo "netbed_bench.sh: unknown argument $1 (known: --hosts, --rates, --sizes, --codecs, --train, --steps, --epochs, --accuracy, --overlap, --out)" >&2; exit 2 ;;
-  esac
-done
 source scripts/lib.sh
-prepare_run
+parse_flags netbed_bench.sh "hosts:hosts_list rates sizes codecs train steps epochs accuracy overlap out" "$@"
+prepare_run netbed-bench
 bed=scripts/netbed.sh
-work=$(mktemp -d /tmp/netbed-bench.XXXXXX)
 # On any failure the rows measured so far are kept in $out.partial.
 finished=0
 trap 'bash $bed down; [[ $finished == 1 || ! -f $work/out.md ]] || cp "$work/out.md" "$out.partial"; rm -rf "$work"' EXIT

@@ -8,22 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 hosts=4 rate=1gbit codec=none steps=100 bucket=1 config=configs/fashion-mnist/lenet.yaml local=0 out=""
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --hosts) hosts=$2; shift 2 ;;
-    --rate) rate=$2; shift 2 ;;
-    --codec) codec=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --bucket-mb) bucket=$2; shift 2 ;;
-    --config) config=$2; shift 2 ;;
-    --local) local=1; shift ;;
-    --out) out=$2; shift 2 ;;
-    *) echo "overlap_bench.sh: unknown argument $1 (known: --hosts, --rate, --codec, --steps, --bucket-mb, --config, --local, --out)" >&2; exit 2 ;;
-  esac
-done
 source scripts/lib.sh
-prepare_run
-work=$(mktemp -d /tmp/overlap-bench.XXXXXX)
+parse_flags overlap_bench.sh "hosts rate codec steps bucket-mb:bucket config local! out" "$@"
+prepare_run overlap-bench
 launcher "$local" "$hosts" "$rate"
 for ov in false true; do
   timeout 1800 "${launch[@]}" build/octet train "$config" --set run.threads=1 --set run.name="$ov" --set run.out_dir="$work" \

@@ -15,23 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 hosts=4 rate=1gbit codecs="none dynamic_tree8" local=0 out="" mp=0 burst_ms=1 repeat=3
 configs="configs/fashion-mnist/lenet.yaml:400 configs/bench/alexnet_synthetic.yaml:60"
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --hosts) hosts=$2; shift 2 ;;
-    --rate) rate=$2; shift 2 ;;
-    --codecs) codecs=$2; shift 2 ;;
-    --mp) mp=$2; shift 2 ;;
-    --burst-ms) burst_ms=$2; shift 2 ;;
-    --repeat) repeat=$2; shift 2 ;;
-    --configs) configs=$2; shift 2 ;;
-    --local) local=1; shift ;;
-    --out) out=$2; shift 2 ;;
-    *) echo "predict_check.sh: unknown argument $1 (known: --hosts, --rate, --codecs, --mp, --burst-ms, --repeat, --configs, --local, --out)" >&2; exit 2 ;;
-  esac
-done
 source scripts/lib.sh
-prepare_run
-work=$(mktemp -d /tmp/predict-check.XXXXXX)
+parse_flags predict_check.sh "hosts rate codecs mp burst-ms repeat configs local! out" "$@"
+prepare_run predict-check
 NETBED_BURST_MS=$burst_ms launcher "$local" "$hosts" "$rate"
 run() {  # NAME LOG COMMAND...: runs a bounded command, exits with its log's tail on failure
   local name=$1 log=$2; shift 2

@@ -7,19 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ranks=4 epochs=5 out=docs/compression_fashion_lenet.md
 codecs="fp32 fp16 linear8 mantissa8 static_tree8 dynamic_tree8 qsgd8 qsgd4 qsgd2 onebit topk adacomp"
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --ranks) ranks=$2; shift 2 ;;
-    --epochs) epochs=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --codecs) codecs=$2; shift 2 ;;
-    *) echo "fashion_lenet_codecs.sh: unknown argument $1 (known: --ranks, --epochs, --out, --codecs)" >&2; exit 2 ;;
-  esac
-done
 source scripts/lib.sh
-prepare_run
-runs=$(mktemp -d)
-trap 'rm -rf "$runs"' EXIT
+parse_flags fashion_lenet_codecs.sh "ranks epochs out codecs" "$@"
+prepare_run fashion-lenet-codecs
+trap 'rm -rf "$work"' EXIT
 rows=()
 fp32_acc=""
 for c in $codecs; do
@@ -27,9 +18,9 @@ for c in $codecs; do
   args=($(codec_args "$c"))
   echo "== $c: mpirun -np $ranks octet train configs/fashion-mnist/lenet.yaml ${args[*]}" >&2
   mpirun -np "$ranks" --oversubscribe build/octet train configs/fashion-mnist/lenet.yaml --set run.threads=1 \
-    --set run.epochs="$epochs" --set run.name="$c" --set run.out_dir="$runs" --set run.log_every=100000 "${args[@]}" \
-    >"$runs/$c.log" 2>&1 || { echo "run $c failed:" >&2; tail -5 "$runs/$c.log" >&2; exit 1; }
-  s=$runs/$c/summary.json
+    --set run.epochs="$epochs" --set run.name="$c" --set run.out_dir="$work" --set run.log_every=100000 "${args[@]}" \
+    >"$work/$c.log" 2>&1 || { echo "run $c failed:" >&2; tail -5 "$work/$c.log" >&2; exit 1; }
+  s=$work/$c/summary.json
   acc=$(field "$s" test_accuracy)
   [[ $c == fp32 ]] && fp32_acc=$acc
   rows+=("$c|$acc|$(field "$s" bytes_sent_per_step)|$(field "$s" fp32_bytes_per_step)|$(field "$s" compression_ratio)|$(field "$s" compression_ratio_fc)|$(field "$s" compression_ratio_conv)|$(field "$s" train_seconds)|$(field "$s" images_per_s)")
