@@ -19,6 +19,7 @@
 #include "trainer/config.h"
 #include "trainer/layer_registry.h"
 #include "trainer/optimizer.h"
+#include "trainer/step_runner.h"
 #include "trainer/trainer.h"
 
 namespace octet {
@@ -50,7 +51,9 @@ int64_t parse_size(const std::string& s) {
   return static_cast<int64_t>(v * static_cast<double>(mult));
 }
 
-std::vector<std::string> split(const std::string& s) {
+}  // namespace
+
+std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
   size_t a = 0;
   while (a <= s.size()) {
@@ -61,6 +64,8 @@ std::vector<std::string> split(const std::string& s) {
   }
   return out;
 }
+
+namespace {
 
 // Best of `reps` timings of f().
 template <typename F> double best_time(int reps, F&& f) {
@@ -81,26 +86,10 @@ double mean_rel_error(const std::vector<float>& x, const std::vector<float>& y) 
 std::vector<float> real_gradients(const std::string& config, int64_t steps) {
   Config cfg = load_config(config, {"run.threads=1"});
   set_cpu_threads(1);
-  auto data = load_split(cfg.data, true, cfg.run.seed);
-  Model model = build_model(cfg.model, data->sample_shape());
-  model.init_params(cfg.run.seed);
-  Optimizer opt(cfg.optimizer, model.params());
-  Sampler sampler(data->size(), cfg.data.batch_size, 0, 1, cfg.run.seed, true, true);
-  SoftmaxCrossEntropy loss;
-  Tensor dlogits;
-  Batch batch;
-  for (int64_t s = 0; s <= steps; ++s) {
-    assemble_batch(*data, sampler.indices(0, s % sampler.batches_per_epoch()), batch);
-    StepContext ctx{true, cfg.run.seed, static_cast<uint64_t>(s), 0};
-    const Tensor& logits = model.forward(batch.x, ctx);
-    LossResult r = loss.forward(logits, batch.labels.data());
-    dlogits.resize(logits.shape());
-    loss.backward(dlogits, 1.0f / static_cast<float>(r.count));
-    model.backward(batch.x, dlogits);
-    if (s < steps) opt.step(cfg.optimizer.lr);
-  }
+  StepRunner run(cfg, 0, 1);
+  for (int64_t s = 0; s <= steps; ++s) run.run();  // the last update leaves its step's gradients in place
   std::vector<float> g;
-  for (auto& p : model.params()) g.insert(g.end(), p.grad->data(), p.grad->data() + p.grad->numel());
+  for (auto& p : run.model.params()) g.insert(g.end(), p.grad->data(), p.grad->data() + p.grad->numel());
   return g;
 }
 
@@ -128,7 +117,7 @@ int bench_compress(const std::vector<std::string>& args) {
   }
   std::printf("%-14s %11s %10s %8s %10s %8s %9s %11s %11s\n", "codec", "memcpy GB/s", "comp GB/s", "x memcpy", "decomp GB/s", "x memcpy",
               "bytes/fp32", "err N(0,1)", "err grads");
-  for (const std::string& m : split(o["codecs"])) {
+  for (const std::string& m : split_list(o["codecs"])) {
     CodecParams p;
     p.method = m;
     p.bits = std::stoi(o["bits"]);
@@ -165,7 +154,7 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
                              {"iters", "0"}, {"bits", "8"}});
   set_cpu_threads(1);
   const int64_t lo = parse_size(o["min"]), hi = parse_size(o["max"]), factor = std::stoll(o["factor"]);
-  const auto codecs = split(o["codecs"]);
+  const auto codecs = split_list(o["codecs"]);
   const int N = w.size;
   if (w.rank == 0) {
     std::printf("octet bench allreduce: %d ranks; time is the mean per call; algbw = bytes/time; busbw = algbw * 2(N-1)/N\n", N);

@@ -8,6 +8,9 @@
 
 namespace octet {
 
+// "a,b,,c" -> {a, b, c}: the comma lists of the command lines.
+std::vector<std::string> split_list(const std::string& s);
+
 int bench_compress(const std::vector<std::string>& args);
 int bench_allreduce(const std::vector<std::string>& args, const World& world);
 

@@ -18,10 +18,12 @@
 #include "data/loader.h"
 #include "layers/fc.h"
 #include "layers/softmax_ce.h"
+#include "trainer/bench.h"
 #include "trainer/config.h"
 #include "trainer/layer_registry.h"
 #include "trainer/optimizer.h"
 #include "trainer/predict.h"
+#include "trainer/step_runner.h"
 #include "trainer/trainer.h"
 
 namespace octet {
@@ -42,43 +44,6 @@ double mean_over_ranks(const World& w, double v) {
   CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, w.comm));
   return v / w.size;
 }
-
-struct StepRunner {
-  const Config& cfg;
-  std::unique_ptr<Dataset> data;
-  Model model;
-  Optimizer opt;
-  Sampler sampler;
-  SoftmaxCrossEntropy loss;
-  Tensor dlogits;
-  Batch batch;
-  int64_t step = 0;
-  double loss_s = 0, update_s = 0;  // accumulated
-
-  StepRunner(const Config& c, const World& w)
-      : cfg(c), data(load_split(c.data, true, c.run.seed)), model(build_model(c.model, data->sample_shape())),
-        opt(c.optimizer, model.params()), sampler(data->size(), c.data.batch_size, w.rank, w.size, c.run.seed, true, true) {
-    model.init_params(c.run.seed);
-  }
-  // One training step without communication; returns its compute seconds (batch assembly excluded).
-  double run() {
-    assemble_batch(*data, sampler.indices(0, step % sampler.batches_per_epoch()), batch);
-    StepContext ctx{true, cfg.run.seed, static_cast<uint64_t>(step++), 0};
-    const double t0 = now_seconds();
-    const Tensor& logits = model.forward(batch.x, ctx);
-    const double t1 = now_seconds();
-    LossResult r = loss.forward(logits, batch.labels.data());
-    dlogits.resize(logits.shape());
-    loss.backward(dlogits, 1.0f / static_cast<float>(r.count));
-    const double t2 = now_seconds();
-    model.backward(batch.x, dlogits);
-    const double t3 = now_seconds();
-    opt.step(cfg.optimizer.lr);
-    const double t4 = now_seconds();
-    loss_s += t2 - t1, update_s += t4 - t3;
-    return t4 - t0;
-  }
-};
 
 // Forward and backward (ms) of one FC layer's 1/N output slice on one sub-batch of N*B/K samples.
 std::pair<double, double> time_slice(const std::string& name, int64_t in, int64_t out, int64_t samples, int reps) {
@@ -156,7 +121,7 @@ CodecProfile profile_codec(const std::string& method, const Config& cfg, Model& 
 
 Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_batches, int steps, const std::vector<std::string>& codecs) {
   set_cpu_threads(cfg.run.threads);
-  StepRunner run(cfg, w);
+  StepRunner run(cfg, w.rank, w.size);
   const int warmup = 3;
   Profile p;
   p.name = cfg.run.name;
@@ -340,13 +305,7 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
     p = read_profile(profile_in);
   } else {
     const Config cfg = load_config(config, overrides);
-    std::vector<std::string> list;
-    for (size_t a = 0; a <= codecs.size();) {
-      size_t b = codecs.find(',', a);
-      if (b == std::string::npos) b = codecs.size();
-      if (b > a) list.push_back(codecs.substr(a, b - a));
-      a = b + 1;
-    }
+    const std::vector<std::string> list = split_list(codecs);
     for (const auto& m : list) make_codec(CodecParams{m});  // unknown names fail before any profiling
     p = profile_config(cfg, w, ranks, sub_batches, steps, list);
   }
