@@ -13,7 +13,7 @@ namespace octet {
 // bucket holds at most one decision boundary. entry[bucket] = code nearest the bucket's low end (bits 0..7) |
 // offset of that boundary inside the bucket (bits 8..; 2^shift when it lies beyond), so
 // index = code + (low bits >= offset). Buckets run from float bits 0 to 1.0 (up to 32 KB, of which a block of
-// gradients touches a few KB), so an AVX2 gather serves 8 values at once with no clamping.
+// gradients touches a few KB), so 8 values take 8 plain table loads with no clamping.
 class CodeBook {
  public:
   explicit CodeBook(std::vector<float> magnitudes);  // 128 ascending values in [0, 1], [0] == 0, [127] == 1
@@ -35,7 +35,8 @@ class CodeBook {
   uint32_t first_ = 0;
 };
 
-// Encode len values of one block with scale inv = 1/absmax into sign|index bytes (AVX2 where built for it).
-void codebook_encode_block(const CodeBook& book, const float* x, uint8_t* codes, int64_t len, float inv);
+// Encode len values of one block with scale inv = 1/absmax into sign|index bytes (AVX2 where built for it);
+// next (or null) is the following block, prefetched while this one encodes.
+void codebook_encode_block(const CodeBook& book, const float* x, uint8_t* codes, int64_t len, float inv, const float* next = nullptr);
 
 }  // namespace octet
