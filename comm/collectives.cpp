@@ -97,7 +97,71 @@ void complete(MPI_Request& req, const ReduceOptions& opt) {
   }
 }
 
+// Chunk bounds of the scatter-allgather: N chunks of equal size rounded up to 64 values (the last one shorter).
+std::vector<int64_t> even_chunks(int64_t n, int N) {
+  const int64_t per = ((n + N - 1) / N + 63) / 64 * 64;
+  std::vector<int64_t> lo(static_cast<size_t>(N) + 1);
+  for (int j = 0; j <= N; ++j) lo[j] = std::min<int64_t>(n, j * per);
+  return lo;
+}
+
+// The scatter phase shared by scatter-allgather and reduce-scatter: x's chunk [lo[j], lo[j+1]) goes through the codec
+// (error feedback on st.residual when ef) to rank j, and this rank's chunk of the sum, decoded in rank order, ends
+// in st.chunk.
+void scatter_reduce(const World& w, const float* x, const std::vector<int64_t>& lo, bool ef, const ReduceOptions& opt, ReduceState& st,
+                    CommStats& stats) {
+  const int N = w.size, r = w.rank;
+  const Codec& c = *opt.codec;
+  auto len_of = [&](int j) { return lo[j + 1] - lo[j]; };
+  double t = now_seconds();
+  st.send_counts.assign(N, 0);
+  size_t cap = 0;
+  for (int j = 0; j < N; ++j) cap = align16(cap + c.max_bytes(len_of(j)));
+  st.send.resize(cap + 16);
+  size_t off = 0;
+  st.send_displs.assign(N, 0);
+  for (int j = 0; j < N; ++j) {
+    st.send_displs[j] = as_count(off);
+    float* res = ef ? st.residual.data() + lo[j] : nullptr;
+    const size_t b = encode(c, x + lo[j], len_of(j), res, st.send.data() + off, derive_seed(opt.seed, r, j), st);
+    st.send_counts[j] = as_count(b);
+    if (j != r) stats.bytes_sent += b, stats.fp32_bytes += 4 * static_cast<uint64_t>(len_of(j));
+    off = align16(off + b);
+  }
+  stats.compress_s += now_seconds() - t;
+
+  t = now_seconds();
+  st.recv_counts.assign(N, 0);
+  MPI_Request req;
+  CHECK_MPI(MPI_Ialltoall(st.send_counts.data(), 1, MPI_INT, st.recv_counts.data(), 1, MPI_INT, w.comm, &req));
+  complete(req, opt);
+  st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
+  CHECK_MPI(MPI_Ialltoallv(st.send.data(), st.send_counts.data(), st.send_displs.data(), MPI_BYTE, st.recv.data(),
+                           st.recv_counts.data(), st.recv_displs.data(), MPI_BYTE, w.comm, &req));
+  complete(req, opt);
+  stats.communicate_s += now_seconds() - t;
+
+  t = now_seconds();
+  const int64_t mine = len_of(r);
+  st.chunk.resize(static_cast<size_t>(mine));
+  for (int s = 0; s < N; ++s)
+    c.decode(st.recv.data() + st.recv_displs[s], static_cast<size_t>(st.recv_counts[s]), st.chunk.data(), mine, s > 0);
+  stats.decompress_s += now_seconds() - t;
+}
+
 }  // namespace
+
+void reduce_scatter(const World& w, float* x, const std::vector<int64_t>& lo, const ReduceOptions& opt, ReduceState& st, CommStats& stats) {
+  const int N = w.size, r = w.rank;
+  OCTET_CHECK(opt.codec, "reduce_scatter needs a codec");
+  OCTET_CHECK(lo.size() == static_cast<size_t>(N) + 1 && lo[0] == 0, "reduce_scatter: " << lo.size() << " chunk bounds for " << N << " ranks");
+  for (int j = 0; j < N; ++j) OCTET_CHECK(lo[j + 1] >= lo[j], "reduce_scatter: chunk " << j << " ends before it starts");
+  const bool ef = opt.error_feedback || opt.codec->needs_feedback();
+  OCTET_CHECK(!ef, "reduce_scatter carries no error feedback (codec " << opt.codec->name() << ")");
+  scatter_reduce(w, x, lo, false, opt, st, stats);
+  std::copy(st.chunk.begin(), st.chunk.end(), x + lo[r]);
+  if (opt.average) scale(x + lo[r], lo[r + 1] - lo[r], N);
+}
 
 void allgather_payloads(const World& w, const uint8_t* mine, int size, ReduceState& st, const ReduceOptions& opt) {
   MPI_Request req;
@@ -156,45 +220,11 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
   }
 
   // Scatter-reduce + allgather: rank j owns chunk j.
-  const int64_t per = ((n + N - 1) / N + 63) / 64 * 64;
-  auto lo_of = [&](int j) { return std::min<int64_t>(n, j * per); };
-  auto len_of = [&](int j) { return std::min<int64_t>(n, lo_of(j) + per) - lo_of(j); };
+  const std::vector<int64_t> lo = even_chunks(n, N);
+  auto len_of = [&](int j) { return lo[j + 1] - lo[j]; };
+  scatter_reduce(w, x, lo, ef, opt, st, stats);
 
-  t = now_seconds();
-  st.send_counts.assign(N, 0);
-  size_t cap = 0;
-  for (int j = 0; j < N; ++j) cap = align16(cap + c.max_bytes(len_of(j)));
-  st.send.resize(cap + 16);
-  size_t off = 0;
-  st.send_displs.assign(N, 0);
-  for (int j = 0; j < N; ++j) {
-    st.send_displs[j] = as_count(off);
-    float* res = ef ? st.residual.data() + lo_of(j) : nullptr;
-    const size_t b = encode(c, x + lo_of(j), len_of(j), res, st.send.data() + off, derive_seed(opt.seed, r, j), st);
-    st.send_counts[j] = as_count(b);
-    if (j != r) stats.bytes_sent += b, stats.fp32_bytes += 4 * static_cast<uint64_t>(len_of(j));
-    off = align16(off + b);
-  }
-  stats.compress_s += now_seconds() - t;
-
-  t = now_seconds();
-  st.recv_counts.assign(N, 0);
-  MPI_Request req;
-  CHECK_MPI(MPI_Ialltoall(st.send_counts.data(), 1, MPI_INT, st.recv_counts.data(), 1, MPI_INT, w.comm, &req));
-  complete(req, opt);
-  st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
-  CHECK_MPI(MPI_Ialltoallv(st.send.data(), st.send_counts.data(), st.send_displs.data(), MPI_BYTE, st.recv.data(),
-                           st.recv_counts.data(), st.recv_displs.data(), MPI_BYTE, w.comm, &req));
-  complete(req, opt);
-  stats.communicate_s += now_seconds() - t;
-
-  // Sum the pieces of the owned chunk in rank order, then re-encode it once for everyone.
-  t = now_seconds();
   const int64_t mine = len_of(r);
-  st.chunk.resize(static_cast<size_t>(mine));
-  for (int s = 0; s < N; ++s)
-    c.decode(st.recv.data() + st.recv_displs[s], static_cast<size_t>(st.recv_counts[s]), st.chunk.data(), mine, s > 0);
-  stats.decompress_s += now_seconds() - t;
   t = now_seconds();
   if (ef && st.owner_residual.size() != static_cast<size_t>(mine)) st.owner_residual.assign(static_cast<size_t>(mine), 0.f);
   std::vector<uint8_t> reduced(c.max_bytes(mine));
@@ -210,7 +240,7 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
 
   t = now_seconds();
   for (int j = 0; j < N; ++j)
-    c.decode(st.recv.data() + st.recv_displs[j], static_cast<size_t>(st.recv_counts[j]), x + lo_of(j), len_of(j), false);
+    c.decode(st.recv.data() + st.recv_displs[j], static_cast<size_t>(st.recv_counts[j]), x + lo[j], len_of(j), false);
   if (opt.average) scale(x, n, N);
   stats.decompress_s += now_seconds() - t;
 }

@@ -46,6 +46,12 @@ struct ReduceOptions {
 // x[0..n) <- mean (or, with !opt.average, sum) over ranks of x, identical bytes on every rank.
 void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, ReduceState& st, CommStats& stats);
 
+// The first half of scatter-allgather on its own: rank q owns x[lo[q], lo[q+1]) (lo: N+1 ascending bounds from 0);
+// every rank's chunks go through the codec to their owners, which decode and sum them in rank order (mean with
+// opt.average) into their own chunk of x. The rest of x is left as it was. Half the traffic of reduce_mean for
+// callers that need only their chunk (model parallelism's partial input gradients); no error feedback.
+void reduce_scatter(const World& w, float* x, const std::vector<int64_t>& lo, const ReduceOptions& opt, ReduceState& st, CommStats& stats);
+
 // Every rank's payload (size bytes at mine) to every rank: st.recv holds them in rank order at st.recv_displs,
 // st.recv_counts their sizes.
 void allgather_payloads(const World& w, const uint8_t* mine, int size, ReduceState& st, const ReduceOptions& opt);

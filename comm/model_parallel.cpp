@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <sstream>
+#include <string>
 
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
@@ -20,7 +21,7 @@ struct FcModelParallel::Slice {
   Tensor dw_acc, db_acc;        // this rank's gradient rows summed over the sub-batches
   Tensor y;                     // [M, rows] this sub-batch's output rows
   Tensor dy;                    // [M, rows]
-  ReduceState st;               // the input-gradient allreduce
+  ReduceState st;               // the input-gradient exchange
   int64_t rows(int q) const { return lo[q + 1] - lo[q]; }
 };
 
@@ -54,6 +55,19 @@ FcModelParallel::FcModelParallel(const World& w, Model& model, size_t fc_start, 
     slices_.push_back(std::move(s));
   }
   OCTET_CHECK(!slices_.empty(), "model parallelism: no fc layer at or after layer " << fc_start);
+  // below_[j]: the FC slice whose owned columns are all that layer j's input gradient must deliver to each rank,
+  // when only layers that act column by column lie between the two; -1 otherwise.
+  below_.assign(slice_of_.size(), -1);
+  auto column_wise = [&](size_t k) {
+    const std::string kind = model.layer(fc_start + k).kind();
+    return kind == "relu" || kind == "dropout" || kind == "flatten";  // flatten of an FC output [M, P] is the identity
+  };
+  for (size_t j = 1; j < slice_of_.size(); ++j) {
+    if (slice_of_[j] < 0) continue;
+    size_t k = j - 1;
+    while (k > 0 && slice_of_[k] < 0 && column_wise(k)) --k;
+    if (slice_of_[k] >= 0) below_[j] = slice_of_[k];
+  }
   CHECK_MPI(MPI_Comm_dup(w.comm, &prefetch_comm_));
   ys_.resize(model.size() - fc_start);
   dys_.resize(model.size() - fc_start);
@@ -221,11 +235,37 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
         for (int64_t i = 0; i < s.dw_acc.numel(); ++i) s.dw_acc.data()[i] += s.mw.grad->data()[i];
         for (int64_t i = 0; i < s.db_acc.numel(); ++i) s.db_acc.data()[i] += s.mb.grad->data()[i];
       }
-      // dx holds this rank's part of the input gradient (its neurons' contribution): sum over the ranks.
+      // dx holds this rank's part of the input gradient (its neurons' contribution): the ranks' parts are summed.
+      // Each rank needs only a share of the sum, so a reduce-scatter delivers just that (half an allreduce's
+      // traffic): for the first FC layer the rows of its own samples (its conv layers' backward), for a later one
+      // the columns of the FC layer below that it owns (the layers between act column by column; the other
+      // columns are zeroed and no rank reads them). Other cases sum everything.
       CommStats cs;
       ReduceOptions ro{Algorithm::ScatterAllgather, codec_.get(), false, derive_seed(seed, 1000 + j)};
       ro.average = false;
-      reduce_mean(world_, dx.data(), dx.numel(), ro, s.st, cs);
+      std::vector<int64_t> bounds(static_cast<size_t>(N) + 1);
+      if (j == 0) {
+        for (int q = 0; q <= N; ++q) bounds[q] = q * m * feat;
+        reduce_scatter(world_, dx.data(), bounds, ro, s.st, cs);
+      } else if (below_[j] >= 0) {
+        const Slice& b = *slices_[below_[j]];
+        const int64_t P = dx.numel() / M;  // dx [M, P]: P = b.out
+        packed_.resize({M * P});
+        {
+          ScopedPhase sp(times, Phase::Compress);
+          for (int q = 0; q < N; ++q)  // columns [lo_q, lo_q+1) of every row -> block q [M, rows_q]
+            for (int64_t i = 0; i < M; ++i)
+              std::memcpy(packed_.data() + M * b.lo[q] + i * b.rows(q), dx.data() + i * P + b.lo[q], sizeof(float) * static_cast<size_t>(b.rows(q)));
+        }
+        for (int q = 0; q <= N; ++q) bounds[q] = M * b.lo[q];
+        reduce_scatter(world_, packed_.data(), bounds, ro, s.st, cs);
+        ScopedPhase sp(times, Phase::Decompress);
+        dx.zero();
+        for (int64_t i = 0; i < M; ++i)
+          std::memcpy(dx.data() + i * P + b.lo[r], packed_.data() + M * b.lo[r] + i * b.rows(r), sizeof(float) * static_cast<size_t>(b.rows(r)));
+      } else {
+        reduce_mean(world_, dx.data(), dx.numel(), ro, s.st, cs);
+      }
       times.add(Phase::Compress, cs.compress_s), times.add(Phase::Communicate, cs.communicate_s), times.add(Phase::Decompress, cs.decompress_s);
       stats += cs;
     }

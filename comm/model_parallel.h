@@ -3,7 +3,8 @@
 // sub-batch (each rank's B/K samples), the conv->FC activations are all-gathered through the activation codec, each
 // rank computes its neurons for all N*B/K samples (while sub-batch k+1's input is already on its way), the slices are
 // all-gathered (codec) into the next layer's input,
-// the logits end whole on every rank, and backward sums the partial input gradients with a compressed allreduce.
+// the logits end whole on every rank, and backward sums the partial input gradients with a compressed reduce-scatter
+// (each rank receives the share it needs: its samples' rows at the conv boundary, its columns between FC layers).
 // Every rank decodes the same bytes, so the whole FC part sees identical inputs everywhere.
 #pragma once
 #include <memory>
@@ -62,11 +63,12 @@ class FcModelParallel {
   CodecPtr codec_;
   std::vector<std::unique_ptr<Slice>> slices_;  // one per FC layer of the FC part
   std::vector<int> slice_of_;                   // layer index - start -> slice index or -1
+  std::vector<int> below_;                      // layer index - start -> slice below whose columns its dx needs, or -1
   // Buffers of one sub-batch: x0_ the FC part's input [N*B/K, ...], ys_[j] the output of layer start+j (whole),
   // dys_[j] the gradient w.r.t. it.
   Tensor x0_;
   std::vector<Tensor> ys_, dys_;
-  Tensor logits_own_, gathered_;
+  Tensor logits_own_, gathered_, packed_;
   std::vector<int32_t> labels_all_;
   std::vector<uint8_t> send_;
   MPI_Comm prefetch_comm_ = MPI_COMM_NULL;     // the conv->FC input gathers run here, beside the blocking exchanges

@@ -58,13 +58,14 @@ launcher() {
   local local_=$1 hosts=$2 rate=$3
   if [[ $local_ == 1 ]]; then
     trap 'rm -rf "$work"' EXIT
-    launch=(mpirun -np "$hosts" --oversubscribe --mca mpi_yield_when_idle 1)
-    where="$hosts local ranks (loopback)"
+    # Bound to cores round-robin (two ranks a core for 4 on 2), as on the bed (NETBED_BIND in scripts/netbed.sh).
+    launch=(mpirun -np "$hosts" --oversubscribe --bind-to core:overload-allowed --map-by core --mca mpi_yield_when_idle 1)
+    where="$hosts local ranks (loopback), bound to cores"
   else
     trap 'bash scripts/netbed.sh down; rm -rf "$work"' EXIT
     bash scripts/netbed.sh down
     env ${NETBED_BURST_MS:+NETBED_BURST_MS=$NETBED_BURST_MS} bash scripts/netbed.sh up "$hosts" "$rate" >/dev/null
     launch=(bash scripts/netbed.sh mpirun -np "$hosts")
-    where="$hosts hosts on the test-bed, links $rate${NETBED_BURST_MS:+ (burst $NETBED_BURST_MS ms)}"
+    where="$hosts hosts on the test-bed, links $rate${NETBED_BURST_MS:+ (burst $NETBED_BURST_MS ms)}, NETBED_BIND=${NETBED_BIND:-core}"
   fi
 }

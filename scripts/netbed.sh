@@ -12,6 +12,9 @@
 # Hosts are named ${NETBED_PREFIX}1..N (default prefix "obh"); the bridge namespace is ${NETBED_PREFIX}br. Addresses
 # are 10.213.77.H/24 (NETBED_SUBNET overrides the first three octets), a private /24 that exists only on the bed.
 # The kernel here has no netem, so links have a rate but no added latency; this script does not pretend otherwise.
+# NETBED_BIND=core (the default) runs host K's rank on core (K - 1) mod cores, as Open MPI binds each rank to its
+# own cores on a real node: hosts then share the machine's cores evenly instead of as the scheduler's load balancer
+# happens to place them (ranks fell up to 120 ms out of step per step without it). NETBED_BIND=none leaves them free.
 set -euo pipefail
 prefix=${NETBED_PREFIX:-obh}
 subnet=${NETBED_SUBNET:-10.213.77}
@@ -118,8 +121,15 @@ bed_mpirun() {
   # Open MPI launches a daemon per host through the agent; TCP only, on the bed's subnet. The hosts share this
   # machine's cores, so ranks yield while they wait: busy-polling ranks starve the kernel's network stack (on 2 cores
   # a 1 MB allreduce took 25 ms polling and 2 ms yielding). Each daemon sees a one-slot "node" and would bind its
-  # rank to core 0, piling every rank onto one core: --bind-to none.
-  ip netns exec "$first" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$first" \
+  # rank to core 0, piling every rank onto one core: --bind-to none, and NETBED_BIND pins each host (its daemon and
+  # rank) to a core of its own through the launch agent; the first host's rank is mpirun's child, so mpirun is pinned.
+  local bind=${NETBED_BIND:-core} pin=()
+  case $bind in
+    core) pin=(taskset -c 0) ;;
+    none) ;;
+    *) rm -f "$hf"; die "NETBED_BIND must be core or none, got '$bind'" ;;
+  esac
+  NETBED_BIND=$bind "${pin[@]}" ip netns exec "$first" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$first" \
     mpirun --hostfile "$hf" --mca plm_rsh_agent "$here/netbed_rsh.sh" --mca pml ob1 --mca btl tcp,self \
     --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" --mca plm_rsh_no_tree_spawn 1 \
     --mca mpi_yield_when_idle 1 --bind-to none -x PATH "$@" || { local rc=$?; rm -f "$hf"; return $rc; }

@@ -85,6 +85,42 @@ TEST_CASE("collectives: rank r contributes r+1, every rank ends with the exact m
   }
 }
 
+TEST_CASE("reduce-scatter: each rank gets the exact sum of its own chunk, uneven and empty chunks included", "[mpi][collective]") {
+  const int N = g_world.size, r = g_world.rank;
+  for (const char* m : {"none", "fp16", "linear8", "mantissa8", "static_tree8", "dynamic_tree8", "qsgd"}) {
+    CodecParams p;
+    p.method = m;
+    auto codec = make_codec(p);
+    for (bool average : {false, true}) {
+      // Chunk q holds 1000 q^2 values: rank 0's is empty, the others grow.
+      std::vector<int64_t> lo(static_cast<size_t>(N) + 1, 0);
+      for (int q = 0; q < N; ++q) lo[q + 1] = lo[q] + 1000 * q * q;
+      const int64_t n = lo[N];
+      std::vector<float> x(static_cast<size_t>(n), static_cast<float>(r + 1));
+      ReduceState st;
+      CommStats stats;
+      ReduceOptions o{Algorithm::ScatterAllgather, codec.get(), false, 5};
+      o.average = average;
+      reduce_scatter(g_world, x.data(), lo, o, st, stats);
+      INFO(m << (average ? " mean" : " sum"));
+      const float sum = static_cast<float>(N * (N + 1) / 2), want = average ? sum / static_cast<float>(N) : sum;
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < n; ++i) wrong += x[i] != (i >= lo[r] && i < lo[r + 1] ? want : static_cast<float>(r + 1));
+      CHECK(wrong == 0);
+      // It sends every other rank's chunk once: (n - own chunk) values' worth of fp32.
+      CHECK(stats.fp32_bytes == 4 * static_cast<uint64_t>(n - (lo[r + 1] - lo[r])));
+    }
+  }
+  CodecParams p;
+  p.method = "none";
+  auto codec = make_codec(p);
+  std::vector<float> x(10, 1.f);
+  ReduceState st;
+  CommStats stats;
+  CHECK_THROWS_WITH(reduce_scatter(g_world, x.data(), std::vector<int64_t>(static_cast<size_t>(N) + 2, 0), {Algorithm::ScatterAllgather, codec.get(), false, 5}, st, stats),
+                    Catch::Contains("chunk bounds for"));
+}
+
 TEST_CASE("collectives: random data ends bit-identical on every rank, close to the true mean", "[mpi][collective]") {
   const int64_t n = 50000;
   for (const Case& k : all_cases()) {

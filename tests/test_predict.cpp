@@ -95,11 +95,11 @@ TEST_CASE("predict: model parallelism pipelines the activation exchange against 
   const double comp_f = 0.3 + 0.25 * N / K + 0.5 / K, comp_b = 0.6 + 0.25 * N / K + 0.5 / K;
   CHECK(t.t_fc_parallel == Approx(comp_f + comp_b));
   // Forward each rank sends (N-1) x its B/K samples' worth: fc1 input 1000, fc2 input 100, logits 10 values per
-  // sample; backward the two inputs' gradients over all N*B/K samples are summed by scatter-allgather, which sends
-  // 2(N-1)/N of them. 4 bytes each at 1e6 bytes per ms.
+  // sample; backward the two inputs' gradients over all N*B/K samples are summed by reduce-scatter, which sends
+  // (N-1)/N of them. 4 bytes each at 1e6 bytes per ms.
   // Only the first one (fc1's input) travels while the previous sub-batch computes.
   const double s = (N - 1) * 64.0 / K * 4 / 1e6;
-  const double xin = s * 1000, xf = s * (100 + 10), xb = 2.0 * (N - 1) / N * N * 64.0 / K * 4 / 1e6 * (1000 + 100);
+  const double xin = s * 1000, xf = s * (100 + 10), xb = 1.0 * (N - 1) / N * N * 64.0 / K * 4 / 1e6 * (1000 + 100);
   CHECK(t.fc_penalty == Approx(xin + (K - 1) * std::max(0.0, xin - comp_f - comp_b) + K * (xf + xb)));
   CHECK(t.conv_penalty == Approx(0.0));  // the conv layer has no parameters
   CHECK(t.speedup() == Approx(N * 16.5 / (12.0 + K * (comp_f + comp_b) + t.fc_penalty)));

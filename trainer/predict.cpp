@@ -49,12 +49,12 @@ double act_gather_ms(double values, const CodecProfile& c, const Link& l, int N)
          ms_for_bytes(fp32, c.encode_gbs) + ms_for_bytes(n * fp32, c.decode_gbs);
 }
 
-// The backward exchange: the partial input gradients of `values` fp32 values (all N*B/K samples) summed by
-// scatter-allgather through the codec, as for gradients.
-double act_allreduce_ms(double values, const CodecProfile& c, const Link& l, int N) {
+// The backward exchange: the partial input gradients of `values` fp32 values (all N*B/K samples) reduce-scattered
+// through the codec: each rank sends N-1 of its N chunks, encodes all of them and decodes N pieces of its own.
+double act_reduce_scatter_ms(double values, const CodecProfile& c, const Link& l, int N) {
   const double n = N, fp32 = 4.0 * values;
-  return 2 * (n - 1) * l.latency_us * 1e-3 + ms_for_bytes(2 * (n - 1) / n * fp32 * c.ratio_act, l.bandwidth_gbs) +
-         ms_for_bytes(fp32 * (1 + 1 / n), c.encode_gbs) + ms_for_bytes(fp32 * (2 - 1 / n), c.decode_gbs);
+  return (n - 1) * l.latency_us * 1e-3 + ms_for_bytes((n - 1) / n * fp32 * c.ratio_act, l.bandwidth_gbs) + ms_for_bytes(fp32, c.encode_gbs) +
+         ms_for_bytes(fp32, c.decode_gbs);
 }
 
 double layer_ms(const LayerProfile& L) { return L.forward_ms + L.backward_ms + L.update_ms; }
@@ -121,9 +121,9 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
     comp_b += L.slice_backward_ms >= 0 ? L.slice_backward_ms : L.backward_ms * share + L.update_ms / (fc ? ranks : 1) / K;
     if (L.kind != "fc") continue;
     // Each FC layer's input is gathered whole forward (what this rank contributes: its B/K samples of the first
-    // layer's input, its slice of the later ones), and its partial input gradient summed over the ranks backward.
+    // layer's input, its slice of the later ones), and its partial input gradient reduce-scattered backward.
     (i == s ? xfer_in : xfer_f) += act_gather_ms(per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
-    xfer_b += act_allreduce_ms(ranks * per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
+    xfer_b += act_reduce_scatter_ms(ranks * per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
   }
   // The logits are gathered whole for the loss (backward needs no exchange there: each rank keeps its columns).
   xfer_f += act_gather_ms(per_rank * static_cast<double>(p.layers.back().out_per_sample), c, l, ranks);
