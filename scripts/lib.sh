@@ -2,6 +2,8 @@
 
 # field FILE KEY: a number from a flat JSON file such as a run's summary.json.
 field() { grep -o "\"$2\":[-0-9.e+]*" "$1" | sed -n 1p | cut -d: -f2; }
+# median: the median of the numbers on stdin, one a line.
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # codec_args NAME: the `octet train --set` options for a run name: fp32 (codec none), fp32-mpi (codec none through
 # MPI's allreduce), qsgdN (qsgd with N bits; qsgd = 8), or any codec name.
@@ -58,9 +60,10 @@ launcher() {
   local local_=$1 hosts=$2 rate=$3
   if [[ $local_ == 1 ]]; then
     trap 'rm -rf "$work"' EXIT
-    # Bound to cores round-robin (two ranks a core for 4 on 2), as on the bed (NETBED_BIND in scripts/netbed.sh).
-    launch=(mpirun -np "$hosts" --oversubscribe --bind-to core:overload-allowed --map-by core --mca mpi_yield_when_idle 1)
-    where="$hosts local ranks (loopback), bound to cores"
+    # Unbound, as Open MPI leaves the ranks of an oversubscribed node (the bed instead binds each host to a core, as
+    # Open MPI binds ranks on nodes of their own: NETBED_BIND in scripts/netbed.sh).
+    launch=(mpirun -np "$hosts" --oversubscribe --mca mpi_yield_when_idle 1)
+    where="$hosts local ranks (loopback)"
   else
     trap 'bash scripts/netbed.sh down; rm -rf "$work"' EXIT
     bash scripts/netbed.sh down

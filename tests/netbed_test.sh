@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Smoke test of the test-bed: 2 hosts at 100mbit, each rank on its own host, a short compressed training over TCP,
-# then `down` (twice) leaves nothing behind. Exit 77 (skipped) where network namespaces cannot be made.
+# Smoke test of the test-bed: 2 hosts at 100mbit, each rank on its own host and core, a short compressed training
+# over TCP, then `down` (twice) leaves nothing behind. Exit 77 (skipped) where network namespaces cannot be made.
 set -uo pipefail
 octet=$1 root=$2
 export NETBED_PREFIX=octt NETBED_SUBNET=10.213.78 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -24,6 +24,15 @@ grep -q "rate 100Mbit" <<<"$(ip netns exec octtbr tc qdisc show)" || fail "bridg
 [[ $($bed exec octt2 hostname) == octt2 ]] || fail "exec: wrong hostname"
 timeout 120 $bed mpirun -np 2 hostname | sort >"$tmp/hosts" || fail "mpirun hostname"
 [[ $(tr '\n' ' ' <"$tmp/hosts") == "octt1 octt2 " ]] || fail "ranks on $(cat "$tmp/hosts")"
+# NETBED_BIND=core (default): host K's rank on core (K-1) mod cores; none: free; anything else refused.
+cores=$(nproc --all)
+timeout 120 $bed mpirun -np 2 sh -c 'echo "$(hostname) $(taskset -pc $$ | sed "s/.*: //")"' | sort >"$tmp/bind" || fail "mpirun bind"
+[[ $(tr '\n' ' ' <"$tmp/bind") == "octt1 0 octt2 $((1 % cores)) " ]] || fail "bound ranks: $(cat "$tmp/bind")"
+NETBED_BIND=none timeout 120 $bed mpirun -np 2 sh -c 'echo "$(hostname) $(taskset -pc $$ | sed "s/.*: //")"' | sort >"$tmp/bind" ||
+  fail "mpirun unbound"
+[[ $(sed -n 1p "$tmp/bind") == "octt1 $(taskset -pc $$ | sed "s/.*: //")" ]] || fail "unbound ranks: $(cat "$tmp/bind")"
+NETBED_BIND=socket $bed mpirun -np 2 true 2>"$tmp/err" && fail "NETBED_BIND=socket must be refused"
+grep -q "NETBED_BIND must be core or none" "$tmp/err" || fail "bad NETBED_BIND: $(cat "$tmp/err")"
 timeout 300 $bed mpirun -np 2 "$octet" train "$root/configs/fashion-mnist/lenet.yaml" --set run.threads=1 --set run.epochs=1 \
   --set run.max_steps=10 --set run.out_dir="$tmp" --set run.name=bed --set compression.method=dynamic_tree8 \
   --set parallel.checksum_every=1 >"$tmp/train.log" 2>&1 || { tail -5 "$tmp/train.log"; fail "training on the bed"; }

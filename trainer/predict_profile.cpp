@@ -45,8 +45,11 @@ double mean_over_ranks(const World& w, double v) {
   return v / w.size;
 }
 
-// Forward and backward (ms) of one FC layer's 1/N output slice on one sub-batch of N*B/K samples.
-std::pair<double, double> time_slice(const std::string& name, int64_t in, int64_t out, int64_t samples, int reps) {
+// Forward and backward (ms) of one FC layer's 1/N output slice on one sub-batch of N*B/K samples: the mean over
+// reps, every rank computing at once (each rep starts at a barrier), as the ranks do in training; so the slices share
+// the cores as the profiled layers did. (The fastest rep of each rank alone measured LeNet's slices at half the
+// time the same work took inside training on 4 ranks sharing 2 cores.)
+std::pair<double, double> time_slice(const World& w, const std::string& name, int64_t in, int64_t out, int64_t samples, int reps) {
   FcParams p;
   p.in_features = in, p.out_features = out;
   FullyConnected fc(name, p);
@@ -55,18 +58,20 @@ std::pair<double, double> time_slice(const std::string& name, int64_t in, int64_
   Tensor x({samples, in}), y({samples, out}), dy({samples, out}), dx({samples, in});
   for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = rng.normal();
   for (int64_t i = 0; i < dy.numel(); ++i) dy.data()[i] = 1e-3f * rng.normal();
-  double f = 1e30, b = 1e30;
+  double f = 0, b = 0;
   for (int r = 0; r <= reps; ++r) {  // the first round warms the primitives
+    CHECK_MPI(MPI_Barrier(w.comm));
     double t = now_seconds();
     fc.forward(x, y, StepContext{});
     dnnl_stream().wait();
-    if (r > 0) f = std::min(f, now_seconds() - t);
+    if (r > 0) f += now_seconds() - t;
+    CHECK_MPI(MPI_Barrier(w.comm));
     t = now_seconds();
     fc.backward(x, y, dy, &dx);
     dnnl_stream().wait();
-    if (r > 0) b = std::min(b, now_seconds() - t);
+    if (r > 0) b += now_seconds() - t;
   }
-  return {1e3 * f, 1e3 * b};
+  return {1e3 * f / reps, 1e3 * b / reps};
 }
 
 // Codec cost and payload ratio on the model's current gradients (with error feedback, a few rounds so the residue is
@@ -128,29 +133,32 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
   p.batch = cfg.data.batch_size;
   p.profiled_ranks = w.size;
   p.min_numel = cfg.compression.min_numel;
-  // Rank 0 alone: the one-rank step (others wait without using a core).
-  if (w.rank == 0) {
-    double sum = 0;  // the mean, as images/s is
-    for (int s = 0; s < warmup + steps; ++s) {
-      const double t = run.run();
-      if (s >= warmup) sum += t;
-    }
-    p.step_alone_ms = 1e3 * sum / steps;
-  }
-  quiet_barrier(w);
-  CHECK_MPI(MPI_Bcast(&p.step_alone_ms, 1, MPI_DOUBLE, 0, w.comm));
-  // All ranks together, per layer.
+  // Rank 0 alone (the one-rank step; the others wait without using a core), then all ranks together, per layer.
+  // The two alternate over a few rounds, so that a drift of the machine's speed touches both figures alike (one
+  // block each measured T_alone up to 40% apart from run to run of LeNet on this VM).
   for (int s = 0; s < warmup; ++s) run.run();
+  const int rounds = std::min(steps, 3);
+  double alone_s = 0, loss_s = 0, update_s = 0;  // the mean alone, as images/s is
   Model::LayerTimes lt;
-  run.model.set_layer_times(&lt);
-  run.loss_s = run.update_s = 0;
-  std::vector<double> step_s(static_cast<size_t>(steps)), slowest(static_cast<size_t>(steps));
-  for (int s = 0; s < steps; ++s) {
-    CHECK_MPI(MPI_Barrier(w.comm));  // steps start together, as synchronous training's do
-    step_s[s] = run.run();
+  std::vector<double> step_s;
+  for (int k = 0; k < rounds; ++k) {
+    const int n = steps * (k + 1) / rounds - steps * k / rounds;
+    if (w.rank == 0)
+      for (int s = 0; s < n; ++s) alone_s += run.run();
+    quiet_barrier(w);
+    run.model.set_layer_times(&lt);
+    const double l0 = run.loss_s, u0 = run.update_s;
+    for (int s = 0; s < n; ++s) {
+      CHECK_MPI(MPI_Barrier(w.comm));  // steps start together, as synchronous training's do
+      step_s.push_back(run.run());
+    }
+    run.model.set_layer_times(nullptr);
+    loss_s += run.loss_s - l0, update_s += run.update_s - u0;
   }
-  run.model.set_layer_times(nullptr);
+  p.step_alone_ms = 1e3 * alone_s / steps;
+  CHECK_MPI(MPI_Bcast(&p.step_alone_ms, 1, MPI_DOUBLE, 0, w.comm));
   // A synchronous step waits for the slowest rank: how much longer that is than the mean rank's step.
+  std::vector<double> slowest(step_s.size());
   CHECK_MPI(MPI_Allreduce(step_s.data(), slowest.data(), steps, MPI_DOUBLE, MPI_MAX, w.comm));
   double sum_max = 0, sum_mine = 0;
   for (int s = 0; s < steps; ++s) sum_max += slowest[s], sum_mine += step_s[s];
@@ -167,9 +175,9 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
     shape = layer.output_shape(shape);
     L.out_per_sample = shape_numel(shape);
     const bool last = i + 1 == run.model.size();  // the loss is counted with the last layer
-    L.forward_ms = mean_over_ranks(w, 1e3 * (lt.forward_s[i] + (last ? run.loss_s : 0)) / steps);
+    L.forward_ms = mean_over_ranks(w, 1e3 * (lt.forward_s[i] + (last ? loss_s : 0)) / steps);
     L.backward_ms = mean_over_ranks(w, 1e3 * lt.backward_s[i] / steps);
-    L.update_ms = mean_over_ranks(w, 1e3 * run.update_s / steps * static_cast<double>(L.params) / static_cast<double>(params_total));
+    L.update_ms = mean_over_ranks(w, 1e3 * update_s / steps * static_cast<double>(L.params) / static_cast<double>(params_total));
     p.layers.push_back(L);
   }
   if (w.size == 1) p.step_alone_ms = 0;  // the layers' sum is the alone figure
@@ -179,7 +187,7 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
     LayerProfile& L = p.layers[i];
     if (L.kind != "fc") continue;
     const int64_t out = (L.out_per_sample + ranks - 1) / ranks;
-    auto [f, b] = time_slice(L.name, L.in_per_sample, out, samples, std::max(3, steps / 2));
+    auto [f, b] = time_slice(w, L.name, L.in_per_sample, out, samples, std::max(3, steps / 2));
     L.slice_forward_ms = mean_over_ranks(w, f);
     L.slice_backward_ms = mean_over_ranks(w, b + L.update_ms / ranks / sub_batches);  // each rank updates its rows
   }

@@ -23,7 +23,6 @@ run() {  # NAME LOG COMMAND...: runs a bounded command, exits with its log's tai
   local name=$1 log=$2; shift 2
   timeout 1800 "$@" >"$log" 2>&1 || { echo "predict_check.sh: $name failed:" >&2; tail -5 "$log" >&2; exit 1; }
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 modes=dp
 if [[ $mp -gt 0 ]]; then modes="dp mp"; fi
 rows=""
