@@ -11,6 +11,18 @@
 
 namespace octet {
 
+namespace {
+
+// Columns [lo, lo + cols) of every row of y [M, P] <-> one contiguous block [M, cols].
+void columns_to_block(const float* y, int64_t M, int64_t P, int64_t lo, int64_t cols, float* block) {
+  for (int64_t i = 0; i < M; ++i) std::memcpy(block + i * cols, y + i * P + lo, sizeof(float) * static_cast<size_t>(cols));
+}
+void block_to_columns(const float* block, int64_t M, int64_t P, int64_t lo, int64_t cols, float* y) {
+  for (int64_t i = 0; i < M; ++i) std::memcpy(y + i * P + lo, block + i * cols, sizeof(float) * static_cast<size_t>(cols));
+}
+
+}  // namespace
+
 struct FcModelParallel::Slice {
   size_t layer = 0;
   Param w{}, b{};               // the model's full tensors; b.value == nullptr without bias
@@ -194,11 +206,8 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
       for (int q = 0; q < N; ++q) n_of[q] = M * s.rows(q);
       gathered_.resize({M * s.out});
       exchange_gather(s.y.data(), M * s.rows(r), n_of, gathered_.data(), derive_seed(seed, 1 + j), times, stats);
-      for (int q = 0; q < N; ++q) {  // rank q's block [M, rows_q] -> columns [lo_q, lo_q+1) of y
-        const float* blk = gathered_.data() + M * s.lo[q];
-        for (int64_t i = 0; i < M; ++i)
-          std::memcpy(y.data() + i * s.out + s.lo[q], blk + i * s.rows(q), sizeof(float) * static_cast<size_t>(s.rows(q)));
-      }
+      for (int q = 0; q < N; ++q)  // rank q's block [M, rows_q] -> columns [lo_q, lo_q+1) of y
+        block_to_columns(gathered_.data() + M * s.lo[q], M, s.out, s.lo[q], s.rows(q), y.data());
     }
     const Tensor& logits = ys_[J - 1];  // [M, classes], whole on every rank
     const int64_t C = logits.dim(1);
@@ -228,8 +237,7 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
         ScopedPhase sp(times, Phase::Backward);
         const int64_t rows = s.rows(r);
         s.dy.resize({M, rows});
-        for (int64_t i = 0; i < M; ++i)
-          std::memcpy(s.dy.data() + i * rows, dys_[j].data() + i * s.out + s.lo[r], sizeof(float) * static_cast<size_t>(rows));
+        columns_to_block(dys_[j].data(), M, s.out, s.lo[r], rows, s.dy.data());
         s.mine->backward(x, s.y, s.dy, &dx);
         dnnl_stream().wait();
         for (int64_t i = 0; i < s.dw_acc.numel(); ++i) s.dw_acc.data()[i] += s.mw.grad->data()[i];
@@ -253,16 +261,13 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
         packed_.resize({M * P});
         {
           ScopedPhase sp(times, Phase::Compress);
-          for (int q = 0; q < N; ++q)  // columns [lo_q, lo_q+1) of every row -> block q [M, rows_q]
-            for (int64_t i = 0; i < M; ++i)
-              std::memcpy(packed_.data() + M * b.lo[q] + i * b.rows(q), dx.data() + i * P + b.lo[q], sizeof(float) * static_cast<size_t>(b.rows(q)));
+          for (int q = 0; q < N; ++q) columns_to_block(dx.data(), M, P, b.lo[q], b.rows(q), packed_.data() + M * b.lo[q]);
         }
         for (int q = 0; q <= N; ++q) bounds[q] = M * b.lo[q];
         reduce_scatter(world_, packed_.data(), bounds, ro, s.st, cs);
         ScopedPhase sp(times, Phase::Decompress);
         dx.zero();
-        for (int64_t i = 0; i < M; ++i)
-          std::memcpy(dx.data() + i * P + b.lo[r], packed_.data() + M * b.lo[r] + i * b.rows(r), sizeof(float) * static_cast<size_t>(b.rows(r)));
+        block_to_columns(packed_.data() + M * b.lo[r], M, P, b.lo[r], b.rows(r), dx.data());
       } else {
         reduce_mean(world_, dx.data(), dx.numel(), ro, s.st, cs);
       }
