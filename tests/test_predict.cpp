@@ -102,6 +102,15 @@ TEST_CASE("predict: model parallelism pipelines the activation exchange against 
   const double xin = s * 1000, xf = s * (100 + 10), xb = 1.0 * (N - 1) / N * N * 64.0 / K * 4 / 1e6 * (1000 + 100);
   CHECK(t.fc_penalty == Approx(xin + (K - 1) * std::max(0.0, xin - comp_f - comp_b) + K * (xf + xb)));
   CHECK(t.conv_penalty == Approx(0.0));  // the conv layer has no parameters
+  {  // With parameters, the conv gradients are exchanged after backward, as octet's model parallelism does it:
+     // the upper conv layer's exchange does not hide behind the lower one's backward, as it would with overlap.
+    Profile q = p;
+    q.layers[0].params = 200000, q.layers[0].tensors = {200000};
+    q.layers.insert(q.layers.begin(), layer("conv0", "conv", 4.0, 8.0, 0, 100, 100));
+    const double blocking = dp_penalty_ms(q, c, link, N, false, 0, 2), overlapped = dp_penalty_ms(q, c, link, N, true, 0, 2);
+    CHECK(blocking > overlapped);
+    CHECK(predict_model_parallel(q, c, link, N, K).conv_penalty == Approx(blocking));
+  }
   CHECK(t.speedup() == Approx(N * 16.5 / (12.0 + K * (comp_f + comp_b) + t.fc_penalty)));
   // A slower link raises the penalty, a compressing codec lowers it again.
   const Terms slow = predict_model_parallel(p, c, Link{0.01, 0.0}, N, K);

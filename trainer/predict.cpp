@@ -100,13 +100,15 @@ Terms predict_data_parallel(const Profile& p, const CodecProfile& c, const Link&
 
 Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link& l, int ranks, int sub_batches) {
   const size_t s = fc_start(p);
-  Terms t = predict_data_parallel(p, c, l, ranks, true);
+  Terms t = predict_data_parallel(p, c, l, ranks, false);
   if (s == p.layers.size()) return t;  // no FC part: nothing to split
   const auto g = p.given.find(c.name);
   const GivenTerms* given = g == p.given.end() ? nullptr : &g->second;
   const int K = sub_batches;
   t.sub_batches = K;
-  t.conv_penalty = given && given->conv_penalty_ms >= 0 ? given->conv_penalty_ms : dp_penalty_ms(p, c, l, ranks, true, 0, s);
+  // The conv layers' gradients are exchanged after backward, as octet runs model parallelism (parallel.overlap does
+  // not combine with it); Dettmers' figures, when given, may assume otherwise.
+  t.conv_penalty = given && given->conv_penalty_ms >= 0 ? given->conv_penalty_ms : dp_penalty_ms(p, c, l, ranks, false, 0, s);
   double comp_f = 0, comp_b = 0, xfer_in = 0, xfer_f = 0, xfer_b = 0;
   const double per_rank = static_cast<double>(p.batch) / K;  // samples each rank contributes to one sub-batch
   for (size_t i = s; i < p.layers.size(); ++i) {
