@@ -122,10 +122,7 @@ int64_t encode_avx2(const uint32_t* entries, uint32_t first_bits, const float* _
   };
   int64_t i = 0;
   for (; i + 32 <= len; i += 32) {
-    if (next) {  // two 64-byte lines of the next block per 128 bytes of this one
-      _mm_prefetch(reinterpret_cast<const char*>(next + i), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(next + i + 16), _MM_HINT_T0);
-    }
+    if (next) prefetch32(next + i);  // the next block's 128 bytes per 128 bytes of this one
     store_bytes32(cb + i, eight(xb + i), eight(xb + i + 8), eight(xb + i + 16), eight(xb + i + 24));
   }
   return i;
@@ -182,10 +179,7 @@ int64_t encode_linear_avx2(const float* __restrict xb, uint8_t* __restrict cb, i
   };
   int64_t i = 0;
   for (; i + 32 <= len; i += 32) {
-    if (next) {  // as in encode_avx2: the next block is in cache for its abs-max pass
-      _mm_prefetch(reinterpret_cast<const char*>(next + i), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(next + i + 16), _MM_HINT_T0);
-    }
+    if (next) prefetch32(next + i);  // as in encode_avx2
     store_bytes32(cb + i, eight(xb + i), eight(xb + i + 8), eight(xb + i + 16), eight(xb + i + 24));
   }
   return i;

@@ -22,14 +22,14 @@ for rep in $(seq "$repeat"); do  # interleaved, so a drift of this machine's spe
       { echo "overlap_bench.sh: run with overlap=$ov failed:" >&2; tail -5 "$work/$ov.log" >&2; exit 1; }
     j=$work/$ov$rep/summary.json
     for k in $keys; do field "$j" "$k" >>"$work/$ov.$k"; done
-    # communication work: compress + communicate + decompress; exposed: all of it blocking, the wait overlapped
+    # communication work: compress + communicate + decompress (all of it exposed on the blocking path)
     awk -v a="$(field "$j" compress_ms)" -v b="$(field "$j" communicate_ms)" -v c="$(field "$j" decompress_ms)" 'BEGIN { print a + b + c }' >>"$work/$ov.work"
-    if [[ $ov == false ]]; then sed -n "${rep}p" "$work/false.work" >>"$work/false.exposed"; else field "$j" wait_ms >>"$work/true.exposed"; fi
   done
-  awk -v b="$(sed -n "${rep}p" "$work/false.exposed")" -v o="$(sed -n "${rep}p" "$work/true.exposed")" 'BEGIN { printf "%.1f%%\n", 100 * (1 - o / b) }' >>"$work/hidden"
+  field "$work/true$rep/summary.json" wait_ms >>"$work/true.exposed"  # overlapped: only the wait is exposed
+  awk -v b="$(sed -n "${rep}p" "$work/false.work")" -v o="$(sed -n "${rep}p" "$work/true.exposed")" 'BEGIN { printf "%.1f%%\n", 100 * (1 - o / b) }' >>"$work/hidden"
 done
 med() { median <"$work/$1"; }
-report=$(awk -v bb="$(med false.backward_ms)" -v bw="$(med false.work)" -v be="$(med false.exposed)" -v bi="$(med false.images_per_s)" \
+report=$(awk -v bb="$(med false.backward_ms)" -v bw="$(med false.work)" -v be="$(med false.work)" -v bi="$(med false.images_per_s)" \
   -v ob="$(med true.backward_ms)" -v ow="$(med true.work)" -v oe="$(med true.exposed)" -v oi="$(med true.images_per_s)" \
   -v runs="$(paste -sd' ' "$work/hidden")" -v repeat="$repeat" -v where="$where" -v codec="$codec" -v steps="$steps" -v bucket="$bucket" 'BEGIN {
   printf "overlap bench: %s, codec %s, %d steps, bucket_mb %s%s\n", where, codec, steps, bucket, (repeat > 1) ? ", medians of " repeat " interleaved runs" : ""
