@@ -168,6 +168,59 @@ __attribute__((optimize("no-tree-vectorize"))) void decode_block(const float* __
 }
 
 #ifdef __AVX2__
+// The code book's 128 magnitudes as byte planes for vpshufb: plane p, group t holds byte p of the float bits of
+// magnitudes 16t .. 16t+15, XORed with group t-1's (both 128-bit lanes alike), so that XORing the lookups of
+// groups 0..t gives group t's bytes. A lookup with index c - 16t reads 0 for c < 16t (bit 7 set), so the XOR
+// over all 8 groups telescopes to the byte of magnitude c: 32 table lookups per 32 values, no gathers.
+struct BytePlanes {
+  alignas(32) uint8_t v[4][8][32];
+  explicit BytePlanes(const std::vector<float>& m) {
+    for (int p = 0; p < 4; ++p)
+      for (int t = 0; t < 8; ++t)
+        for (int j = 0; j < 32; ++j) {
+          const uint32_t cur = f2u(m[16 * t + j % 16]), prev = t ? f2u(m[16 * (t - 1) + j % 16]) : 0u;
+          v[p][t][j] = static_cast<uint8_t>(((cur ^ prev) >> (8 * p)) & 0xff);
+        }
+  }
+};
+
+// 32 codes per iteration -> sign | magnitude bits, then * s: the same IEEE product as the table's m[c] * s
+// (and -(m * s) == (-m) * s). Returns how many values it decoded (a multiple of 32).
+int64_t decode_planes_avx2(const BytePlanes& bp, const uint8_t* __restrict cb, float* __restrict ob, int64_t len, float s, bool accumulate) {
+  const __m256i low7 = _mm256_set1_epi8(0x7f), sign = _mm256_set1_epi8(static_cast<char>(0x80)), step = _mm256_set1_epi8(16);
+  const __m256 vs = _mm256_set1_ps(s);
+  auto tab = [&](int p, int t) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(bp.v[p][t])); };  // memory operands
+  int64_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cb + i));
+    const __m256i c7 = _mm256_and_si256(codes, low7);
+    __m256i b[4];
+    __m256i idx = c7;
+    for (int p = 0; p < 4; ++p) b[p] = _mm256_shuffle_epi8(tab(p, 0), idx);
+    for (int t = 1; t < 8; ++t) {
+      // One group at a time (the empty asm pins that order): left free, GCC computes all 32 lookups before the
+      // XORs and spills them, which costs more store bandwidth than the lookups themselves.
+      idx = _mm256_sub_epi8(idx, step);
+      for (int p = 0; p < 4; ++p) b[p] = _mm256_xor_si256(b[p], _mm256_shuffle_epi8(tab(p, t), idx));
+      asm volatile("" : "+x"(b[0]), "+x"(b[1]), "+x"(b[2]), "+x"(b[3]), "+x"(idx));
+    }
+    b[3] = _mm256_or_si256(b[3], _mm256_and_si256(codes, sign));  // magnitudes are <= 1: byte 3's top bit is free
+    // bytes -> floats; each 128-bit lane holds 16 values: lane 0 values 0..15, lane 1 values 16..31
+    const __m256i lo01 = _mm256_unpacklo_epi8(b[0], b[1]), hi01 = _mm256_unpackhi_epi8(b[0], b[1]);
+    const __m256i lo23 = _mm256_unpacklo_epi8(b[2], b[3]), hi23 = _mm256_unpackhi_epi8(b[2], b[3]);
+    const __m256i f0 = _mm256_unpacklo_epi16(lo01, lo23), f1 = _mm256_unpackhi_epi16(lo01, lo23);  // 0..3|16..19, 4..7|20..23
+    const __m256i f2 = _mm256_unpacklo_epi16(hi01, hi23), f3 = _mm256_unpackhi_epi16(hi01, hi23);  // 8..11|24..27, 12..15|28..31
+    const __m256i w[4] = {_mm256_permute2x128_si256(f0, f1, 0x20), _mm256_permute2x128_si256(f2, f3, 0x20),
+                          _mm256_permute2x128_si256(f0, f1, 0x31), _mm256_permute2x128_si256(f2, f3, 0x31)};
+    for (int q = 0; q < 4; ++q) {
+      const __m256 v = unfused(_mm256_mul_ps(_mm256_castsi256_ps(w[q]), vs));
+      float* o = ob + i + 8 * q;
+      _mm256_storeu_ps(o, accumulate ? _mm256_add_ps(_mm256_loadu_ps(o), v) : v);
+    }
+  }
+  return i;
+}
+
 // linear8 encode, 32 values per iteration: index = (int)fma(|x|, 127 / absmax, 0.5), sign in bit 7.
 int64_t encode_linear_avx2(const float* __restrict xb, uint8_t* __restrict cb, int64_t len, float s, const float* next) {
   const __m256 vs = _mm256_set1_ps(s), half = _mm256_set1_ps(0.5f);
@@ -193,7 +246,7 @@ int64_t decode_linear_avx2(const uint8_t* __restrict cb, float* __restrict ob, i
   int64_t i = 0;
   for (; i + 8 <= len; i += 8) {
     const __m256i c = load_bytes8(cb + i);
-    const __m256 mag = _mm256_mul_ps(_mm256_div_ps(_mm256_cvtepi32_ps(_mm256_and_si256(c, low)), d), vs);
+    const __m256 mag = unfused(_mm256_mul_ps(_mm256_div_ps(_mm256_cvtepi32_ps(_mm256_and_si256(c, low)), d), vs));
     const __m256 v = _mm256_xor_ps(mag, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(c, 7), 31)));
     _mm256_storeu_ps(ob + i, accumulate ? _mm256_add_ps(_mm256_loadu_ps(ob + i), v) : v);
   }
@@ -205,7 +258,11 @@ int64_t decode_linear_avx2(const uint8_t* __restrict cb, float* __restrict ob, i
 class Codebook8Codec : public Codec {
  public:
   Codebook8Codec(const char* name, int64_t block, int offset)
-      : name_(name), block_(block), book_(codebook8(name, offset)), linear_(std::string(name) == "linear8") {
+      : name_(name), block_(block), book_(codebook8(name, offset)), linear_(std::string(name) == "linear8")
+#ifdef __AVX2__
+        , planes_(book_.magnitudes())
+#endif
+  {
     OCTET_CHECK(block >= 0 && block < (int64_t{1} << 31), name << ": block must be in [0, 2^31)");
   }
   const char* name() const override { return name_; }
@@ -260,15 +317,16 @@ class Codebook8Codec : public Codec {
       float s;
       std::memcpy(&s, in + kHeaderBytes + 4 * k, 4);
       OCTET_CHECK(std::isfinite(s) && s >= 0.f, name_ << " payload: bad scale " << s << " at offset " << kHeaderBytes + 4 * k);
-      for (int c = 0; c < 128; ++c) {
-        table[c] = m[c] * s;
-        table[c + 128] = -m[c] * s;
-      }
       const int64_t lo = k * b, len = std::min(b, n - lo);
       int64_t done = 0;
 #ifdef __AVX2__
-      if (linear_) done = decode_linear_avx2(codes + lo, out + lo, len, s, accumulate);
+      done = linear_ ? decode_linear_avx2(codes + lo, out + lo, len, s, accumulate) : decode_planes_avx2(planes_, codes + lo, out + lo, len, s, accumulate);
 #endif
+      if (done == len) continue;
+      for (int c = 0; c < 128; ++c) {  // the scalar path and the tail: a table of signed, scaled magnitudes
+        table[c] = m[c] * s;
+        table[c + 128] = -m[c] * s;
+      }
       decode_block(table, codes + lo + done, out + lo + done, len - done, accumulate);
     }
   }
@@ -278,6 +336,9 @@ class Codebook8Codec : public Codec {
   int64_t block_;
   CodeBook book_;
   bool linear_;
+#ifdef __AVX2__
+  BytePlanes planes_;
+#endif
 };
 
 }  // namespace

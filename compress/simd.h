@@ -19,6 +19,13 @@ inline void prefetch32(const float* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p + 16), _MM_HINT_T0);
 }
 
+// v, kept from fusing with what follows: a decoder's product then accumulate must round twice, as the scalar
+// table path does (GCC contracts mul + add intrinsics into an FMA otherwise).
+inline __m256 unfused(__m256 v) {
+  asm("" : "+x"(v));
+  return v;
+}
+
 // 8 bytes -> 8 int32.
 inline __m256i load_bytes8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 

@@ -107,6 +107,34 @@ TEST_CASE("8-bit encoders pick the nearest code: at, just below and just above e
   }
 }
 
+TEST_CASE("8-bit decoders give sign * magnitude[code] * scale for every code, in the vector body and the tail", "[codec][codebook]") {
+  for (const char* m : {"linear8", "mantissa8", "static_tree8", "dynamic_tree8"}) {
+    INFO(m);
+    const auto book = codebook8(m);
+    const int64_t n = 2 * 256 + 256 + 13, block = 256 + 13;  // blocks of 269: a vector body and a scalar tail each
+    const std::vector<float> scales = {0.37f, 0.f, 1234.5f};
+    CodecParams p;
+    p.method = m;
+    p.block = block;
+    auto c = make_codec(p);
+    std::vector<uint8_t> payload(c->max_bytes(n));
+    payload.resize(c->encode(sample("normal", n, 5).data(), n, payload.data(), {1, nullptr}));
+    REQUIRE(payload.size() == 12 + 4 * scales.size() + n);
+    std::memcpy(payload.data() + 12, scales.data(), 4 * scales.size());
+    uint8_t* code = payload.data() + 12 + 4 * scales.size();
+    for (int64_t i = 0; i < n; ++i) code[i] = static_cast<uint8_t>((i * 7 + i / 256) & 255);  // every code, in every lane
+    std::vector<float> out(n), acc(n, 0.25f);
+    c->decode(payload.data(), payload.size(), out.data(), n, false);
+    c->decode(payload.data(), payload.size(), acc.data(), n, true);
+    for (int64_t i = 0; i < n; ++i) {
+      const float mag = book[code[i] & 127] * scales[i / block], want = code[i] & 128 ? -mag : mag;
+      INFO("value " << i << " code " << int{code[i]});
+      REQUIRE(std::memcmp(&out[i], &want, 4) == 0);  // bit-exact, -0 included
+      REQUIRE(acc[i] == 0.25f + out[i]);  // out[i] from memory: no fused multiply-add with the product above
+    }
+  }
+}
+
 TEST_CASE("payload sizes are exact; 8-bit codecs send <= 27% of fp32 at 64K values", "[codec][size]") {
   const int64_t n = 65536;
   auto x = sample("normal", n, 3);
