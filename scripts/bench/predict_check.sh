@@ -5,7 +5,8 @@
 # with a rate limit, or on plain local mpirun with --local.
 # The bed's links pass a burst of --burst-ms (1) ms of traffic at once after idling (NETBED_BURST_MS): the least
 # that still reaches ~90% of the rate, as a real NIC has no burst above its rate.
-# Every measurement and prediction runs --repeat (3) times, interleaved; the table has the medians.
+# Every measurement and prediction runs --repeat (3) times, interleaved; the table has the medians. `octet predict`
+# profiles as many steps as each training run measures (30 steps would time LeNet's T_alone over only 0.2 s).
 # With --mp K it also trains with the FC layers model parallel (K sub-batches, the codec on activations too) and
 # compares with the model-parallel prediction.
 # Usage: scripts/bench/predict_check.sh [--hosts 4] [--rate 1gbit] [--codecs "none dynamic_tree8"] [--mp K] [--burst-ms 1] [--repeat 3]
@@ -35,7 +36,7 @@ for entry in $configs; do
     run "$name 1 rank" "$work/$name-1-$rep.log" build/octet train "$config" "${common[@]}" --set run.name="$name-1-$rep"
     field "$work/$name-1-$rep/summary.json" images_per_s >>"$work/$name.one"
     run "$name predict" "$work/$name-predict-$rep.log" "${launch[@]}" build/octet predict "$config" --set run.threads=1 \
-      --steps 30 --bandwidth measure --latency measure --codecs "$(tr ' ' ',' <<<"$codecs")" --sub-batches "$((mp > 0 ? mp : 1))"
+      --steps "$steps" --bandwidth measure --latency measure --codecs "$(tr ' ' ',' <<<"$codecs")" --sub-batches "$((mp > 0 ? mp : 1))"
     grep "^measured link" "$work/$name-predict-$rep.log" | sed 's/^measured link [^:]*: //' >"$work/$name.link"
     for codec in $codecs; do
       for mode in $modes; do
