@@ -1,7 +1,7 @@
 // The four 8-bit types (linear8, mantissa8, static_tree8, dynamic_tree8): code books, blockwise abs-max
-// encode/decode. linear8 computes its index arithmetically; the others go through CodeBook's table.
+// encode/decode with the scalar reference loops. linear8 computes its index arithmetically; the others go through
+// CodeBook's tables. The SIMD kernels are in codebook8_x86.cpp.
 #include "compress/codebook8.h"
-
 
 #include <algorithm>
 #include <cmath>
@@ -27,6 +27,22 @@ CodeBook::CodeBook(std::vector<float> m) : mag_(std::move(m)) {
   std::vector<uint32_t> mid(128);  // float bits of the boundaries (positive floats order like integers); mid[127] = max
   for (int c = 0; c < 127; ++c) mid[c] = f2u(0.5f * (mag_[c] + mag_[c + 1]));
   mid[127] = 0xffffffffu;
+  tables_ = std::make_unique<Tables>();
+  for (int L = 0; L < 7; ++L)
+    for (int r = 0; r < 64; ++r) {
+      int j = 0;  // r's low L bits reversed
+      for (int b = 0; b < L; ++b) j |= ((r >> b) & 1) << (L - 1 - b);
+      const int c = r < (1 << L) ? (j << (7 - L)) + (1 << (6 - L)) - 1 : 126;  // past 2^L: padding never selected
+      std::memcpy(&tables_->rlevels[L][r], &mid[c], 4);
+    }
+  for (int p = 0; p < 4; ++p)
+    for (int c = 0; c < 128; ++c) tables_->planes[p][c] = static_cast<uint8_t>((f2u(mag_[c]) >> (8 * p)) & 0xff);
+  for (int p = 0; p < 4; ++p)
+    for (int t = 0; t < 8; ++t)
+      for (int j = 0; j < 32; ++j) {
+        const uint32_t cur = f2u(mag_[16 * t + j % 16]), prev = t ? f2u(mag_[16 * (t - 1) + j % 16]) : 0u;
+        tables_->xor_planes[p][t][j] = static_cast<uint8_t>(((cur ^ prev) >> (8 * p)) & 0xff);
+      }
   // The widest buckets (smallest table) that still hold at most one boundary each.
   for (int shift = 20; shift >= 8; --shift) {
     const uint32_t first = ((mid[0] - 1) >> shift) << shift, keys = ((f2u(1.0f) - first) >> shift) + 1;
@@ -94,59 +110,9 @@ std::vector<float> codebook8(const std::string& method, int offset) {
   return m;
 }
 
-#ifdef __AVX2__
-// 32 values per iteration; SHIFT is a template argument so the key is one immediate shift of the float bits.
-// The 8 table entries come from plain loads of the keys' lanes (Zen 3 runs these faster than vpgatherdd), and
-// the loop prefetches the next block (next, may be null) so the caller's abs-max pass over it reads from cache:
-// without that the block's DRAM reads and this compute-bound loop take turns instead of overlapping.
-template <int SHIFT>
-int64_t encode_avx2(const uint32_t* entries, uint32_t first_bits, const float* __restrict xb, uint8_t* __restrict cb, int64_t len, float inv,
-                    const float* next) {
-  const __m256i first = _mm256_set1_epi32(static_cast<int>(first_bits));
-  const __m256 vinv = _mm256_set1_ps(inv), one = _mm256_set1_ps(1.0f);
-  const __m256i low_mask = _mm256_set1_epi32((1 << SHIFT) - 1), byte = _mm256_set1_epi32(0xff), abs_mask = _mm256_set1_epi32(0x7fffffff);
-  const __m256i minus1 = _mm256_set1_epi32(-1);
-  auto eight = [&](const float* p) {  // 8 values -> 8 int32 codes (sign in bit 7)
-    const __m256i xi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i ab = _mm256_max_epi32(_mm256_castps_si256(_mm256_min_ps(_mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(xi, abs_mask)), vinv), one)), first);
-    const __m256i key = _mm256_srli_epi32(_mm256_sub_epi32(ab, first), SHIFT);
-    const __m128i lo = _mm256_castsi256_si128(key), hi = _mm256_extracti128_si256(key, 1);
-    const uint64_t k0 = static_cast<uint64_t>(_mm_cvtsi128_si64(lo)), k1 = static_cast<uint64_t>(_mm_extract_epi64(lo, 1));
-    const uint64_t k2 = static_cast<uint64_t>(_mm_cvtsi128_si64(hi)), k3 = static_cast<uint64_t>(_mm_extract_epi64(hi, 1));
-    const __m256i e = _mm256_setr_epi32(static_cast<int>(entries[static_cast<uint32_t>(k0)]), static_cast<int>(entries[k0 >> 32]),
-                                        static_cast<int>(entries[static_cast<uint32_t>(k1)]), static_cast<int>(entries[k1 >> 32]),
-                                        static_cast<int>(entries[static_cast<uint32_t>(k2)]), static_cast<int>(entries[k2 >> 32]),
-                                        static_cast<int>(entries[static_cast<uint32_t>(k3)]), static_cast<int>(entries[k3 >> 32]));
-    const __m256i up = _mm256_cmpgt_epi32(_mm256_and_si256(ab, low_mask), _mm256_add_epi32(_mm256_srli_epi32(e, 8), minus1));
-    return _mm256_or_si256(_mm256_sub_epi32(_mm256_and_si256(e, byte), up), _mm256_slli_epi32(_mm256_srli_epi32(xi, 31), 7));
-  };
-  int64_t i = 0;
-  for (; i + 32 <= len; i += 32) {
-    if (next) prefetch32(next + i);  // the next block's 128 bytes per 128 bytes of this one
-    store_bytes32(cb + i, eight(xb + i), eight(xb + i + 8), eight(xb + i + 16), eight(xb + i + 24));
-  }
-  return i;
-}
-#endif
-
-void codebook_encode_block(const CodeBook& book, const float* __restrict xb, uint8_t* __restrict cb, int64_t len, float inv, const float* next) {
-  int64_t i = 0;
-#ifdef __AVX2__
-  switch (book.shift()) {
-    case 16: i = encode_avx2<16>(book.entries(), book.first_bits(), xb, cb, len, inv, next); break;
-    case 17: i = encode_avx2<17>(book.entries(), book.first_bits(), xb, cb, len, inv, next); break;
-    case 18: i = encode_avx2<18>(book.entries(), book.first_bits(), xb, cb, len, inv, next); break;
-    case 19: i = encode_avx2<19>(book.entries(), book.first_bits(), xb, cb, len, inv, next); break;
-    case 20: i = encode_avx2<20>(book.entries(), book.first_bits(), xb, cb, len, inv, next); break;
-    default: break;  // finer tables take the scalar loop
-  }
-#endif
-  for (; i < len; ++i) cb[i] = static_cast<uint8_t>(book.encode_bits(f2u(std::min(1.0f, std::fabs(xb[i]) * inv))) | ((f2u(xb[i]) >> 24) & 0x80u));
-}
-
 namespace {
 
-// Decode through a 256-entry table of signed, scaled magnitudes: the path without AVX2, and the AVX2 path's tails
+// Decode through a 256-entry table of signed, scaled magnitudes: the scalar level, and the SIMD kernels' tails
 // (no-tree-vectorize: AVX2 gathers were slower than plain loads on the AMD cores this was measured on).
 __attribute__((optimize("no-tree-vectorize"))) void decode_block(const float* __restrict table, const uint8_t* __restrict cb,
                                                                   float* __restrict ob, int64_t len, bool accumulate) {
@@ -156,102 +122,11 @@ __attribute__((optimize("no-tree-vectorize"))) void decode_block(const float* __
     for (int64_t i = 0; i < len; ++i) ob[i] = table[cb[i]];
 }
 
-#ifdef __AVX2__
-// The code book's 128 magnitudes as byte planes for vpshufb: plane p, group t holds byte p of the float bits of
-// magnitudes 16t .. 16t+15, XORed with group t-1's (both 128-bit lanes alike), so that XORing the lookups of
-// groups 0..t gives group t's bytes. A lookup with index c - 16t reads 0 for c < 16t (bit 7 set), so the XOR
-// over all 8 groups telescopes to the byte of magnitude c: 32 table lookups per 32 values, no gathers.
-struct BytePlanes {
-  alignas(32) uint8_t v[4][8][32];
-  explicit BytePlanes(const std::vector<float>& m) {
-    for (int p = 0; p < 4; ++p)
-      for (int t = 0; t < 8; ++t)
-        for (int j = 0; j < 32; ++j) {
-          const uint32_t cur = f2u(m[16 * t + j % 16]), prev = t ? f2u(m[16 * (t - 1) + j % 16]) : 0u;
-          v[p][t][j] = static_cast<uint8_t>(((cur ^ prev) >> (8 * p)) & 0xff);
-        }
-  }
-};
-
-// 32 codes per iteration -> sign | magnitude bits, then * s: the same IEEE product as the table's m[c] * s
-// (and -(m * s) == (-m) * s). Returns how many values it decoded (a multiple of 32).
-int64_t decode_planes_avx2(const BytePlanes& bp, const uint8_t* __restrict cb, float* __restrict ob, int64_t len, float s, bool accumulate) {
-  const __m256i low7 = _mm256_set1_epi8(0x7f), sign = _mm256_set1_epi8(static_cast<char>(0x80)), step = _mm256_set1_epi8(16);
-  const __m256 vs = _mm256_set1_ps(s);
-  auto tab = [&](int p, int t) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(bp.v[p][t])); };  // memory operands
-  int64_t i = 0;
-  for (; i + 32 <= len; i += 32) {
-    const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cb + i));
-    const __m256i c7 = _mm256_and_si256(codes, low7);
-    __m256i b[4];
-    __m256i idx = c7;
-    for (int p = 0; p < 4; ++p) b[p] = _mm256_shuffle_epi8(tab(p, 0), idx);
-    for (int t = 1; t < 8; ++t) {
-      // One group at a time (the empty asm pins that order): left free, GCC computes all 32 lookups before the
-      // XORs and spills them, which costs more store bandwidth than the lookups themselves.
-      idx = _mm256_sub_epi8(idx, step);
-      for (int p = 0; p < 4; ++p) b[p] = _mm256_xor_si256(b[p], _mm256_shuffle_epi8(tab(p, t), idx));
-      asm volatile("" : "+x"(b[0]), "+x"(b[1]), "+x"(b[2]), "+x"(b[3]), "+x"(idx));
-    }
-    b[3] = _mm256_or_si256(b[3], _mm256_and_si256(codes, sign));  // magnitudes are <= 1: byte 3's top bit is free
-    // bytes -> floats; each 128-bit lane holds 16 values: lane 0 values 0..15, lane 1 values 16..31
-    const __m256i lo01 = _mm256_unpacklo_epi8(b[0], b[1]), hi01 = _mm256_unpackhi_epi8(b[0], b[1]);
-    const __m256i lo23 = _mm256_unpacklo_epi8(b[2], b[3]), hi23 = _mm256_unpackhi_epi8(b[2], b[3]);
-    const __m256i f0 = _mm256_unpacklo_epi16(lo01, lo23), f1 = _mm256_unpackhi_epi16(lo01, lo23);  // 0..3|16..19, 4..7|20..23
-    const __m256i f2 = _mm256_unpacklo_epi16(hi01, hi23), f3 = _mm256_unpackhi_epi16(hi01, hi23);  // 8..11|24..27, 12..15|28..31
-    const __m256i w[4] = {_mm256_permute2x128_si256(f0, f1, 0x20), _mm256_permute2x128_si256(f2, f3, 0x20),
-                          _mm256_permute2x128_si256(f0, f1, 0x31), _mm256_permute2x128_si256(f2, f3, 0x31)};
-    for (int q = 0; q < 4; ++q) {
-      const __m256 v = unfused(_mm256_mul_ps(_mm256_castsi256_ps(w[q]), vs));
-      float* o = ob + i + 8 * q;
-      _mm256_storeu_ps(o, accumulate ? _mm256_add_ps(_mm256_loadu_ps(o), v) : v);
-    }
-  }
-  return i;
-}
-
-// linear8 encode, 32 values per iteration: index = (int)fma(|x|, 127 / absmax, 0.5), sign in bit 7.
-int64_t encode_linear_avx2(const float* __restrict xb, uint8_t* __restrict cb, int64_t len, float s, const float* next) {
-  const __m256 vs = _mm256_set1_ps(s), half = _mm256_set1_ps(0.5f);
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
-  auto eight = [&](const float* p) {
-    const __m256i xi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i q = _mm256_cvttps_epi32(_mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(xi, abs_mask)), vs, half));
-    return _mm256_or_si256(q, _mm256_slli_epi32(_mm256_srli_epi32(xi, 31), 7));
-  };
-  int64_t i = 0;
-  for (; i + 32 <= len; i += 32) {
-    if (next) prefetch32(next + i);  // as in encode_avx2
-    store_bytes32(cb + i, eight(xb + i), eight(xb + i + 8), eight(xb + i + 16), eight(xb + i + 24));
-  }
-  return i;
-}
-
-// linear8 without a table: (c / 127.0f) * s is exactly what the table holds (IEEE division and product), so
-// both paths give the same floats. Returns how many values it decoded (a multiple of 8).
-int64_t decode_linear_avx2(const uint8_t* __restrict cb, float* __restrict ob, int64_t len, float s, bool accumulate) {
-  const __m256 d = _mm256_set1_ps(127.0f), vs = _mm256_set1_ps(s);
-  const __m256i low = _mm256_set1_epi32(127);
-  int64_t i = 0;
-  for (; i + 8 <= len; i += 8) {
-    const __m256i c = load_bytes8(cb + i);
-    const __m256 mag = unfused(_mm256_mul_ps(_mm256_div_ps(_mm256_cvtepi32_ps(_mm256_and_si256(c, low)), d), vs));
-    const __m256 v = _mm256_xor_ps(mag, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(c, 7), 31)));
-    _mm256_storeu_ps(ob + i, accumulate ? _mm256_add_ps(_mm256_loadu_ps(ob + i), v) : v);
-  }
-  return i;
-}
-#endif
-
 // Payload: header (param = block) | nblocks fp32 scales | n bytes of codes.
 class Codebook8Codec : public Codec {
  public:
   Codebook8Codec(const char* name, int64_t block, int offset)
-      : name_(name), block_(block), book_(codebook8(name, offset)), linear_(std::string(name) == "linear8")
-#ifdef __AVX2__
-        , planes_(book_.magnitudes())
-#endif
-  {
+      : name_(name), block_(block), book_(codebook8(name, offset)), linear_(std::string(name) == "linear8") {
     OCTET_CHECK(block >= 0 && block < (int64_t{1} << 31), name << ": block must be in [0, 2^31)");
   }
   const char* name() const override { return name_; }
@@ -275,19 +150,20 @@ class Codebook8Codec : public Codec {
       float amax;
       std::memcpy(&amax, &mbits, 4);
       std::memcpy(scales + k, &amax, 4);
-      const float inv = amax > 0.f ? 1.0f / amax : 0.f;
+      // A maximum so small (subnormal) that 1 / max or 127 / max overflows makes the block all zero codes: every
+      // path then agrees, where an infinite factor would turn 0 * inf into NaN.
+      const float inv = amax > 0.f && std::isfinite(1.0f / amax) ? 1.0f / amax : 0.f;
+      const float* next = k + 1 < nb ? xb + b : nullptr;
       if (linear_) {
-        const float s = 127.0f * inv;
-        int64_t i = 0;
-#ifdef __AVX2__
-        i = encode_linear_avx2(xb, cb, len, s, k + 1 < nb ? xb + b : nullptr);
-#endif
-        for (; i < len; ++i) {  // index = round(|x| / absmax * 127) as one fused multiply-add, like the AVX2 loop
+        const float s = std::isfinite(127.0f * inv) ? 127.0f * inv : 0.f;
+        for (int64_t i = encode_linear_simd(xb, cb, len, s, next); i < len; ++i) {
+          // index = round(|x| / absmax * 127) as one fused multiply-add, like the SIMD kernels
           const int32_t q = static_cast<int32_t>(std::fma(std::fabs(xb[i]), s, 0.5f));
           cb[i] = static_cast<uint8_t>(q | static_cast<int32_t>((f2u(xb[i]) >> 24) & 0x80u));
         }
       } else {
-        codebook_encode_block(book_, xb, cb, len, inv, k + 1 < nb ? xb + b : nullptr);
+        for (int64_t i = encode_book_simd(book_, xb, cb, len, inv, next); i < len; ++i)
+          cb[i] = static_cast<uint8_t>(book_.encode_bits(f2u(std::min(1.0f, std::fabs(xb[i]) * inv))) | ((f2u(xb[i]) >> 24) & 0x80u));
       }
     }
     return kHeaderBytes + 4 * nb + n;
@@ -307,10 +183,7 @@ class Codebook8Codec : public Codec {
       std::memcpy(&s, in + kHeaderBytes + 4 * k, 4);
       OCTET_CHECK(std::isfinite(s) && s >= 0.f, name_ << " payload: bad scale " << s << " at offset " << kHeaderBytes + 4 * k);
       const int64_t lo = k * b, len = std::min(b, n - lo);
-      int64_t done = 0;
-#ifdef __AVX2__
-      done = linear_ ? decode_linear_avx2(codes + lo, out + lo, len, s, accumulate) : decode_planes_avx2(planes_, codes + lo, out + lo, len, s, accumulate);
-#endif
+      const int64_t done = decode_book_simd(book_, linear_, codes + lo, out + lo, len, s, accumulate);
       if (done == len) continue;
       for (int c = 0; c < 128; ++c) {  // the scalar path and the tail: a table of signed, scaled magnitudes
         table[c] = m[c] * s;
@@ -325,9 +198,6 @@ class Codebook8Codec : public Codec {
   int64_t block_;
   CodeBook book_;
   bool linear_;
-#ifdef __AVX2__
-  BytePlanes planes_;
-#endif
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "compress/codecs.h"
+#include "compress/simd.h"
 #include "core/error.h"
 
 namespace octet {
@@ -32,6 +33,12 @@ CodecPtr make_codec(const CodecParams& p) {
     known += (known.empty() ? "" : ", ") + std::string(e.name);
   }
   OCTET_THROW("unknown compression method '" << p.method << "' (known: " << known << ")");
+}
+
+Isa parse_isa(const std::string& s) {
+  for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (s == isa_name(i)) return i;
+  OCTET_THROW("unknown instruction set '" << s << "' (known: scalar, avx2, avx512)");
 }
 
 uint8_t codec_id(const char* name) {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+// GCC 12 warns of "__Y may be used uninitialized" inside AVX-512 intrinsics (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "compress/codecs.h"
 #include "compress/simd.h"
 #include "core/error.h"
@@ -18,6 +20,151 @@ inline uint32_t f2u(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
+}
+
+#ifdef __AVX2__
+// Levels of values 0..len of a bucket starting at global index `first` -> sign | level bytes (as the scalar loop):
+// r = min(s, |x| * scale), level = floor(r) + (draw < r - floor(r)). 32 per iteration.
+int64_t encode_levels_avx2(const float* __restrict xb, uint8_t* __restrict lv, int64_t len, float s, float scale, uint32_t seed,
+                           uint32_t first, int bits) {
+  const __m256 vs = _mm256_set1_ps(s), vscale = _mm256_set1_ps(scale), unit = _mm256_set1_ps(1.0f / 16777216.0f);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), vseed = _mm256_set1_epi32(static_cast<int>(seed));
+  const __m256i sign_bit = _mm256_set1_epi32(1 << (bits - 1)), step = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  auto eight = [&](int64_t j) {  // values j..j+7 of the bucket -> 8 int32 codes
+    const __m256i xi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + j));
+    const __m256 r = _mm256_min_ps(vs, _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(xi, abs_mask)), vscale));
+    const __m256 l = _mm256_floor_ps(r);
+    __m256i h = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first + j)), step);
+    h = _mm256_mullo_epi32(_mm256_xor_si256(h, vseed), _mm256_set1_epi32(static_cast<int>(0x9E3779B1u)));
+    h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+    h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0x85EBCA6Bu)));
+    h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 13));
+    h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0xC2B2AE35u)));
+    h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+    const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), unit);
+    const __m256i up = _mm256_castps_si256(_mm256_cmp_ps(u, _mm256_sub_ps(r, l), _CMP_LT_OQ));  // -1 where rounding up
+    const __m256i level = _mm256_sub_epi32(_mm256_cvttps_epi32(l), up);
+    return _mm256_or_si256(level, _mm256_and_si256(_mm256_srai_epi32(xi, 31), sign_bit));
+  };
+  int64_t i = 0;
+  for (; i + 32 <= len; i += 32) store_bytes32(lv + i, eight(i), eight(i + 8), eight(i + 16), eight(i + 24));
+  return i;
+}
+
+// Decodes len values from packed codes (bits per value, starting at a byte boundary): out (+)= ±level * unit.
+// 8 per iteration.
+int64_t decode_avx2(const uint8_t* codes, float* __restrict out, int64_t len, int bits, float unit, bool accumulate) {
+  const int per_byte = 8 / bits;
+  const uint32_t sign_bit = 1u << (bits - 1);
+  const __m256 vunit = _mm256_set1_ps(unit);
+  const __m256i vmask = _mm256_set1_epi32((1 << bits) - 1), lvl = _mm256_set1_epi32(static_cast<int>(sign_bit - 1));
+  const __m256i nib = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i two = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  int64_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    const uint8_t* p = codes + i / per_byte;
+    __m256i c;
+    if (bits == 8) {
+      c = load_bytes8(p);
+    } else if (bits == 4) {
+      uint32_t w;
+      std::memcpy(&w, p, 4);
+      c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(w)), nib), vmask);
+    } else {
+      uint16_t w;
+      std::memcpy(&w, p, 2);
+      c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w), two), vmask);
+    }
+    const __m256 mag = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(c, lvl)), vunit);
+    const __m256 v = _mm256_xor_ps(mag, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(c, bits - 1), 31)));
+    _mm256_storeu_ps(out + i, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out + i), v) : v);
+  }
+  return i;
+}
+#endif
+
+#ifdef OCTET_AVX512
+// encode_levels_avx2 with 16 values a vector, 64 per iteration.
+int64_t encode_levels_avx512(const float* __restrict xb, uint8_t* __restrict lv, int64_t len, float s, float scale, uint32_t seed,
+                             uint32_t first, int bits) {
+  const __m512 vs = _mm512_set1_ps(s), vscale = _mm512_set1_ps(scale), unit = _mm512_set1_ps(1.0f / 16777216.0f);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), vseed = _mm512_set1_epi32(static_cast<int>(seed));
+  const __m512i sign_bit = _mm512_set1_epi32(1 << (bits - 1)), ones = _mm512_set1_epi32(1);
+  const __m512i step = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0x9E3779B1u)), m2 = _mm512_set1_epi32(static_cast<int>(0x85EBCA6Bu));
+  const __m512i m3 = _mm512_set1_epi32(static_cast<int>(0xC2B2AE35u));
+  auto sixteen = [&](int64_t j) {
+    const __m512i xi = _mm512_loadu_si512(xb + j);
+    const __m512 r = _mm512_min_ps(vs, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(xi, abs_mask)), vscale));
+    const __m512 l = _mm512_roundscale_ps(r, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512i h = _mm512_mullo_epi32(_mm512_xor_si512(_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first + j)), step), vseed), m1);
+    h = _mm512_mullo_epi32(_mm512_xor_si512(h, _mm512_srli_epi32(h, 16)), m2);
+    h = _mm512_mullo_epi32(_mm512_xor_si512(h, _mm512_srli_epi32(h, 13)), m3);
+    h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+    const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), unit);
+    const __m512i level = _mm512_cvttps_epi32(l);
+    const __m512i code = _mm512_mask_add_epi32(level, _mm512_cmp_ps_mask(u, _mm512_sub_ps(r, l), _CMP_LT_OQ), level, ones);
+    return _mm512_ternarylogic_epi32(code, _mm512_srai_epi32(xi, 31), sign_bit, 0xF8);  // code | (sign & sign_bit)
+  };
+  const __m512i order = pack_order();
+  int64_t i = 0;
+  for (; i + 64 <= len; i += 64) {
+    const __m512i r[4] = {sixteen(i), sixteen(i + 16), sixteen(i + 32), sixteen(i + 48)};
+    _mm512_storeu_si512(lv + i, pack_bytes64(order, r));
+  }
+  return i;
+}
+
+// decode_avx2 with 16 values a vector: each value's byte is spread to its dword by one byte shuffle (value i reads
+// byte i / per_byte), then shifted by (i % per_byte) * bits.
+template <int bits>
+int64_t decode_avx512(const uint8_t* codes, float* __restrict out, int64_t len, float unit, bool accumulate) {
+  constexpr int per_byte = 8 / bits, bytes = 16 / per_byte;
+  alignas(16) uint8_t spread[16];
+  alignas(64) uint32_t shift[16];
+  for (int v = 0; v < 16; ++v) spread[v] = static_cast<uint8_t>(v / per_byte), shift[v] = static_cast<uint32_t>((v % per_byte) * bits);
+  const __m128i vspread = _mm_load_si128(reinterpret_cast<const __m128i*>(spread));
+  const __m512i vshift = _mm512_load_si512(shift), vmask = _mm512_set1_epi32((1 << bits) - 1);
+  const __m512i lvl = _mm512_set1_epi32((1 << (bits - 1)) - 1);
+  const __m512 vunit = _mm512_set1_ps(unit);
+  int64_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    __m128i raw = _mm_setzero_si128();
+    std::memcpy(&raw, codes + i / per_byte, bytes);  // only this group's bytes
+    const __m512i c = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(raw, vspread)), vshift), vmask);
+    const __m512 mag = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(c, lvl)), vunit);
+    const __m512 v = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(mag), _mm512_slli_epi32(_mm512_srli_epi32(c, bits - 1), 31)));
+    _mm512_storeu_ps(out + i, accumulate ? _mm512_add_ps(_mm512_loadu_ps(out + i), v) : v);
+  }
+  return i;
+}
+#endif
+
+int64_t encode_levels_simd([[maybe_unused]] const float* xb, [[maybe_unused]] uint8_t* lv, [[maybe_unused]] int64_t len,
+                           [[maybe_unused]] float s, [[maybe_unused]] float scale, [[maybe_unused]] uint32_t seed,
+                           [[maybe_unused]] uint32_t first, [[maybe_unused]] int bits) {
+  [[maybe_unused]] const Isa level = isa();
+#ifdef OCTET_AVX512
+  if (level == Isa::avx512) return encode_levels_avx512(xb, lv, len, s, scale, seed, first, bits);
+#endif
+#ifdef __AVX2__
+  if (level == Isa::avx2) return encode_levels_avx2(xb, lv, len, s, scale, seed, first, bits);
+#endif
+  return 0;
+}
+
+int64_t decode_simd([[maybe_unused]] const uint8_t* codes, [[maybe_unused]] float* out, [[maybe_unused]] int64_t len,
+                    [[maybe_unused]] int bits, [[maybe_unused]] float unit, [[maybe_unused]] bool accumulate) {
+  [[maybe_unused]] const Isa level = isa();
+#ifdef OCTET_AVX512
+  if (level == Isa::avx512)
+    return bits == 8 ? decode_avx512<8>(codes, out, len, unit, accumulate)
+                     : bits == 4 ? decode_avx512<4>(codes, out, len, unit, accumulate) : decode_avx512<2>(codes, out, len, unit, accumulate);
+#endif
+#ifdef __AVX2__
+  if (level == Isa::avx2) return decode_avx2(codes, out, len, bits, unit, accumulate);
+#endif
+  return 0;
 }
 
 class QsgdCodec : public Codec {
@@ -58,31 +205,9 @@ class QsgdCodec : public Codec {
       float amax;
       std::memcpy(&amax, &mbits, 4);
       std::memcpy(out + kHeaderBytes + 4 * k, &amax, 4);
-      const float scale = amax > 0.f ? s / amax : 0.f;
+      const float scale = amax > 0.f && std::isfinite(s / amax) ? s / amax : 0.f;  // a subnormal maximum: all level 0
       uint8_t* __restrict lv = bits_ == 8 ? codes + lo : level.data();
-      int64_t i = 0;
-#ifdef __AVX2__
-      const __m256 vs = _mm256_set1_ps(s), vscale = _mm256_set1_ps(scale), unit = _mm256_set1_ps(1.0f / 16777216.0f);
-      const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), vseed = _mm256_set1_epi32(static_cast<int>(seed));
-      const __m256i sign_bit = _mm256_set1_epi32(1 << (bits_ - 1)), step = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-      auto eight = [&](int64_t j) {  // values j..j+7 of the bucket -> 8 int32 codes
-        const __m256i xi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + j));
-        const __m256 r = _mm256_min_ps(vs, _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(xi, abs_mask)), vscale));
-        const __m256 l = _mm256_floor_ps(r);
-        __m256i h = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(lo + j)), step);
-        h = _mm256_mullo_epi32(_mm256_xor_si256(h, vseed), _mm256_set1_epi32(static_cast<int>(0x9E3779B1u)));
-        h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
-        h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0x85EBCA6Bu)));
-        h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 13));
-        h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0xC2B2AE35u)));
-        h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
-        const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), unit);
-        const __m256i up = _mm256_castps_si256(_mm256_cmp_ps(u, _mm256_sub_ps(r, l), _CMP_LT_OQ));  // -1 where rounding up
-        const __m256i level = _mm256_sub_epi32(_mm256_cvttps_epi32(l), up);
-        return _mm256_or_si256(level, _mm256_and_si256(_mm256_srai_epi32(xi, 31), sign_bit));
-      };
-      for (; i + 32 <= len; i += 32) store_bytes32(lv + i, eight(i), eight(i + 8), eight(i + 16), eight(i + 24));
-#endif
+      int64_t i = encode_levels_simd(xb, lv, len, s, scale, seed, static_cast<uint32_t>(lo), bits_);
       for (; i < len; ++i) {
         const float r = std::min(s, std::fabs(xb[i]) * scale);
         const float l = std::floor(r);
@@ -129,40 +254,14 @@ class QsgdCodec : public Codec {
       float amax;
       std::memcpy(&amax, in + kHeaderBytes + 4 * k, 4);
       OCTET_CHECK(std::isfinite(amax) && amax >= 0.f, "qsgd payload: bad scale at offset " << kHeaderBytes + 4 * k);
-      // value = ±min(level, s) * (amax / s): codes past the level range (only a corrupt payload has them) decode
-      // to the bucket maximum, never past it.
+      // value = ±level * (amax / s); a level's bits - 1 bits reach at most s, so no code decodes past the maximum.
       const float unit = amax / s;
       const int64_t lo = k * bucket, hi = std::min(n, lo + bucket);
       int64_t i = lo;
-#ifdef __AVX2__
-      if (lo % per_byte == 0) {
-        const __m256 vunit = _mm256_set1_ps(unit);
-        const __m256i vmask = _mm256_set1_epi32(static_cast<int>(mask)), lvl = _mm256_set1_epi32(static_cast<int>(sign_bit - 1));
-        const __m256i vs = _mm256_set1_epi32(static_cast<int>(s)), nib = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-        const __m256i two = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-        for (; i + 8 <= hi; i += 8) {
-          const uint8_t* p = codes + i / per_byte;
-          __m256i c;
-          if (bits == 8) {
-            c = load_bytes8(p);
-          } else if (bits == 4) {
-            uint32_t w;
-            std::memcpy(&w, p, 4);
-            c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(w)), nib), vmask);
-          } else {
-            uint16_t w;
-            std::memcpy(&w, p, 2);
-            c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w), two), vmask);
-          }
-          const __m256 mag = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_min_epi32(_mm256_and_si256(c, lvl), vs)), vunit);
-          const __m256 v = _mm256_xor_ps(mag, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_srli_epi32(c, bits - 1), 31)));
-          _mm256_storeu_ps(out + i, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out + i), v) : v);
-        }
-      }
-#endif
+      if (lo % per_byte == 0) i += decode_simd(codes + lo / per_byte, out + lo, hi - lo, bits, unit, accumulate);
       for (; i < hi; ++i) {
         const uint32_t c = (codes[i / per_byte] >> ((i % per_byte) * bits)) & mask;
-        const float level = std::min(static_cast<float>(c & (sign_bit - 1)), s) * unit;
+        const float level = static_cast<float>(c & (sign_bit - 1)) * unit;
         const float v = c & sign_bit ? -level : level;
         out[i] = accumulate ? out[i] + v : v;
       }

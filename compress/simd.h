@@ -1,9 +1,46 @@
-// Small AVX2 helpers shared by the codecs (compiled in only where the build targets AVX2; scalar loops remain).
+// The codecs' instruction-set levels (the widest one built in, capped at run time by tests and `octet bench compress
+// --isa`) and small AVX2 / AVX-512 helpers shared by their kernels; scalar loops remain for every level.
 #pragma once
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
-#ifdef __AVX2__
+#include <string>
+#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
+#endif
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VBMI__)
+#define OCTET_AVX512 1
+#endif
+
+namespace octet {
+
+// scalar: plain C++ loops; avx2: AVX2 + FMA kernels; avx512: AVX-512 F/BW/VL/VBMI kernels. Every level produces
+// the same bytes and floats as the scalar loops (tests check each level built here against them).
+enum class Isa : int { scalar = 0, avx2 = 1, avx512 = 2 };
+constexpr Isa kBuiltIsa =
+#if defined(OCTET_AVX512)
+    Isa::avx512;
+#elif defined(__AVX2__)
+    Isa::avx2;
+#else
+    Isa::scalar;
+#endif
+inline std::atomic<int> g_isa_cap{static_cast<int>(kBuiltIsa)};
+// The level the codecs use now: the built one, or lower after set_isa_cap.
+inline Isa isa() { return static_cast<Isa>(g_isa_cap.load(std::memory_order_relaxed)); }
+// Caps the level (a cap above the built level means the built level); returns the level now in force.
+inline Isa set_isa_cap(Isa cap) {
+  g_isa_cap.store(std::min(static_cast<int>(cap), static_cast<int>(kBuiltIsa)), std::memory_order_relaxed);
+  return isa();
+}
+inline const char* isa_name(Isa i) { return i == Isa::avx512 ? "avx512" : i == Isa::avx2 ? "avx2" : "scalar"; }
+// "scalar", "avx2" or "avx512"; anything else throws listing them.
+Isa parse_isa(const std::string& s);
+
+}  // namespace octet
+
+#ifdef __AVX2__
 namespace octet {
 
 // Four vectors of 8 int32 in [0, 255] -> 32 consecutive bytes, in order.
@@ -25,6 +62,31 @@ inline __m256 unfused(__m256 v) {
   asm("" : "+x"(v));
   return v;
 }
+#ifdef OCTET_AVX512
+inline __m512 unfused(__m512 v) {
+  asm("" : "+v"(v));
+  return v;
+}
+
+// The byte order that undoes the lane interleaving of two rounds of packs over four vectors (or, on the way back,
+// of two rounds of unpacks): after the packs lane L holds values 4L..4L+3 of each vector, so byte 16L + 4q + k is
+// value 16q + 4L + k; the permutation is its own inverse.
+struct PackOrder {
+  alignas(64) uint8_t pos[64];
+  constexpr PackOrder() : pos() {
+    for (int lane = 0; lane < 4; ++lane)
+      for (int q = 0; q < 4; ++q)
+        for (int k = 0; k < 4; ++k) pos[16 * q + 4 * lane + k] = static_cast<uint8_t>(16 * lane + 4 * q + k);
+  }
+};
+inline constexpr PackOrder kPackOrder{};
+inline __m512i pack_order() { return _mm512_load_si512(kPackOrder.pos); }
+
+// Four vectors of 16 dwords in [0, 255] -> 64 bytes in value order.
+inline __m512i pack_bytes64(__m512i order, const __m512i* r) {
+  return _mm512_permutexvar_epi8(order, _mm512_packus_epi16(_mm512_packus_epi32(r[0], r[1]), _mm512_packus_epi32(r[2], r[3])));
+}
+#endif
 
 // 8 bytes -> 8 int32.
 inline __m256i load_bytes8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "compress/codecs.h"
+#include "compress/simd.h"
 #include "core/rng.h"
 #include "tests/test_util.h"
 
@@ -53,6 +54,20 @@ CodecPtr codec(const std::string& m, int bits = 8) {
   return make_codec(p);
 }
 
+// The instruction-set levels built into this binary, lowest first.
+std::vector<Isa> built_levels() {
+  std::vector<Isa> v;
+  for (Isa l : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (static_cast<int>(l) <= static_cast<int>(kBuiltIsa)) v.push_back(l);
+  return v;
+}
+
+// Caps the codecs' level for a scope, then restores the built one.
+struct IsaCap {
+  explicit IsaCap(Isa l) { REQUIRE(set_isa_cap(l) == l); }
+  ~IsaCap() { set_isa_cap(kBuiltIsa); }
+};
+
 }  // namespace
 
 TEST_CASE("registry lists every codec and rejects unknown names", "[codec]") {
@@ -77,8 +92,10 @@ TEST_CASE("8-bit code books: 128 magnitudes with exact 0 and 1", "[codec][codebo
 }
 
 TEST_CASE("8-bit encoders pick the nearest code: at, just below and just above every boundary", "[codec][codebook]") {
+  for (Isa level : built_levels())
   for (const char* m : {"linear8", "mantissa8", "static_tree8", "dynamic_tree8"}) {
-    INFO(m);
+    INFO(m << " at level " << isa_name(level));
+    IsaCap cap(level);
     const auto b = codebook8(m);
     std::vector<float> mid;  // the decision boundaries; ties go to the larger code
     for (int c = 0; c < 127; ++c) mid.push_back(0.5f * (b[c] + b[c + 1]));
@@ -87,7 +104,7 @@ TEST_CASE("8-bit encoders pick the nearest code: at, just below and just above e
     for (float t : mid)
       for (float v : {t, std::nextafter(t, 0.f), std::nextafter(t, 2.f)}) x.push_back(r.uniform() < 0.5f ? v : -v);
     for (int i = 0; i < 1000; ++i) x.push_back(std::clamp(r.normal() * (r.uniform() < 0.5f ? 1e-3f : 0.3f), -0.99f, 0.99f));
-    for (int i = 0; i < 7; ++i) x.push_back(-0.f);  // a length that leaves a scalar tail
+    for (int i = 0; i < 7; ++i) x.push_back(-0.f);  // a length that leaves a scalar tail after every vector width
     CodecParams p;
     p.method = m;
     p.block = 0;
@@ -108,10 +125,12 @@ TEST_CASE("8-bit encoders pick the nearest code: at, just below and just above e
 }
 
 TEST_CASE("8-bit decoders give sign * magnitude[code] * scale for every code, in the vector body and the tail", "[codec][codebook]") {
+  for (Isa level : built_levels())
   for (const char* m : {"linear8", "mantissa8", "static_tree8", "dynamic_tree8"}) {
-    INFO(m);
+    INFO(m << " at level " << isa_name(level));
+    IsaCap cap(level);
     const auto book = codebook8(m);
-    const int64_t n = 2 * 256 + 256 + 13, block = 256 + 13;  // blocks of 269: a vector body and a scalar tail each
+    const int64_t n = 2 * 269 + 256 + 13, block = 256 + 13;  // blocks of 269: a vector body and a scalar tail each
     const std::vector<float> scales = {0.37f, 0.f, 1234.5f};
     CodecParams p;
     p.method = m;
@@ -297,4 +316,51 @@ TEST_CASE("hostile payloads are rejected, never read out of bounds", "[codec][ho
   std::memcpy(t.bytes.data() + 12, &huge, 4);
   std::vector<float> out(x.size());
   CHECK_THROWS_WITH(codec("topk")->decode(t.bytes.data(), t.bytes.size(), out.data(), 3000, false), Catch::Contains("out of range"));
+}
+
+TEST_CASE("every instruction-set level built here gives the scalar loops' bytes and floats", "[codec][isa]") {
+  INFO("built: " << isa_name(kBuiltIsa));
+  std::vector<std::vector<float>> inputs;
+  for (int64_t n : {1, 15, 64, 127, 205, 4429, 12417, 20000})
+    for (const char* dist : {"normal", "uniform", "heavy"}) inputs.push_back(sample(dist, n, static_cast<uint64_t>(n)));
+  std::vector<float> odd(3000, 0.f);  // zeros of both signs, and a block whose maximum is subnormal (1 / max overflows)
+  for (size_t i = 0; i < odd.size(); ++i) odd[i] = i % 3 == 0 ? -0.f : i < 1000 ? 1e-40f * static_cast<float>(i % 7) : 0.f;
+  inputs.push_back(odd);
+  std::vector<CodecParams> params;
+  for (const auto& m : kAll) {
+    CodecParams p;
+    p.method = m;
+    params.push_back(p);
+    if (m.find('8') != std::string::npos) {  // the 8-bit types: one scale per tensor, and odd blocks
+      for (int64_t b : {0, 269}) p.block = b, params.push_back(p);
+    }
+    if (m == "qsgd")
+      for (int bits : {2, 4, 8})
+        for (int64_t bucket : {512, 101}) p.bits = bits, p.bucket = bucket, params.push_back(p);
+  }
+  for (const auto& p : params)
+    for (const auto& x : inputs) {
+      const int64_t n = static_cast<int64_t>(x.size());
+      auto c = make_codec(p);
+      INFO(p.method << " block " << p.block << " bits " << p.bits << " bucket " << p.bucket << ", " << n << " values");
+      Coded ref;
+      std::vector<float> ref_acc(x.size(), 0.3f);
+      {
+        IsaCap cap(Isa::scalar);
+        ref = roundtrip(*c, x, 9);
+        c->decode(ref.bytes.data(), ref.bytes.size(), ref_acc.data(), n, true);
+      }
+      for (Isa level : built_levels()) {
+        if (level == Isa::scalar) continue;
+        INFO("level " << isa_name(level));
+        IsaCap cap(level);
+        const Coded got = roundtrip(*c, x, 9);
+        REQUIRE(got.bytes == ref.bytes);
+        std::vector<float> out(x.size()), acc(x.size(), 0.3f);
+        c->decode(ref.bytes.data(), ref.bytes.size(), out.data(), n, false);
+        c->decode(ref.bytes.data(), ref.bytes.size(), acc.data(), n, true);
+        REQUIRE(std::memcmp(out.data(), ref.out.data(), 4 * x.size()) == 0);
+        REQUIRE(std::memcmp(acc.data(), ref_acc.data(), 4 * x.size()) == 0);
+      }
+    }
 }

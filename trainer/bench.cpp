@@ -10,6 +10,7 @@
 
 #include "comm/collectives.h"
 #include "compress/codec.h"
+#include "compress/simd.h"
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -99,16 +100,19 @@ const char* kAllCodecs = "none,fp16,linear8,mantissa8,static_tree8,dynamic_tree8
 
 int bench_compress(const std::vector<std::string>& args) {
   auto o = parse_opts(args, {{"size", "64M"}, {"reps", "5"}, {"codecs", kAllCodecs}, {"bits", "8"},
-                             {"config", "configs/fashion-mnist/lenet.yaml"}, {"grad-steps", "100"}});
+                             {"config", "configs/fashion-mnist/lenet.yaml"}, {"grad-steps", "100"}, {"isa", isa_name(kBuiltIsa)}});
   set_cpu_threads(1);
+  const Isa level = set_isa_cap(parse_isa(o["isa"]));
   const int64_t n = parse_size(o["size"]) / 4;
   const int reps = std::stoi(o["reps"]);
-  std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n)), copy(static_cast<size_t>(n));
+  // 64-byte aligned, as the trainer's tensors are (cache-line-split vector loads would slow the codecs down)
+  Tensor xt({n}), yt({n}), copyt({n});
+  float *x = xt.data(), *y = yt.data(), *copy = copyt.data();
   Rng rng(1);
-  for (auto& v : x) v = rng.normal();
+  for (int64_t i = 0; i < n; ++i) x[i] = rng.normal();
   const double mb = 4.0 * static_cast<double>(n);
-  std::printf("octet bench compress: %.0f MB of fp32 N(0,1), one core, best of %d; x memcpy = against a memcpy of the same "
-              "buffer timed in the same repetitions\n", mb / 1e6, reps);
+  std::printf("octet bench compress: %.0f MB of fp32 N(0,1), one core, best of %d, codec kernels %s (built: %s); x memcpy = "
+              "against a memcpy of the same buffer timed in the same repetitions\n", mb / 1e6, reps, isa_name(level), isa_name(kBuiltIsa));
   const bool have_grads = !o["config"].empty();
   std::vector<float> grads;
   if (have_grads) {
@@ -128,11 +132,11 @@ int bench_compress(const std::vector<std::string>& args) {
     // cores) moves all three alike; each ratio divides the best times.
     double t_copy = 1e30, tc = 1e30, td = 1e30;
     for (int r = 0; r < reps; ++r) {
-      t_copy = std::min(t_copy, best_time(1, [&] { std::memcpy(copy.data(), x.data(), 4 * static_cast<size_t>(n)); }));
-      tc = std::min(tc, best_time(1, [&] { bytes = c->encode(x.data(), n, buf.data(), {5, nullptr}); }));
-      td = std::min(td, best_time(1, [&] { c->decode(buf.data(), bytes, y.data(), n, false); }));
+      t_copy = std::min(t_copy, best_time(1, [&] { std::memcpy(copy, x, 4 * static_cast<size_t>(n)); }));
+      tc = std::min(tc, best_time(1, [&] { bytes = c->encode(x, n, buf.data(), {5, nullptr}); }));
+      td = std::min(td, best_time(1, [&] { c->decode(buf.data(), bytes, y, n, false); }));
     }
-    const double err = mean_rel_error(x, y);
+    const double err = mean_relative_error(x, y, n);
     double gerr = -1;
     if (have_grads) {
       std::vector<uint8_t> gb(c->max_bytes(static_cast<int64_t>(grads.size())));
