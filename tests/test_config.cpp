@@ -121,4 +121,6 @@ TEST_CASE("command-line overrides (--set) change values, list items and reports 
   CHECK_THROWS_WITH(load_config(p, {"run.epoch=3"}), Catch::Contains("--set run.epoch: run.epoch: unknown key"));
   CHECK_THROWS_WITH(load_config(p, {"model.layers.9.kernel=3"}), Catch::Contains("'9' is not an index of a list of 3"));
   CHECK_THROWS_WITH(load_config(p, {"novalue"}), Catch::Contains("--set novalue: expected key.path=value"));
+  CHECK(load_config(p, {"run.warmup_steps=0"}).run.warmup_steps == 0);
+  CHECK_THROWS_WITH(load_config(p, {"run.warmup_steps=-1"}), Catch::Contains("--set run.warmup_steps: run.warmup_steps: must be >= 0, got -1"));
 }

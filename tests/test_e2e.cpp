@@ -21,4 +21,9 @@ TEST_CASE("LeNet on real MNIST reaches 97% after one epoch", "[e2e]") {
   CHECK(path_exists(d.file("mnist-lenet/checkpoint.bin")));
   CHECK(path_exists(d.file("mnist-lenet/summary.json")));
   CHECK_THAT(read_file(d.file("mnist-lenet/metrics.jsonl")), Catch::Contains("\"event\":\"eval\""));
+  // The steady throughput leaves out the first run.warmup_steps (5) steps, and only them.
+  CHECK(r.steady_images == r.train_images - 5 * cfg.data.batch_size);
+  CHECK(r.steady_seconds > 0);
+  CHECK(r.steady_seconds < r.train_seconds);
+  CHECK_THAT(read_file(d.file("mnist-lenet/summary.json")), Catch::Contains("\"images_per_s_steady\":"));
 }

@@ -28,6 +28,7 @@ void read_run(Section s, RunConfig& r) {
   r.checkpoint_every = at_least(s, "checkpoint_every", r.checkpoint_every, 0);
   r.checkpoint_steps = at_least(s, "checkpoint_steps", r.checkpoint_steps, 0);
   r.log_every = at_least(s, "log_every", r.log_every, 1);
+  r.warmup_steps = at_least(s, "warmup_steps", r.warmup_steps, 0);
   r.threads = static_cast<int>(at_least(s, "threads", r.threads, 0));
   s.finish();
 }

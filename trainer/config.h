@@ -28,6 +28,7 @@ struct RunConfig {
   int64_t checkpoint_every = 1;  // epochs between checkpoints (0 = none)
   int64_t checkpoint_steps = 0;  // also checkpoint every this many steps (0 = off)
   int64_t log_every = 100;       // steps between progress lines
+  int64_t warmup_steps = 5;      // first steps of an invocation that the steady throughput (images_per_s_steady) leaves out
   int threads = 0;               // CPU threads for compute (0 = all cores)
 };
 

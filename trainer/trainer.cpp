@@ -182,6 +182,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
   CommStats comm_total;
   Window win;
   bool stop = cfg.run.max_steps > 0 && pos.global_step >= cfg.run.max_steps;
+  int64_t steps_here = 0;  // steps of this invocation
 
   for (int64_t epoch = pos.epoch; epoch < cfg.run.epochs && !stop; ++epoch) {
     const int64_t first = epoch == pos.epoch ? pos.batch : 0;
@@ -244,6 +245,10 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
       pos.global_step++;
       result.train_seconds += now_seconds() - t0;
       result.train_images += lr.count * size;
+      if (++steps_here > cfg.run.warmup_steps) {
+        result.steady_seconds += now_seconds() - t0;
+        result.steady_images += lr.count * size;
+      }
       win.times += step;
       total += step;
       win.loss += lr.loss_sum;
@@ -313,6 +318,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
 
   result.steps = pos.global_step;
   result.images_per_s = result.train_seconds > 0 ? static_cast<double>(result.train_images) / result.train_seconds : 0;
+  result.steady_images_per_s = result.steady_seconds > 0 ? static_cast<double>(result.steady_images) / result.steady_seconds : 0;
   result.peak_rss_mb = peak_rss_mb();
   result.bytes_sent = comm_total.bytes_sent;
   result.fp32_bytes = comm_total.fp32_bytes;
@@ -323,6 +329,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
                    {"train_images", static_cast<double>(result.train_images)}, {"train_seconds", result.train_seconds},
                    {"images_per_s", result.images_per_s}, {"peak_rss_mb", result.peak_rss_mb},
                    {"threads", static_cast<double>(cpu_threads())}};
+  if (result.steady_images > 0) fields.push_back({"images_per_s_steady", result.steady_images_per_s});
   if (sync) {
     fields.push_back({"bytes_sent_per_step", static_cast<double>(result.bytes_sent) / steps_run});
     fields.push_back({"fp32_bytes_per_step", static_cast<double>(result.fp32_bytes) / steps_run});

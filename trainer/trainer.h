@@ -25,6 +25,10 @@ struct TrainResult {
   int64_t train_images = 0;     // images trained in this invocation
   double train_seconds = 0;     // wall time of those training steps (evaluation and checkpoints excluded)
   double images_per_s = 0;
+  // The same after the first run.warmup_steps steps (oneDNN builds its primitives and memory is touched first
+  // there); 0 when the invocation ran no more steps than that.
+  int64_t steady_images = 0;
+  double steady_seconds = 0, steady_images_per_s = 0;
   double peak_rss_mb = 0;
   uint64_t bytes_sent = 0;      // gradient payload bytes this rank sent (this invocation)
   uint64_t fp32_bytes = 0;      // the same exchanges uncompressed

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks `octet predict` against measurement: per config, the images/s of one rank alone and of N ranks per codec
+# Checks `octet predict` against measurement: per config, the steady images/s (after run.warmup_steps, as the
+# profile leaves out its warm-up steps) of one rank alone and of N ranks per codec
 # (data parallel, as `octet train` runs), their ratio (the measured speedup), and the speedup `octet predict`
 # predicts from its own profile and a link measured by octet's collectives. Runs on the test-bed (scripts/netbed.sh)
 # with a rate limit, or on plain local mpirun with --local.
@@ -34,7 +35,7 @@ for entry in $configs; do
   common=(--set run.threads=1 --set run.out_dir="$work" --set run.log_every=100000 --set run.epochs=1 --set run.max_steps="$steps")
   for rep in $(seq "$repeat"); do  # repeats interleave all runs, so a drift of this machine's speed touches each alike
     run "$name 1 rank" "$work/$name-1-$rep.log" build/octet train "$config" "${common[@]}" --set run.name="$name-1-$rep"
-    field "$work/$name-1-$rep/summary.json" images_per_s >>"$work/$name.one"
+    field "$work/$name-1-$rep/summary.json" images_per_s_steady >>"$work/$name.one"
     run "$name predict" "$work/$name-predict-$rep.log" "${launch[@]}" build/octet predict "$config" --set run.threads=1 \
       --steps "$steps" --bandwidth measure --latency measure --codecs "$(tr ' ' ',' <<<"$codecs")" --sub-batches "$((mp > 0 ? mp : 1))"
     grep "^measured link" "$work/$name-predict-$rep.log" | sed 's/^measured link [^:]*: //' >"$work/$name.link"
@@ -50,7 +51,7 @@ for entry in $configs; do
         # shellcheck disable=SC2046
         run "$name $codec $mode" "$work/$name-$codec-$mode-$rep.log" "${launch[@]}" build/octet train "$config" "${common[@]}" \
           --set run.name="$name-$codec-$mode-$rep" $(codec_args "$codec") "${extra[@]}"
-        field "$work/$name-$codec-$mode-$rep/summary.json" images_per_s >>"$work/$name-$codec-$mode.many"
+        field "$work/$name-$codec-$mode-$rep/summary.json" images_per_s_steady >>"$work/$name-$codec-$mode.many"
       done
     done
   done
@@ -70,7 +71,8 @@ for entry in $configs; do
 done
 report="predict check: $where; threads 1 per rank; dp = data parallel (octet train's default, no overlap),
 mp = FC layers model parallel with $mp sub-batches (the codec on gradients and activations)
-measured speedup = median N-rank images/s / median 1-rank images/s over $repeat runs (each run's ratio in brackets);
+measured speedup = median N-rank images/s / median 1-rank images/s over $repeat runs (steady: after each run's run.warmup_steps, 5 by default;
+each run's ratio in brackets);
 predicted = the median of $repeat \`octet predict\` runs (dp speedup / mp speedup column); link = the last run's
 
 | config | codec | mode | 1 rank img/s | $hosts ranks img/s | measured (runs) | predicted | error | link measured by predict |
