@@ -15,12 +15,6 @@
 
 namespace octet {
 
-static inline uint32_t f2u(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
 CodeBook::CodeBook(std::vector<float> m) : mag_(std::move(m)) {
   OCTET_CHECK(mag_.size() == 128 && mag_[0] == 0.f && mag_[127] == 1.f, "an 8-bit code book needs 128 magnitudes from 0 to 1");
   for (int c = 1; c < 128; ++c) OCTET_CHECK(mag_[c] > mag_[c - 1], "code book magnitudes must increase (index " << c << ")");

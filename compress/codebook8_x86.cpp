@@ -2,8 +2,6 @@
 // isa(). Each gives the same bytes / floats as the scalar loops in codebook8_cpu.cpp (tested per level).
 #include <cstring>
 
-// GCC 12 warns of "__Y may be used uninitialized" inside AVX-512 intrinsics (GCC bug 105593, fixed in 13).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "compress/codebook8.h"
 #include "compress/simd.h"
 

@@ -4,23 +4,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
-// GCC 12 warns of "__Y may be used uninitialized" inside AVX-512 intrinsics (GCC bug 105593, fixed in 13).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "compress/codecs.h"
 #include "compress/simd.h"
 #include "core/error.h"
-#include <vector>
 
 namespace octet {
 
 namespace {
-
-inline uint32_t f2u(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
 #ifdef __AVX2__
 // Levels of values 0..len of a bucket starting at global index `first` -> sign | level bytes (as the scalar loop):

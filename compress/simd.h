@@ -4,9 +4,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
+#endif
+// GCC 12 warns of "__Y may be used uninitialized" inside AVX-512 intrinsics (GCC bug 105593, fixed in 13); the
+// warning lands where the kernels inline them, so this stays on for the rest of each file that includes this one.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VBMI__)
@@ -34,6 +40,13 @@ inline Isa set_isa_cap(Isa cap) {
   g_isa_cap.store(std::min(static_cast<int>(cap), static_cast<int>(kBuiltIsa)), std::memory_order_relaxed);
   return isa();
 }
+// The bits of a float (non-negative floats order like these integers).
+inline uint32_t f2u(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
 inline const char* isa_name(Isa i) { return i == Isa::avx512 ? "avx512" : i == Isa::avx2 ? "avx2" : "scalar"; }
 // "scalar", "avx2" or "avx512"; anything else throws listing them.
 Isa parse_isa(const std::string& s);

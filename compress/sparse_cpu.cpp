@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
-#include <numeric>
 
 #include "compress/codecs.h"
 #include "compress/simd.h"
@@ -14,11 +12,7 @@ namespace octet {
 
 namespace {
 
-inline uint32_t abs_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u & 0x7fffffffu;
-}
+inline uint32_t abs_bits(float f) { return f2u(f) & 0x7fffffffu; }
 
 // Checks that the sparse indices of a payload are strictly increasing and inside [0, n).
 void check_index(const char* codec, uint32_t idx, int64_t prev, int64_t n, size_t offset) {
@@ -80,7 +74,7 @@ class TopkCodec : public Codec {
     uint32_t t = 0, known = 0;  // T's bits found so far, and which bits those are
     int64_t ties = k;           // of the values matching T so far, how many the k largest still take
     std::vector<int64_t> hist(2048);
-    for (const auto [shift, width] : {std::pair{20, 11}, {10, 10}, {0, 10}}) {
+    for (const auto& [shift, width] : {std::pair{20, 11}, {10, 10}, {0, 10}}) {
       const uint32_t digit = (1u << width) - 1;
       std::fill(hist.begin(), hist.end(), 0);
       for (int64_t i = 0; i < n; ++i) {
