@@ -11,12 +11,12 @@
 # With --mp K it also trains with the FC layers model parallel (K sub-batches, the codec on activations too) and
 # compares with the model-parallel prediction.
 # Usage: scripts/bench/predict_check.sh [--hosts 4] [--rate 1gbit] [--codecs "none dynamic_tree8"] [--mp K] [--burst-ms 1] [--repeat 3]
-#        [--configs "configs/fashion-mnist/lenet.yaml:400 configs/bench/alexnet_synthetic.yaml:60"] [--local] [--out FILE]
+#        [--configs "configs/fashion-mnist/lenet.yaml:400 configs/bench/alexnet_synthetic.yaml:120"] [--local] [--out FILE]
 #        (each config as PATH:STEPS, the steps of each measured training run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 hosts=4 rate=1gbit codecs="none dynamic_tree8" local=0 out="" mp=0 burst_ms=1 repeat=3
-configs="configs/fashion-mnist/lenet.yaml:400 configs/bench/alexnet_synthetic.yaml:60"
+configs="configs/fashion-mnist/lenet.yaml:400 configs/bench/alexnet_synthetic.yaml:120"
 source scripts/lib.sh
 parse_flags predict_check.sh "hosts rate codecs mp burst-ms repeat configs local! out" "$@"
 prepare_run predict-check
