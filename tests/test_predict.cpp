@@ -112,6 +112,15 @@ TEST_CASE("predict: model parallelism pipelines the activation exchange against 
     CHECK(predict_model_parallel(q, c, link, N, K).conv_penalty == Approx(blocking));
   }
   CHECK(t.speedup() == Approx(N * 16.5 / (12.0 + K * (comp_f + comp_b) + t.fc_penalty)));
+  {  // The next sub-batch's input also travels while the exchanges inside the FC part wait on their messages' latency
+     // and the last rank's arrival, not beside their bytes. At 0.01 GB/s (100x the bytes' time above), 0.1 ms per
+     // message and 0.05 ms arrival skew: each exchange has N-1 messages; 4 exchanges inside (fc2's input and the
+     // logits gathered, both inputs' gradients summed), 5 waits for the last rank per sub-batch (those and the input).
+    const Terms u = predict_model_parallel(p, c, Link{0.01, 100.0, 50.0}, N, K);
+    const double lat = (N - 1) * 0.1, in = 100 * xin + lat, inside = 100 * (xf + xb) + 4 * lat;
+    REQUIRE(in - comp_f - comp_b - 4 * lat - 4 * 0.05 > 0);  // partly exposed
+    CHECK(u.fc_penalty == Approx(in + (K - 1) * (in - comp_f - comp_b - 4 * lat - 4 * 0.05) + K * inside + K * 5 * 0.05));
+  }
   // A slower link raises the penalty, a compressing codec lowers it again.
   const Terms slow = predict_model_parallel(p, c, Link{0.01, 0.0}, N, K);
   const Terms slow8 = predict_model_parallel(p, codec("linear8", 0.25), Link{0.01, 0.0}, N, K);

@@ -41,20 +41,28 @@ double sync_ms(const LayerProfile& L, const CodecProfile& c, const Link& l, int 
   return t;
 }
 
+// An activation exchange's cost (ms): what the link carries (bytes at the bandwidth) and the rest (per-message
+// latency, codec work), apart, as the prefetched input travels beside the rest but not beside other bytes.
+struct ExchangeMs {
+  double bytes = 0, other = 0;
+  double total() const { return bytes + other; }
+  ExchangeMs& operator+=(const ExchangeMs& e) { return bytes += e.bytes, other += e.other, *this; }
+};
+
 // The forward activation exchange: an allgather in which each rank contributes `values` fp32 values: N-1 messages,
 // (N-1)*values through the codec; every rank decodes all N pieces.
-double act_gather_ms(double values, const CodecProfile& c, const Link& l, int N) {
+ExchangeMs act_gather_ms(double values, const CodecProfile& c, const Link& l, int N) {
   const double n = N, fp32 = 4.0 * values;
-  return (n - 1) * l.latency_us * 1e-3 + ms_for_bytes((n - 1) * fp32 * c.ratio_act, l.bandwidth_gbs) +
-         ms_for_bytes(fp32, c.encode_gbs) + ms_for_bytes(n * fp32, c.decode_gbs);
+  return {ms_for_bytes((n - 1) * fp32 * c.ratio_act, l.bandwidth_gbs),
+          (n - 1) * l.latency_us * 1e-3 + ms_for_bytes(fp32, c.encode_gbs) + ms_for_bytes(n * fp32, c.decode_gbs)};
 }
 
 // The backward exchange: the partial input gradients of `values` fp32 values (all N*B/K samples) reduce-scattered
 // through the codec: each rank sends N-1 of its N chunks, encodes all of them and decodes N pieces of its own.
-double act_reduce_scatter_ms(double values, const CodecProfile& c, const Link& l, int N) {
+ExchangeMs act_reduce_scatter_ms(double values, const CodecProfile& c, const Link& l, int N) {
   const double n = N, fp32 = 4.0 * values;
-  return (n - 1) * l.latency_us * 1e-3 + ms_for_bytes((n - 1) / n * fp32 * c.ratio_act, l.bandwidth_gbs) + ms_for_bytes(fp32, c.encode_gbs) +
-         ms_for_bytes(fp32, c.decode_gbs);
+  return {ms_for_bytes((n - 1) / n * fp32 * c.ratio_act, l.bandwidth_gbs),
+          (n - 1) * l.latency_us * 1e-3 + ms_for_bytes(fp32, c.encode_gbs) + ms_for_bytes(fp32, c.decode_gbs)};
 }
 
 double layer_ms(const LayerProfile& L) { return L.forward_ms + L.backward_ms + L.update_ms; }
@@ -109,7 +117,8 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
   // The conv layers' gradients are exchanged after backward, as octet runs model parallelism (parallel.overlap does
   // not combine with it); Dettmers' figures, when given, may assume otherwise.
   t.conv_penalty = given && given->conv_penalty_ms >= 0 ? given->conv_penalty_ms : dp_penalty_ms(p, c, l, ranks, false, 0, s);
-  double comp_f = 0, comp_b = 0, xfer_in = 0, xfer_f = 0, xfer_b = 0;
+  double comp_f = 0, comp_b = 0;
+  ExchangeMs xfer_in, inside;  // the conv->FC input; the exchanges inside the FC part (each FC layer's output, input gradient)
   const double per_rank = static_cast<double>(p.batch) / K;  // samples each rank contributes to one sub-batch
   for (size_t i = s; i < p.layers.size(); ++i) {
     const LayerProfile& L = p.layers[i];
@@ -124,23 +133,25 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
     if (L.kind != "fc") continue;
     // Each FC layer's input is gathered whole forward (what this rank contributes: its B/K samples of the first
     // layer's input, its slice of the later ones), and its partial input gradient reduce-scattered backward.
-    (i == s ? xfer_in : xfer_f) += act_gather_ms(per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
-    xfer_b += act_reduce_scatter_ms(ranks * per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
+    (i == s ? xfer_in : inside) += act_gather_ms(per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
+    inside += act_reduce_scatter_ms(ranks * per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
   }
   // The logits are gathered whole for the loss (backward needs no exchange there: each rank keeps its columns).
-  xfer_f += act_gather_ms(per_rank * static_cast<double>(p.layers.back().out_per_sample), c, l, ranks);
+  inside += act_gather_ms(per_rank * static_cast<double>(p.layers.back().out_per_sample), c, l, ranks);
   t.t_fc *= p.straggler;
   t.t_fc_parallel = (comp_f + comp_b) * p.straggler;
   if (given && !given->fc_transfers.empty()) {
     for (auto [ms, hidden] : given->fc_transfers) t.fc_penalty += std::max(0.0, ms - hidden);
   } else {
-    // Sub-batch pipeline: the conv->FC input of sub-batch k+1 travels while sub-batch k computes in the FC layers,
-    // so after the first one it is exposed only by what it takes beyond that compute; the exchanges inside the FC
-    // part wait on the compute before them and are exposed in every sub-batch.
-    // Every exchange after compute also waits for the last rank to arrive: per sub-batch, each FC layer's output
-    // gather and input-gradient sum, and the input's arrival.
-    t.fc_penalty = xfer_in + (K - 1) * std::max(0.0, xfer_in - comp_f - comp_b) + K * (xfer_f + xfer_b) +
-                   K * mp_exchanges_per_sub_batch(p) * l.sync_us * 1e-3;
+    // Sub-batch pipeline: the conv->FC input of sub-batch k+1 travels (on a communicator of its own) while sub-batch
+    // k computes in the FC layers and while its exchanges wait on latency, codec work and the last rank's arrival:
+    // after the first sub-batch the input is exposed only by what it takes beyond those; it cannot travel beside the
+    // other exchanges' bytes, which hold the link. The exchanges inside the FC part wait on the compute before them
+    // and are exposed in every sub-batch. Every exchange after compute also waits for the last rank to arrive: per
+    // sub-batch, each FC layer's output gather and input-gradient sum, and the input's arrival.
+    const double sync = l.sync_us * 1e-3, waits_inside = (mp_exchanges_per_sub_batch(p) - 1) * sync;
+    t.fc_penalty = xfer_in.total() + (K - 1) * std::max(0.0, xfer_in.total() - comp_f - comp_b - inside.other - waits_inside) +
+                   K * inside.total() + K * mp_exchanges_per_sub_batch(p) * sync;
   }
   return t;
 }
