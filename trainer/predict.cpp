@@ -149,9 +149,10 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
     // other exchanges' bytes, which hold the link. The exchanges inside the FC part wait on the compute before them
     // and are exposed in every sub-batch. Every exchange after compute also waits for the last rank to arrive: per
     // sub-batch, each FC layer's output gather and input-gradient sum, and the input's arrival.
-    const double sync = l.sync_us * 1e-3, waits_inside = (mp_exchanges_per_sub_batch(p) - 1) * sync;
-    t.fc_penalty = xfer_in.total() + (K - 1) * std::max(0.0, xfer_in.total() - comp_f - comp_b - inside.other - waits_inside) +
-                   K * inside.total() + K * mp_exchanges_per_sub_batch(p) * sync;
+    const double sync = l.sync_us * 1e-3;
+    const int waits = mp_exchanges_per_sub_batch(p);  // the input's and those inside
+    t.fc_penalty = xfer_in.total() + (K - 1) * std::max(0.0, xfer_in.total() - comp_f - comp_b - inside.other - (waits - 1) * sync) +
+                   K * inside.total() + K * waits * sync;
   }
   return t;
 }

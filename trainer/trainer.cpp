@@ -243,12 +243,10 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
         opt.step(static_cast<float>(rate));
       }
       pos.global_step++;
-      result.train_seconds += now_seconds() - t0;
+      const double step_s = now_seconds() - t0;
+      result.train_seconds += step_s;
       result.train_images += lr.count * size;
-      if (++steps_here > cfg.run.warmup_steps) {
-        result.steady_seconds += now_seconds() - t0;
-        result.steady_images += lr.count * size;
-      }
+      if (++steps_here > cfg.run.warmup_steps) result.steady_seconds += step_s, result.steady_images += lr.count * size;
       win.times += step;
       total += step;
       win.loss += lr.loss_sum;
