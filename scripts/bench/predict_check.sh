@@ -62,10 +62,12 @@ for entry in $configs; do
         { echo "predict_check.sh: no prediction for $codec ($mode) in $work/$name-predict-*.log" >&2; exit 1; }
       many=$(median <"$work/$name-$codec-$mode.many") predicted=$(median <"$work/$name-$codec-$mode.pred")
       runs=$(paste "$work/$name-$codec-$mode.many" "$work/$name.one" | awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 / $2 }')
+      preds=$(paste -sd' ' "$work/$name-$codec-$mode.pred")
       rows+=$(awk -v n="$name" -v c="$codec" -v mode="$mode" -v one="$one" -v many="$many" -v p="$predicted" -v runs="$runs" \
-        -v link="$(cat "$work/$name.link")" 'BEGIN {
+        -v preds="$preds" -v link="$(cat "$work/$name.link")" 'BEGIN {
         m = many / one
-        printf "| %s | %s | %s | %.0f | %.0f | %.2fx (%s) | %.2fx | %+.1f%% | %s |\n", n, c, mode, one, many, m, runs, p, 100 * (p - m) / m, link }')$'\n'
+        printf "| %s | %s | %s | %.0f | %.0f | %.2fx (%s) | %.2fx (%s) | %+.1f%% | %s |\n", n, c, mode, one, many, m, runs, p, preds,
+          100 * (p - m) / m, link }')$'\n'
     done
   done
 done
@@ -73,7 +75,8 @@ report="predict check: $where; threads 1 per rank; dp = data parallel (octet tra
 mp = FC layers model parallel with $mp sub-batches (the codec on gradients and activations)
 measured speedup = median N-rank images/s / median 1-rank images/s over $repeat runs (steady: after each run's run.warmup_steps, 5 by default;
 each run's ratio in brackets);
-predicted = the median of $repeat \`octet predict\` runs (dp speedup / mp speedup column); link = the last run's
+predicted = the median of $repeat \`octet predict\` runs (dp speedup / mp speedup column; each run's in brackets, in the
+order of the measured runs); link = the last run's
 
 | config | codec | mode | 1 rank img/s | $hosts ranks img/s | measured (runs) | predicted | error | link measured by predict |
 |---|---|---|---|---|---|---|---|---|
