@@ -1,7 +1,5 @@
 // SIMD kernels of the 8-bit code-book codecs (codebook8.h): AVX2 and AVX-512 encoders and decoders, dispatched on
 // isa(). Each gives the same bytes / floats as the scalar loops in codebook8_cpu.cpp (tested per level).
-#include <cstring>
-
 #include "compress/codebook8.h"
 #include "compress/simd.h"
 
