@@ -1,6 +1,13 @@
 // Sampler order/sharding and the prefetch thread that overlaps batch assembly with compute.
 #include "data/loader.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -46,9 +53,12 @@ void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch&
   }
 }
 
-Prefetcher::Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth)
-    : data_(data), sampler_(sampler), epoch_(epoch), next_batch_(first_batch), depth_(static_cast<size_t>(depth > 0 ? depth : 1)) {
-  thread_ = std::thread([this] { run(); });
+Prefetcher::Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth, int nice)
+    : data_(data), sampler_(sampler), epoch_(epoch), next_batch_(first_batch), depth_(static_cast<size_t>(depth > 0 ? depth : 1)),
+      nice_(nice) {
+  OCTET_CHECK(nice >= 0 && nice <= 19, "prefetcher: nice increment " << nice << " outside [0, 19]");
+  const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));  // this thread's nice (Linux: per thread)
+  thread_ = std::thread([this, base] { run(base); });
 }
 
 Prefetcher::~Prefetcher() {
@@ -60,8 +70,21 @@ Prefetcher::~Prefetcher() {
   thread_.join();
 }
 
-void Prefetcher::run() {
+void Prefetcher::run(int base) {
   try {
+    // Lowering a thread's own priority needs no privilege; Linux applies PRIO_PROCESS with a thread id to that
+    // thread alone.
+    const id_t tid = static_cast<id_t>(gettid());
+    if (nice_ > 0 && setpriority(PRIO_PROCESS, tid, std::min(19, base + nice_)) != 0)
+      OCTET_THROW("data loader: cannot lower the loader thread's priority by " << nice_ << ": " << std::strerror(errno));
+    errno = 0;
+    const int now = getpriority(PRIO_PROCESS, tid);
+    OCTET_CHECK(errno == 0, "data loader: cannot read the loader thread's priority: " << std::strerror(errno));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      nice_read_ = now, nice_set_ = true;
+    }
+    cv_.notify_all();
     for (int64_t b = next_batch_; b < sampler_.batches_per_epoch(); ++b) {
       Batch batch;
       batch.index = b;
@@ -79,6 +102,13 @@ void Prefetcher::run() {
   std::lock_guard<std::mutex> lock(mu_);
   done_ = true;
   cv_.notify_all();
+}
+
+int Prefetcher::loader_nice() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return nice_set_ || done_; });
+  if (!nice_set_ && error_) std::rethrow_exception(error_);
+  return nice_read_;
 }
 
 bool Prefetcher::next(Batch& out) {

@@ -34,22 +34,28 @@ struct Batch {
   int64_t index = 0;            // batch index within the epoch
 };
 
-// Produces the batches [first, batches_per_epoch) of one epoch on a background thread, at most depth ahead.
+// Produces the batches [first, batches_per_epoch) of one epoch on a background thread, at most depth ahead. The
+// thread runs `nice` steps below the caller's priority (capped at 19): when ranks fill the cores it takes only the
+// time compute leaves, instead of preempting a rank on every batch and handing its core to the rank beside it.
 class Prefetcher {
  public:
-  Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth);
+  Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth, int nice = 0);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
   // Blocks until the next batch is ready; false at the end of the epoch. Rethrows a loader error.
   bool next(Batch& out);
+  // The loader thread's nice value as the kernel reports it once the thread has set it (blocks until then).
+  int loader_nice();
 
  private:
-  void run();
+  void run(int base);
   const Dataset& data_;
   const Sampler& sampler_;
   int64_t epoch_, next_batch_;
   size_t depth_;
+  int nice_, nice_read_ = 0;
+  bool nice_set_ = false;
   std::deque<Batch> queue_;
   bool done_ = false, stop_ = false;
   std::exception_ptr error_;

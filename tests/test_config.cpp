@@ -123,4 +123,8 @@ TEST_CASE("command-line overrides (--set) change values, list items and reports 
   CHECK_THROWS_WITH(load_config(p, {"novalue"}), Catch::Contains("--set novalue: expected key.path=value"));
   CHECK(load_config(p, {"run.warmup_steps=0"}).run.warmup_steps == 0);
   CHECK_THROWS_WITH(load_config(p, {"run.warmup_steps=-1"}), Catch::Contains("--set run.warmup_steps: run.warmup_steps: must be >= 0, got -1"));
+  CHECK(load_config(p).data.loader_nice == 19);
+  CHECK(load_config(p, {"data.loader_nice=0"}).data.loader_nice == 0);
+  CHECK_THROWS_WITH(load_config(p, {"data.loader_nice=20"}), Catch::Contains("--set data.loader_nice: data.loader_nice: must be in [0, 19], got 20"));
+  CHECK_THROWS_WITH(load_config(p, {"data.loader_nice=-1"}), Catch::Contains("data.loader_nice: must be in [0, 19], got -1"));
 }

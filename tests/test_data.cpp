@@ -1,7 +1,10 @@
 // Data tests: IDX loading and every malformed-file error, sharded sampling, prefetch order, synthetic data.
+#include <sys/resource.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <deque>
 #include <fstream>
 #include <set>
@@ -148,6 +151,23 @@ TEST_CASE("prefetcher yields the same batches as synchronous assembly, from any 
     ++b;
   }
   CHECK(b == s.batches_per_epoch());
+}
+
+TEST_CASE("the loader thread runs loader_nice steps below the caller's priority, capped at 19", "[data][prefetch]") {
+  auto ds = make_synthetic(50, {1, 4, 4}, 3, 9, {});
+  Sampler s(ds->size(), 8, 0, 1, 5, true, true);
+  errno = 0;
+  const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+  REQUIRE(errno == 0);
+  REQUIRE(base <= 14);  // room for the increment below to show
+  for (int nice : {0, 5, 19}) {
+    Prefetcher pf(*ds, s, 0, 0, 2, nice);
+    CHECK(pf.loader_nice() == std::min(19, base + nice));  // read back from the kernel by the thread itself
+    Batch b;
+    CHECK(pf.next(b));  // and it still delivers
+  }
+  CHECK(getpriority(PRIO_PROCESS, static_cast<id_t>(gettid())) == base);  // the caller's own priority is untouched
+  CHECK_THROWS_WITH(Prefetcher(*ds, s, 0, 0, 2, 20), Catch::Contains("nice increment 20 outside [0, 19]"));
 }
 
 TEST_CASE("synthetic data is seeded and class-dependent", "[data][synthetic]") {

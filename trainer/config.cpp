@@ -44,6 +44,9 @@ void read_data(Section s, DataConfig& d) {
   d.eval_batch_size = at_least(s, "eval_batch_size", d.eval_batch_size, 1);
   d.shuffle = s.get<bool>("shuffle", d.shuffle);
   d.prefetch = static_cast<int>(at_least(s, "prefetch", d.prefetch, 1));
+  const int64_t nice = s.get<int64_t>("loader_nice", d.loader_nice);
+  if (nice < 0 || nice > 19) s.fail("loader_nice", "must be in [0, 19], got " + std::to_string(nice));
+  d.loader_nice = static_cast<int>(nice);
   Section n = s.section("normalize");
   d.normalize.mean = n.get<float>("mean", d.normalize.mean);
   d.normalize.std = n.get<float>("std", d.normalize.std);

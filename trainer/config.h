@@ -39,6 +39,7 @@ struct DataConfig {
   int64_t eval_batch_size = 1000;
   bool shuffle = true;
   int prefetch = 4;                   // batches prepared ahead by the loader thread
+  int loader_nice = 19;               // the loader thread's priority below the trainer's (nice increment, 0..19)
   Normalize normalize;
   int64_t train_limit = 0;            // use only the first N training samples (0 = all)
   int64_t test_limit = 0;

@@ -186,7 +186,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
 
   for (int64_t epoch = pos.epoch; epoch < cfg.run.epochs && !stop; ++epoch) {
     const int64_t first = epoch == pos.epoch ? pos.batch : 0;
-    Prefetcher loader(*train_set, sampler, epoch, first, cfg.data.prefetch);
+    Prefetcher loader(*train_set, sampler, epoch, first, cfg.data.prefetch, cfg.data.loader_nice);
     Batch batch;
     for (;;) {
       PhaseTimes step;
