@@ -82,7 +82,7 @@ void Prefetcher::run(int base) {
     OCTET_CHECK(errno == 0, "data loader: cannot read the loader thread's priority: " << std::strerror(errno));
     {
       std::lock_guard<std::mutex> lock(mu_);
-      nice_read_ = now, nice_set_ = true;
+      nice_read_ = now;
     }
     cv_.notify_all();
     for (int64_t b = next_batch_; b < sampler_.batches_per_epoch(); ++b) {
@@ -106,9 +106,9 @@ void Prefetcher::run(int base) {
 
 int Prefetcher::loader_nice() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return nice_set_ || done_; });
-  if (!nice_set_ && error_) std::rethrow_exception(error_);
-  return nice_read_;
+  cv_.wait(lock, [&] { return nice_read_ || done_; });
+  if (!nice_read_) std::rethrow_exception(error_);  // the thread ended before: only an error does that
+  return *nice_read_;
 }
 
 bool Prefetcher::next(Batch& out) {

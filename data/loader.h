@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -54,8 +55,8 @@ class Prefetcher {
   const Sampler& sampler_;
   int64_t epoch_, next_batch_;
   size_t depth_;
-  int nice_, nice_read_ = 0;
-  bool nice_set_ = false;
+  int nice_;
+  std::optional<int> nice_read_;  // the thread's nice once it has set it
   std::deque<Batch> queue_;
   bool done_ = false, stop_ = false;
   std::exception_ptr error_;
