@@ -40,6 +40,7 @@ expect_error "measure needs mpirun with at least 2 ranks" predict "$cfg" --ranks
 expect_error "unknown flag '--rank'" predict "$cfg" --rank 4
 expect_error "needs a config file or --profile FILE" predict --ranks 4 --bandwidth 1 --latency 1
 expect_error "unknown compression method 'zip' (known: none" predict "$cfg" --ranks 4 --bandwidth 1 --latency 1 --codecs none,zip
+expect_error "--act-bandwidth expects GB/s > 0" predict "$cfg" --ranks 4 --bandwidth 1 --act-bandwidth 0 --latency 1
 expect_error "nope.yaml: profile file not found" predict --profile "$tmp/nope.yaml" --ranks 4 --bandwidth 1 --latency 1
 # A good run still works and writes its outputs.
 if "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.epochs=1 --set data.synthetic_train=256 \
@@ -77,8 +78,21 @@ if "$octet" predict "$tmp/bad.yaml" --ranks 4 --bandwidth 0.1 --latency 50 --ste
 else
   echo "FAIL: octet predict round trip"; cat "$tmp/pred1" "$tmp/pred2"; fail=1
 fi
+# --act-bandwidth moves model parallelism's activation exchanges only: the data-parallel columns stay, the FC penalty falls.
+printf '%s\n' 'batch: 64' 'layers:' '  - {name: conv, kind: conv, forward_ms: 4, backward_ms: 8, params: 20000, out_per_sample: 1000}' \
+  '  - {name: fc1, kind: fc, forward_ms: 1, backward_ms: 2, params: 10000, in_per_sample: 1000, out_per_sample: 10}' \
+  'codecs:' '  - {name: none, ratio_act: 1}' >"$tmp/mp.yaml"
+"$octet" predict --profile "$tmp/mp.yaml" --ranks 4 --bandwidth 0.1 --latency 50 >"$tmp/pred4" 2>&1
+"$octet" predict --profile "$tmp/mp.yaml" --ranks 4 --bandwidth 0.1 --act-bandwidth 1 --latency 50 >"$tmp/pred5" 2>&1
+if grep -q "link 0.1 GB/s (activation exchanges 1 GB/s)" "$tmp/pred5" && grep -q "link 0.1 GB/s (activation exchanges 0.1 GB/s)" "$tmp/pred4" &&
+   [[ $(awk '$1 == "none" { print $4, $5, $8 }' "$tmp/pred4") == $(awk '$1 == "none" { print $4, $5, $8 }' "$tmp/pred5") ]] &&
+   [[ $(awk 'FNR == 1 { f++ } $1 == "none" { v[f] = $9 } END { print (v[1] > v[2] && v[2] > 0) }' "$tmp/pred4" "$tmp/pred5") == 1 ]]; then
+  echo "ok: octet predict --act-bandwidth lowers only the model-parallel FC penalty"
+else
+  echo "FAIL: octet predict --act-bandwidth"; cat "$tmp/pred4" "$tmp/pred5"; fail=1
+fi
 if mpirun -np 2 --oversubscribe "$octet" predict "$tmp/bad.yaml" --bandwidth measure --latency measure --steps 2 --codecs none \
-     --set run.threads=1 >"$tmp/pred3" 2>&1 && grep -q "^measured link (2 ranks" "$tmp/pred3" &&
+     --set run.threads=1 >"$tmp/pred3" 2>&1 && grep -q "^measured link (2 ranks.*activation exchanges ([1-9][0-9]* values): [0-9.e+-]* GB/s" "$tmp/pred3" &&
    grep -q "profiled with 2 ranks sharing the machine" "$tmp/pred3" && [[ $(grep -c "^none " "$tmp/pred3") == 1 ]]; then
   echo "ok: mpirun -np 2 octet predict measures the link and prints once"
 else

@@ -121,6 +121,23 @@ TEST_CASE("predict: model parallelism pipelines the activation exchange against 
     REQUIRE(in - comp_f - comp_b - 4 * lat - 4 * 0.05 > 0);  // partly exposed
     CHECK(u.fc_penalty == Approx(in + (K - 1) * (in - comp_f - comp_b - 4 * lat - 4 * 0.05) + K * inside + K * 5 * 0.05));
   }
+  {  // The activation exchanges' bandwidth, when given, carries their bytes (and only theirs): at 0.01 GB/s for the
+     // gradients and 1 GB/s for the activations, the FC part costs what it did on the 1 GB/s link; the conv
+     // gradients' exchange stays at 0.01 GB/s. The largest activation collective: fc1's input over N*B/K samples.
+    Profile q = p;
+    q.layers[0].params = 200000, q.layers[0].tensors = {200000};
+    const Link split{0.01, 0.0, 0.0, 1.0};
+    CHECK(split.act_gbs() == 1.0);
+    CHECK(Link{0.01, 0.0}.act_gbs() == 0.01);
+    const Terms u = predict_model_parallel(q, c, split, N, K);
+    CHECK(u.fc_penalty == Approx(predict_model_parallel(q, c, link, N, K).fc_penalty));
+    CHECK(u.conv_penalty == Approx(predict_model_parallel(q, c, Link{0.01, 0.0}, N, K).conv_penalty));
+    CHECK(predict_data_parallel(q, c, split, N, false).conv_penalty == Approx(predict_data_parallel(q, c, Link{0.01, 0.0}, N, false).conv_penalty));
+    CHECK(largest_activation_exchange(q, N, K) == N * (64 / K) * 1000);
+    CHECK(largest_activation_exchange(q, N, 1) == N * 64 * 1000);
+    q.layers.resize(1);  // no FC part: no activation exchange
+    CHECK(largest_activation_exchange(q, N, K) == 0);
+  }
   // A slower link raises the penalty, a compressing codec lowers it again.
   const Terms slow = predict_model_parallel(p, c, Link{0.01, 0.0}, N, K);
   const Terms slow8 = predict_model_parallel(p, codec("linear8", 0.25), Link{0.01, 0.0}, N, K);

@@ -21,7 +21,7 @@ const char* kUsage =
     "       octet bench compress [--size 64M] [--reps 5] [--codecs a,b] [--bits 8] [--config CFG] [--grad-steps 100]\n"
     "       mpirun -np N octet bench allreduce [--min 4K] [--max 256M] [--factor 4] [--codecs a,b] [--iters K]\n"
     "       [mpirun -np N] octet predict CONFIG|--profile FILE --ranks N --bandwidth GB/s|measure --latency us|measure\n"
-    "             [--skew us] [--sub-batches K] [--codecs a,b] [--steps S] [--save-profile FILE] [--set key=value]...\n"
+    "             [--act-bandwidth GB/s] [--skew us] [--sub-batches K] [--codecs a,b] [--steps S] [--save-profile FILE] [--set key=value]...\n"
     "       octet version\n"
     "  --set      override one config key (repeatable), e.g. --set optimizer.lr=0.05 --set run.epochs=1\n"
     "  --resume   continue a run from its checkpoint (file or run directory); the result matches the uninterrupted run\n";

@@ -53,7 +53,7 @@ struct ExchangeMs {
 // (N-1)*values through the codec; every rank decodes all N pieces.
 ExchangeMs act_gather_ms(double values, const CodecProfile& c, const Link& l, int N) {
   const double n = N, fp32 = 4.0 * values;
-  return {ms_for_bytes((n - 1) * fp32 * c.ratio_act, l.bandwidth_gbs),
+  return {ms_for_bytes((n - 1) * fp32 * c.ratio_act, l.act_gbs()),
           (n - 1) * l.latency_us * 1e-3 + ms_for_bytes(fp32, c.encode_gbs) + ms_for_bytes(n * fp32, c.decode_gbs)};
 }
 
@@ -61,7 +61,7 @@ ExchangeMs act_gather_ms(double values, const CodecProfile& c, const Link& l, in
 // through the codec: each rank sends N-1 of its N chunks, encodes all of them and decodes N pieces of its own.
 ExchangeMs act_reduce_scatter_ms(double values, const CodecProfile& c, const Link& l, int N) {
   const double n = N, fp32 = 4.0 * values;
-  return {ms_for_bytes((n - 1) / n * fp32 * c.ratio_act, l.bandwidth_gbs),
+  return {ms_for_bytes((n - 1) / n * fp32 * c.ratio_act, l.act_gbs()),
           (n - 1) * l.latency_us * 1e-3 + ms_for_bytes(fp32, c.encode_gbs) + ms_for_bytes(fp32, c.decode_gbs)};
 }
 
@@ -77,6 +77,13 @@ int mp_exchanges_per_sub_batch(const Profile& p) {
   int fcs = 0;
   for (size_t i = fc_start(p); i < p.layers.size(); ++i) fcs += p.layers[i].kind == "fc";
   return 2 * fcs + 1;
+}
+
+int64_t largest_activation_exchange(const Profile& p, int ranks, int sub_batches) {
+  int64_t most = 0;
+  for (size_t i = fc_start(p); i < p.layers.size(); ++i)
+    if (p.layers[i].kind == "fc") most = std::max(most, ranks * (p.batch / sub_batches) * p.layers[i].in_per_sample);
+  return most;
 }
 
 size_t fc_start(const Profile& p) {
@@ -261,16 +268,17 @@ void write_profile(const Profile& p, const std::string& file) {
 
 std::string prediction_table(const Profile& p, const Link& l, int ranks, int sub_batches) {
   std::string out;
-  char buf[320];
+  char buf[512];
   double t_total = 0, t_fc = 0;
   for (size_t i = 0; i < p.layers.size(); ++i) (i >= fc_start(p) ? t_fc : t_total) += layer_ms(p.layers[i]);
   t_total += t_fc;
   std::snprintf(buf, sizeof buf,
-                "octet predict: %s on %d ranks, link %.4g GB/s, %.4g us per message and %.4g us arrival skew, batch %lld per "
+                "octet predict: %s on %d ranks, link %.4g GB/s (activation exchanges %.4g GB/s), %.4g us per message and %.4g us "
+                "arrival skew, batch %lld per "
                 "rank, %d sub-batches\n"
                 "compute per step: T_total %.3f ms (one rank alone: %.3f ms; profiled with %d ranks sharing the machine; "
                 "slowest rank x%.3f), T_fc %.3f ms\n",
-                p.name.c_str(), ranks, l.bandwidth_gbs, l.latency_us, l.sync_us, static_cast<long long>(p.batch), sub_batches, t_total,
+                p.name.c_str(), ranks, l.bandwidth_gbs, l.act_gbs(), l.latency_us, l.sync_us, static_cast<long long>(p.batch), sub_batches, t_total,
                 p.step_alone_ms > 0 ? p.step_alone_ms : t_total, p.profiled_ranks, p.straggler, t_fc);
   out += buf;
   std::snprintf(buf, sizeof buf, "%-14s %-18s %9s %11s %10s %10s | %9s %9s %9s %10s\n", "codec", "algorithm", "bytes/fp32", "dp comm ms",

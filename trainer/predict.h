@@ -60,7 +60,15 @@ struct Link {
   double bandwidth_gbs = 0;  // per rank and direction
   double latency_us = 0;     // per message
   double sync_us = 0;        // per exchange that follows compute: the ranks' arrival skew (measured with the latency)
+  // Model parallelism's activation exchanges (sub-batch sized, far smaller than the largest gradient tensor); <= 0:
+  // bandwidth_gbs. A link's effective bandwidth depends on the message size, so each is measured at its own.
+  double act_bandwidth_gbs = 0;
+  double act_gbs() const { return act_bandwidth_gbs > 0 ? act_bandwidth_gbs : bandwidth_gbs; }
 };
+
+// Values in model parallelism's largest activation collective (the first FC layer's input gradient of a sub-batch,
+// N*B/K samples, reduce-scattered; its input gathered forward is as large); 0 without an FC part.
+int64_t largest_activation_exchange(const Profile& p, int ranks, int sub_batches);
 
 // The terms of Dettmers' formula for one codec and one scheme; speedup() applies it.
 struct Terms {  // compute terms include the profile's straggler factor

@@ -216,14 +216,17 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
 // The link as octet's collectives see it, all ranks taking part: codec-none scatter-allgather of 1K values (each
 // 2(N-1) messages: latency) and of `probe` values, the model's largest layer (2(N-1)/N of it sent per rank:
 // bandwidth), each the median of several. On hosts shared by several ranks this includes their scheduling, which a
-// point-to-point ping-pong would miss; a shaped link with a burst allowance looks faster for the smaller messages,
-// hence a probe of the size that dominates the traffic.
-Link measure_link(const World& w, int64_t probe, double compute_ms) {
+// point-to-point ping-pong would miss. A link's effective bandwidth depends on the message size (a shaped link
+// with a burst allowance passes smaller messages faster; protocols change with size), hence probes of the sizes
+// that carry the traffic: the largest layer for gradients and, when `act_probe` > 0, model parallelism's largest
+// activation collective (the same messages: N chunks of it) for the activation exchanges.
+Link measure_link(const World& w, int64_t probe, int64_t act_probe, double compute_ms) {
   CodecPtr none = make_codec(CodecParams{"none"});
   const ReduceOptions opt{Algorithm::ScatterAllgather, none.get(), false, 0};
   ReduceState st;
-  // work > 0: each rank first computes `work` multiply-adds, so the ranks arrive as they do after compute.
-  auto median_time = [&](int64_t n, int reps, int64_t work = 0) {
+  // work > 0: each rank first computes `work` multiply-adds, so the ranks arrive as they do after compute. loop > 1:
+  // that many exchanges back to back, timed together (the time of one).
+  auto median_time = [&](int64_t n, int reps, int64_t work = 0, int loop = 1) {
     std::vector<float> x(static_cast<size_t>(n), 1.0f);
     std::vector<double> t;
     for (int r = -1; r < reps; ++r) {
@@ -232,8 +235,8 @@ Link measure_link(const World& w, int64_t probe, double compute_ms) {
       volatile double acc = 1;
       for (int64_t i = 0; i < work; ++i) acc = acc * 0.999999 + 1e-9;
       const double t0 = now_seconds();
-      reduce_mean(w, x.data(), n, opt, st, stats);
-      double dt = now_seconds() - t0;
+      for (int k = 0; k < loop; ++k) reduce_mean(w, x.data(), n, opt, st, stats);
+      double dt = (now_seconds() - t0) / loop;
       CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, w.comm));
       if (r >= 0) t.push_back(dt);
     }
@@ -254,12 +257,20 @@ Link measure_link(const World& w, int64_t probe, double compute_ms) {
   const double per_ms = static_cast<double>(calib) / std::max(1e-9, 1e3 * (now_seconds() - c0));
   const double t_after = median_time(1024, 21, static_cast<int64_t>(std::max(0.01, compute_ms) * per_ms));
   Link l;
+  auto gbs = [&](double values, double t) { return 2 * (n - 1) / n * 4 * values / std::max(1e-9, t - t_small) / 1e9; };
   l.latency_us = 1e6 * t_small / (2 * (n - 1));
-  l.bandwidth_gbs = 2 * (n - 1) / n * 4 * big / std::max(1e-9, t_big - t_small) / 1e9;
+  l.bandwidth_gbs = gbs(big, t_big);
   l.sync_us = 1e6 * std::max(0.0, t_after - t_small);
+  // The activation exchanges follow one another within the FC part as a stream of ~the largest layer's bytes per
+  // step, so their probe runs back to back in blocks that carry as much as the large probe: one exchange at a time
+  // after a pause would pass much of its bytes in the burst a shaped link allows after idling.
+  const double act = static_cast<double>(std::max<int64_t>(act_probe, 4096));
+  const int loop = static_cast<int>(std::clamp(std::round(big / act), 1.0, 64.0));
+  if (act_probe > 0) l.act_bandwidth_gbs = gbs(act, median_time(static_cast<int64_t>(act), 7, 0, loop));
   if (w.rank == 0)
     std::printf("measured link (%d ranks, codec-none scatter-allgather of %.0f values): %.4g GB/s per rank, %.4g us per message, "
-                "%.4g us arrival skew after compute\n", w.size, big, l.bandwidth_gbs, l.latency_us, l.sync_us);
+                "%.4g us arrival skew after compute; activation exchanges (%.0f values): %.4g GB/s\n", w.size, big, l.bandwidth_gbs,
+                l.latency_us, l.sync_us, act_probe > 0 ? act : 0.0, l.act_gbs());
   return l;
 }
 
@@ -294,6 +305,9 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
       const std::string v = value();
       measure_bw = v == "measure";
       if (!measure_bw) link.bandwidth_gbs = number(a, v);
+    } else if (a == "--act-bandwidth") {
+      link.act_bandwidth_gbs = number(a, value());
+      OCTET_CHECK(link.act_bandwidth_gbs > 0, "octet predict: --act-bandwidth expects GB/s > 0");
     } else if (a == "--latency") {
       const std::string v = value();
       measure_lat = v == "measure";
@@ -308,7 +322,7 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
     else if (a == "--profile") profile_in = value();
     else if (a == "--save-profile") profile_out = value();
     else if (!a.empty() && a[0] == '-')
-      OCTET_THROW("octet predict: unknown flag '" << a << "' (known: --ranks, --bandwidth, --latency, --skew, --sub-batches, --steps, "
+      OCTET_THROW("octet predict: unknown flag '" << a << "' (known: --ranks, --bandwidth, --act-bandwidth, --latency, --skew, --sub-batches, --steps, "
                                                   "--codecs, --profile, --save-profile, --set)");
     else if (config.empty()) config = a;
     else OCTET_THROW("octet predict: unexpected argument '" << a << "': one config file only");
@@ -334,8 +348,9 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
     CodecProfile none;
     none.name = "none", none.ratio_act = 1;
     const Terms mp = predict_model_parallel(p, none, Link{1e9, 0, 0}, ranks, sub_batches);
-    const Link m = measure_link(w, largest, mp.t_fc_parallel / mp_exchanges_per_sub_batch(p));
+    const Link m = measure_link(w, largest, largest_activation_exchange(p, ranks, sub_batches), mp.t_fc_parallel / mp_exchanges_per_sub_batch(p));
     if (measure_bw) link.bandwidth_gbs = m.bandwidth_gbs;
+    if (measure_bw && link.act_bandwidth_gbs <= 0) link.act_bandwidth_gbs = m.act_bandwidth_gbs;
     if (measure_lat) link.latency_us = m.latency_us, link.sync_us = m.sync_us;
   }
   if (w.rank == 0) {
