@@ -53,22 +53,32 @@ prepare_run() {
   work=$(mktemp -d "/tmp/$1.XXXXXX")
 }
 
+# finish_run: on exit, copies $work into $keep when the script set one, takes the bed down if launcher put it up,
+# and removes $work.
+finish_run() {
+  if [[ -n ${keep:-} ]]; then mkdir -p "$keep" && cp -r "$work"/. "$keep"/; fi
+  if [[ ${bed_up:-0} == 1 ]]; then bash scripts/netbed.sh down; fi
+  rm -rf "$work"
+}
+
 # launcher LOCAL HOSTS RATE: sets `launch` (the mpirun command line) and `where` (its description) for HOSTS ranks,
 # on plain local mpirun (LOCAL=1) or one per host on a fresh test-bed with links of RATE (torn down on exit, with
-# the folder $work). NETBED_BURST_MS, when set, reaches netbed.sh.
+# the folder $work: finish_run). NETBED_BURST_MS and NETBED_SEGMENT_KB, when set, reach netbed.sh.
 launcher() {
   local local_=$1 hosts=$2 rate=$3
   if [[ $local_ == 1 ]]; then
-    trap 'rm -rf "$work"' EXIT
+    trap finish_run EXIT
     # Unbound, as Open MPI leaves the ranks of an oversubscribed node (the bed instead binds each host to a core, as
     # Open MPI binds ranks on nodes of their own: NETBED_BIND in scripts/netbed.sh).
     launch=(mpirun -np "$hosts" --oversubscribe --mca mpi_yield_when_idle 1)
     where="$hosts local ranks (loopback)"
   else
-    trap 'bash scripts/netbed.sh down; rm -rf "$work"' EXIT
+    bed_up=1
+    trap finish_run EXIT
     bash scripts/netbed.sh down
-    env ${NETBED_BURST_MS:+NETBED_BURST_MS=$NETBED_BURST_MS} bash scripts/netbed.sh up "$hosts" "$rate" >/dev/null
+    env ${NETBED_BURST_MS:+NETBED_BURST_MS=$NETBED_BURST_MS} ${NETBED_SEGMENT_KB:+NETBED_SEGMENT_KB=$NETBED_SEGMENT_KB} \
+      bash scripts/netbed.sh up "$hosts" "$rate" >/dev/null
     launch=(bash scripts/netbed.sh mpirun -np "$hosts")
-    where="$hosts hosts on the test-bed, links $rate${NETBED_BURST_MS:+ (burst $NETBED_BURST_MS ms)}, NETBED_BIND=${NETBED_BIND:-core}"
+    where="$hosts hosts on the test-bed, links $rate${NETBED_BURST_MS:+ (burst $NETBED_BURST_MS ms, at least 64 KB)}${NETBED_SEGMENT_KB:+ (segments of $NETBED_SEGMENT_KB KB)}, NETBED_BIND=${NETBED_BIND:-core}"
   fi
 }

@@ -25,20 +25,26 @@ die() { echo "netbed.sh: $*" >&2; exit 1; }
 need_root() { [[ $(id -u) == 0 ]] || die "must run as root (ip netns needs CAP_SYS_ADMIN)"; }
 hosts() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${prefix}[0-9]+$" | sort -V || true; }
 
-# Token bucket on one device: burst = NETBED_BURST_MS (default 10) ms of traffic, at least 64 KB, so that a 10gbit
-# link is not capped by HZ. A link that was idle passes a burst at once, above its rate, which a real NIC does not:
-# 1 ms is closer to a real link where the rate allows it (scripts/bench/predict_check.sh uses it).
-shape() {  # NS DEV RATE
-  local ns=$1 dev=$2 rate=$3
+# Token bucket on one device: burst = NETBED_BURST_MS (default 10; a decimal, 0 = the floor) ms of traffic, at
+# least 64 KB, so that a 10gbit link is not capped by HZ and the largest segment fits. A link that was idle passes a
+# burst at once, above its rate, which a real NIC does not: 1 ms is closer to a real link where the rate allows it.
+# NETBED_SEGMENT_KB (1..64; unset: the kernel's 64 KB) caps the segments the host's stack hands to each device
+# (gso_max_size), so a 64 KB burst holds several of them: with 16 KB segments and NETBED_BURST_MS=0 a 1gbit link
+# moves a 64 KB allreduce at about its large-message rate instead of twice it (scripts/bench/predict_check.sh).
+shape() {  # NS DEV RATE: checks every setting before it touches the device
+  local ns=$1 dev=$2 rate=$3 seg=${NETBED_SEGMENT_KB:-64} ms=${NETBED_BURST_MS:-10} bits=0
+  [[ $seg =~ ^[0-9]+$ ]] && (( seg >= 1 && seg <= 64 )) || die "NETBED_SEGMENT_KB must be an integer 1..64, got '$seg'"
+  [[ $ms =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk -v m="$ms" 'BEGIN { exit !(m <= 1000) }' ||
+    die "NETBED_BURST_MS must be a number of ms in 0..1000, got '$ms'"
+  if [[ $rate != none ]]; then
+    bits=$(echo "$rate" | awk '{r=tolower($0); n=r+0; if (r ~ /gbit$/) n*=1e9; else if (r ~ /mbit$/) n*=1e6; else if (r ~ /kbit$/) n*=1e3; else n=-1; printf "%.0f\n", n}')
+    [[ $bits != -1 && $bits != 0 ]] || die "bad rate '$rate' (examples: 100mbit, 1gbit, 10gbit, none)"
+  fi
+  ip -n "$ns" link set "$dev" gso_max_size $(( seg * 1024 ))
   ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null || true
   [[ $rate == none ]] && return 0
-  local bits
-  bits=$(echo "$rate" | awk '{r=tolower($0); n=r+0; if (r ~ /gbit$/) n*=1e9; else if (r ~ /mbit$/) n*=1e6; else if (r ~ /kbit$/) n*=1e3; else n=-1; printf "%.0f\n", n}')
-  [[ $bits != -1 && $bits != 0 ]] || die "bad rate '$rate' (examples: 100mbit, 1gbit, 10gbit, none)"
-  local ms=${NETBED_BURST_MS:-10}
-  [[ $ms =~ ^[0-9]+$ ]] && (( ms >= 1 && ms <= 1000 )) || die "NETBED_BURST_MS must be an integer 1..1000, got '$ms'"
-  local burst=$(( bits / 8000 * ms ))
-  (( burst < 65536 )) && burst=65536
+  local burst
+  burst=$(awk -v b="$bits" -v m="$ms" 'BEGIN { x = b / 8000 * m; printf "%.0f\n", x < 65536 ? 65536 : x }')
   ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 200ms
 }
 
@@ -98,7 +104,7 @@ status() {
   local h
   for h in $hs; do
     printf '%s %s %s\n' "$h" "$(ip -n "$h" -4 -o addr show dev eth0 | awk '{print $4}')" \
-      "$(ip netns exec "$h" tc qdisc show dev eth0 | sed -n 1p)"
+      "$(ip netns exec "$h" tc qdisc show dev eth0 | sed -n 1p)$(ip -n "$h" -d link show dev eth0 | grep -o ' gso_max_size [0-9]*')"
   done
 }
 

@@ -37,6 +37,18 @@ timeout 300 $bed mpirun -np 2 "$octet" train "$root/configs/fashion-mnist/lenet.
   --set run.max_steps=10 --set run.out_dir="$tmp" --set run.name=bed --set compression.method=dynamic_tree8 \
   --set parallel.checksum_every=1 >"$tmp/train.log" 2>&1 || { tail -5 "$tmp/train.log"; fail "training on the bed"; }
 grep -q '"ranks":2' "$tmp/bed/summary.json" || fail "summary: $(cat "$tmp/bed/summary.json")"
+# NETBED_SEGMENT_KB caps the devices' segments and NETBED_BURST_MS=0 leaves the 64 KB floor; a bad value changes nothing.
+NETBED_SEGMENT_KB=16 NETBED_BURST_MS=0 $bed rate 1gbit || fail "rate with segments"
+$bed status >"$tmp/status"
+[[ $(grep -c "rate 1Gbit burst 65.*gso_max_size 16384" "$tmp/status") == 2 ]] || fail "status with segments: $(cat "$tmp/status")"
+[[ $(ip -n octtbr -d link show dev p2 | grep -o 'gso_max_size [0-9]*') == "gso_max_size 16384" ]] || fail "bridge side segments"
+NETBED_SEGMENT_KB=128 $bed rate 100mbit 2>"$tmp/err" && fail "NETBED_SEGMENT_KB=128 must be refused"
+grep -q "NETBED_SEGMENT_KB must be an integer 1..64, got '128'" "$tmp/err" || fail "bad NETBED_SEGMENT_KB: $(cat "$tmp/err")"
+NETBED_BURST_MS=1e3 $bed rate 100mbit 2>"$tmp/err" && fail "NETBED_BURST_MS=1e3 must be refused"
+grep -q "NETBED_BURST_MS must be a number of ms in 0..1000" "$tmp/err" || fail "bad NETBED_BURST_MS: $(cat "$tmp/err")"
+[[ $(grep -c "rate 1Gbit" <<<"$($bed status)") == 2 ]] || fail "a refused setting changed the links: $($bed status)"
+$bed rate 100mbit || fail "rate back to 100mbit"
+[[ $(ip -n octt1 -d link show dev eth0 | grep -o 'gso_max_size [0-9]*') == "gso_max_size 65536" ]] || fail "segments not restored"
 $bed rate none || fail "rate none"
 grep -q tbf <<<"$(ip netns exec octt1 tc qdisc show dev eth0)" && fail "rate none left a tbf"
 $bed down || fail "down"

@@ -4,23 +4,26 @@
 # (data parallel, as `octet train` runs), their ratio (the measured speedup), and the speedup `octet predict`
 # predicts from its own profile and a link measured by octet's collectives. Runs on the test-bed (scripts/netbed.sh)
 # with a rate limit, or on plain local mpirun with --local.
-# The bed's links pass a burst of --burst-ms (1) ms of traffic at once after idling (NETBED_BURST_MS): the least
-# that still reaches ~90% of the rate, as a real NIC has no burst above its rate.
+# The bed's links pass a burst of --burst-ms (0: the 64 KB floor) ms of traffic at once after idling
+# (NETBED_BURST_MS), in segments of at most --segment-kb (16) KB (NETBED_SEGMENT_KB): a real NIC has no burst above
+# its rate, and with the kernel's 64 KB segments a 1 ms burst (125 KB at 1gbit) was the least that kept ~90% of it.
 # Every measurement and prediction runs --repeat (3) times, interleaved; the table has the medians. `octet predict`
 # profiles as many steps as each training run measures (30 steps would time LeNet's T_alone over only 0.2 s).
 # With --mp K it also trains with the FC layers model parallel (K sub-batches, the codec on activations too) and
 # compares with the model-parallel prediction.
-# Usage: scripts/bench/predict_check.sh [--hosts 4] [--rate 1gbit] [--codecs "none dynamic_tree8"] [--mp K] [--burst-ms 1] [--repeat 3]
-#        [--configs "configs/fashion-mnist/lenet.yaml:400 configs/bench/alexnet_synthetic.yaml:120"] [--local] [--out FILE]
-#        (each config as PATH:STEPS, the steps of each measured training run)
+# --keep DIR keeps every run's log and summary and each `octet predict` run's profile (--save-profile) in DIR, to
+# predict again from them (`octet predict --profile FILE --bandwidth ... --latency ... --skew ...`).
+# Usage: scripts/bench/predict_check.sh [--hosts 4] [--rate 1gbit] [--codecs "none dynamic_tree8"] [--mp K] [--burst-ms 0]
+#        [--segment-kb 16] [--repeat 3] [--configs "configs/fashion-mnist/lenet.yaml:400 configs/bench/alexnet_synthetic.yaml:120"]
+#        [--local] [--out FILE] [--keep DIR]   (each config as PATH:STEPS, the steps of each measured training run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-hosts=4 rate=1gbit codecs="none dynamic_tree8" local=0 out="" mp=0 burst_ms=1 repeat=3
+hosts=4 rate=1gbit codecs="none dynamic_tree8" local=0 out="" keep="" mp=0 burst_ms=0 segment_kb=16 repeat=3
 configs="configs/fashion-mnist/lenet.yaml:400 configs/bench/alexnet_synthetic.yaml:120"
 source scripts/lib.sh
-parse_flags predict_check.sh "hosts rate codecs mp burst-ms repeat configs local! out" "$@"
+parse_flags predict_check.sh "hosts rate codecs mp burst-ms segment-kb repeat configs local! out keep" "$@"
 prepare_run predict-check
-NETBED_BURST_MS=$burst_ms launcher "$local" "$hosts" "$rate"
+NETBED_BURST_MS=$burst_ms NETBED_SEGMENT_KB=$segment_kb launcher "$local" "$hosts" "$rate"
 run() {  # NAME LOG COMMAND...: runs a bounded command, exits with its log's tail on failure
   local name=$1 log=$2; shift 2
   timeout 1800 "$@" >"$log" 2>&1 || { echo "predict_check.sh: $name failed:" >&2; tail -5 "$log" >&2; exit 1; }
@@ -37,7 +40,7 @@ for entry in $configs; do
     run "$name 1 rank" "$work/$name-1-$rep.log" build/octet train "$config" "${common[@]}" --set run.name="$name-1-$rep"
     field "$work/$name-1-$rep/summary.json" images_per_s_steady >>"$work/$name.one"
     run "$name predict" "$work/$name-predict-$rep.log" "${launch[@]}" build/octet predict "$config" --set run.threads=1 \
-      --steps "$steps" --bandwidth measure --latency measure --codecs "$(tr ' ' ',' <<<"$codecs")" --sub-batches "$((mp > 0 ? mp : 1))"
+      --steps "$steps" --bandwidth measure --latency measure --save-profile "$work/$name-profile-$rep.yaml" --codecs "$(tr ' ' ',' <<<"$codecs")" --sub-batches "$((mp > 0 ? mp : 1))"
     grep "^measured link" "$work/$name-predict-$rep.log" | sed 's/^measured link [^:]*: //' >"$work/$name.link"
     for codec in $codecs; do
       for mode in $modes; do
