@@ -2,10 +2,9 @@
 #include "comm/collectives.h"
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
-#include <thread>
 
+#include "comm/wait.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/timer.h"
@@ -78,31 +77,10 @@ size_t displacements(const std::vector<int>& counts, std::vector<int>& displs) {
 }
 
 // The codec paths start every collective non-blocking and complete it here, so the blocking and the overlapped
-// paths run the same MPI algorithms (same bytes, same results). yield: poll and sleep between polls instead of spinning
-// in MPI_Wait, leaving the core to the compute thread while a bucket is in flight.
-void complete(MPI_Request& req, const ReduceOptions& opt) {
-  if (!opt.yield) {
-    CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
-    return;
-  }
-  int done = 0;
-  for (int us = 5;; us = std::min(us * 2, 200)) {
-    // Open MPI drives non-blocking collectives from its low-priority progress, run on every 8th progress call.
-    for (int k = 0; k < 8; ++k) {
-      CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-      if (done) return;
-    }
-    OCTET_CHECK(!opt.cancel || !opt.cancel->load(), "gradient exchange cancelled while a collective was in flight");
-    std::this_thread::sleep_for(std::chrono::microseconds(us));
-  }
-}
-
-// Chunk bounds of the scatter-allgather: N chunks of equal size rounded up to 64 values (the last one shorter).
-std::vector<int64_t> even_chunks(int64_t n, int N) {
-  const int64_t per = ((n + N - 1) / N + 63) / 64 * 64;
-  std::vector<int64_t> lo(static_cast<size_t>(N) + 1);
-  for (int j = 0; j <= N; ++j) lo[j] = std::min<int64_t>(n, j * per);
-  return lo;
+// paths run the same MPI algorithms (same bytes, same results). With opt.yield the wait polls and sleeps between
+// polls instead of spinning, leaving the core to the compute thread while a bucket is in flight.
+void complete(MPI_Request& req, const World& w, const ReduceOptions& opt, const char* op) {
+  wait_request(req, w, WaitOptions{op, opt.step, opt.yield, opt.cancel});
 }
 
 // The scatter phase shared by scatter-allgather and reduce-scatter: x's chunk [lo[j], lo[j+1]) goes through the codec
@@ -134,11 +112,11 @@ void scatter_reduce(const World& w, const float* x, const std::vector<int64_t>& 
   st.recv_counts.assign(N, 0);
   MPI_Request req;
   CHECK_MPI(MPI_Ialltoall(st.send_counts.data(), 1, MPI_INT, st.recv_counts.data(), 1, MPI_INT, w.comm, &req));
-  complete(req, opt);
+  complete(req, w, opt, "MPI_Ialltoall (scatter-reduce payload sizes)");
   st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
   CHECK_MPI(MPI_Ialltoallv(st.send.data(), st.send_counts.data(), st.send_displs.data(), MPI_BYTE, st.recv.data(),
                            st.recv_counts.data(), st.recv_displs.data(), MPI_BYTE, w.comm, &req));
-  complete(req, opt);
+  complete(req, w, opt, "MPI_Ialltoallv (scatter-reduce payloads)");
   stats.communicate_s += now_seconds() - t;
 
   t = now_seconds();
@@ -150,6 +128,17 @@ void scatter_reduce(const World& w, const float* x, const std::vector<int64_t>& 
 }
 
 }  // namespace
+
+std::vector<int64_t> scatter_chunks(int64_t n, int N) {
+  const int64_t per = ((n + N - 1) / N + 63) / 64 * 64;
+  std::vector<int64_t> lo(static_cast<size_t>(N) + 1);
+  for (int j = 0; j <= N; ++j) lo[j] = std::min<int64_t>(n, j * per);
+  return lo;
+}
+
+bool keeps_feedback(const ReduceOptions& opt) {
+  return opt.algorithm != Algorithm::Allreduce && (opt.error_feedback || (opt.codec && opt.codec->needs_feedback()));
+}
 
 void reduce_scatter(const World& w, float* x, const std::vector<int64_t>& lo, const ReduceOptions& opt, ReduceState& st, CommStats& stats) {
   const int N = w.size, r = w.rank;
@@ -167,16 +156,16 @@ void allgather_payloads(const World& w, const uint8_t* mine, int size, ReduceSta
   MPI_Request req;
   st.recv_counts.assign(w.size, 0);
   CHECK_MPI(MPI_Iallgather(&size, 1, MPI_INT, st.recv_counts.data(), 1, MPI_INT, w.comm, &req));
-  complete(req, opt);
+  complete(req, w, opt, "MPI_Iallgather (payload sizes)");
   st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
   CHECK_MPI(MPI_Iallgatherv(mine, size, MPI_BYTE, st.recv.data(), st.recv_counts.data(), st.recv_displs.data(), MPI_BYTE, w.comm, &req));
-  complete(req, opt);
+  complete(req, w, opt, "MPI_Iallgatherv (payloads)");
 }
 
 void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, ReduceState& st, CommStats& stats) {
   const int N = w.size, r = w.rank;
-  const bool ef = opt.error_feedback || (opt.codec && opt.codec->needs_feedback());
-  if (ef && opt.algorithm != Algorithm::Allreduce && st.residual.size() != static_cast<size_t>(n)) st.residual.assign(static_cast<size_t>(n), 0.f);
+  const bool ef = keeps_feedback(opt);
+  if (ef && st.residual.numel() != n) st.residual = Tensor({n});
   double t;
 
   if (opt.algorithm == Algorithm::Allreduce) {
@@ -189,7 +178,7 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
     if (N > 1) {
       MPI_Request req;
       CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, x, static_cast<int>(n), MPI_FLOAT, MPI_SUM, w.comm, &req));
-      complete(req, opt);
+      complete(req, w, opt, "MPI_Iallreduce (fp32 gradients)");
     }
     stats.communicate_s += now_seconds() - t;
     const uint64_t ring = N > 1 ? static_cast<uint64_t>(2.0 * (N - 1) / N * 4.0 * static_cast<double>(n)) : 0;
@@ -220,13 +209,13 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
   }
 
   // Scatter-reduce + allgather: rank j owns chunk j.
-  const std::vector<int64_t> lo = even_chunks(n, N);
+  const std::vector<int64_t> lo = scatter_chunks(n, N);
   auto len_of = [&](int j) { return lo[j + 1] - lo[j]; };
   scatter_reduce(w, x, lo, ef, opt, st, stats);
 
   const int64_t mine = len_of(r);
   t = now_seconds();
-  if (ef && st.owner_residual.size() != static_cast<size_t>(mine)) st.owner_residual.assign(static_cast<size_t>(mine), 0.f);
+  if (ef && st.owner_residual.numel() != mine) st.owner_residual = Tensor({mine});
   std::vector<uint8_t> reduced(c.max_bytes(mine));
   const size_t rb = encode(c, st.chunk.data(), mine, ef ? st.owner_residual.data() : nullptr, reduced.data(),
                            derive_seed(opt.seed, 0x5ca77e4, r), st);

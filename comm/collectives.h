@@ -9,6 +9,7 @@
 
 #include "comm/world.h"
 #include "compress/codec.h"
+#include "core/tensor.h"
 
 namespace octet {
 
@@ -26,8 +27,8 @@ struct CommStats {
 
 // Reusable buffers for one tensor's exchanges (sized on first use).
 struct ReduceState {
-  std::vector<float> residual;        // error feedback of this rank's contribution (n)
-  std::vector<float> owner_residual;  // scatter-allgather: error feedback of the reduced chunk this rank owns
+  Tensor residual;        // error feedback of this rank's contribution [n] (empty without feedback)
+  Tensor owner_residual;  // scatter-allgather: error feedback of the reduced chunk this rank owns [chunk]
   std::vector<float> scratch, chunk;
   std::vector<uint8_t> send, recv;
   std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
@@ -38,10 +39,18 @@ struct ReduceOptions {
   const Codec* codec = nullptr;  // required except for Allreduce
   bool error_feedback = false;
   uint64_t seed = 0;             // keys stochastic codecs; combine step and tensor into it
+  int64_t step = -1;             // training step, for the error when a wait outlasts World::timeout_s
   bool yield = false;            // sleep between polls while waiting (overlap thread) instead of spinning
   const std::atomic<bool>* cancel = nullptr;  // with yield: set -> the wait throws (the owner is shutting down)
   bool average = true;           // false: leave the sum (model parallelism sums partial input gradients)
 };
+
+// The scatter-allgather's chunks of n values over N ranks: rank j owns [lo[j], lo[j+1]) (N+1 bounds, equal chunks
+// rounded up to 64 values, the last one shorter).
+std::vector<int64_t> scatter_chunks(int64_t n, int N);
+// Whether reductions with these options keep error-feedback state (a residual per tensor and, for scatter-allgather,
+// one for the owned chunk).
+bool keeps_feedback(const ReduceOptions& opt);
 
 // x[0..n) <- mean (or, with !opt.average, sum) over ranks of x, identical bytes on every rank.
 void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, ReduceState& st, CommStats& stats);

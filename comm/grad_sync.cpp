@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "comm/wait.h"
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -29,6 +30,14 @@ GradSync::GradSync(const World& w, const CompressionConfig& cfg, std::vector<Syn
                                << " (use scatter_allgather or allgather)");
     OCTET_CHECK(!e.codec->sparse() || e.opt.algorithm == Algorithm::Allgather,
                 e.t.param.name << ": sparse codec " << pol.codec.method << " needs algorithm allgather");
+    if (keeps_feedback(e.opt)) {
+      const int64_t n = e.t.param.grad->numel();
+      e.state.residual = Tensor({n});
+      if (e.opt.algorithm == Algorithm::ScatterAllgather) {
+        const std::vector<int64_t> lo = scatter_chunks(n, w.size);
+        e.state.owner_residual = Tensor({lo[w.rank + 1] - lo[w.rank]});
+      }
+    }
     entries_.push_back(std::move(e));
   }
 }
@@ -40,12 +49,23 @@ void GradSync::sync(uint64_t step, CommStats& stats) {
 void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats, const std::atomic<bool>* cancel) {
   Entry& e = entries_[i];
   e.opt.seed = derive_seed(0x9d5, step, i);
+  e.opt.step = static_cast<int64_t>(step);
   e.opt.yield = cancel != nullptr;
   e.opt.cancel = cancel;
   CommStats s;
   reduce_mean(world_, e.t.param.grad->data(), e.t.param.grad->numel(), e.opt, e.state, s);
   e.total += s;
   stats += s;
+}
+
+std::vector<std::pair<std::string, Tensor*>> GradSync::feedback_state() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (Entry& e : entries_) {
+    if (!keeps_feedback(e.opt)) continue;
+    out.push_back({e.t.param.name + ".residual", &e.state.residual});
+    if (e.opt.algorithm == Algorithm::ScatterAllgather) out.push_back({e.t.param.name + ".owner_residual", &e.state.owner_residual});
+  }
+  return out;
 }
 
 std::string GradSync::plan() const {
@@ -89,7 +109,7 @@ void GradSync::verify_identical(int64_t step) const {
   if (world_.size == 1) return;
   const unsigned long long mine = checksum();
   std::vector<unsigned long long> all(static_cast<size_t>(world_.size));
-  CHECK_MPI(MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1, MPI_UNSIGNED_LONG_LONG, world_.comm));
+  allgather_bounded(world_, &mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), {"MPI_Iallgather (parameter checksums)", step});
   for (int r = 1; r < world_.size; ++r)
     OCTET_CHECK(all[r] == all[0], "parameters diverged across ranks at step " << step << ": rank " << r << " checksum "
                                   << std::hex << all[r] << " differs from rank 0's " << all[0]);
@@ -98,7 +118,8 @@ void GradSync::verify_identical(int64_t step) const {
 void GradSync::broadcast_values(int root) {
   if (world_.size == 1) return;
   for (Entry& e : entries_)
-    CHECK_MPI(MPI_Bcast(e.t.param.value->data(), static_cast<int>(e.t.param.value->numel()), MPI_FLOAT, root, world_.comm));
+    bcast_bounded(world_, e.t.param.value->data(), static_cast<int>(e.t.param.value->numel()), MPI_FLOAT, root,
+                  {"MPI_Ibcast (initial parameters)"});
 }
 
 }  // namespace octet

@@ -46,6 +46,9 @@ class GradSync {
   // Gathers every rank's checksum; throws naming the step and the ranks when they differ.
   void verify_identical(int64_t step) const;
   void broadcast_values(int root);        // rank root's parameter values to all
+  // This rank's error-feedback residuals, named "<param>.residual" / "<param>.owner_residual": the per-rank state a
+  // checkpoint must hold for an exact resume (allocated, zero, from construction on).
+  std::vector<std::pair<std::string, Tensor*>> feedback_state();
   // Cumulative payload vs fp32 bytes per layer kind, over the tensors that go through a codec other than none.
   std::map<std::string, std::pair<uint64_t, uint64_t>> bytes_by_kind() const;
 

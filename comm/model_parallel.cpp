@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "comm/wait.h"
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
 
@@ -119,7 +120,7 @@ void FcModelParallel::poll_prefetch() {
 
 void FcModelParallel::finish_prefetch(float* x, int64_t n, int32_t* labels_all, int64_t m, PhaseTimes& times, CommStats& stats) {
   double t = now_seconds();
-  CHECK_MPI(MPI_Wait(&prefetch_req_, MPI_STATUS_IGNORE));
+  wait_request(prefetch_req_, world_, {"MPI_Iallgather (model parallelism: the sub-batch's conv->FC input)", step_});
   double t2 = now_seconds();
   times.add(Phase::Wait, t2 - t), stats.communicate_s += t2 - t;
   for (int q = 0; q < world_.size; ++q) {  // every rank decodes every payload, its own included: identical inputs
@@ -142,7 +143,9 @@ void FcModelParallel::exchange_gather(const float* mine, int64_t n_mine, const s
   const size_t bytes = codec_->encode(mine, n_mine, send_.data(), {derive_seed(seed, world_.rank), nullptr});
   double t2 = now_seconds();
   times.add(Phase::Compress, t2 - t), stats.compress_s += t2 - t;
-  allgather_payloads(world_, send_.data(), static_cast<int>(bytes), st_, ReduceOptions{});
+  ReduceOptions ro;
+  ro.step = step_;
+  allgather_payloads(world_, send_.data(), static_cast<int>(bytes), st_, ro);
   t = now_seconds();
   times.add(Phase::Communicate, t - t2), stats.communicate_s += t - t2;
   int64_t off = 0;
@@ -159,6 +162,7 @@ void FcModelParallel::exchange_gather(const float* mine, int64_t n_mine, const s
 LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const StepContext& ctx, float grad_scale, Tensor& da,
                                  PhaseTimes& times, CommStats& stats) {
   const int N = world_.size, r = world_.rank, K = opt_.sub_batches;
+  step_ = static_cast<int64_t>(ctx.step);
   const int64_t B = a.dim(0), m = B / K, feat = a.numel() / B, M = N * m;
   OCTET_CHECK(B % K == 0, "model parallelism: batch " << B << " is not divisible into " << K << " sub-batches");
   for (auto& s : slices_) {  // this rank's rows of the current parameters; fresh gradient sums
@@ -251,6 +255,7 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
       CommStats cs;
       ReduceOptions ro{Algorithm::ScatterAllgather, codec_.get(), false, derive_seed(seed, 1000 + j)};
       ro.average = false;
+      ro.step = step_;
       std::vector<int64_t> bounds(static_cast<size_t>(N) + 1);
       if (j == 0) {
         for (int q = 0; q <= N; ++q) bounds[q] = q * m * feat;
@@ -302,7 +307,9 @@ void FcModelParallel::gather(const std::vector<std::pair<std::string, Tensor*>>&
       OCTET_CHECK(s.lo[q + 1] * len < (int64_t{1} << 31), "model parallelism: tensor of " << t.numel() << " values is too large to gather");
       counts[q] = static_cast<int>(s.rows(q) * len), displs[q] = static_cast<int>(s.lo[q] * len);
     }
-    CHECK_MPI(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t.data(), counts.data(), displs.data(), MPI_FLOAT, world_.comm));
+    MPI_Request req;
+    CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t.data(), counts.data(), displs.data(), MPI_FLOAT, world_.comm, &req));
+    wait_request(req, world_, {"MPI_Iallgatherv (model parallelism: gathering the FC rows)", step_});
   };
   for (auto& s : slices_) {
     for (const Param* p : {&s->w, &s->b}) {

@@ -75,6 +75,7 @@ class FcModelParallel {
   MPI_Request prefetch_req_ = MPI_REQUEST_NULL;
   std::vector<uint8_t> prefetch_send_, prefetch_recv_;
   size_t slot_ = 0;
+  int64_t step_ = -1;  // the step being run (names it in wait timeouts)
   ReduceState st_;
   SoftmaxCrossEntropy loss_all_, loss_own_;
 };

@@ -1,6 +1,8 @@
 // Implementation of the MPI session.
 #include "comm/world.h"
 
+#include <exception>
+
 #include "core/error.h"
 
 namespace octet {
@@ -16,6 +18,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 }
 
 MpiSession::~MpiSession() {
+  if (std::uncaught_exceptions() > 0) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();

@@ -9,9 +9,12 @@ struct World {
   int rank = 0;
   int size = 1;
   int thread_level = MPI_THREAD_SINGLE;  // what MPI_Init_thread provided
+  double timeout_s = 600;                // longest wait for one collective (parallel.timeout_s): a stopped peer fails the job
 };
 
-// Initializes MPI (serialized threads: the overlap thread calls MPI while the main thread computes) for the process lifetime; finalizes on destruction.
+// Initializes MPI (serialized threads: the overlap thread calls MPI while the main thread computes) for the process
+// lifetime; finalizes on destruction, except while an error unwinds: MPI_Finalize would then wait for ranks that may
+// themselves wait for this one, so main() takes the job down with MPI_Abort instead.
 class MpiSession {
  public:
   MpiSession(int* argc, char*** argv);

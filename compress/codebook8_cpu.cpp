@@ -137,10 +137,11 @@ class Codebook8Codec : public Codec {
       const int64_t lo = k * b, len = std::min(b, n - lo);
       const float* __restrict xb = x + lo;
       uint8_t* __restrict cb = codes + lo;
-      // abs-max on the bit patterns: an integer max reduction vectorizes (a float one does not without fast-math);
-      // a NaN input yields a NaN scale, which every decoder rejects.
+      // abs-max on the bit patterns: an integer max reduction vectorizes (a float one does not without fast-math),
+      // and a NaN or infinity is the largest pattern of all, so the same reduction finds those.
       uint32_t mbits = 0;
       for (int64_t i = 0; i < len; ++i) mbits = std::max(mbits, f2u(xb[i]) & 0x7fffffffu);
+      if (mbits >= 0x7f800000u) throw_nonfinite_input(name_, x, n);
       float amax;
       std::memcpy(&amax, &mbits, 4);
       std::memcpy(scales + k, &amax, 4);

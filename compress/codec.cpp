@@ -83,6 +83,12 @@ size_t encode_with_feedback(const Codec& c, const float* x, int64_t n, float* re
   return bytes;
 }
 
+void throw_nonfinite_input(const char* codec, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) OCTET_THROW_NONFINITE(codec << " encoder: input value " << i << " is " << x[i]);
+  OCTET_THROW_NONFINITE(codec << " encoder: non-finite input");
+}
+
 double mean_relative_error(const float* x, const float* y, int64_t n) {
   double s = 0;
   int64_t k = 0;

@@ -31,10 +31,11 @@ class Codec {
   virtual const char* name() const = 0;
   // Upper bound of encode()'s output for n values, header included.
   virtual size_t max_bytes(int64_t n) const = 0;
-  // Encodes x[0..n) into out (room for max_bytes(n)); returns the bytes written.
+  // Encodes x[0..n) into out (room for max_bytes(n)); returns the bytes written. A NaN or infinite input throws
+  // NonFiniteError (found on the pass the encoder makes anyway): no payload ever carries one.
   virtual size_t encode(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx) const = 0;
   // Decodes exactly `size` bytes that must describe n values; writes out[0..n), or adds to it when accumulate.
-  // Never reads outside in[0..size); a malformed payload throws naming the offset.
+  // Never reads outside in[0..size); a malformed payload (a non-finite value or scale included) throws naming the offset.
   virtual void decode(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const = 0;
   virtual bool sparse() const { return false; }    // variable-size payloads: reduce by allgather
   virtual bool needs_feedback() const { return false; }
@@ -68,6 +69,9 @@ PayloadHeader read_header(const uint8_t* in, size_t size, const char* codec, int
 // scratch: 2*n floats. Returns the payload size.
 size_t encode_with_feedback(const Codec& c, const float* x, int64_t n, float* residual, uint8_t* out, uint64_t seed,
                             float* scratch);
+
+// Throws NonFiniteError naming the codec and the first NaN or infinite value of x[0..n) (an encoder's error path).
+[[noreturn]] void throw_nonfinite_input(const char* codec, const float* x, int64_t n);
 
 // Mean of |y_i - x_i| / |x_i| over the x_i != 0: the error figure of Dettmers' paper, used by tests and benchmarks.
 double mean_relative_error(const float* x, const float* y, int64_t n);

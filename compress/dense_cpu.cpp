@@ -1,15 +1,46 @@
-// Dense codecs: "none" (fp32 bytes) and "fp16" (IEEE half, round to nearest even, via the compiler's _Float16).
+// Dense codecs: "none" (fp32 bytes) and "fp16" (IEEE half, round to nearest even, finite values beyond half's range
+// saturated to +-65504; F16C instructions in the body, half_math.h's bit-exact twins in the tail and without F16C).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #ifdef __F16C__
 #include <immintrin.h>
 #endif
 
 #include "compress/codecs.h"
+#include "compress/half_math.h"
 #include "core/error.h"
 
 namespace octet {
 
 namespace {
+
+inline uint32_t not_finite_bits(uint32_t b) { return (b & 0x7f800000u) == 0x7f800000u ? 1u : 0u; }
+
+// out[0..n) (=|+=) the floats at in, which may sit at any byte offset; returns 1 if one of them is NaN or infinite.
+// One pass: the check rides on the copy (vectorized as a plain copy is).
+uint32_t copy_checked(const uint8_t* __restrict in, float* __restrict out, int64_t n, bool accumulate) {
+  uint32_t bad = 0;
+  if (accumulate) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t b;
+      std::memcpy(&b, in + 4 * i, 4);
+      float v;
+      std::memcpy(&v, &b, 4);
+      out[i] += v;
+      bad |= not_finite_bits(b);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t b;
+      std::memcpy(&b, in + 4 * i, 4);
+      std::memcpy(out + i, &b, 4);
+      bad |= not_finite_bits(b);
+    }
+  }
+  return bad;
+}
 
 class NoneCodec : public Codec {
  public:
@@ -17,21 +48,26 @@ class NoneCodec : public Codec {
   size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 * static_cast<size_t>(n); }
   size_t encode(const float* x, int64_t n, uint8_t* out, const EncodeContext&) const override {
     write_header(out, {codec_id("none"), 1, 0, static_cast<uint32_t>(n), 0});
-    std::memcpy(out + kHeaderBytes, x, 4 * static_cast<size_t>(n));
+    uint8_t* __restrict p = out + kHeaderBytes;
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t b;
+      std::memcpy(&b, x + i, 4);
+      std::memcpy(p + 4 * i, &b, 4);
+      bad |= not_finite_bits(b);
+    }
+    if (bad) throw_nonfinite_input("none", x, n);
     return max_bytes(n);
   }
   void decode(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
     read_header(in, size, "none", n);
     OCTET_CHECK(size == max_bytes(n), "none payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
-    const uint8_t* p = in + kHeaderBytes;
-    if (!accumulate) {
-      std::memcpy(out, p, 4 * static_cast<size_t>(n));
-      return;
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      float v;
-      std::memcpy(&v, p + 4 * i, 4);
-      out[i] += v;
+    if (copy_checked(in + kHeaderBytes, out, n, accumulate)) {
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t b;
+        std::memcpy(&b, in + kHeaderBytes + 4 * i, 4);
+        OCTET_CHECK(!not_finite_bits(b), "none payload: non-finite value at offset " << kHeaderBytes + 4 * i);
+      }
     }
   }
 };
@@ -42,27 +78,54 @@ class Fp16Codec : public Codec {
   size_t max_bytes(int64_t n) const override { return kHeaderBytes + 2 * static_cast<size_t>(n); }
   size_t encode(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const override {
     write_header(out, {codec_id("fp16"), 1, 0, static_cast<uint32_t>(n), 0});
-    _Float16* h = reinterpret_cast<_Float16*>(out + kHeaderBytes);  // 12-byte header keeps 2-byte alignment
+    uint16_t* h = reinterpret_cast<uint16_t*>(out + kHeaderBytes);  // 12-byte header keeps 2-byte alignment
+    // Finite values beyond half's range saturate to +-65504 (an infinity in the payload would be rejected);
+    // NaN and infinite inputs throw.
     int64_t i = 0;
+    uint32_t bad = 0;
 #ifdef __F16C__
-    for (; i + 8 <= n; i += 8)  // the compiler does not vectorize _Float16 conversions itself
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity()), hi = _mm256_set1_ps(65504.f), lo = _mm256_set1_ps(-65504.f);
+    __m256 badv = _mm256_setzero_ps();
+    for (; i + 8 <= n; i += 8) {  // 8 conversions per instruction (the compiler does not vectorize them itself)
+      const __m256 v = _mm256_loadu_ps(x + i);
+      badv = _mm256_or_ps(badv, _mm256_cmp_ps(_mm256_and_ps(v, inf), inf, _CMP_EQ_OQ));  // exponent bits all set
+      const __m256 c = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), _mm256_cvtps_ph(c, _MM_FROUND_TO_NEAREST_INT));
+    }
+    bad = static_cast<uint32_t>(_mm256_movemask_ps(badv));
 #endif
-    for (; i < n; ++i) h[i] = static_cast<_Float16>(x[i]);
+    for (; i < n; ++i) {
+      bad |= !std::isfinite(x[i]);
+      h[i] = float_to_half(std::min(65504.f, std::max(-65504.f, x[i])));
+    }
+    if (bad) throw_nonfinite_input("fp16", x, n);
     return max_bytes(n);
   }
   void decode(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
     read_header(in, size, "fp16", n);
     OCTET_CHECK(size == max_bytes(n), "fp16 payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
-    const _Float16* h = reinterpret_cast<const _Float16*>(in + kHeaderBytes);
+    const uint16_t* bits = reinterpret_cast<const uint16_t*>(in + kHeaderBytes);
     int64_t i = 0;
+    uint32_t bad = 0;
 #ifdef __F16C__
+    const __m128i expo = _mm_set1_epi16(0x7c00);
+    __m128i badv = _mm_setzero_si128();
     for (; i + 8 <= n; i += 8) {
-      const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i)));
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bits + i));
+      badv = _mm_or_si128(badv, _mm_cmpeq_epi16(_mm_and_si128(raw, expo), expo));  // half exponent bits all set
+      const __m256 v = _mm256_cvtph_ps(raw);
       _mm256_storeu_ps(out + i, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out + i), v) : v);
     }
+    bad = static_cast<uint32_t>(_mm_movemask_epi8(badv));
 #endif
-    for (; i < n; ++i) out[i] = accumulate ? out[i] + static_cast<float>(h[i]) : static_cast<float>(h[i]);
+    for (; i < n; ++i) {
+      bad |= (bits[i] & 0x7c00u) == 0x7c00u;
+      const float v = half_to_float(bits[i]);
+      out[i] = accumulate ? out[i] + v : v;
+    }
+    if (bad)
+      for (int64_t j = 0; j < n; ++j)
+        OCTET_CHECK((bits[j] & 0x7c00u) != 0x7c00u, "fp16 payload: non-finite value at offset " << kHeaderBytes + 2 * j);
   }
 };
 

@@ -191,9 +191,10 @@ class QsgdCodec : public Codec {
     for (int64_t k = 0; k < nb; ++k) {
       const int64_t lo = k * bucket_, len = std::min(bucket_, n - lo);
       const float* __restrict xb = x + lo;
-      // abs-max on the bit patterns (vectorizes); a NaN input gives a NaN scale, which the decoder rejects.
+      // abs-max on the bit patterns (vectorizes); NaN and infinity are the largest patterns, so it finds those too.
       uint32_t mbits = 0;
       for (int64_t i = 0; i < len; ++i) mbits = std::max(mbits, f2u(xb[i]) & 0x7fffffffu);
+      if (mbits >= 0x7f800000u) throw_nonfinite_input("qsgd", x, n);
       float amax;
       std::memcpy(&amax, &mbits, 4);
       std::memcpy(out + kHeaderBytes + 4 * k, &amax, 4);

@@ -34,6 +34,7 @@ struct TopkEntries {
     std::memcpy(&i, in + off, 4);
     std::memcpy(&v, in + off + 4, 4);
     check_index("topk", i, prev, n, off);
+    OCTET_CHECK(std::isfinite(v), "topk payload: non-finite value at offset " << off + 4);
     prev = i;
     return true;
   }
@@ -81,6 +82,10 @@ class TopkCodec : public Codec {
         const uint32_t m = abs_bits(x[i]);
         if ((m & known) == t) ++hist[(m >> shift) & digit];
       }
+      // The first pass's top buckets (bits 0x7f8 and up) hold exactly the NaN and infinite values.
+      if (shift == 20)
+        for (uint32_t b = 0x7f8; b < 2048; ++b)
+          if (hist[b]) throw_nonfinite_input("topk", x, n);
       uint32_t b = digit;
       while (b > 0 && ties > hist[b]) ties -= hist[b--];
       t |= b << shift;
@@ -133,9 +138,13 @@ class AdacompCodec : public Codec {
     double sent_abs = 0;
     for (int64_t lo = 0; lo < n; lo += bin_) {
       const int64_t hi = std::min(n, lo + bin_);
-      float gmax = 0.f;
-      for (int64_t i = lo; i < hi; ++i) gmax = std::max(gmax, std::fabs(g[i]));
-      if (gmax == 0.f) continue;
+      // The bin's max |G| on the bit patterns (non-negative floats order like them; NaN and infinity come last).
+      uint32_t gbits = 0;
+      for (int64_t i = lo; i < hi; ++i) gbits = std::max(gbits, abs_bits(g[i]));
+      if (gbits >= 0x7f800000u) throw_nonfinite_input("adacomp", g, n);
+      if (gbits == 0) continue;
+      float gmax;
+      std::memcpy(&gmax, &gbits, 4);
       for (int64_t i = lo; i < hi; ++i) {
         const float h = ctx.fresh ? g[i] + ctx.fresh[i] : g[i];
         if (std::fabs(h) >= gmax) {
@@ -238,6 +247,7 @@ class OnebitCodec : public Codec {
         np += nonneg;
         bits[i >> 3] |= static_cast<uint8_t>(nonneg ? 1u : 0u) << (i & 7);
       }
+      if (!std::isfinite(pos) || !std::isfinite(neg)) throw_nonfinite_input("onebit", x, n);  // sums of fp32 in double: only NaN/inf get here
       const double nn = static_cast<double>(hi - lo) - np;
       const float rec[2] = {np > 0 ? static_cast<float>(pos / np) : 0.f, nn > 0 ? static_cast<float>(neg / nn) : 0.f};
       std::memcpy(out + kHeaderBytes + 8 * k, rec, 8);

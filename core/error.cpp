@@ -5,14 +5,27 @@
 
 namespace octet {
 
-[[noreturn]] void throw_error(const char* file, int line, const std::string& message) {
-  // __FILE__ is absolute under CMake; keep the part from the project's top-level folder on.
-  static const char* kDirs[] = {"/core/", "/layers/", "/compress/", "/comm/", "/data/", "/trainer/", "/tests/"};
+namespace {
+
+// __FILE__ is absolute under CMake; keep the part from the project's top-level folder on.
+std::string where(const char* file, int line) {
+  static const char* kDirs[] = {"/core/", "/layers/", "/compress/", "/comm/", "/parallel/", "/data/", "/trainer/", "/tools/", "/tests/"};
   const char* shown = file;
   for (const char* d : kDirs) {
-    if (const char* p = std::strstr(file, d)) { shown = p + 1; break; }
+    if (const char* p = std::strstr(file, d)) {
+      shown = p + 1;
+      break;
+    }
   }
-  throw Error(message, std::string(shown) + ":" + std::to_string(line));
+  return std::string(shown) + ":" + std::to_string(line);
+}
+
+}  // namespace
+
+[[noreturn]] void throw_error(const char* file, int line, const std::string& message) { throw Error(message, where(file, line)); }
+
+[[noreturn]] void throw_nonfinite(const char* file, int line, const std::string& message) {
+  throw NonFiniteError(message, where(file, line));
 }
 
 }  // namespace octet

@@ -18,7 +18,21 @@ class Error : public std::runtime_error {
   std::string message_, where_;
 };
 
+// NaN or infinity where only finite values make sense (a codec's input, an updated weight, the loss): the trainer
+// catches it to name the step and the first layer affected.
+class NonFiniteError : public Error {
+ public:
+  using Error::Error;
+};
+
+// An error every rank of a job throws alike (a check made on rank 0 and shared): rank 0 alone reports it.
+class SharedError : public Error {
+ public:
+  using Error::Error;
+};
+
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);
+[[noreturn]] void throw_nonfinite(const char* file, int line, const std::string& message);
 
 }  // namespace octet
 
@@ -28,6 +42,13 @@ class Error : public std::runtime_error {
     std::ostringstream octet_os_;                                  \
     octet_os_ << stream_expr;                                      \
     ::octet::throw_error(__FILE__, __LINE__, octet_os_.str());     \
+  } while (0)
+
+#define OCTET_THROW_NONFINITE(stream_expr)                         \
+  do {                                                             \
+    std::ostringstream octet_os_;                                  \
+    octet_os_ << stream_expr;                                      \
+    ::octet::throw_nonfinite(__FILE__, __LINE__, octet_os_.str()); \
   } while (0)
 
 #define OCTET_CHECK(cond, stream_expr)          \

@@ -1,12 +1,15 @@
 // Implementation of core/fileio.h with POSIX calls.
 #include "core/fileio.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -15,42 +18,100 @@
 
 namespace octet {
 
-void write_file_atomic(const std::string& path, const void* data, size_t size) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  OCTET_CHECK(fd >= 0, path << ": cannot create " << tmp << ": " << std::strerror(errno));
+namespace {
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  std::string h = buf;
+  for (char& c : h)
+    if (c == '/' || c == '.') c = '_';  // one path component, and ".tmp.<host>.<pid>" stays parseable
+  return h;
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  tmp_ = path_ + ".tmp." + host_name() + "." + std::to_string(::getpid());
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  OCTET_CHECK(fd_ >= 0, path_ << ": cannot create " << tmp_ << ": " << std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::write(const void* data, size_t size) {
+  OCTET_CHECK(fd_ >= 0, path_ << ": write after commit");
   const char* p = static_cast<const char*>(data);
   size_t left = size;
   while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
+    const ssize_t n = ::write(fd_, p, left);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      OCTET_THROW(path << ": write failed after " << size - left << " bytes: " << std::strerror(err));
+      const int err = n < 0 ? errno : ENOSPC;
+      OCTET_THROW(path_ << ": write failed after " << written_ << " bytes: " << std::strerror(err) << " (the previous file, if any, is kept)");
     }
     p += n;
     left -= static_cast<size_t>(n);
+    written_ += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    OCTET_THROW(path << ": fsync/close failed: " << std::strerror(err));
+}
+
+void AtomicFile::commit() {
+  OCTET_CHECK(fd_ >= 0, path_ << ": committed twice");
+  if (::fsync(fd_) != 0) OCTET_THROW(path_ << ": fsync failed: " << std::strerror(errno) << " (the previous file, if any, is kept)");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    OCTET_THROW(path_ << ": close failed: " << std::strerror(err) << " (the previous file, if any, is kept)");
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    OCTET_THROW(path << ": rename from " << tmp << " failed: " << std::strerror(err));
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    OCTET_THROW(path_ << ": rename from " << tmp_ << " failed: " << std::strerror(err));
   }
   // Persist the directory entry too.
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const size_t slash = path_.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash == 0 ? 1 : slash);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t size) {
+  AtomicFile f(path);
+  f.write(data, size);
+  f.commit();
+}
+
+std::vector<std::string> remove_orphan_temps(const std::string& dir) {
+  std::vector<std::string> removed;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return removed;
+  const std::string host = host_name();
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    const size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos || at == 0) continue;
+    // ".tmp.<host>.<pid>", or ".tmp.<pid>" as octet 0.1 named them.
+    const std::string rest = name.substr(at + 5);
+    const size_t dot = rest.rfind('.');
+    const std::string who = dot == std::string::npos ? host : rest.substr(0, dot);
+    const std::string pid_text = dot == std::string::npos ? rest : rest.substr(dot + 1);
+    if (who != host || pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::atol(pid_text.c_str()));
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    if (::unlink((dir + "/" + name).c_str()) == 0) removed.push_back(name);
+  }
+  ::closedir(d);
+  return removed;
 }
 
 std::string read_file(const std::string& path) {
@@ -58,6 +119,7 @@ std::string read_file(const std::string& path) {
   OCTET_CHECK(f, path << ": cannot open for reading");
   std::ostringstream ss;
   ss << f.rdbuf();
+  OCTET_CHECK(!f.bad(), path << ": read error");
   return ss.str();
 }
 
@@ -71,11 +133,21 @@ bool is_dir(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+void remove_file(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) OCTET_THROW(path << ": cannot remove: " << std::strerror(errno));
+}
+
 void make_dirs(const std::string& path) {
   if (path.empty() || is_dir(path)) return;
   const size_t slash = path.find_last_of('/');
   if (slash != std::string::npos && slash > 0) make_dirs(path.substr(0, slash));
-  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) OCTET_THROW(path << ": cannot create folder: " << std::strerror(errno));
+  if (::mkdir(path.c_str(), 0755) != 0 && (errno != EEXIST || !is_dir(path)))
+    OCTET_THROW(path << ": cannot create folder: " << std::strerror(errno == EEXIST ? ENOTDIR : errno));
 }
 
 double peak_rss_mb() {

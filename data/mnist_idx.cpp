@@ -52,6 +52,7 @@ std::vector<uint32_t> parse_header(const std::string& path, const std::vector<ui
     dims[i] = be32(b, 4 + 4 * i);
     OCTET_CHECK(dims[i] > 0, path << ": dimension " << i << " is zero (offset " << 4 + 4 * i << ")");
     payload *= dims[i];
+    OCTET_CHECK(payload <= (uint64_t{1} << 40), path << ": dimensions up to offset " << 4 + 4 * i << " describe more than 2^40 bytes");
   }
   const uint64_t want = 4 + 4 * rank + payload;
   OCTET_CHECK(b.size() >= want, path << ": truncated: header promises " << want << " bytes, file has " << b.size()
@@ -62,25 +63,28 @@ std::vector<uint32_t> parse_header(const std::string& path, const std::vector<ui
 
 }  // namespace
 
-std::unique_ptr<U8ImageDataset> load_idx(const std::string& images_path, const std::string& labels_path, Normalize norm) {
-  std::vector<uint8_t> img = read_all(images_path);
+std::unique_ptr<U8ImageDataset> parse_idx(const std::string& images_path, std::vector<uint8_t> img, const std::string& labels_path,
+                                          const std::vector<uint8_t>& lab, Normalize norm) {
   std::vector<uint32_t> idim = parse_header(images_path, img, 3);
-  std::vector<uint8_t> lab = read_all(labels_path);
   std::vector<uint32_t> ldim = parse_header(labels_path, lab, 1);
   OCTET_CHECK(idim[0] == ldim[0], images_path << " holds " << idim[0] << " images but " << labels_path << " holds "
                                               << ldim[0] << " labels");
   const size_t n = ldim[0];
   std::vector<int32_t> labels(n);
-  int max_label = 0;
   for (size_t i = 0; i < n; ++i) {
     labels[i] = lab[8 + i];
     OCTET_CHECK(labels[i] <= 9, labels_path << ": label " << labels[i] << " at offset " << 8 + i << " is not a digit class 0-9");
-    max_label = std::max(max_label, labels[i]);
   }
   img.erase(img.begin(), img.begin() + 16);
   img.shrink_to_fit();
   Shape shape = {1, static_cast<int64_t>(idim[1]), static_cast<int64_t>(idim[2])};
   return std::make_unique<U8ImageDataset>(images_path, shape, std::move(img), std::move(labels), 10, norm);
+}
+
+std::unique_ptr<U8ImageDataset> load_idx(const std::string& images_path, const std::string& labels_path, Normalize norm) {
+  std::vector<uint8_t> img = read_all(images_path);
+  parse_header(images_path, img, 3);  // the images' errors before the labels file is read
+  return parse_idx(images_path, std::move(img), labels_path, read_all(labels_path), norm);
 }
 
 std::unique_ptr<U8ImageDataset> load_mnist_dir(const std::string& dir, const std::string& prefix, Normalize norm) {

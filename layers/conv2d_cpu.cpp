@@ -29,9 +29,11 @@ Conv2d::~Conv2d() = default;
 Shape Conv2d::output_shape(const Shape& in) const {
   OCTET_CHECK(in.size() == 4 && in[1] == p_.in_channels,
               "conv " << name() << " expects [N," << p_.in_channels << ",H,W], got " << shape_str(in));
+  // Checked before dividing: C++ division truncates toward zero, so (H - K) / S + 1 is 1 for -S < H - K < 0.
+  OCTET_CHECK(in[2] + 2 * p_.padding >= p_.kernel && in[3] + 2 * p_.padding >= p_.kernel,
+              "conv " << name() << ": kernel " << p_.kernel << " larger than padded input " << shape_str(in));
   const int64_t oh = (in[2] + 2 * p_.padding - p_.kernel) / p_.stride + 1;
   const int64_t ow = (in[3] + 2 * p_.padding - p_.kernel) / p_.stride + 1;
-  OCTET_CHECK(oh > 0 && ow > 0, "conv " << name() << ": kernel " << p_.kernel << " larger than padded input " << shape_str(in));
   return {in[0], p_.out_channels, oh, ow};
 }
 

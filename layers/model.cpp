@@ -1,7 +1,9 @@
 // Model: runs layers forward and backward over owned activation buffers, sized per batch.
 #include "layers/model.h"
 
+#include <cmath>
 #include <cstdio>
+#include <sstream>
 
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
@@ -106,6 +108,42 @@ std::string Model::summary() {
   }
   std::snprintf(buf, sizeof buf, "  total parameters: %lld", static_cast<long long>(num_params()));
   return out + buf;
+}
+
+}  // namespace octet
+
+namespace octet {
+
+namespace {
+
+// Index of the first NaN or infinity of a host tensor, or -1.
+int64_t first_bad(const Tensor& t) {
+  if (t.device() != Device::CPU) return -1;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!std::isfinite(t.data()[i])) return i;
+  return -1;
+}
+
+}  // namespace
+
+std::string Model::first_nonfinite(const Tensor* input) {
+  std::ostringstream o;
+  auto bad = [&](const Tensor& t, const std::string& what) {
+    const int64_t i = first_bad(t);
+    if (i >= 0) o << what << " " << t.data()[i] << " at index " << i;
+    return i >= 0;
+  };
+  if (input && bad(*input, "the input batch holds")) return o.str();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    o << "layer " << layers_[l]->name() << " (" << layers_[l]->kind() << "): ";
+    for (const Param& p : layers_[l]->params())
+      if (bad(*p.value, "weights " + p.name + " hold")) return o.str();
+    if (bad(acts_[l], "its output holds")) return o.str();
+    for (const Param& p : layers_[l]->params())
+      if (bad(*p.grad, "the gradient of " + p.name + " holds")) return o.str();
+    o.str("");
+  }
+  return "";
 }
 
 }  // namespace octet

@@ -40,6 +40,10 @@ class Model {
   int64_t num_params();
   void init_params(uint64_t seed);  // seeded, layer by layer
   std::string summary();            // one line per layer: name, kind, output shape, parameters
+  // For an error message: the first place, layer by layer, holding a NaN or infinity — the input batch, then each
+  // layer's weights, output and parameter gradients ("layer fc1 (fc): weights fc1.weight hold inf at 17"); "" if none.
+  // (Host tensors; an error path, not a per-step check.)
+  std::string first_nonfinite(const Tensor* input);
 
  private:
   Shape input_;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Downloads the four original MNIST files into DIR (default data/mnist) for users with internet access.
+# Downloads the four original MNIST files into DIR (default datasets/mnist) for users with internet access.
 # Usage: scripts/get_mnist.sh [DIR]; then point data.path at DIR.
 set -euo pipefail
-dir=${1:-data/mnist}
+dir=${1:-datasets/mnist}
 mkdir -p "$dir"
 base=${MNIST_MIRROR:-https://storage.googleapis.com/cvdf-datasets/mnist}
 for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do

@@ -20,7 +20,7 @@ expect_error() {  # expect_error PATTERN ARGS...
 cfg=$src/configs/fashion-mnist/lenet.yaml
 expect_error "unknown command 'trian'" trian
 expect_error "unknown flag '--bogus'" train "$cfg" --bogus
-expect_error "flag --set needs a value" train "$cfg" --set
+expect_error "octet train: --set needs a value" train "$cfg" --set
 expect_error "nope.yaml: config file not found" train "$tmp/nope.yaml"
 expect_error "--set optimizer.lr: optimizer.lr: must be positive" train "$cfg" --set optimizer.lr=-1
 expect_error "run.epocs: unknown key" train "$cfg" --set run.epocs=1
@@ -31,16 +31,48 @@ sed -i 's/momentun/momentum/' "$tmp/bad.yaml"
 expect_error "bad magic at offset 0" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --resume "$tmp/ckpt.bin"
 expect_error "compression.method: unknown value 'zip' (known: none, fp16, linear8" train "$tmp/bad.yaml" --set compression.method=zip
 expect_error "compression.overrides.fc9: unknown key" train "$tmp/bad.yaml" --set compression.overrides.fc9.method=fp16
+# Nonsense that used to be accepted.
+expect_error "data.normalize.mean: expected a finite number, got '.nan'" train "$cfg" --set data.normalize.mean=.nan
+expect_error "optimizer.lr: expected a finite number, got '.inf'" train "$cfg" --set optimizer.lr=.inf
+expect_error "run.name: must be a non-empty folder name without '/', not '.' or '..'" train "$cfg" --set run.name=..
+expect_error "run.out_dir: must not be empty" train "$cfg" --set 'run.out_dir=""'
+expect_error "model.layers[0].name: must not be empty" train "$cfg" --set 'model.layers.0.name=""'
+expect_error "parallel.timeout_s: must be > 0 seconds" train "$cfg" --set parallel.timeout_s=0
+printf 'run: {name: x}\ndata: {dataset: synthetic}\nmodel: {layers: [{type: fc, out_features: 10}]}\noptimizer:\n  lr: 0.1\n  lr: 0.2\n' >"$tmp/dup.yaml"
+expect_error "$tmp/dup.yaml:6: duplicate key 'lr' (first at line 5)" train "$tmp/dup.yaml"
+head -c 1100000 /dev/zero | tr '\0' '#' >"$tmp/big.yaml"
+expect_error "big.yaml: 1100000 bytes, more than the 1048576 a config file may have" train "$tmp/big.yaml"
+{ printf 'run: '; head -c 300 /dev/zero | tr '\0' '['; } >"$tmp/deep.yaml"
+expect_error "deep.yaml:1: nesting deeper than 64 levels" train "$tmp/deep.yaml"
+printf 'run: {name: x}\ndata: {dataset: synthetic}\nmodel: {layers: [{type: maxpool, kernel: 40}, {type: fc, out_features: 10}]}\noptimizer: {lr: 0.1}\n' >"$tmp/pool.yaml"
+expect_error "model.layers[0] (maxpool1): input [1,1,28,28]: maxpool maxpool1: window 40 larger than padded input" train "$tmp/pool.yaml" --set run.out_dir="$tmp/pool"
+[[ -e $tmp/pool ]] && { echo "FAIL: a run that failed its start-up checks created its run directory"; fail=1; }
+# Benchmarks and predict: every bad number names its flag.
+expect_error "octet bench compress: --reps expects an integer in [1, 1000000], got '0'" bench compress --reps 0
+expect_error "octet bench compress: --codecs expects a comma-separated list without empty items, got ''" bench compress --codecs ""
+expect_error "octet bench compress: --size expects a size in bytes" bench compress --size 12Q
+expect_error "octet bench compress: --grad-steps expects an integer in [0, 1000000], got 'many'" bench compress --grad-steps many
+expect_error "octet bench allreduce: --factor expects an integer in [2, 1048576], got '1'" bench allreduce --factor 1
+expect_error "octet bench allreduce: --iters expects an integer in [0, 1000000], got 'x'" bench allreduce --iters x
+expect_error "octet predict: --sub-batches expects an integer in [1, 65536], got '0'" predict "$cfg" --ranks 4 --bandwidth 1 --latency 1 --sub-batches 0
+printf 'batch: 64\nprofiled_ranks: 0\nlayers:\n  - {name: a, kind: fc, forward_ms: 1}\ncodecs:\n  - {name: none}\n' >"$tmp/prof0.yaml"
+expect_error "prof0.yaml:2: profiled_ranks: must be >= 1" predict --profile "$tmp/prof0.yaml" --ranks 4 --bandwidth 1 --latency 1
+# Every subcommand answers --help / -h with its usage on stdout and exit 0.
+for args in "--help" "train --help" "train -h" "bench --help" "bench compress --help" "bench allreduce -h" "predict --help" "version --help"; do
+  # shellcheck disable=SC2086
+  if out=$("$octet" $args 2>/dev/null) && [[ $out == usage:* ]]; then echo "ok: octet $args prints its usage"
+  else echo "FAIL: octet $args: exit $? or no usage on stdout"; fail=1; fi
+done
 expect_error "unknown benchmark 'sort'" bench sort
-expect_error "octet bench: unknown argument '--sise'" bench compress --sise 4M
+expect_error "octet bench compress: unknown flag '--sise'" bench compress --sise 4M
 expect_error "--bandwidth GB/s (> 0, or 'measure') is required" predict "$cfg" --ranks 4 --latency 10
-expect_error "--ranks expects an integer >= 2, got '1'" predict "$cfg" --ranks 1 --bandwidth 1 --latency 10
-expect_error "--latency expects a number, got 'fast'" predict "$cfg" --ranks 4 --bandwidth 1 --latency fast
+expect_error "--ranks expects an integer in [2, 1048576], got '1'" predict "$cfg" --ranks 1 --bandwidth 1 --latency 10
+expect_error "--latency expects a number in [0, 1e+09], got 'fast'" predict "$cfg" --ranks 4 --bandwidth 1 --latency fast
 expect_error "measure needs mpirun with at least 2 ranks" predict "$cfg" --ranks 4 --bandwidth measure --latency 1
 expect_error "unknown flag '--rank'" predict "$cfg" --rank 4
 expect_error "needs a config file or --profile FILE" predict --ranks 4 --bandwidth 1 --latency 1
 expect_error "unknown compression method 'zip' (known: none" predict "$cfg" --ranks 4 --bandwidth 1 --latency 1 --codecs none,zip
-expect_error "--act-bandwidth expects GB/s > 0" predict "$cfg" --ranks 4 --bandwidth 1 --act-bandwidth 0 --latency 1
+expect_error "--act-bandwidth expects a number in [1e-09, 1e+09], got '0'" predict "$cfg" --ranks 4 --bandwidth 1 --act-bandwidth 0 --latency 1
 expect_error "nope.yaml: profile file not found" predict --profile "$tmp/nope.yaml" --ranks 4 --bandwidth 1 --latency 1
 # A good run still works and writes its outputs.
 if "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.epochs=1 --set data.synthetic_train=256 \
@@ -49,6 +81,24 @@ if "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.epochs
   echo "ok: a small synthetic run writes summary.json, config.yaml and checkpoint.bin"
 else
   echo "FAIL: small synthetic run"; cat "$tmp/log"; fail=1
+fi
+# A fresh run refuses a directory holding an earlier run; --overwrite starts over; --resume of a finished run says so.
+before=$(cat "$tmp/runs/x/summary.json" "$tmp/runs/x/checkpoint.bin" | md5sum)
+expect_error "already holds a run (checkpoint.bin, summary.json, metrics.jsonl): pass --resume" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" \
+  --set run.epochs=1 --set data.synthetic_train=256 --set data.synthetic_test=64 --set data.batch_size=32
+if "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.epochs=1 --set data.synthetic_train=256 --set data.synthetic_test=64 \
+     --set data.batch_size=32 --resume "$tmp/runs/x" >"$tmp/fin" 2>&1 && grep -q "the run already finished (epoch 1 of run.epochs 1" "$tmp/fin" &&
+   [[ $(cat "$tmp/runs/x/summary.json" "$tmp/runs/x/checkpoint.bin" | md5sum) == "$before" ]]; then
+  echo "ok: --resume of a finished run says so and leaves its files alone"
+else
+  echo "FAIL: --resume of a finished run"; cat "$tmp/fin"; fail=1
+fi
+if "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.epochs=1 --set data.synthetic_train=256 --set data.synthetic_test=64 \
+     --set data.batch_size=32 --set run.threads=4096 --overwrite >"$tmp/ow" 2>&1 && grep -q "warning: run.threads 4096 exceeds the" "$tmp/ow" &&
+   [[ $(grep -c '"event":"summary"' "$tmp/runs/x/metrics.jsonl") == 1 ]]; then
+  echo "ok: --overwrite starts over (and run.threads above the cores warns)"
+else
+  echo "FAIL: --overwrite"; cat "$tmp/ow"; fail=1
 fi
 # Data parallel through the command line: 2 ranks with a codec, both ranks agree (checksum every step).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -61,7 +111,7 @@ else
   echo "FAIL: mpirun -np 2 octet train"; cat "$tmp/mpilog"; fail=1
 fi
 # A failing rank takes the job down with one error line per rank and a non-zero exit.
-if mpirun -np 2 --oversubscribe "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --resume "$tmp/ckpt.bin" >"$tmp/mpifail" 2>&1; then
+if mpirun -np 2 --oversubscribe "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.name=y --resume "$tmp/ckpt.bin" >"$tmp/mpifail" 2>&1; then
   echo "FAIL: mpirun with a bad checkpoint exited 0"; fail=1
 elif grep -q "bad magic at offset 0" "$tmp/mpifail"; then
   echo "ok: mpirun with a bad checkpoint fails with the error line"

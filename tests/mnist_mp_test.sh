@@ -5,7 +5,7 @@
 set -eu
 octet=$1
 src=$2
-data=$src/../shared/data/mnist
+data=$src/datasets/mnist-22k
 [[ -d $data ]] || { echo "FAIL: real MNIST expected at $data"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

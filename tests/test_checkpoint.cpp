@@ -14,9 +14,9 @@ using namespace octet::test;
 TEST_CASE("checkpoint round trip and hostile files", "[checkpoint]") {
   TempDir d;
   Tensor a = random_tensor({3, 4}, 1), b = random_tensor({5}, 2);
-  save_checkpoint(d.file("c.bin"), {7, 3, 1234, 99}, {{"a", &a}, {"b", &b}});
+  save_checkpoint(d.file("c.bin"), {7, 3, 1234, 99}, {{{"a", &a}, {"b", &b}}, {}});
   Tensor a2({3, 4}), b2({5});
-  TrainPosition pos = load_checkpoint(d.file("c.bin"), {{"a", &a2}, {"b", &b2}});
+  TrainPosition pos = load_checkpoint(d.file("c.bin"), {{{"a", &a2}, {"b", &b2}}, {}}).pos;
   CHECK(pos.epoch == 7);
   CHECK(pos.batch == 3);
   CHECK(pos.global_step == 1234);
@@ -28,7 +28,7 @@ TEST_CASE("checkpoint round trip and hostile files", "[checkpoint]") {
   Tensor untouched({3, 4});
   auto expect_error = [&](const std::string& bytes, const std::string& msg, NamedTensors dst) {
     write_file_atomic(d.file("bad.bin"), bytes);
-    CHECK_THROWS_WITH(load_checkpoint(d.file("bad.bin"), dst), Catch::Contains(msg));
+    CHECK_THROWS_WITH(load_checkpoint(d.file("bad.bin"), {dst, {}}), Catch::Contains(msg));
   };
   expect_error(good.substr(0, good.size() - 9), "CRC mismatch", {{"a", &untouched}, {"b", &b2}});
   std::string flipped = good;
@@ -38,9 +38,9 @@ TEST_CASE("checkpoint round trip and hostile files", "[checkpoint]") {
   expect_error(good.substr(0, 5), "too short", {{"a", &untouched}, {"b", &b2}});
   CHECK(to_vector(untouched) == std::vector<float>(12, 0.f));  // nothing written on failure
   Tensor wrong({4, 3});
-  CHECK_THROWS_WITH(load_checkpoint(d.file("c.bin"), {{"a", &wrong}, {"b", &b2}}), Catch::Contains("has shape [3,4], the model has [4,3]"));
-  CHECK_THROWS_WITH(load_checkpoint(d.file("c.bin"), {{"x", &a2}, {"b", &b2}}), Catch::Contains("is 'a', expected 'x'"));
-  CHECK_THROWS_WITH(load_checkpoint(d.file("c.bin"), {{"a", &a2}}), Catch::Contains("holds 2 tensors"));
+  CHECK_THROWS_WITH(load_checkpoint(d.file("c.bin"), {{{"a", &wrong}, {"b", &b2}}, {}}), Catch::Contains("has shape [3,4], the model has [4,3]"));
+  CHECK_THROWS_WITH(load_checkpoint(d.file("c.bin"), {{{"x", &a2}, {"b", &b2}}, {}}), Catch::Contains("is 'a', expected 'x'"));
+  CHECK_THROWS_WITH(load_checkpoint(d.file("c.bin"), {{{"a", &a2}}, {}}), Catch::Contains("holds 2 tensors"));
   CHECK_THROWS_WITH(load_checkpoint(d.file("missing.bin"), {}), Catch::Contains("checkpoint not found"));
 }
 

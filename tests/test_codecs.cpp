@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "compress/codecs.h"
+#include "compress/half_math.h"
 #include "compress/simd.h"
+#include "core/error.h"
 #include "core/rng.h"
 #include "tests/test_util.h"
 
@@ -316,6 +319,71 @@ TEST_CASE("hostile payloads are rejected, never read out of bounds", "[codec][ho
   std::memcpy(t.bytes.data() + 12, &huge, 4);
   std::vector<float> out(x.size());
   CHECK_THROWS_WITH(codec("topk")->decode(t.bytes.data(), t.bytes.size(), out.data(), 3000, false), Catch::Contains("out of range"));
+}
+
+TEST_CASE("the integer half conversions match the F16C instructions bit for bit", "[codec][fp16]") {
+#ifdef __F16C__
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float want = _cvtsh_ss(static_cast<unsigned short>(h));
+    const float got = half_to_float(static_cast<uint16_t>(h));
+    REQUIRE(f32_bits(got) == f32_bits(want));
+  }
+  Rng r(3);
+  std::vector<uint32_t> patterns = {0u, 0x80000000u, 0x33000000u, 0x33000001u, 0x387fc000u, 0x38800000u, 0x477fe000u, 0x477ff000u,
+                                    0x477fefffu, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f801234u, 0x00000001u, 0x3f800000u};
+  for (int k = 0; k < 2000000; ++k) patterns.push_back(static_cast<uint32_t>(r.next()));
+  for (uint32_t b = 0x33000000u; b < 0x38900000u; b += 0x1001u) patterns.push_back(b);  // the subnormal range, densely
+  for (uint32_t b : patterns) {
+    INFO("float bits 0x" << std::hex << b);
+    const float f = f32_from_bits(b);
+    REQUIRE(float_to_half(f) == static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)));
+  }
+#else
+  WARN("built without F16C: the integer conversions are the only ones here (compared on a machine with F16C)");
+  CHECK(half_to_float(float_to_half(1.5f)) == 1.5f);
+#endif
+}
+
+TEST_CASE("every encoder refuses NaN and infinity at every level; every decoder refuses non-finite payload values", "[codec][nonfinite]") {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  for (const auto& m : kAll)
+    for (Isa level : built_levels()) {
+      IsaCap cap(level);
+      auto c = codec(m);
+      for (float bad : {nan, inf, -inf})
+        for (int64_t at : {int64_t{0}, int64_t{7}, int64_t{4100}, int64_t{4999}}) {
+          INFO(m << " at level " << isa_name(level) << ": " << bad << " at index " << at);
+          auto x = sample("normal", 5000, 3);
+          x[static_cast<size_t>(at)] = bad;
+          std::vector<uint8_t> buf(c->max_bytes(5000));
+          CHECK_THROWS_AS(c->encode(x.data(), 5000, buf.data(), {1, nullptr}), NonFiniteError);
+          CHECK_THROWS_WITH(c->encode(x.data(), 5000, buf.data(), {1, nullptr}), Catch::Contains("input value " + std::to_string(at) + " is"));
+        }
+    }
+  // Payload values: a non-finite fp32 value (none, topk) or fp16 half, and a non-finite scale (the others).
+  auto x = sample("normal", 3000, 8);
+  std::vector<float> out(x.size());
+  const uint32_t nan_bits = 0x7fc00000u, inf_bits = 0x7f800000u;
+  for (const auto& m : kAll) {
+    INFO(m);
+    auto c = codec(m);
+    for (uint32_t bits : {nan_bits, inf_bits}) {
+      auto r = roundtrip(*c, x);
+      const size_t at = m == "topk" ? kHeaderBytes + 4 : kHeaderBytes;  // topk: the first entry's value; others: first value or scale
+      if (m == "fp16") {
+        const uint16_t h = bits == nan_bits ? 0x7e00 : 0x7c00;
+        std::memcpy(r.bytes.data() + at + 2 * 17, &h, 2);
+      } else {
+        std::memcpy(r.bytes.data() + at + (m == "none" ? 4 * 17 : 0), &bits, 4);
+      }
+      CHECK_THROWS_WITH(c->decode(r.bytes.data(), r.bytes.size(), out.data(), 3000, false),
+                        Catch::Contains("non-finite") || Catch::Contains("bad scale") || Catch::Contains("bad value"));
+      CHECK_THROWS(c->decode(r.bytes.data(), r.bytes.size(), out.data(), 3000, true));
+    }
+  }
+  // Finite values beyond half's range saturate instead of becoming infinities.
+  std::vector<float> big = {1e6f, -1e6f, 65504.f, 1.f};
+  CHECK(roundtrip(*codec("fp16"), big).out == std::vector<float>({65504.f, -65504.f, 65504.f, 1.f}));
 }
 
 TEST_CASE("every instruction-set level built here gives the scalar loops' bytes and floats", "[codec][isa]") {

@@ -43,20 +43,25 @@ TEST_CASE("SGD and RMSProp CUDA kernels match the CPU reference", "[cuda][optim]
     if (variant == 3)
       for (int64_t i = 0; i < n; ++i) s.data()[i] = std::abs(s.data()[i]);
     Tensor wd = w.to(Device::CUDA), gd = g.to(Device::CUDA), sd = s.to(Device::CUDA);
+    Tensor flag_dev({1}, Device::CUDA);  // uint32 bits in a float slot
+    uint32_t flag = 0;
+    uint32_t* fd = reinterpret_cast<uint32_t*>(flag_dev.data());
     for (int step = 0; step < 3; ++step) {
       if (variant < 3) {
         SgdHyper h{0.1f, variant == 0 ? 0.f : 0.9f, 1e-4f, variant == 2};
-        sgd_update_cpu(w.data(), g.data(), s.data(), n, h);
-        sgd_update_cuda(wd.data(), gd.data(), sd.data(), n, h);
+        sgd_update_cpu(w.data(), g.data(), s.data(), n, h, &flag);
+        sgd_update_cuda(wd.data(), gd.data(), sd.data(), n, h, fd);
       } else {
         RmspropHyper h{0.01f, 0.9f, 1e-8f, 1e-4f};
-        rmsprop_update_cpu(w.data(), g.data(), s.data(), n, h);
-        rmsprop_update_cuda(wd.data(), gd.data(), sd.data(), n, h);
+        rmsprop_update_cpu(w.data(), g.data(), s.data(), n, h, &flag);
+        rmsprop_update_cuda(wd.data(), gd.data(), sd.data(), n, h, fd);
       }
     }
     cuda_synchronize();
     INFO("variant " << variant);
     check_close(wd, w, 1e-5f);
     check_close(sd, s, 1e-5f);
+    CHECK(flag == 0);
+    CHECK(flag_dev.to(Device::CPU).data()[0] == 0.f);
   }
 }

@@ -1,4 +1,4 @@
-// End to end: Caffe's LeNet on the real MNIST subset (../shared/data/mnist) reaches >= 97% test accuracy in one epoch.
+// End to end: Caffe's LeNet on the real MNIST subset (datasets/mnist-22k, carried in the repository) reaches >= 97% test accuracy in one epoch.
 #include "core/fileio.h"
 #include "trainer/config.h"
 #include "trainer/trainer.h"
@@ -8,8 +8,8 @@ using namespace octet;
 using namespace octet::test;
 
 TEST_CASE("LeNet on real MNIST reaches 97% after one epoch", "[e2e]") {
-  const std::string data = source_dir() + "/../shared/data/mnist";
-  INFO("real MNIST expected at " << data << " (the shared folder beside the checkout)");
+  const std::string data = source_dir() + "/datasets/mnist-22k";
+  INFO("real MNIST expected at " << data << " (carried in the repository)");
   REQUIRE(is_dir(data));
   TempDir d;
   Config cfg = load_config(source_dir() + "/configs/mnist/lenet.yaml",

@@ -6,6 +6,8 @@
 
 #include "comm/grad_sync.h"
 #include "compress/codecs.h"
+#include "core/error.h"
+#include "core/fileio.h"
 #include "core/rng.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
@@ -21,6 +23,7 @@ static World g_world;
 int main(int argc, char** argv) {
   MpiSession mpi(&argc, &argv);
   g_world = mpi.world();
+  g_world.timeout_s = 120;  // a test whose ranks part ways fails in minutes, not after the default 10
   return Catch::Session().run(argc, argv);
 }
 
@@ -181,7 +184,9 @@ Config small_config(const std::string& dir, const std::string& name, int64_t bat
                          "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 48, synthetic_shape: [1, 8, 8],"
                          " synthetic_classes: 4, batch_size: " << batch << "}\n"
                          "model:\n  layers:\n" << layers_and_more;
-  return load_config(path);
+  Config c = load_config(path);
+  c.parallel.timeout_s = g_world.timeout_s;
+  return c;
 }
 
 Config dp_config(const std::string& dir, int64_t batch, const std::string& extra = "") {
@@ -239,6 +244,7 @@ TEST_CASE("compressed data-parallel training keeps ranks identical and learns", 
   for (const char* m : {"dynamic_tree8", "qsgd", "adacomp"}) {
     Config c = dp_config(dir, 8, std::string("compression: {method: ") + m + ", min_numel: 1}\nparallel: {checksum_every: 1}\n");
     c.run.epochs = 6;
+    c.run.name = m;
     INFO(m);
     TrainResult r = train(c, {}, &g_world);  // checksum every step: throws on any divergence
     CHECK(r.test.accuracy > 0.6);  // 4 classes: chance is 0.25
@@ -339,4 +345,73 @@ TEST_CASE("model-parallel FC training with 8-bit activations learns and resumes 
     std::system(("rm -rf " + dir).c_str());
   }
   MPI_Barrier(g_world.comm);
+}
+
+namespace {
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
+// Trains `name` uninterrupted and `name`-resumed stopped mid-epoch 2 and resumed, on world w; true when the two final
+// checkpoints (parameters, optimizer state, position and every rank's error-feedback residuals) are the same bytes.
+bool resume_matches(const World& w, const std::string& dir, const std::string& name, const std::string& compression) {
+  Config full = dp_config(dir, 8, compression);
+  full.run.name = name;
+  full.parallel.checksum_every = 1;
+  train(full, {}, &w);
+  Config part = full;
+  part.run.name = name + "-resumed";
+  part.run.max_steps = 192 / (8 * w.size) + 3;  // three steps into epoch 2
+  train(part, {}, &w);
+  part.run.max_steps = 0;
+  train(part, {dir + "/" + part.run.name}, &w);
+  int same = 1;
+  if (w.rank == 0) {
+    const std::string a = file_bytes(dir + "/" + name + "/checkpoint.bin"), b = file_bytes(dir + "/" + part.run.name + "/checkpoint.bin");
+    same = !a.empty() && a == b;
+  }
+  MPI_Bcast(&same, 1, MPI_INT, 0, w.comm);
+  return same == 1;
+}
+
+}  // namespace
+
+TEST_CASE("resume is byte-identical to the uninterrupted run for every codec, on 1 rank and on N", "[mpi][train][resume]") {
+  const std::string dir = shared_temp_dir();
+  World self{MPI_COMM_SELF, 0, 1, g_world.thread_level, g_world.timeout_s};
+  std::vector<std::string> cases;
+  for (const auto& e : codec_registry()) cases.push_back(std::string("{method: ") + e.name + ", min_numel: 1}");
+  cases.push_back("{method: linear8, error_feedback: true, min_numel: 1}");    // feedback on a dense codec: owner residuals
+  cases.push_back("{method: fp16, algorithm: allgather, error_feedback: true, min_numel: 1}");
+  for (size_t k = 0; k < cases.size(); ++k) {
+    INFO("compression: " << cases[k]);
+    const std::string c = "compression: " + cases[k] + "\n";
+    CHECK(resume_matches(self, dir, "c" + std::to_string(k) + "-r" + std::to_string(g_world.rank), c));
+    CHECK(resume_matches(g_world, dir, "c" + std::to_string(k) + "-world", c));
+  }
+  MPI_Barrier(g_world.comm);
+  if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("start-up errors reach every rank alike, before any rank writes", "[mpi][startup]") {
+  const std::string dir = shared_temp_dir();
+  Config c = dp_config(dir, 8);
+  c.run.name = "twice";
+  c.run.epochs = 1;
+  train(c, {}, &g_world);
+  // Only rank 0 looks at the run directory; every rank throws its verdict.
+  CHECK_THROWS_AS(train(c, {}, &g_world), SharedError);
+  Config t = dp_config(dir, 8);
+  t.run.name = "few";
+  t.data.test_limit = 1;
+  if (g_world.size > 1)
+    CHECK_THROWS_WITH(train(t, {}, &g_world), Catch::Contains("1 test samples for " + std::to_string(g_world.size) +
+                                                                  " ranks: each rank evaluates at least one (raise data.test_limit)"));
+  MPI_Barrier(g_world.comm);
+  if (g_world.rank == 0) {
+    CHECK_FALSE(path_exists(dir + "/few"));
+    std::system(("rm -rf " + dir).c_str());
+  }
 }

@@ -151,7 +151,7 @@ TEST_CASE("predict: a bad profile file names the file, line and key", "[predict]
   const std::string f = dir.file("p.yaml");
   auto write = [&](const std::string& text) { std::ofstream(f) << text; };
   write("batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: 1}\ncodecs:\n  - {name: none, encode_gbs: fast}\n");
-  CHECK_THROWS_WITH(read_profile(f), Catch::Contains(f + ":5: codecs[0].encode_gbs: expected a number, got 'fast'"));
+  CHECK_THROWS_WITH(read_profile(f), Catch::Contains(f + ":5: codecs[0].encode_gbs: expected a finite number, got 'fast'"));
   write("batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: -1}\ncodecs:\n  - {name: none}\n");
   CHECK_THROWS_WITH(read_profile(f), Catch::Contains(f + ":3: layers[0].forward_ms: must be >= 0"));
   write("batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: 1, fwd: 2}\ncodecs:\n  - {name: none}\n");

@@ -107,7 +107,7 @@ std::vector<float> checkpoint_values(const std::string& ckpt, const Config& cfg,
   for (auto& p : m.params()) t.push_back({p.name, p.value});
   Optimizer opt(cfg.optimizer, m.params());
   for (auto& s : opt.state()) t.push_back(s);
-  load_checkpoint(ckpt, t);
+  load_checkpoint(ckpt, CheckpointState{t, {}});
   if (!optimizer_state) t.resize(m.params().size());
   std::vector<float> out;
   for (auto& [name, tensor] : t) {

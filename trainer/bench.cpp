@@ -22,49 +22,9 @@
 #include "trainer/optimizer.h"
 #include "trainer/step_runner.h"
 #include "trainer/trainer.h"
+#include "tools/flags.h"
 
 namespace octet {
-
-namespace {
-
-// "--key value" options with defaults; unknown keys are errors listing the known ones.
-std::map<std::string, std::string> parse_opts(const std::vector<std::string>& args, std::map<std::string, std::string> opts) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const std::string key = a.rfind("--", 0) == 0 ? a.substr(2) : "";
-    if (key.empty() || !opts.count(key)) {
-      std::string known;
-      for (auto& [k, v] : opts) known += (known.empty() ? "--" : ", --") + k;
-      OCTET_THROW("octet bench: unknown argument '" << a << "' (known: " << known << ")");
-    }
-    OCTET_CHECK(i + 1 < args.size(), "octet bench: " << a << " needs a value");
-    opts[key] = args[++i];
-  }
-  return opts;
-}
-
-int64_t parse_size(const std::string& s) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  std::string unit = end;
-  int64_t mult = unit.empty() || unit == "B" ? 1 : unit == "K" || unit == "KB" ? 1024 : unit == "M" || unit == "MB" ? 1 << 20 : unit == "G" || unit == "GB" ? 1 << 30 : -1;
-  OCTET_CHECK(mult > 0 && v > 0, "octet bench: bad size '" << s << "' (examples: 4K, 64M, 1G)");
-  return static_cast<int64_t>(v * static_cast<double>(mult));
-}
-
-}  // namespace
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  size_t a = 0;
-  while (a <= s.size()) {
-    size_t b = s.find(',', a);
-    if (b == std::string::npos) b = s.size();
-    if (b > a) out.push_back(s.substr(a, b - a));
-    a = b + 1;
-  }
-  return out;
-}
 
 namespace {
 
@@ -99,12 +59,29 @@ const char* kAllCodecs = "none,fp16,linear8,mantissa8,static_tree8,dynamic_tree8
 }  // namespace
 
 int bench_compress(const std::vector<std::string>& args) {
-  auto o = parse_opts(args, {{"size", "64M"}, {"reps", "5"}, {"codecs", kAllCodecs}, {"bits", "8"},
-                             {"config", "configs/fashion-mnist/lenet.yaml"}, {"grad-steps", "100"}, {"isa", isa_name(kBuiltIsa)}});
+  Flags f("octet bench compress", "",
+          {{"size", "BYTES", "buffer of N(0,1) fp32 values to encode and decode", "64M"},
+           {"reps", "N", "repetitions; the best time of each is kept", "5"},
+           {"codecs", "a,b,...", "codecs to measure", kAllCodecs},
+           {"bits", "2|4|8", "qsgd bits", "8"},
+           {"config", "CFG", "also measure the error on this config's real gradients ('' = skip)", "configs/fashion-mnist/lenet.yaml"},
+           {"grad-steps", "N", "SGD steps before the real gradients are taken", "100"},
+           {"isa", "scalar|avx2|avx512", "highest instruction-set level of the codec kernels", isa_name(kBuiltIsa)}});
+  f.parse(args);
+  if (f.help()) {
+    std::fputs(f.usage().c_str(), stdout);
+    return 0;
+  }
+  const int64_t n = f.bytes("size", 4, int64_t{1} << 34) / 4;
+  const int reps = static_cast<int>(f.integer("reps", 1, 1000000));
+  const int bits = static_cast<int>(f.integer("bits", 2, 8));
+  if (bits != 2 && bits != 4 && bits != 8) f.fail("bits", "expects 2, 4 or 8, got '" + f.str("bits") + "'");
+  const std::vector<std::string> codecs = f.list("codecs");
+  for (const auto& m : codecs) make_codec(CodecParams{m});  // unknown names fail before any work
+  const int64_t grad_steps = f.integer("grad-steps", 0, 1000000);
+  const std::string config = f.str("config");
   set_cpu_threads(1);
-  const Isa level = set_isa_cap(parse_isa(o["isa"]));
-  const int64_t n = parse_size(o["size"]) / 4;
-  const int reps = std::stoi(o["reps"]);
+  const Isa level = set_isa_cap(parse_isa(f.str("isa")));
   // 64-byte aligned, as the trainer's tensors are (cache-line-split vector loads would slow the codecs down)
   Tensor xt({n}), yt({n}), copyt({n});
   float *x = xt.data(), *y = yt.data(), *copy = copyt.data();
@@ -113,18 +90,18 @@ int bench_compress(const std::vector<std::string>& args) {
   const double mb = 4.0 * static_cast<double>(n);
   std::printf("octet bench compress: %.0f MB of fp32 N(0,1), one core, best of %d, codec kernels %s (built: %s); x memcpy = "
               "against a memcpy of the same buffer timed in the same repetitions\n", mb / 1e6, reps, isa_name(level), isa_name(kBuiltIsa));
-  const bool have_grads = !o["config"].empty();
+  const bool have_grads = !config.empty();
   std::vector<float> grads;
   if (have_grads) {
-    grads = real_gradients(o["config"], std::stoll(o["grad-steps"]));
-    std::printf("real gradients: %zu values from %s after %s SGD steps\n", grads.size(), o["config"].c_str(), o["grad-steps"].c_str());
+    grads = real_gradients(config, grad_steps);
+    std::printf("real gradients: %zu values from %s after %lld SGD steps\n", grads.size(), config.c_str(), static_cast<long long>(grad_steps));
   }
   std::printf("%-14s %11s %10s %8s %10s %8s %9s %11s %11s\n", "codec", "memcpy GB/s", "comp GB/s", "x memcpy", "decomp GB/s", "x memcpy",
               "bytes/fp32", "err N(0,1)", "err grads");
-  for (const std::string& m : split_list(o["codecs"])) {
+  for (const std::string& m : codecs) {
     CodecParams p;
     p.method = m;
-    p.bits = std::stoi(o["bits"]);
+    p.bits = bits;
     CodecPtr c = make_codec(p);
     std::vector<uint8_t> buf(c->max_bytes(n));
     size_t bytes = 0;
@@ -153,12 +130,32 @@ int bench_compress(const std::vector<std::string>& args) {
   return 0;
 }
 
+Flags allreduce_flags() {
+  return Flags("mpirun -np N octet bench allreduce", "",
+               {{"min", "BYTES", "smallest buffer", "4K"},
+                {"max", "BYTES", "largest buffer", "256M"},
+                {"factor", "N", "each size is the previous one times N (>= 2)", "4"},
+                {"codecs", "a,b,...", "codecs through octet's collectives, beside dense MPI_Allreduce", "none,fp16,linear8,dynamic_tree8,qsgd,topk,adacomp"},
+                {"iters", "N", "calls timed per size and codec (0: from 3 to 50, fewer for larger buffers)", "0"},
+                {"bits", "2|4|8", "qsgd bits", "8"}});
+}
+
 int bench_allreduce(const std::vector<std::string>& args, const World& w) {
-  auto o = parse_opts(args, {{"min", "4K"}, {"max", "256M"}, {"factor", "4"}, {"codecs", "none,fp16,linear8,dynamic_tree8,qsgd,topk,adacomp"},
-                             {"iters", "0"}, {"bits", "8"}});
+  Flags f = allreduce_flags();
+  f.parse(args);
+  if (f.help()) {
+    if (w.rank == 0) std::fputs(f.usage().c_str(), stdout);
+    return 0;
+  }
   set_cpu_threads(1);
-  const int64_t lo = parse_size(o["min"]), hi = parse_size(o["max"]), factor = std::stoll(o["factor"]);
-  const auto codecs = split_list(o["codecs"]);
+  const int64_t lo = f.bytes("min", 4, int64_t{1} << 32), hi = f.bytes("max", 4, int64_t{1} << 32);
+  if (hi < lo) f.fail("max", "(" + f.str("max") + ") is below --min (" + f.str("min") + ")");
+  const int64_t factor = f.integer("factor", 2, 1 << 20);
+  const int64_t iters_flag = f.integer("iters", 0, 1000000);
+  const int bits = static_cast<int>(f.integer("bits", 2, 8));
+  if (bits != 2 && bits != 4 && bits != 8) f.fail("bits", "expects 2, 4 or 8, got '" + f.str("bits") + "'");
+  const auto codecs = f.list("codecs");
+  for (const auto& m : codecs) make_codec(CodecParams{m});
   const int N = w.size;
   if (w.rank == 0) {
     std::printf("octet bench allreduce: %d ranks; time is the mean per call; algbw = bytes/time; busbw = algbw * 2(N-1)/N\n", N);
@@ -170,14 +167,14 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
     std::vector<float> ref(static_cast<size_t>(n)), x(static_cast<size_t>(n));
     Rng rng(derive_seed(1, w.rank));
     for (auto& v : ref) v = rng.normal();
-    int iters = std::stoi(o["iters"]);
+    int iters = static_cast<int>(iters_flag);
     if (iters <= 0) iters = static_cast<int>(std::clamp<int64_t>((64 << 20) / std::max<int64_t>(bytes, 1), 3, 50));
     double dense_time = 0;
     for (size_t ci = 0; ci <= codecs.size(); ++ci) {
       const bool dense = ci == 0;
       CodecParams p;
       p.method = dense ? "none" : codecs[ci - 1];
-      p.bits = std::stoi(o["bits"]);
+      p.bits = bits;
       CodecPtr c = make_codec(p);
       ReduceOptions opt{dense ? Algorithm::Allreduce : default_algorithm(*c), c.get(), false, 3};
       if (!dense && opt.algorithm == Algorithm::Allreduce) opt.algorithm = Algorithm::ScatterAllgather;  // "none" through our path

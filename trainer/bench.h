@@ -8,9 +8,7 @@
 
 namespace octet {
 
-// "a,b,,c" -> {a, b, c}: the comma lists of the command lines.
-std::vector<std::string> split_list(const std::string& s);
-
+// Each parses its own flags (tools/flags.h); --help prints the usage and returns 0.
 int bench_compress(const std::vector<std::string>& args);
 int bench_allreduce(const std::vector<std::string>& args, const World& world);
 

@@ -1,10 +1,11 @@
-// Checkpoint encoding: "OCTETCKP", version, position, tensors (name, shape, fp32 data), CRC32 trailer.
+// The collective checkpoint save (per-rank sections gathered to rank 0, streamed into one atomic file) and load (rank 0
+// reads and checks, the shared tensors are broadcast, each rank receives its own section).
 #include "trainer/checkpoint.h"
 
-#include <zlib.h>
-
+#include <algorithm>
 #include <cstring>
 
+#include "comm/wait.h"
 #include "core/error.h"
 #include "core/fileio.h"
 
@@ -12,94 +13,116 @@ namespace octet {
 
 namespace {
 
-constexpr char kMagic[8] = {'O', 'C', 'T', 'E', 'T', 'C', 'K', 'P'};
+constexpr int kTag = 0x0c4b;
+constexpr size_t kChunk = size_t{1} << 30;  // messages in pieces below MPI's int count
 
-template <typename T> void put(std::string& out, const T& v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+void send_bytes(const World& w, const std::string& bytes, int to, const char* op) {
+  uint64_t size = bytes.size();
+  MPI_Request req;
+  CHECK_MPI(MPI_Isend(&size, 1, MPI_UINT64_T, to, kTag, w.comm, &req));
+  wait_request(req, w, {op});
+  for (size_t off = 0; off < bytes.size(); off += kChunk) {
+    CHECK_MPI(MPI_Isend(bytes.data() + off, static_cast<int>(std::min(kChunk, bytes.size() - off)), MPI_BYTE, to, kTag, w.comm, &req));
+    wait_request(req, w, {op});
+  }
+}
 
-// Bounds-checked little reader over the checkpoint bytes.
-struct Reader {
-  const std::string& path;
-  const std::string& buf;
-  size_t pos = 0;
-  size_t end;
-  template <typename T> T get(const char* what) {
-    OCTET_CHECK(pos + sizeof(T) <= end, path << ": truncated at offset " << pos << " reading " << what);
-    T v;
-    std::memcpy(&v, buf.data() + pos, sizeof v);
-    pos += sizeof v;
-    return v;
+std::string recv_bytes(const World& w, int from, const char* op) {
+  uint64_t size = 0;
+  MPI_Request req;
+  CHECK_MPI(MPI_Irecv(&size, 1, MPI_UINT64_T, from, kTag, w.comm, &req));
+  wait_request(req, w, {op});
+  std::string bytes(size, '\0');
+  for (size_t off = 0; off < bytes.size(); off += kChunk) {
+    CHECK_MPI(MPI_Irecv(bytes.data() + off, static_cast<int>(std::min(kChunk, bytes.size() - off)), MPI_BYTE, from, kTag, w.comm, &req));
+    wait_request(req, w, {op});
   }
-  const char* bytes(size_t n, const char* what) {
-    OCTET_CHECK(n <= end - pos, path << ": truncated at offset " << pos << " reading " << what << " (" << n << " bytes)");
-    const char* p = buf.data() + pos;
-    pos += n;
-    return p;
-  }
-};
+  return bytes;
+}
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const TrainPosition& pos, const NamedTensors& tensors) {
-  std::string out;
-  out.append(kMagic, sizeof kMagic);
-  put(out, kCheckpointVersion);
-  put(out, pos.epoch);
-  put(out, pos.batch);
-  put(out, pos.global_step);
-  put(out, pos.seed);
-  put(out, static_cast<uint32_t>(tensors.size()));
-  for (const auto& [name, t] : tensors) {
-    OCTET_CHECK(t->device() == Device::CPU, "checkpoint of device tensor " << name << ": copy to host first");
-    put(out, static_cast<uint32_t>(name.size()));
-    out += name;
-    put(out, static_cast<uint32_t>(t->ndim()));
-    for (int64_t d : t->shape()) put(out, d);
-    out.append(reinterpret_cast<const char*>(t->data()), t->bytes());
+void save_checkpoint(const std::string& path, const TrainPosition& pos, const CheckpointState& state, const World* world) {
+  const int N = world ? world->size : 1, rank = world ? world->rank : 0;
+  const std::string mine = checkpoint_section(rank, state.per_rank);
+  int any = state.per_rank.empty() ? 0 : 1;
+  if (world) allreduce_bounded(*world, &any, 1, MPI_INT, MPI_MAX, {"MPI_Iallreduce (checkpoint: per-rank state?)", pos.global_step});
+  if (rank != 0) {
+    if (any) send_bytes(*world, mine, 0, "MPI_Isend (checkpoint: this rank's state to rank 0)");
+    return;
   }
-  put(out, static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(out.data()), static_cast<uInt>(out.size()))));
-  write_file_atomic(path, out);
+  AtomicFile out(path);
+  uint32_t crc = 0;
+  auto emit = [&](const std::string& bytes) {
+    crc = checkpoint_crc(crc, bytes);
+    out.write(bytes.data(), bytes.size());
+  };
+  emit(checkpoint_head(pos, N, state.shared, any != 0));
+  if (any)
+    for (int r = 0; r < N; ++r) emit(r == 0 ? mine : recv_bytes(*world, r, "MPI_Irecv (checkpoint: a rank's state)"));
+  out.write(&crc, 4);
+  out.commit();
 }
 
-TrainPosition load_checkpoint(const std::string& path, const NamedTensors& tensors) {
-  OCTET_CHECK(path_exists(path), path << ": checkpoint not found");
-  const std::string buf = read_file(path);
-  OCTET_CHECK(buf.size() >= sizeof kMagic + 8, path << ": too short for a checkpoint (" << buf.size() << " bytes)");
-  OCTET_CHECK(std::memcmp(buf.data(), kMagic, sizeof kMagic) == 0, path << ": not an octet checkpoint (bad magic at offset 0)");
-  Reader r{path, buf, sizeof kMagic, buf.size() - 4};
-  const uint32_t version = r.get<uint32_t>("version");
-  OCTET_CHECK(version == kCheckpointVersion, path << ": checkpoint version " << version << " at offset 8, this octet reads version "
-                                                  << kCheckpointVersion);
-  uint32_t stored_crc;
-  std::memcpy(&stored_crc, buf.data() + buf.size() - 4, 4);
-  const uint32_t crc = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(buf.data()), static_cast<uInt>(buf.size() - 4)));
-  OCTET_CHECK(crc == stored_crc, path << ": CRC mismatch (file corrupt or truncated; trailer at offset " << buf.size() - 4 << ")");
-  TrainPosition pos;
-  pos.epoch = r.get<int64_t>("epoch");
-  pos.batch = r.get<int64_t>("batch");
-  pos.global_step = r.get<int64_t>("global_step");
-  pos.seed = r.get<uint64_t>("seed");
-  OCTET_CHECK(pos.epoch >= 0 && pos.batch >= 0 && pos.global_step >= 0, path << ": negative training position");
-  const uint32_t count = r.get<uint32_t>("tensor count");
-  OCTET_CHECK(count == tensors.size(), path << ": holds " << count << " tensors, the model and optimizer have " << tensors.size());
-  // Parse everything before touching the destination tensors, so a bad file changes nothing.
-  std::vector<const char*> data(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    const size_t at = r.pos;
-    const uint32_t len = r.get<uint32_t>("name length");
-    std::string name(r.bytes(len, "name"), len);
-    OCTET_CHECK(name == tensors[i].first, path << ": tensor " << i << " at offset " << at << " is '" << name << "', expected '"
-                                               << tensors[i].first << "' (different model or optimizer?)");
-    const uint32_t ndim = r.get<uint32_t>("ndim");
-    OCTET_CHECK(ndim <= 8, path << ": tensor '" << name << "' claims " << ndim << " dimensions");
-    Shape shape(ndim);
-    for (auto& d : shape) d = r.get<int64_t>("dimension");
-    OCTET_CHECK(shape == tensors[i].second->shape(), path << ": tensor '" << name << "' has shape " << shape_str(shape)
-                                                          << ", the model has " << shape_str(tensors[i].second->shape()));
-    data[i] = r.bytes(tensors[i].second->bytes(), "tensor data");
+LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState& state, const World* world) {
+  const int N = world ? world->size : 1, rank = world ? world->rank : 0;
+  int any = state.per_rank.empty() ? 0 : 1;
+  if (world) allreduce_bounded(*world, &any, 1, MPI_INT, MPI_MAX, {"MPI_Iallreduce (resume: per-rank state?)"});
+  std::string buf;
+  CheckpointFile file;
+  int64_t info[7] = {};  // epoch, batch, step, seed, ranks, per_rank, per_rank_used
+  check_on_root(world, [&] {
+    OCTET_CHECK(path_exists(path), path << ": checkpoint not found");
+    buf = read_file(path);
+    file = parse_checkpoint(path, buf);
+    check_match(path, file.shared, state.shared, "parameters and optimizer state");
+    const bool sections = !file.sections.empty();
+    if (sections && any)
+      OCTET_CHECK(static_cast<int>(file.ranks) == N, path << ": written by " << file.ranks << " ranks with per-rank error-feedback state; "
+                                                          << "resume it with " << file.ranks << " ranks (mpirun -np " << file.ranks << ")");
+    if (sections && any && N == 1) check_match(path, file.sections[0].entries, state.per_rank, "rank 0's error-feedback state");
+    copy_into(file.shared, state.shared);
+    info[0] = file.pos.epoch, info[1] = file.pos.batch, info[2] = file.pos.global_step;
+    std::memcpy(&info[3], &file.pos.seed, 8);
+    info[4] = file.ranks, info[5] = sections, info[6] = sections && any;
+  }, "MPI_Ibcast (resume: reading the checkpoint)");
+  if (world) bcast_bounded(*world, info, 7, MPI_INT64_T, 0, {"MPI_Ibcast (resume: checkpoint position)"});
+  LoadedCheckpoint out;
+  out.pos = {info[0], info[1], info[2], 0};
+  std::memcpy(&out.pos.seed, &info[3], 8);
+  out.ranks = static_cast<int>(info[4]), out.per_rank = info[5] != 0, out.per_rank_used = info[6] != 0;
+  if (world)
+    for (const auto& [name, t] : state.shared)
+      for (int64_t off = 0; off < t->numel(); off += int64_t{1} << 28)
+        bcast_bounded(*world, t->data() + off, static_cast<int>(std::min<int64_t>(int64_t{1} << 28, t->numel() - off)), MPI_FLOAT, 0,
+                      {"MPI_Ibcast (resume: shared tensors)"});
+  if (!out.per_rank_used) return out;
+  if (N == 1) {
+    copy_into(file.sections[0].entries, state.per_rank);
+    return out;
   }
-  OCTET_CHECK(r.pos == r.end, path << ": " << r.end - r.pos << " unexpected bytes at offset " << r.pos);
-  for (uint32_t i = 0; i < count; ++i) std::memcpy(tensors[i].second->data(), data[i], tensors[i].second->bytes());
-  return pos;
+  // Each rank's section travels as its bytes (with its file offset, for errors) and is checked by that rank.
+  std::string mine;
+  uint64_t base = 0;
+  if (rank == 0) {
+    for (int r = N - 1; r >= 1; --r) {
+      const CheckpointSection& s = file.sections[r];
+      const uint64_t off = s.offset;
+      send_bytes(*world, std::string(reinterpret_cast<const char*>(&off), 8), r, "MPI_Isend (resume: section offset)");
+      send_bytes(*world, buf.substr(s.offset, s.end - s.offset), r, "MPI_Isend (resume: a rank's section)");
+    }
+    mine = buf.substr(file.sections[0].offset, file.sections[0].end - file.sections[0].offset);
+    base = file.sections[0].offset;
+  } else {
+    const std::string off = recv_bytes(*world, 0, "MPI_Irecv (resume: section offset)");
+    OCTET_CHECK(off.size() == 8, path << ": internal: section offset of " << off.size() << " bytes");
+    std::memcpy(&base, off.data(), 8);
+    mine = recv_bytes(*world, 0, "MPI_Irecv (resume: this rank's section)");
+  }
+  const std::vector<CheckpointEntry> entries = parse_section(path, mine, base, rank);
+  check_match(path, entries, state.per_rank, "rank " + std::to_string(rank) + "'s error-feedback state");
+  copy_into(entries, state.per_rank);
+  return out;
 }
 
 }  // namespace octet

@@ -1,27 +1,35 @@
-// Versioned binary checkpoints: position in training, seed, and named tensors (weights and optimizer state),
-// CRC-protected and written atomically.
+// Checkpoints of a run: the position in training, the tensors every rank shares (weights, optimizer state) and each
+// rank's own state (error-feedback residuals), written atomically as one CRC-protected file by rank 0.
 #pragma once
-#include <cstdint>
 #include <string>
-#include <vector>
 
-#include "core/tensor.h"
+#include "comm/world.h"
+#include "trainer/checkpoint_format.h"
 
 namespace octet {
 
-struct TrainPosition {
-  int64_t epoch = 0;        // epoch to run next
-  int64_t batch = 0;        // first batch of that epoch still to run
-  int64_t global_step = 0;  // steps taken so far
-  uint64_t seed = 0;        // the run seed (keys shuffles and dropout masks)
+struct CheckpointState {
+  NamedTensors shared;    // identical on every rank: rank 0's copy is written, every rank receives it
+  NamedTensors per_rank;  // each rank's own, in one section per rank (names and shapes may differ between ranks)
 };
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor*>>;
+// Writes path atomically. With a world it is collective: each rank's per_rank tensors travel to rank 0 one rank at a
+// time and rank 0 writes the one file (no folder shared between hosts needed). world == nullptr: one process.
+void save_checkpoint(const std::string& path, const TrainPosition& pos, const CheckpointState& state, const World* world = nullptr);
 
-constexpr uint32_t kCheckpointVersion = 1;
+struct LoadedCheckpoint {
+  TrainPosition pos;
+  int ranks = 0;               // the world size that wrote it (0: a version-1 file, which does not say)
+  bool per_rank = false;       // it holds per-rank sections
+  bool per_rank_used = false;  // ... and they were restored (this run keeps per-rank state too)
+};
 
-void save_checkpoint(const std::string& path, const TrainPosition& pos, const NamedTensors& tensors);
-// Restores into the given tensors; names, count and shapes must match exactly. Errors name the file and offset.
-TrainPosition load_checkpoint(const std::string& path, const NamedTensors& tensors);
+// Collective likewise: rank 0 reads and checks the file (its errors reach every rank), every rank receives the shared
+// tensors and checks and restores its own section. Names, count and shapes must match exactly; on an error in the
+// file no tensor is changed and the message names the file and offset. Per-rank state: a file without sections leaves
+// per_rank as it is (zero residuals: a run that starts a codec with error feedback); a run without per-rank state
+// ignores the file's sections; a file written by another number of ranks with sections is refused (each section
+// belongs to one rank's shard of the exchange).
+LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState& state, const World* world = nullptr);
 
 }  // namespace octet

@@ -19,11 +19,13 @@ int64_t at_least(Section& s, const std::string& key, int64_t dflt, int64_t lo) {
 
 void read_run(Section s, RunConfig& r) {
   r.name = s.get<std::string>("name", r.name);
-  if (r.name.empty() || r.name.find('/') != std::string::npos) s.fail("name", "must be a non-empty name without '/'");
+  if (r.name.empty() || r.name.find('/') != std::string::npos || r.name == "." || r.name == "..")
+    s.fail("name", "must be a non-empty folder name without '/', not '.' or '..'");
   r.seed = s.get<uint64_t>("seed", r.seed);
   r.epochs = at_least(s, "epochs", r.epochs, 1);
   r.max_steps = at_least(s, "max_steps", r.max_steps, 0);
   r.out_dir = s.get<std::string>("out_dir", r.out_dir);
+  if (r.out_dir.empty()) s.fail("out_dir", "must not be empty (use '.' for the current folder)");
   r.eval_every = at_least(s, "eval_every", r.eval_every, 0);
   r.checkpoint_every = at_least(s, "checkpoint_every", r.checkpoint_every, 0);
   r.checkpoint_steps = at_least(s, "checkpoint_steps", r.checkpoint_steps, 0);
@@ -81,6 +83,7 @@ void read_model(Section s, ModelConfig& m) {
     spec.type = l.get<std::string>("type");
     const LayerEntry& e = find_layer(spec.type, l);
     spec.name = l.get<std::string>("name", spec.type + std::to_string(i + 1));
+    if (spec.name.empty()) l.fail("name", "must not be empty");
     for (const auto& prev : m.layers)
       if (prev.name == spec.name) l.fail("name", "duplicate layer name '" + spec.name + "'");
     e.parse(l, spec);
@@ -145,6 +148,8 @@ void read_parallel(Section s, ParallelConfig& p) {
   p.overlap = s.get<bool>("overlap", p.overlap);
   p.bucket_mb = s.get<double>("bucket_mb", p.bucket_mb);
   if (!(p.bucket_mb >= 0 && p.bucket_mb <= 65536)) s.fail("bucket_mb", "must be in [0, 65536]");
+  p.timeout_s = s.get<double>("timeout_s", p.timeout_s);
+  if (!(p.timeout_s > 0)) s.fail("timeout_s", "must be > 0 seconds");
   p.model_parallel_fc = s.get<bool>("model_parallel_fc", p.model_parallel_fc);
   p.sub_batches = at_least(s, "sub_batches", p.sub_batches, 1);
   if (p.model_parallel_fc && p.overlap) s.fail("overlap", "cannot be combined with model_parallel_fc yet");

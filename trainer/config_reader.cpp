@@ -3,7 +3,10 @@
 
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdint>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -15,12 +18,22 @@ template <typename T> const char* type_name();
 template <> const char* type_name<int64_t>() { return "an integer"; }
 template <> const char* type_name<int>() { return "an integer"; }
 template <> const char* type_name<uint64_t>() { return "a non-negative integer"; }
-template <> const char* type_name<double>() { return "a number"; }
-template <> const char* type_name<float>() { return "a number"; }
+template <> const char* type_name<double>() { return "a finite number"; }
+template <> const char* type_name<float>() { return "a finite number"; }
 template <> const char* type_name<bool>() { return "true or false"; }
 template <> const char* type_name<std::string>() { return "a string"; }
 template <> const char* type_name<std::vector<int64_t>>() { return "a list of integers"; }
-template <> const char* type_name<std::vector<double>>() { return "a list of numbers"; }
+template <> const char* type_name<std::vector<double>>() { return "a list of finite numbers"; }
+
+// NaN and infinities are never a sensible setting (a NaN mean or lr trains to NaN weights); YAML spells them .nan/.inf.
+template <typename T> bool finite_value(const T& v) {
+  if constexpr (std::is_floating_point_v<T>) return std::isfinite(v);
+  if constexpr (std::is_same_v<T, std::vector<double>>) {
+    for (double d : v)
+      if (!std::isfinite(d)) return false;
+  }
+  return true;
+}
 
 std::string mark_of(const YAML::Node& n, const std::string& file, const std::string& key_path,
                     const std::set<std::string>* overridden) {
@@ -73,6 +86,7 @@ template <typename T> T Section::get(const std::string& key) {
     if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<double>>) ok = n.IsSequence();
     else ok = n.IsScalar();
     if (ok) v = n.as<T>();
+    ok = ok && finite_value(v);
     if constexpr (std::is_same_v<T, uint64_t>) ok = ok && n.Scalar().find('-') == std::string::npos;
   } catch (const YAML::Exception&) {
     ok = false;
@@ -161,14 +175,7 @@ void Section::finish() {
 
 YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<std::string>& overrides,
                                     std::set<std::string>* overridden) {
-  struct stat st {};
-  OCTET_CHECK(::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode), file << ": config file not found");
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(file);
-  } catch (const YAML::Exception& e) {
-    OCTET_THROW(file << ":" << e.mark.line + 1 << ": YAML syntax error: " << e.msg);
-  }
+  YAML::Node root = load_yaml_file(file, "config file");
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   OCTET_CHECK(root.IsMap(), file << ": the top level must be a map of sections");
   for (const std::string& ov : overrides) {
@@ -215,6 +222,95 @@ YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<s
     }
     if (overridden) overridden->insert(canonical);
   }
+  if (!overrides.empty()) check_yaml_tree(root, file);
+  return root;
+}
+
+namespace {
+
+// An upper bound of the nesting a line opens: its indentation, the "- " / "? " markers that lead it, one for a block
+// key, and the flow brackets still open. Computed on the text, so that a hostile file never reaches the recursive
+// parser (yaml-cpp recurses once per level: a megabyte of "[" would overflow the stack).
+void check_nesting(const std::string& text, const std::string& file) {
+  int flow = 0, line = 1;
+  size_t i = 0;
+  while (i < text.size()) {
+    int bound = 0;
+    while (i < text.size() && text[i] == ' ') ++bound, ++i;
+    while (i + 1 < text.size() && (text[i] == '-' || text[i] == '?') && text[i + 1] == ' ') {
+      ++bound, i += 2;
+      while (i < text.size() && text[i] == ' ') ++i;
+    }
+    bool key = false;
+    char quote = 0;
+    for (; i < text.size() && text[i] != '\n'; ++i) {
+      const char c = text[i];
+      if (quote) {
+        if (c == quote) quote = 0;
+        continue;
+      }
+      if (c == '\'' || c == '"') quote = c;
+      else if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
+        while (i < text.size() && text[i] != '\n') ++i;
+        break;
+      } else if (c == '[' || c == '{') ++flow;
+      else if ((c == ']' || c == '}') && flow > 0) --flow;
+      else if (c == ':' && flow == 0 && (i + 1 == text.size() || text[i + 1] == ' ' || text[i + 1] == '\n')) key = true;
+      if (bound + flow + (key ? 1 : 0) > 4 * kMaxYamlDepth)
+        OCTET_THROW(file << ":" << line << ": nesting deeper than " << kMaxYamlDepth << " levels (a config needs a few)");
+    }
+    ++i, ++line;
+  }
+}
+
+void walk(const YAML::Node& n, const std::string& file, int depth, int64_t& budget) {
+  const int line = n.Mark().is_null() ? 0 : n.Mark().line + 1;
+  OCTET_CHECK(depth <= kMaxYamlDepth, file << ":" << line << ": nesting deeper than " << kMaxYamlDepth << " levels");
+  OCTET_CHECK(--budget >= 0, file << ": more than " << kMaxYamlNodes << " YAML nodes (aliases expanded): not a config");
+  if (n.IsSequence()) {
+    for (const auto& item : n) walk(item, file, depth + 1, budget);
+  } else if (n.IsMap()) {
+    std::vector<std::pair<std::string, int>> seen;  // key, line
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (it->first.IsScalar()) {
+        const std::string key = it->first.Scalar();
+        const int at = it->first.Mark().is_null() ? 0 : it->first.Mark().line + 1;
+        for (const auto& [k, first] : seen)
+          if (k == key) OCTET_THROW(file << ":" << at << ": duplicate key '" << key << "' (first at line " << first << ")");
+        seen.push_back({key, at});
+      }
+      walk(it->first, file, depth + 1, budget);
+      walk(it->second, file, depth + 1, budget);
+    }
+  }
+}
+
+}  // namespace
+
+void check_yaml_tree(const YAML::Node& root, const std::string& file) {
+  int64_t budget = kMaxYamlNodes;
+  walk(root, file, 0, budget);
+}
+
+YAML::Node load_yaml_file(const std::string& file, const char* what) {
+  struct stat st {};
+  OCTET_CHECK(::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode), file << ": " << what << " not found");
+  OCTET_CHECK(static_cast<uint64_t>(st.st_size) <= kMaxYamlBytes,
+              file << ": " << st.st_size << " bytes, more than the " << kMaxYamlBytes << " a " << what << " may have");
+  std::ifstream in(file, std::ios::binary);
+  OCTET_CHECK(in, file << ": cannot open the " << what);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  OCTET_CHECK(text.size() <= kMaxYamlBytes, file << ": more than " << kMaxYamlBytes << " bytes");
+  check_nesting(text, file);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    OCTET_THROW(file << ":" << e.mark.line + 1 << ": YAML syntax error: " << e.msg);
+  }
+  check_yaml_tree(root, file);
   return root;
 }
 

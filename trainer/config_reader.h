@@ -42,6 +42,18 @@ class Section {
   std::set<std::string> used_;
 };
 
+// Limits every YAML file octet reads (configs, profiles) is held to before and while it is parsed, so that a huge or
+// hostile file fails early with one line instead of exhausting memory or the stack.
+constexpr size_t kMaxYamlBytes = 1 << 20;   // 1 MiB: a layer-by-layer ImageNet config is tens of kB
+constexpr int kMaxYamlDepth = 64;           // nesting of maps and lists
+constexpr int64_t kMaxYamlNodes = 200000;   // nodes visited, aliases expanded
+
+// Reads and parses a YAML file within the limits above and rejects duplicate keys in any map; errors name the file
+// and line. what: "config file", "profile file" (for the not-found message).
+YAML::Node load_yaml_file(const std::string& file, const char* what);
+// The tree checks of load_yaml_file alone: depth, node count and duplicate keys.
+void check_yaml_tree(const YAML::Node& root, const std::string& file);
+
 // Reads a YAML file and applies "--set a.b.c=value" overrides (value parsed as YAML; list items by index).
 // Adds the canonical path of every override to *overridden when given.
 YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<std::string>& overrides,

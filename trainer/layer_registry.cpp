@@ -117,8 +117,12 @@ Model build_model(const ModelConfig& cfg, const Shape& input) {
     for (const auto& e : layer_registry())
       if (spec.type == e.type) entry = &e;
     OCTET_CHECK(entry, "layer " << spec.name << ": unknown type " << spec.type);
-    layers.push_back(entry->build(spec, s, i));
-    s = layers.back()->output_shape(s);
+    try {
+      layers.push_back(entry->build(spec, s, i));
+      s = layers.back()->output_shape(s);
+    } catch (const Error& e) {  // say which config entry: the layer's own message names only the layer
+      throw Error("model.layers[" + std::to_string(i) + "] (" + spec.name + "): input " + shape_str(s) + ": " + e.message(), e.where());
+    }
   }
   return Model(input, std::move(layers));
 }

@@ -1,14 +1,17 @@
-// The octet command line: `octet train CONFIG [--set key=value]... [--resume PATH]`, `octet version`.
-// The only place that catches errors: it prints one line and exits non-zero.
+// The octet command line: train, bench, predict and version, each with -h/--help. The only place that catches
+// errors: it prints one line, takes an MPI job down with MPI_Abort, and exits non-zero.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/world.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "tools/flags.h"
 #include "trainer/bench.h"
 #include "trainer/config.h"
 #include "trainer/predict.h"
@@ -17,41 +20,82 @@
 namespace {
 
 const char* kUsage =
-    "usage: octet train CONFIG.yaml [--set key.path=value]... [--resume CHECKPOINT|RUN_DIR]\n"
-    "       octet bench compress [--size 64M] [--reps 5] [--codecs a,b] [--bits 8] [--config CFG] [--grad-steps 100]\n"
-    "       mpirun -np N octet bench allreduce [--min 4K] [--max 256M] [--factor 4] [--codecs a,b] [--iters K]\n"
-    "       [mpirun -np N] octet predict CONFIG|--profile FILE --ranks N --bandwidth GB/s|measure --latency us|measure\n"
-    "             [--act-bandwidth GB/s] [--skew us] [--sub-batches K] [--codecs a,b] [--steps S] [--save-profile FILE] [--set key=value]...\n"
-    "       octet version\n"
-    "  --set      override one config key (repeatable), e.g. --set optimizer.lr=0.05 --set run.epochs=1\n"
-    "  --resume   continue a run from its checkpoint (file or run directory); the result matches the uninterrupted run\n";
+    "usage: octet COMMAND [flags]   (octet COMMAND --help for each command's flags)\n"
+    "  [mpirun -np N] octet train CONFIG.yaml [--set key.path=value]... [--resume CHECKPOINT|RUN_DIR] [--overwrite]\n"
+    "  octet bench compress [--size 64M] [--reps 5] [--codecs a,b] [--config CFG] ...\n"
+    "  mpirun -np N octet bench allreduce [--min 4K] [--max 256M] [--factor 4] [--codecs a,b] ...\n"
+    "  [mpirun -np N] octet predict CONFIG|--profile FILE --ranks N --bandwidth GB/s|measure --latency us|measure ...\n"
+    "  octet version\n";
 
-int cmd_train(int argc, char** argv) {
-  std::string config_path;
-  std::vector<std::string> overrides;
-  octet::TrainOptions opts;
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char* flag) -> std::string {
-      OCTET_CHECK(i + 1 < argc, "flag " << flag << " needs a value");
-      return argv[++i];
-    };
-    if (a == "--set") overrides.push_back(value("--set"));
-    else if (a.rfind("--set=", 0) == 0) overrides.push_back(a.substr(6));
-    else if (a == "--resume") opts.resume = value("--resume");
-    else if (a.rfind("--resume=", 0) == 0) opts.resume = a.substr(9);
-    else if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (!a.empty() && a[0] == '-') OCTET_THROW("unknown flag '" << a << "' (known: --set, --resume, --help)");
-    else if (config_path.empty()) config_path = a;
-    else OCTET_THROW("unexpected argument '" << a << "': one config file only");
+int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
+  octet::Flags f("[mpirun -np N] octet train", "CONFIG.yaml",
+                 {{"set", "key.path=value", "override one config key, e.g. --set optimizer.lr=0.05", "", true},
+                  {"resume", "CHECKPOINT|RUN_DIR", "continue a run from its checkpoint; the result matches the uninterrupted run"},
+                  {"overwrite", "", "start afresh in a run directory that holds an earlier run (its outputs are removed)"}},
+                 1);
+  f.parse(args);
+  if (f.help()) {
+    std::fputs(f.usage().c_str(), stdout);
+    return 0;
   }
-  OCTET_CHECK(!config_path.empty(), "octet train needs a config file (usage: octet train CONFIG.yaml [--set k=v]... [--resume PATH])");
-  octet::Config cfg = octet::load_config(config_path, overrides);
-  octet::MpiSession mpi(&argc, &argv);
+  OCTET_CHECK(!f.positionals().empty(), "octet train needs a config file (usage: octet train CONFIG.yaml [--set k=v]... [--resume PATH])");
+  octet::TrainOptions opts;
+  opts.resume = f.str("resume");
+  opts.overwrite = f.on("overwrite");
+  OCTET_CHECK(!(opts.overwrite && !opts.resume.empty()), "octet train: --overwrite and --resume exclude each other");
+  const octet::Config cfg = octet::load_config(f.positionals()[0], f.all("set"));
+  octet::MpiSession mpi(argc, argv);
   octet::train(cfg, opts, &mpi.world());
   return 0;
+}
+
+int cmd_bench(const std::vector<std::string>& args, int* argc, char*** argv) {
+  const char* usage = "usage: octet bench compress|allreduce [flags]   (octet bench compress --help, octet bench allreduce --help)\n";
+  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
+    std::fputs(usage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "compress") return octet::bench_compress(rest);
+  OCTET_CHECK(args[0] == "allreduce", "unknown benchmark '" << args[0] << "' (known: compress, allreduce)");
+  octet::MpiSession mpi(argc, argv);
+  return octet::bench_allreduce(rest, mpi.world());
+}
+
+int cmd_version(const std::vector<std::string>& args) {
+  octet::Flags f("octet version", "", {});
+  f.parse(args);
+  if (f.help()) {
+    std::fputs(f.usage().c_str(), stdout);
+    return 0;
+  }
+  std::printf("octet 0.2.0 (CUDA backend %s)\n", octet::cuda_built() ? "built" : "not built");
+  return 0;
+}
+
+// One line on stderr; under mpirun with several ranks the whole job goes down within seconds (the other ranks may be
+// waiting for this one in a collective, where they would otherwise sit until parallel.timeout_s).
+int fail(const std::exception& e) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  int size = 1, rank = 0;
+  if (initialized && !finalized) {
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  }
+  const bool shared = dynamic_cast<const octet::SharedError*>(&e) != nullptr;  // every rank holds the same one
+  if (size > 1 && !shared) std::fprintf(stderr, "octet: error: rank %d of %d: %s\n", rank, size, e.what());
+  else if (rank == 0) std::fprintf(stderr, "octet: error: %s\n", e.what());
+  std::fflush(stderr);
+  if (initialized && !finalized) {
+    // A shared error: rank 0 prints it and takes the job down; the others give it the time to (an abort from them
+    // could kill rank 0 before its line is out).
+    if (shared && rank != 0) std::this_thread::sleep_for(std::chrono::seconds(5));
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Finalize();
+  }
+  return 1;
 }
 
 }  // namespace
@@ -63,35 +107,16 @@ int main(int argc, char** argv) {
       return argc < 2 ? 2 : 0;
     }
     const std::string cmd = argv[1];
-    if (cmd == "train") return cmd_train(argc, argv);
-    if (cmd == "bench") {
-      OCTET_CHECK(argc >= 3, "octet bench needs a benchmark: compress or allreduce");
-      const std::string which = argv[2];
-      std::vector<std::string> rest(argv + 3, argv + argc);
-      if (which == "compress") return octet::bench_compress(rest);
-      OCTET_CHECK(which == "allreduce", "unknown benchmark '" << which << "' (known: compress, allreduce)");
-      octet::MpiSession mpi(&argc, &argv);
-      return octet::bench_allreduce(rest, mpi.world());
-    }
+    const std::vector<std::string> args(argv + 2, argv + argc);
+    if (cmd == "train") return cmd_train(args, &argc, &argv);
+    if (cmd == "bench") return cmd_bench(args, &argc, &argv);
     if (cmd == "predict") {
-      std::vector<std::string> rest(argv + 2, argv + argc);
       octet::MpiSession mpi(&argc, &argv);
-      return octet::cmd_predict(rest, mpi.world());
+      return octet::cmd_predict(args, mpi.world());
     }
-    if (cmd == "version") {
-      std::printf("octet 0.1.0 (CUDA backend %s)\n", octet::cuda_built() ? "built" : "not built");
-      return 0;
-    }
-    OCTET_THROW("unknown command '" << cmd << "' (known: train, bench, predict, version)");
+    if (cmd == "version") return cmd_version(args);
+    OCTET_THROW("unknown command '" << cmd << "' (known: train, bench, predict, version; octet --help)");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "octet: error: %s\n", e.what());
-    // Under mpirun the other ranks may wait in a collective: take the whole job down.
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    int size = 1;
-    if (initialized && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (initialized && !finalized && size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    return fail(e);
   }
-  return 1;
 }

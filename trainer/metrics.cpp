@@ -3,8 +3,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/error.h"
+#include "core/fileio.h"
 
 namespace octet {
 
@@ -29,7 +32,7 @@ Fields phase_fields(const PhaseTimes& t, double steps) {
   return out;
 }
 
-MetricsFile::MetricsFile(const std::string& path, bool append) : f_(path, append ? std::ios::app : std::ios::trunc) {
+MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path), f_(path, append ? std::ios::app : std::ios::trunc) {
   OCTET_CHECK(f_, path << ": cannot open metrics file");
 }
 
@@ -37,6 +40,28 @@ void MetricsFile::write(const std::string& event, const Fields& fields) {
   std::string obj = json_object(fields);
   f_ << "{\"event\":\"" << event << "\"" << (fields.empty() ? "" : ",") << obj.substr(1) << "\n";
   f_.flush();
+  OCTET_CHECK(f_, path_ << ": write failed (disk full?)");
+}
+
+void truncate_metrics(const std::string& path, int64_t step) {
+  if (!path_exists(path)) return;
+  const std::string text = read_file(path);
+  std::string kept;
+  size_t dropped = 0;
+  for (size_t a = 0; a < text.size();) {
+    size_t b = text.find('\n', a);
+    b = b == std::string::npos ? text.size() : b + 1;
+    const std::string line = text.substr(a, b - a);
+    a = b;
+    double at = -1;
+    for (const char* key : {"\"step\":", "\"steps\":"}) {
+      const size_t k = line.find(key);
+      if (k != std::string::npos) at = std::atof(line.c_str() + k + std::strlen(key));
+    }
+    if (at > static_cast<double>(step)) ++dropped;
+    else kept += line;
+  }
+  if (dropped) write_file_atomic(path, kept);
 }
 
 }  // namespace octet

@@ -20,10 +20,14 @@ Fields phase_fields(const PhaseTimes& t, double steps);
 class MetricsFile {
  public:
   MetricsFile(const std::string& path, bool append);
-  void write(const std::string& event, const Fields& fields);
+  void write(const std::string& event, const Fields& fields);  // a failed write (full disk) throws naming the file
 
  private:
+  std::string path_;
   std::ofstream f_;
 };
+
+// Drops the lines of a metrics file past a step (those a resumed run writes again), atomically; absent file: nothing.
+void truncate_metrics(const std::string& path, int64_t step);
 
 }  // namespace octet

@@ -2,6 +2,7 @@
 #include "trainer/optimizer.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -52,25 +53,45 @@ void Optimizer::restrict(const std::string& name, int64_t offset, int64_t count)
 }
 
 void Optimizer::step(float lr) {
+  // One non-finite flag per parameter (host memory, or one device tensor for parameters on the GPU, read back once).
+  flags_.assign(params_.size(), 0);
+  bool any_gpu = false;
   for (size_t i = 0; i < params_.size(); ++i) {
     Param& p = params_[i];
     const bool gpu = p.value->device() == Device::CUDA;
+    any_gpu = any_gpu || gpu;
     const auto [off, n] = range_[i];
     float* state = buf_.empty() ? nullptr : buf_[i].data() + off;
 #ifdef OCTET_WITH_CUDA
     auto sgd = gpu ? sgd_update_cuda : sgd_update_cpu;
     auto rmsprop = gpu ? rmsprop_update_cuda : rmsprop_update_cpu;
+    if (gpu && flags_dev_.numel() != static_cast<int64_t>(params_.size())) flags_dev_ = Tensor({static_cast<int64_t>(params_.size())}, Device::CUDA);
+    uint32_t* flag = gpu ? reinterpret_cast<uint32_t*>(flags_dev_.data()) + i : &flags_[i];
 #else
     OCTET_CHECK(!gpu, "parameter " << p.name << " is on the GPU in a CPU-only build");
     auto sgd = sgd_update_cpu;
     auto rmsprop = rmsprop_update_cpu;
+    uint32_t* flag = &flags_[i];
 #endif
     if (n == 0) continue;
     if (cfg_.type == OptimizerType::Sgd)
-      sgd(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov});
+      sgd(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov}, flag);
     else
-      rmsprop(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.alpha, cfg_.eps, cfg_.weight_decay});
+      rmsprop(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.alpha, cfg_.eps, cfg_.weight_decay}, flag);
   }
+  if (any_gpu) {  // the device flags (zeroed after each read) OR into the host ones
+    Tensor host = flags_dev_.to(Device::CPU);
+    flags_dev_.zero();
+    for (size_t i = 0; i < params_.size(); ++i) {
+      uint32_t f;
+      std::memcpy(&f, host.data() + i, 4);
+      flags_[i] |= f;
+    }
+  }
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (flags_[i])
+      OCTET_THROW_NONFINITE("the update left non-finite values in " << params_[i].name
+                                                                     << " (a NaN or infinite gradient, or a step too large for fp32)");
 }
 
 std::vector<std::pair<std::string, Tensor*>> Optimizer::state() {

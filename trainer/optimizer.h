@@ -40,7 +40,8 @@ double lr_at(const OptimizerConfig& opt, const ScheduleConfig& sched, int64_t st
 class Optimizer {
  public:
   Optimizer(const OptimizerConfig& cfg, std::vector<Param> params);
-  // One update of every parameter with its grad at learning rate lr.
+  // One update of every parameter with its grad at learning rate lr. Throws NonFiniteError naming the first parameter
+  // whose updated values are NaN or infinite (checked inside the update kernels, at no extra pass).
   void step(float lr);
   // Named state tensors (momentum buffers / squared averages), for checkpoints.
   std::vector<std::pair<std::string, Tensor*>> state();
@@ -54,6 +55,8 @@ class Optimizer {
   std::vector<Param> params_;
   std::vector<Tensor> buf_;  // one per param when the method keeps state
   std::vector<std::pair<int64_t, int64_t>> range_;  // per param: {offset, count} updated by step()
+  std::vector<uint32_t> flags_;  // per param: the update left a non-finite value
+  Tensor flags_dev_;             // the same for parameters on the GPU (uint32 bits in float slots, zero between steps)
 };
 
 }  // namespace octet

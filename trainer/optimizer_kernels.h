@@ -14,9 +14,11 @@ struct RmspropHyper {
   float lr = 0.001f, alpha = 0.9f, eps = 1e-8f, weight_decay = 0.f;
 };
 
-void sgd_update_cpu(float* w, const float* g, float* v, int64_t n, const SgdHyper& h);
-void rmsprop_update_cpu(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h);
-void sgd_update_cuda(float* w, const float* g, float* v, int64_t n, const SgdHyper& h);
-void rmsprop_update_cuda(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h);
+// nonfinite: set to 1 when an updated weight is NaN or infinite (left as it is otherwise); a host pointer for the CPU
+// kernels, a device pointer for the CUDA ones.
+void sgd_update_cpu(float* w, const float* g, float* v, int64_t n, const SgdHyper& h, uint32_t* nonfinite);
+void rmsprop_update_cpu(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h, uint32_t* nonfinite);
+void sgd_update_cuda(float* w, const float* g, float* v, int64_t n, const SgdHyper& h, uint32_t* nonfinite);
+void rmsprop_update_cuda(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h, uint32_t* nonfinite);
 
 }  // namespace octet

@@ -165,56 +165,64 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
 }
 
 Profile read_profile(const std::string& file) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(file);
-  } catch (const YAML::BadFile&) {
-    OCTET_THROW(file << ": profile file not found or unreadable");
-  } catch (const YAML::Exception& e) {
-    OCTET_THROW(file << ":" << e.mark.line + 1 << ": YAML syntax error: " << e.msg);
-  }
+  YAML::Node root = load_yaml_file(file, "profile file");
   Section top(root, "", file, YAML::Node(YAML::NodeType::Map));
   Profile p;
   p.name = top.get<std::string>("name", "profile");
   p.batch = top.get<int64_t>("batch");
   if (p.batch <= 0) top.fail("batch", "must be > 0");
   p.profiled_ranks = top.get<int>("profiled_ranks", 1);
-  p.step_alone_ms = top.get<double>("step_alone_ms", 0.0);
-  p.straggler = top.get<double>("straggler", 1.0);
-  if (!(p.straggler >= 1)) top.fail("straggler", "must be >= 1");
-  p.min_numel = top.get<int64_t>("min_numel", 10000);
+  if (p.profiled_ranks < 1) top.fail("profiled_ranks", "must be >= 1");
   auto nonneg = [](Section& s, const char* key, double v) {
     if (!(v >= 0)) s.fail(key, "must be >= 0");
     return v;
   };
+  // Fields where -1 stands for "not measured / not applicable".
+  auto unset_or_nonneg = [](Section& s, const char* key, double v) {
+    if (!(v >= 0 || v == -1)) s.fail(key, "must be >= 0, or -1 for none");
+    return v;
+  };
+  p.step_alone_ms = nonneg(top, "step_alone_ms", top.get<double>("step_alone_ms", 0.0));
+  p.straggler = top.get<double>("straggler", 1.0);
+  if (!(p.straggler >= 1)) top.fail("straggler", "must be >= 1");
+  p.min_numel = top.get<int64_t>("min_numel", 10000);
+  if (p.min_numel < 0) top.fail("min_numel", "must be >= 0");
   for (Section& s : top.list("layers")) {
     LayerProfile L;
     L.name = s.get<std::string>("name");
+    if (L.name.empty()) s.fail("name", "must not be empty");
     L.kind = s.get<std::string>("kind");
+    if (L.kind.empty()) s.fail("kind", "must not be empty");
     L.forward_ms = nonneg(s, "forward_ms", s.get<double>("forward_ms"));
     L.backward_ms = nonneg(s, "backward_ms", s.get<double>("backward_ms", 0.0));
     L.update_ms = nonneg(s, "update_ms", s.get<double>("update_ms", 0.0));
     L.params = s.get<int64_t>("params", 0);
     L.tensors = s.get<std::vector<int64_t>>("tensors", {});
     int64_t sum = 0;
-    for (int64_t n : L.tensors) sum += n;
+    for (int64_t n : L.tensors) {
+      if (n <= 0) s.fail("tensors", "sizes must be > 0");
+      sum += n;
+    }
     if (!L.tensors.empty() && sum != L.params) s.fail("tensors", "must add up to params (" + std::to_string(L.params) + ")");
     L.in_per_sample = s.get<int64_t>("in_per_sample", 0);
     L.out_per_sample = s.get<int64_t>("out_per_sample", 0);
     if (L.params < 0 || L.in_per_sample < 0 || L.out_per_sample < 0) s.fail("params", "sizes must be >= 0");
-    L.slice_forward_ms = s.get<double>("slice_forward_ms", -1.0);
-    L.slice_backward_ms = s.get<double>("slice_backward_ms", -1.0);
+    L.slice_forward_ms = unset_or_nonneg(s, "slice_forward_ms", s.get<double>("slice_forward_ms", -1.0));
+    L.slice_backward_ms = unset_or_nonneg(s, "slice_backward_ms", s.get<double>("slice_backward_ms", -1.0));
     s.finish();
     p.layers.push_back(L);
   }
   for (Section& s : top.list("codecs")) {
     CodecProfile c;
     c.name = s.get<std::string>("name");
+    for (const auto& other : p.codecs)
+      if (other.name == c.name) s.fail("name", "codec " + c.name + " is listed twice");
     c.algorithm = s.choice("algorithm", "scatter_allgather", {"scatter_allgather", "allgather"});
     c.ratio_conv = s.get<double>("ratio_conv", 1.0);
     c.ratio_fc = s.get<double>("ratio_fc", 1.0);
     c.ratio_other = s.get<double>("ratio_other", 1.0);
     c.ratio_act = s.get<double>("ratio_act", -1.0);
+    if (!(c.ratio_act > 0 || c.ratio_act == -1)) s.fail("ratio_act", "must be > 0, or -1 where the codec does not suit activations");
     for (double r : {c.ratio_conv, c.ratio_fc, c.ratio_other})
       if (!(r > 0)) s.fail("ratio_conv", "gradient ratios must be > 0");
     c.encode_gbs = nonneg(s, "encode_gbs", s.get<double>("encode_gbs", 0.0));
@@ -225,8 +233,11 @@ Profile read_profile(const std::string& file) {
   if (top.has("given")) {
     for (Section& s : top.list("given")) {
       const std::string codec = s.get<std::string>("codec");
+      bool listed = false;
+      for (const auto& c : p.codecs) listed = listed || c.name == codec;
+      if (!listed) s.fail("codec", "'" + codec + "' is not among the profile's codecs");
       GivenTerms g;
-      g.conv_penalty_ms = s.get<double>("conv_penalty_ms", -1.0);
+      g.conv_penalty_ms = unset_or_nonneg(s, "conv_penalty_ms", s.get<double>("conv_penalty_ms", -1.0));
       if (s.has("fc_transfers"))
         for (Section& x : s.list("fc_transfers")) {
           g.fc_transfers.push_back({nonneg(x, "ms", x.get<double>("ms")), nonneg(x, "hidden_ms", x.get<double>("hidden_ms", 0.0))});

@@ -25,6 +25,7 @@
 #include "trainer/predict.h"
 #include "trainer/step_runner.h"
 #include "trainer/trainer.h"
+#include "tools/flags.h"
 
 namespace octet {
 
@@ -277,70 +278,49 @@ Link measure_link(const World& w, int64_t probe, int64_t act_probe, double compu
 }  // namespace
 
 int cmd_predict(const std::vector<std::string>& args, const World& w) {
-  std::string config, profile_in, profile_out, codecs = "none,fp16,linear8,dynamic_tree8,qsgd,adacomp";
-  std::vector<std::string> overrides;
-  int ranks = w.size > 1 ? w.size : 0, sub_batches = 4, steps = 20;
-  Link link{-1, -1};
-  bool measure_bw = false, measure_lat = false;
-  auto number = [](const std::string& flag, const std::string& v) {
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    OCTET_CHECK(!v.empty() && *end == 0 && std::isfinite(x), "octet predict: " << flag << " expects a number, got '" << v << "'");
-    return x;
-  };
-  auto count = [&](const std::string& flag, const std::string& v, int lo) {
-    const double x = number(flag, v);
-    OCTET_CHECK(x == std::floor(x) && x >= lo && x <= 1 << 20, "octet predict: " << flag << " expects an integer >= " << lo << ", got '" << v << "'");
-    return static_cast<int>(x);
-  };
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      OCTET_CHECK(i + 1 < args.size(), "octet predict: " << a << " needs a value");
-      return args[++i];
-    };
-    if (a == "--set") overrides.push_back(value());
-    else if (a == "--ranks") ranks = count(a, value(), 2);
-    else if (a == "--bandwidth") {
-      const std::string v = value();
-      measure_bw = v == "measure";
-      if (!measure_bw) link.bandwidth_gbs = number(a, v);
-    } else if (a == "--act-bandwidth") {
-      link.act_bandwidth_gbs = number(a, value());
-      OCTET_CHECK(link.act_bandwidth_gbs > 0, "octet predict: --act-bandwidth expects GB/s > 0");
-    } else if (a == "--latency") {
-      const std::string v = value();
-      measure_lat = v == "measure";
-      if (!measure_lat) link.latency_us = number(a, v);
-    } else if (a == "--skew") {
-      link.sync_us = number(a, value());
-      OCTET_CHECK(link.sync_us >= 0, "octet predict: --skew expects microseconds >= 0");
-    }
-    else if (a == "--sub-batches") sub_batches = count(a, value(), 1);
-    else if (a == "--steps") steps = count(a, value(), 1);
-    else if (a == "--codecs") codecs = value();
-    else if (a == "--profile") profile_in = value();
-    else if (a == "--save-profile") profile_out = value();
-    else if (!a.empty() && a[0] == '-')
-      OCTET_THROW("octet predict: unknown flag '" << a << "' (known: --ranks, --bandwidth, --act-bandwidth, --latency, --skew, --sub-batches, --steps, "
-                                                  "--codecs, --profile, --save-profile, --set)");
-    else if (config.empty()) config = a;
-    else OCTET_THROW("octet predict: unexpected argument '" << a << "': one config file only");
+  Flags f("[mpirun -np N] octet predict", "CONFIG.yaml | --profile FILE",
+          {{"ranks", "N", "ranks to predict for (default: the mpirun world when it has >= 2)"},
+           {"bandwidth", "GB/s|measure", "link bandwidth per rank and direction, or measure it with the collectives (mpirun, one rank per host)"},
+           {"act-bandwidth", "GB/s", "bandwidth of model parallelism's activation exchanges (default: measured, or --bandwidth)"},
+           {"latency", "us|measure", "per-message latency, or measure it (also measures the arrival skew)"},
+           {"skew", "us", "ranks' arrival skew per exchange that follows compute", "0"},
+           {"sub-batches", "K", "model parallelism's sub-batches", "4"},
+           {"steps", "N", "profiled steps", "20"},
+           {"codecs", "a,b,...", "codecs to predict", "none,fp16,linear8,dynamic_tree8,qsgd,adacomp"},
+           {"profile", "FILE", "read a saved profile instead of profiling a config"},
+           {"save-profile", "FILE", "write the profile (YAML) for later --profile runs"},
+           {"set", "key=value", "override one config key", "", true}},
+          1);
+  f.parse(args);
+  if (f.help()) {
+    if (w.rank == 0) std::fputs(f.usage().c_str(), stdout);
+    return 0;
   }
+  const std::string config = f.positionals().empty() ? "" : f.positionals()[0];
+  const std::string profile_in = f.str("profile"), profile_out = f.str("save-profile");
   OCTET_CHECK(config.empty() != profile_in.empty(), "octet predict needs a config file or --profile FILE (one of them)");
+  const int ranks = f.given("ranks") ? static_cast<int>(f.integer("ranks", 2, 1 << 20)) : w.size;
   OCTET_CHECK(ranks >= 2, "octet predict: --ranks N (N >= 2) is required when not run under mpirun with several ranks");
+  const int sub_batches = static_cast<int>(f.integer("sub-batches", 1, 1 << 16));
+  const int steps = static_cast<int>(f.integer("steps", 1, 1 << 20));
+  const std::vector<std::string> codecs = f.list("codecs");
+  for (const auto& m : codecs) make_codec(CodecParams{m});  // unknown names fail before any profiling
+  Link link{-1, -1};
+  OCTET_CHECK(f.given("bandwidth"), "octet predict: --bandwidth GB/s (> 0, or 'measure') is required");
+  OCTET_CHECK(f.given("latency"), "octet predict: --latency us (>= 0, or 'measure') is required");
+  const bool measure_bw = f.str("bandwidth") == "measure", measure_lat = f.str("latency") == "measure";
+  if (!measure_bw) link.bandwidth_gbs = f.number("bandwidth", 1e-9, 1e9);
+  if (!measure_lat) link.latency_us = f.number("latency", 0, 1e9);
+  if (f.given("act-bandwidth")) link.act_bandwidth_gbs = f.number("act-bandwidth", 1e-9, 1e9);
+  link.sync_us = f.number("skew", 0, 1e9);
   if (measure_bw || measure_lat)
     OCTET_CHECK(w.size >= 2, "octet predict: --bandwidth/--latency measure needs mpirun with at least 2 ranks (one per host)");
-  OCTET_CHECK(measure_bw || link.bandwidth_gbs > 0, "octet predict: --bandwidth GB/s (> 0, or 'measure') is required");
-  OCTET_CHECK(measure_lat || link.latency_us >= 0, "octet predict: --latency us (>= 0, or 'measure') is required");
   Profile p;
   if (!profile_in.empty()) {
     p = read_profile(profile_in);
   } else {
-    const Config cfg = load_config(config, overrides);
-    const std::vector<std::string> list = split_list(codecs);
-    for (const auto& m : list) make_codec(CodecParams{m});  // unknown names fail before any profiling
-    p = profile_config(cfg, w, ranks, sub_batches, steps, list);
+    const Config cfg = load_config(config, f.all("set"));
+    p = profile_config(cfg, w, ranks, sub_batches, steps, codecs);
   }
   if (measure_bw || measure_lat) {
     int64_t largest = 0;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <optional>
+#include <thread>
 
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
@@ -18,6 +19,7 @@
 #include "comm/grad_sync.h"
 #include "comm/model_parallel.h"
 #include "comm/overlap.h"
+#include "comm/wait.h"
 #include "trainer/checkpoint.h"
 #include "trainer/layer_registry.h"
 #include "trainer/metrics.h"
@@ -59,7 +61,7 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
       sums[2] += static_cast<double>(lr.count);
     }
   }
-  if (world && size > 1) CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, world->comm));
+  if (world) allreduce_bounded(*world, sums, 3, MPI_DOUBLE, MPI_SUM, {"MPI_Iallreduce (evaluation)"});
   EvalResult r;
   r.count = static_cast<int64_t>(sums[2]);
   OCTET_CHECK(r.count > 0, "evaluation over an empty dataset");
@@ -90,13 +92,56 @@ std::vector<SyncTensor> sync_tensors(Model& model, size_t end) {
 
 }  // namespace
 
-TrainResult train(const Config& cfg, const TrainOptions& opts, const World* world) {
+namespace {
+
+const char* kOutputs[] = {"checkpoint.bin", "summary.json", "metrics.jsonl"};
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool finished(const TrainPosition& p, const RunConfig& r) {
+  return p.epoch >= r.epochs || (r.max_steps > 0 && p.global_step >= r.max_steps);
+}
+
+// Both splits, checked for everything that would otherwise fail after training has started.
+void check_data(const Config& cfg, const Dataset& train, const Dataset& test, int ranks) {
+  OCTET_CHECK(test.sample_shape() == train.sample_shape(), test.describe() << ": test samples are " << shape_str(test.sample_shape())
+                                                                           << ", the training samples " << shape_str(train.sample_shape()));
+  OCTET_CHECK(test.num_classes() == train.num_classes(), test.describe() << ": " << test.num_classes() << " classes, the training set has "
+                                                                         << train.num_classes());
+  const int64_t global = cfg.data.batch_size * ranks;
+  OCTET_CHECK(train.size() >= global, train.describe() << ": " << train.size() << " training samples make no global batch of "
+                                                       << cfg.data.batch_size << " (data.batch_size) x " << ranks << " ranks"
+                                                       << (cfg.data.train_limit > 0 ? " (data.train_limit)" : ""));
+  OCTET_CHECK(test.size() >= ranks, test.describe() << ": " << test.size() << " test samples for " << ranks
+                                                    << " ranks: each rank evaluates at least one"
+                                                    << (cfg.data.test_limit > 0 ? " (raise data.test_limit)" : ""));
+}
+
+}  // namespace
+
+TrainResult train(const Config& cfg, const TrainOptions& opts, const World* world_in) {
+  // The world with the config's bound on collective waits; nullptr stays one process without MPI.
+  std::optional<World> world_copy;
+  if (world_in) {
+    world_copy = *world_in;
+    world_copy->timeout_s = cfg.parallel.timeout_s;
+  }
+  const World* world = world_copy ? &*world_copy : nullptr;
   const int rank = world ? world->rank : 0, size = world ? world->size : 1;
   const bool writer = rank == 0;
   set_log_rank(rank);
   set_cpu_threads(cfg.run.threads);
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cfg.run.threads > 0 && cores > 0 && static_cast<unsigned>(cfg.run.threads) > cores)
+    OCTET_LOG("warning: run.threads " << cfg.run.threads << " exceeds the " << cores << " cores of this machine: threads will share cores");
+
+  // 1. Data and model, checked on both splits.
   auto train_set = load_split(cfg.data, true, cfg.run.seed);
   auto test_set = load_split(cfg.data, false, cfg.run.seed);
+  check_data(cfg, *train_set, *test_set, size);
   const Shape input = cfg.model.input.empty() ? train_set->sample_shape() : cfg.model.input;
   OCTET_CHECK(input == train_set->sample_shape(), cfg.file << ": model.input " << shape_str(input) << " does not match the data's "
                                                          << shape_str(train_set->sample_shape()));
@@ -108,6 +153,28 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
     OCTET_CHECK(probe[1] == train_set->num_classes(), cfg.file << ": the last layer outputs " << probe[1] << " values but the data has "
                                                             << train_set->num_classes() << " classes");
   }
+  Sampler sampler(train_set->size(), cfg.data.batch_size, rank, size, cfg.run.seed, cfg.data.shuffle, true);
+  const int64_t steps_per_epoch = sampler.batches_per_epoch();
+
+  // 2. The run directory: a fresh run never writes over an earlier run's outputs unless asked to.
+  TrainResult result;
+  result.run_dir = cfg.run.out_dir + "/" + cfg.run.name;
+  const std::string ckpt_path = result.run_dir + "/checkpoint.bin";
+  const std::string resume_from = opts.resume.empty() ? "" : is_dir(opts.resume) ? opts.resume + "/checkpoint.bin" : opts.resume;
+  const bool resume_in_place = !resume_from.empty() && same_file(parent_dir(resume_from), result.run_dir);
+  std::vector<std::string> earlier;
+  for (const char* f : kOutputs)
+    if (path_exists(result.run_dir + "/" + f)) earlier.push_back(f);
+  check_on_root(world, [&] {
+    if (earlier.empty()) return;
+    std::string list;
+    for (const auto& f : earlier) list += (list.empty() ? "" : ", ") + f;
+    OCTET_CHECK(!(opts.overwrite && resume_in_place), result.run_dir << ": --overwrite would delete the checkpoint --resume reads");
+    OCTET_CHECK(opts.overwrite || resume_in_place, result.run_dir << " already holds a run (" << list << "): pass --resume " << result.run_dir
+                                                                  << " to continue it, --overwrite to start over, or another run.name");
+  }, "MPI_Ibcast (start-up: the run directory check)");
+
+  // 3. Parallelism (collective from here on).
   model.init_params(cfg.run.seed);
   Optimizer opt(cfg.optimizer, model.params());
   // Model parallelism: layers from the first fc on are split over the ranks (each trains its rows of them).
@@ -137,37 +204,55 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
     model.set_grad_ready_hook([&](size_t layer) { overlap->layer_done(layer); });
   }
 
-  NamedTensors state;
-  for (auto& p : model.params()) state.push_back({p.name, p.value});
-  for (auto& s : opt.state()) state.push_back(s);
-
-  TrainResult result;
-  result.run_dir = cfg.run.out_dir + "/" + cfg.run.name;
-  const std::string ckpt_path = result.run_dir + "/checkpoint.bin";
+  // 4. What a checkpoint holds: parameters and optimizer state (shared), error-feedback residuals (per rank).
+  CheckpointState state;
+  for (auto& p : model.params()) state.shared.push_back({p.name, p.value});
+  for (auto& s : opt.state()) state.shared.push_back(s);
+  if (sync) state.per_rank = sync->feedback_state();
   TrainPosition pos;
   pos.seed = cfg.run.seed;
-  if (!opts.resume.empty()) {
-    const std::string from = is_dir(opts.resume) ? opts.resume + "/checkpoint.bin" : opts.resume;
-    pos = load_checkpoint(from, state);
-    OCTET_CHECK(pos.seed == cfg.run.seed, from << ": written with run.seed " << pos.seed << ", the config says " << cfg.run.seed);
-    OCTET_LOG("resumed from " << from << " at epoch " << pos.epoch + 1 << " batch " << pos.batch << " step " << pos.global_step);
+  if (!resume_from.empty()) {
+    const LoadedCheckpoint ck = load_checkpoint(resume_from, state, world);
+    pos = ck.pos;
+    OCTET_CHECK(pos.seed == cfg.run.seed, resume_from << ": written with run.seed " << pos.seed << ", the config says " << cfg.run.seed);
+    OCTET_CHECK(pos.batch < steps_per_epoch, resume_from << ": resumes at batch " << pos.batch << " of epoch " << pos.epoch + 1
+                                                         << ", but an epoch has " << steps_per_epoch << " batches of " << cfg.data.batch_size
+                                                         << " x " << size << " ranks (data.batch_size, the training set or the ranks changed?)");
+    OCTET_CHECK(pos.batch == 0 || ck.ranks == 0 || ck.ranks == size,
+                resume_from << ": stopped inside an epoch with " << ck.ranks << " ranks; resume it with " << ck.ranks
+                            << " (a batch index means another sample range with " << size << ")");
+    if (ck.per_rank && !ck.per_rank_used) OCTET_LOG("resume: this config keeps no error-feedback state; the checkpoint's is not used");
+    if (!ck.per_rank && !state.per_rank.empty()) OCTET_LOG("resume: the checkpoint holds no error-feedback state; residuals start at zero");
+    if (finished(pos, cfg.run)) {
+      OCTET_LOG(resume_from << ": the run already finished (epoch " << pos.epoch << " of run.epochs " << cfg.run.epochs << ", step "
+                            << pos.global_step << (cfg.run.max_steps > 0 ? " of run.max_steps " + std::to_string(cfg.run.max_steps) : "")
+                            << "); nothing to train. Raise run.epochs or run.max_steps (--set) to continue it.");
+      result.already_finished = true;
+      result.steps = pos.global_step;
+      return result;
+    }
+    OCTET_LOG("resumed from " << resume_from << " at epoch " << pos.epoch + 1 << " batch " << pos.batch << " step " << pos.global_step);
   }
+
+  // 5. Only now the run directory is written.
   std::optional<MetricsFile> metrics;
   if (writer) {
     make_dirs(result.run_dir);
+    for (const auto& f : remove_orphan_temps(result.run_dir)) OCTET_LOG("removed " << result.run_dir << "/" << f << " (left by a writer that died)");
+    if (opts.overwrite)
+      for (const auto& f : earlier) remove_file(result.run_dir + "/" + f);
+    if (!resume_from.empty()) truncate_metrics(result.run_dir + "/metrics.jsonl", pos.global_step);
     write_file_atomic(result.run_dir + "/config.yaml", to_yaml(cfg.resolved));
-    metrics.emplace(result.run_dir + "/metrics.jsonl", !opts.resume.empty());
+    metrics.emplace(result.run_dir + "/metrics.jsonl", !resume_from.empty());
   }
   auto gather_fc = [&] {  // model parallelism: every rank's FC rows (and their optimizer state) on every rank
     if (mp) mp->gather(opt.state());
   };
   auto save = [&](const TrainPosition& at) {
     gather_fc();
-    if (writer) save_checkpoint(ckpt_path, at, state);
+    save_checkpoint(ckpt_path, at, state, world);
   };
 
-  Sampler sampler(train_set->size(), cfg.data.batch_size, rank, size, cfg.run.seed, cfg.data.shuffle, true);
-  const int64_t steps_per_epoch = sampler.batches_per_epoch();
   OCTET_LOG("octet: " << train_set->describe() << " (" << train_set->size() << " train, " << test_set->size() << " test), "
                       << size << " rank" << (size > 1 ? "s" : "") << " x batch " << cfg.data.batch_size << ", " << steps_per_epoch
                       << " steps/epoch, " << cpu_threads() << " threads/rank");
@@ -198,49 +283,60 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
       }
       if (!more) break;
       StepContext ctx{true, cfg.run.seed, static_cast<uint64_t>(pos.global_step), rank * cfg.data.batch_size};
-      LossResult lr;
-      if (mp) {  // conv part forward, FC part (forward and backward, all ranks together), conv part backward
-        const Tensor* a = &batch.x;
-        if (fc_start > 0) {
-          ScopedPhase sp(step, Phase::Forward);
-          a = &model.forward_to(batch.x, fc_start, ctx);
-        }
-        CommStats cs;
-        lr = mp->step(*a, batch.labels.data(), ctx, 1.0f / static_cast<float>(batch.labels.size()), dact, step, cs);
-        win.comm += cs;
-        comm_total += cs;
-        if (fc_start > 0) {
-          ScopedPhase sp(step, Phase::Backward);
-          model.backward_from(batch.x, fc_start, dact);
-        }
-      } else {
-        {
-          ScopedPhase sp(step, Phase::Forward);
-          const Tensor& logits = model.forward(batch.x, ctx);
-          lr = loss.forward(logits, batch.labels.data());
-          dlogits.resize(logits.shape());
-        }
-        if (overlap) overlap->begin(static_cast<uint64_t>(pos.global_step));
-        ScopedPhase sp(step, Phase::Backward);
-        loss.backward(dlogits, 1.0f / static_cast<float>(lr.count));
-        model.backward(batch.x, dlogits);
-      }
-      if (sync) {
-        CommStats cs;
-        if (overlap)  // compress/communicate/decompress ran beside backward; only the wait is on the step's path
-          step.add(Phase::Wait, overlap->finish(cs));
-        else
-          sync->sync(static_cast<uint64_t>(pos.global_step), cs);
-        step.add(Phase::Compress, cs.compress_s);
-        step.add(Phase::Communicate, cs.communicate_s);
-        step.add(Phase::Decompress, cs.decompress_s);
-        win.comm += cs;
-        comm_total += cs;
-      }
       const double rate = lr_at(cfg.optimizer, cfg.schedule, pos.global_step, steps_per_epoch, cfg.run.epochs);
-      {
-        ScopedPhase sp(step, Phase::Update);
-        opt.step(static_cast<float>(rate));
+      LossResult lr;
+      // NaN or infinity anywhere (the loss, a codec's input, an updated weight) stops the run at this step, before a
+      // checkpoint could keep it; the checks ride on work the step does anyway, the search for the layer runs only then.
+      try {
+        if (mp) {  // conv part forward, FC part (forward and backward, all ranks together), conv part backward
+          const Tensor* a = &batch.x;
+          if (fc_start > 0) {
+            ScopedPhase sp(step, Phase::Forward);
+            a = &model.forward_to(batch.x, fc_start, ctx);
+          }
+          CommStats cs;
+          lr = mp->step(*a, batch.labels.data(), ctx, 1.0f / static_cast<float>(batch.labels.size()), dact, step, cs);
+          win.comm += cs;
+          comm_total += cs;
+          if (!std::isfinite(lr.loss_sum)) OCTET_THROW_NONFINITE("the loss is non-finite (" << lr.loss_sum << ")");
+          if (fc_start > 0) {
+            ScopedPhase sp(step, Phase::Backward);
+            model.backward_from(batch.x, fc_start, dact);
+          }
+        } else {
+          {
+            ScopedPhase sp(step, Phase::Forward);
+            const Tensor& logits = model.forward(batch.x, ctx);
+            lr = loss.forward(logits, batch.labels.data());
+            dlogits.resize(logits.shape());
+          }
+          if (!std::isfinite(lr.loss_sum)) OCTET_THROW_NONFINITE("the loss is non-finite (" << lr.loss_sum << ")");
+          if (overlap) overlap->begin(static_cast<uint64_t>(pos.global_step));
+          ScopedPhase sp(step, Phase::Backward);
+          loss.backward(dlogits, 1.0f / static_cast<float>(lr.count));
+          model.backward(batch.x, dlogits);
+        }
+        if (sync) {
+          CommStats cs;
+          if (overlap)  // compress/communicate/decompress ran beside backward; only the wait is on the step's path
+            step.add(Phase::Wait, overlap->finish(cs));
+          else
+            sync->sync(static_cast<uint64_t>(pos.global_step), cs);
+          step.add(Phase::Compress, cs.compress_s);
+          step.add(Phase::Communicate, cs.communicate_s);
+          step.add(Phase::Decompress, cs.decompress_s);
+          win.comm += cs;
+          comm_total += cs;
+        }
+        {
+          ScopedPhase sp(step, Phase::Update);
+          opt.step(static_cast<float>(rate));
+        }
+      } catch (const NonFiniteError& e) {
+        const std::string first = model.first_nonfinite(&batch.x);
+        OCTET_THROW("step " << pos.global_step << (size > 1 ? " (rank " + std::to_string(rank) + ")" : "") << ": " << e.message()
+                            << (first.empty() ? "" : "; first non-finite value: " + first) << " (learning rate " << rate
+                            << ": too high? lower optimizer.lr)");
       }
       pos.global_step++;
       const double step_s = now_seconds() - t0;
@@ -253,14 +349,13 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
       win.correct += static_cast<double>(lr.correct);
       win.count += static_cast<double>(lr.count);
       win.steps++;
-      if (!std::isfinite(lr.loss_sum)) OCTET_THROW("loss became " << lr.loss_sum << " at step " << pos.global_step << " (lr too high?)");
       pos.epoch = epoch;
       pos.batch = batch.index + 1;
       if (sync && cfg.parallel.checksum_every > 0 && pos.global_step % cfg.parallel.checksum_every == 0)
         sync->verify_identical(pos.global_step);
       if (pos.global_step % cfg.run.log_every == 0 || pos.batch == steps_per_epoch) {
         double sums[3] = {win.loss, win.correct, win.count};
-        if (world && size > 1) CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, world->comm));
+        if (world) allreduce_bounded(*world, sums, 3, MPI_DOUBLE, MPI_SUM, {"MPI_Iallreduce (progress line)", pos.global_step});
         const double steps = static_cast<double>(win.steps);
         const double ips = sums[2] / (now_seconds() - win.start);
         char buf[256];

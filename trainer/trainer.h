@@ -11,7 +11,8 @@
 namespace octet {
 
 struct TrainOptions {
-  std::string resume;  // checkpoint file or run directory ("" = fresh run)
+  std::string resume;      // checkpoint file or run directory ("" = fresh run)
+  bool overwrite = false;  // a fresh run may replace an earlier run's outputs in its run directory
 };
 
 struct EvalResult {
@@ -33,6 +34,7 @@ struct TrainResult {
   uint64_t bytes_sent = 0;      // gradient payload bytes this rank sent (this invocation)
   uint64_t fp32_bytes = 0;      // the same exchanges uncompressed
   std::string run_dir;
+  bool already_finished = false;  // --resume of a run that had reached its end: nothing was trained or written
 };
 
 // Loads the train and test splits named by the data config (limits applied).
@@ -43,6 +45,9 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
 
 // Trains per the config. world == nullptr: one process without MPI. Otherwise data-parallel over the world's ranks
 // (gradients averaged through the compression config); rank 0 writes the run directory.
+// Everything that can be checked (config, both data splits, the model on them, the run directory, a resume
+// checkpoint and its position) is checked before the run directory is touched. A fresh run refuses a directory
+// holding an earlier run's outputs unless opts.overwrite; a resume of a finished run returns already_finished.
 TrainResult train(const Config& cfg, const TrainOptions& opts, const World* world = nullptr);
 
 }  // namespace octet
