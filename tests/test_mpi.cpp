@@ -2,6 +2,8 @@
 // the exact mean is known), bit-identical results across ranks, checksum divergence detection, and N-rank fp32
 // data-parallel training equal to 1-rank training on the same global batch.
 #define CATCH_CONFIG_RUNNER
+#include <dnnl.hpp>
+
 #include <fstream>
 
 #include "comm/grad_sync.h"
@@ -18,9 +20,11 @@
 using namespace octet;
 using namespace octet::test;
 
-static World g_world;
+World g_world;  // shared with the other MPI test files
 
 int main(int argc, char** argv) {
+  // oneDNN at the AVX2 level on every machine with it, so that recorded results (test_mpi_reference.cpp) hold on each.
+  dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
   MpiSession mpi(&argc, &argv);
   g_world = mpi.world();
   g_world.timeout_s = 120;  // a test whose ranks part ways fails in minutes, not after the default 10
