@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/timer.h"
@@ -56,13 +57,13 @@ void OverlapSync::begin(uint64_t step) {
   stats_ = CommStats{};
 }
 
-void OverlapSync::layer_done(size_t layer) {
+void OverlapSync::layer_done(size_t layer, const Event& ready) {
   bool any = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
     for (size_t b = 0; b < buckets_.size(); ++b)
       if (buckets_[b].lowest_layer == layer) {
-        queue_.push_back(b);
+        queue_.push_back({b, ready});
         ++queued_;
         any = true;
       }
@@ -86,17 +87,19 @@ void OverlapSync::run() {
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), -10);
   for (;;) {
     size_t b;
+    Event ready;
     uint64_t step;
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return quit_ || !queue_.empty(); });
       if (quit_) return;
-      b = queue_.front();
+      std::tie(b, ready) = queue_.front();
       queue_.pop_front();
       step = step_;
     }
     CommStats s;
     try {
+      Exec::host().sync(ready);  // the bucket's gradients are final (on the CPU: they already are)
       for (size_t i : buckets_[b].entries) sync_.sync_one(i, step, s, &cancel_);
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu_);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/grad_sync.h"
+#include "core/exec.h"
 
 namespace octet {
 
@@ -26,7 +27,9 @@ class OverlapSync {
   OverlapSync& operator=(const OverlapSync&) = delete;
 
   void begin(uint64_t step);          // before backward
-  void layer_done(size_t layer);      // from the model's grad-ready hook: queues the buckets this layer completes
+  // From the model's grad-ready hook: queues the buckets this layer completes; the communication thread waits for
+  // `ready` (the layer's gradients are final) before it reads them.
+  void layer_done(size_t layer, const Event& ready);
   double finish(CommStats& stats);    // waits for every bucket; returns the seconds waited; rethrows thread errors
   std::string plan() const;           // one line per bucket
   size_t buckets() const { return buckets_.size(); }
@@ -43,7 +46,7 @@ class OverlapSync {
   std::vector<Bucket> buckets_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<size_t> queue_;
+  std::deque<std::pair<size_t, Event>> queue_;  // bucket, the event its gradients are final after
   size_t queued_ = 0, done_ = 0;
   bool quit_ = false;
   uint64_t step_ = 0;

@@ -1,27 +1,25 @@
-// Device memory primitives and the CUDA device context (streams, cuDNN/cuBLAS handles); CPU-only builds report their absence.
+// Device memory primitives behind Tensor and Buffer: allocation, stream-ordered copies and zeroing. A CPU-only build
+// reports that no CUDA backend exists (every call then throws, naming what is missing).
 #pragma once
 #include <cstddef>
 
 namespace octet {
 
-bool cuda_built();          // compiled with the CUDA backend
-int cuda_device_count();    // 0 when not built or no device/driver
-float* cuda_alloc_floats(size_t n);
-void cuda_free(float* p);
+bool cuda_built();        // compiled with the CUDA backend
+int cuda_device_count();  // 0 when not built or no device/driver
+// Why no GPU can be used here, for errors ("this octet was built without CUDA", "no CUDA device is visible", ...);
+// "" when device 0 is usable.
+const char* cuda_unavailable_reason();
+void* cuda_alloc(size_t bytes);        // device memory
+void cuda_free(void* p);               // never throws
+void* cuda_alloc_pinned(size_t bytes);  // page-locked host memory (fast, asynchronous copies)
+void cuda_free_pinned(void* p);
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
-void cuda_copy(void* dst, const void* src, size_t bytes, CopyKind kind);
-void cuda_memset_zero(void* dst, size_t bytes);
-void cuda_synchronize();
-
-// Per-process GPU context: the compute and copy streams and the library handles (created on first use).
-struct CudaContext {
-  int device = -1;
-  void* compute_stream = nullptr;  // cudaStream_t
-  void* copy_stream = nullptr;     // cudaStream_t
-  void* cudnn = nullptr;           // cudnnHandle_t
-  void* cublas = nullptr;          // cublasHandle_t
-};
-CudaContext& cuda_context(int device);  // binds the device and lazily creates streams and handles
-CudaContext& cuda_current_context();    // the context of the device this thread has bound
+// Queued on stream (a cudaStream_t); the caller orders what reads the result after it.
+void cuda_copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream);
+void cuda_memset_async(void* dst, size_t bytes, void* stream);
+// Complete when they return, after everything queued on the device (any stream): for set-up and tests, not hot paths.
+void cuda_copy_sync(void* dst, const void* src, size_t bytes, CopyKind kind);
+void cuda_memset_sync(void* dst, size_t bytes);
 
 }  // namespace octet

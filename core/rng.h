@@ -4,21 +4,23 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/hd.h"
+
 namespace octet {
 
 // Bijective 64-bit mixer (splitmix64 finalizer); the building block of every stateless draw.
-inline uint64_t mix64(uint64_t x) {
+OCTET_HD uint64_t mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
 // Derives an independent seed from a seed and a few counters (step, layer, epoch...).
-inline uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c = 0) {
+OCTET_HD uint64_t derive_seed(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c = 0) {
   return mix64(mix64(mix64(seed ^ mix64(a)) ^ b) ^ (c * 0xd1b54a32d192ed03ULL));
 }
 // Uniform float in [0,1) from 64 random bits (24-bit mantissa, identical on every platform).
-inline float bits_to_unit(uint64_t r) { return static_cast<float>(r >> 40) * (1.0f / 16777216.0f); }
+OCTET_HD float bits_to_unit(uint64_t r) { return static_cast<float>(r >> 40) * (1.0f / 16777216.0f); }
 
 class Rng {
  public:

@@ -1,4 +1,4 @@
-// Tensor storage management: aligned host allocation, device allocation through core/device.h, copies.
+// Tensor storage management: aligned host allocation, device allocation through core/device.h, views, copies.
 #include "core/tensor.h"
 
 #include <cstdlib>
@@ -6,6 +6,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/exec.h"
 
 namespace octet {
 
@@ -30,25 +31,47 @@ std::string shape_str(const Shape& s) {
   return out;
 }
 
-static void host_free(float* p) { std::free(p); }
-static void device_free(float* p) { cuda_free(p); }
+void* device_alloc(Device d, size_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (d == Device::CUDA) return cuda_alloc(bytes);
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  OCTET_CHECK(p, "out of host memory allocating " << bytes << " bytes");
+  return p;
+}
+
+void device_free(Device d, void* p) {
+  if (!p) return;
+  if (d == Device::CUDA) cuda_free(p);
+  else std::free(p);
+}
+
+namespace {
+
+void host_free(float* p) { std::free(p); }
+void cuda_free_floats(float* p) { cuda_free(p); }
+
+CopyKind kind_of(Device dst, Device src) {
+  return dst == Device::CPU ? CopyKind::DeviceToHost : src == Device::CPU ? CopyKind::HostToDevice : CopyKind::DeviceToDevice;
+}
+
+}  // namespace
 
 void Tensor::allocate(int64_t n) {
+  view_ = false;
   if (n == 0) {
     data_ = {nullptr, [](float*) {}};
     capacity_ = 0;
     return;
   }
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   if (device_ == Device::CPU) {
-    size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
-    float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
-    OCTET_CHECK(p, "out of host memory allocating " << bytes << " bytes");
-    std::memset(p, 0, bytes);
+    float* p = static_cast<float*>(device_alloc(Device::CPU, bytes));
+    std::memset(p, 0, (bytes + 63) / 64 * 64);
     data_ = {p, host_free};
   } else {
-    float* p = cuda_alloc_floats(static_cast<size_t>(n));
-    cuda_memset_zero(p, static_cast<size_t>(n) * sizeof(float));
-    data_ = {p, device_free};
+    float* p = static_cast<float*>(cuda_alloc(bytes));
+    cuda_memset_sync(p, bytes);
+    data_ = {p, cuda_free_floats};
   }
   capacity_ = n;
 }
@@ -65,7 +88,10 @@ Tensor::Tensor(const Tensor& other) : shape_(other.shape_), numel_(other.numel_)
 
 Tensor& Tensor::operator=(const Tensor& other) {
   if (this == &other) return *this;
-  if (device_ != other.device_ || capacity_ < other.numel_) {
+  if (view_) {
+    OCTET_CHECK(other.numel_ == numel_ && other.device_ == device_, "assignment of " << shape_str(other.shape_) << " into a view of "
+                                                                                      << shape_str(shape_));
+  } else if (device_ != other.device_ || capacity_ < other.numel_) {
     device_ = other.device_;
     allocate(other.numel_);
   }
@@ -75,9 +101,39 @@ Tensor& Tensor::operator=(const Tensor& other) {
   return *this;
 }
 
+Tensor& Tensor::operator=(Tensor&& other) {
+  if (this == &other) return *this;
+  if (view_) return *this = static_cast<const Tensor&>(other);
+  shape_ = std::move(other.shape_);
+  numel_ = other.numel_, capacity_ = other.capacity_, device_ = other.device_, view_ = other.view_;
+  data_ = std::move(other.data_);
+  other.numel_ = other.capacity_ = 0;
+  other.shape_.clear();
+  return *this;
+}
+
+Tensor Tensor::wrap(float* data, Shape shape, Device device) {
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.numel_ = t.capacity_ = shape_numel(t.shape_);
+  t.device_ = device;
+  t.view_ = true;
+  t.data_ = {data, [](float*) {}};
+  return t;
+}
+
+Tensor Tensor::view(int64_t offset, Shape shape) const {
+  const int64_t n = shape_numel(shape);
+  OCTET_CHECK(offset >= 0 && offset + n <= numel_, "view of " << shape_str(shape) << " at " << offset << " outside " << shape_str(shape_));
+  return wrap(const_cast<float*>(data()) + offset, std::move(shape), device_);
+}
+
 void Tensor::resize(const Shape& shape) {
-  int64_t n = shape_numel(shape);
-  if (n > capacity_) allocate(n);
+  const int64_t n = shape_numel(shape);
+  if (n > capacity_) {
+    OCTET_CHECK(!view_, "a view of " << shape_str(shape_) << " cannot grow to " << shape_str(shape));
+    allocate(n);
+  }
   shape_ = shape;
   numel_ = n;
 }
@@ -90,7 +146,17 @@ void Tensor::reshape(const Shape& shape) {
 void Tensor::zero() {
   if (numel_ == 0) return;
   if (device_ == Device::CPU) std::memset(data(), 0, bytes());
-  else cuda_memset_zero(data(), bytes());
+  else cuda_memset_sync(data(), bytes());
+}
+
+void Tensor::zero(const Stream& s) {
+  if (numel_ == 0) return;
+  if (device_ == Device::CPU) {
+    std::memset(data(), 0, bytes());
+    return;
+  }
+  OCTET_CHECK(s.device == Device::CUDA, "zeroing a device tensor needs a device stream");
+  cuda_memset_async(data(), bytes(), s.handle);
 }
 
 void Tensor::fill(float v) {
@@ -112,9 +178,18 @@ void Tensor::copy_from(const Tensor& src) {
     std::memcpy(data(), src.data(), bytes());
     return;
   }
-  CopyKind kind = device_ == Device::CPU ? CopyKind::DeviceToHost
-                  : src.device_ == Device::CPU ? CopyKind::HostToDevice : CopyKind::DeviceToDevice;
-  cuda_copy(data(), src.data(), bytes(), kind);
+  cuda_copy_sync(data(), src.data(), bytes(), kind_of(device_, src.device_));
+}
+
+void Tensor::copy_from(const Tensor& src, const Stream& s) {
+  OCTET_CHECK(src.numel_ == numel_, "copy of " << shape_str(src.shape_) << " into " << shape_str(shape_));
+  if (numel_ == 0) return;
+  if (device_ == Device::CPU && src.device_ == Device::CPU) {
+    std::memcpy(data(), src.data(), bytes());
+    return;
+  }
+  OCTET_CHECK(s.device == Device::CUDA, "a copy to or from a device tensor needs a device stream");
+  cuda_copy_async(data(), src.data(), bytes(), kind_of(device_, src.device_), s.handle);
 }
 
 }  // namespace octet

@@ -1,6 +1,9 @@
-// Tensor: a dense fp32 array in NCHW order with owning, 64-byte aligned storage on an explicit device.
+// Tensor: a dense fp32 array in NCHW order on an explicit device, owning (64-byte aligned, zero-filled) storage or
+// viewing another's; Buffer<T>: a device-tagged array of bytes or integers (payloads, labels). Copies and zeroing are
+// ordered on a stream (core/exec.h); on the CPU they are done when they return.
 #pragma once
 #include <cstdint>
+#include <algorithm>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -11,6 +14,8 @@ namespace octet {
 enum class Device { CPU, CUDA };
 const char* device_name(Device d);
 
+struct Stream;
+
 using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& s);
 std::string shape_str(const Shape& s);  // "[64,1,28,28]"
@@ -19,10 +24,15 @@ class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(Shape shape, Device device = Device::CPU);  // zero-filled
-  Tensor(const Tensor& other);                                // deep copy, same device
-  Tensor& operator=(const Tensor& other);
+  Tensor(const Tensor& other);                                // deep copy, same device (a view's copy owns its data)
+  Tensor& operator=(const Tensor& other);                     // deep copy into this storage (a view writes through)
   Tensor(Tensor&&) noexcept = default;
-  Tensor& operator=(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&& other);  // takes the storage over; into a view: copies (writes through), like the above
+
+  // A non-owning tensor over n = shape_numel(shape) floats at data (the owner must outlive it).
+  static Tensor wrap(float* data, Shape shape, Device device = Device::CPU);
+  // Elements [offset, offset + numel(shape)) of this tensor as a view of that shape.
+  Tensor view(int64_t offset, Shape shape) const;
 
   const Shape& shape() const { return shape_; }
   int64_t dim(size_t i) const { return shape_.at(i); }
@@ -31,18 +41,21 @@ class Tensor {
   size_t bytes() const { return static_cast<size_t>(numel_) * sizeof(float); }
   Device device() const { return device_; }
   bool empty() const { return numel_ == 0; }
+  bool is_view() const { return view_; }
 
   float* data() { return data_.get(); }
   const float* data() const { return data_.get(); }
 
-  // Changes the shape; reallocates (zero-filled) only when the capacity is too small.
+  // Changes the shape; reallocates (zero-filled) only when the capacity is too small (a view cannot grow).
   void resize(const Shape& shape);
   // Reinterprets the same elements under another shape with the same numel.
   void reshape(const Shape& shape);
-  void zero();
-  void fill(float v);  // CPU only
-  Tensor to(Device device) const;
-  void copy_from(const Tensor& src);  // same numel; any devices
+  void zero();                                    // host tensors; a device tensor on its device's default order
+  void zero(const Stream& s);                     // queued on s (a device tensor) or done now (host)
+  void fill(float v);                             // CPU only
+  Tensor to(Device device) const;                 // a copy on device, complete when it returns
+  void copy_from(const Tensor& src);              // same numel; any devices; complete when it returns
+  void copy_from(const Tensor& src, const Stream& s);  // queued on s when a device is involved
 
  private:
   void allocate(int64_t n);
@@ -50,7 +63,51 @@ class Tensor {
   int64_t numel_ = 0;
   int64_t capacity_ = 0;
   Device device_ = Device::CPU;
+  bool view_ = false;
   std::unique_ptr<float, void (*)(float*)> data_{nullptr, [](float*) {}};
+};
+
+// Raw storage of a device, for what is not fp32 values: payload bytes, labels.
+void* device_alloc(Device d, size_t bytes);
+void device_free(Device d, void* p);
+
+template <typename T>
+class Buffer {
+ public:
+  explicit Buffer(size_t n = 0, Device device = Device::CPU) : device_(device) { resize(n); }
+  ~Buffer() { device_free(device_, data_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& o) noexcept : device_(o.device_), size_(o.size_), capacity_(o.capacity_), data_(o.data_) { o.data_ = nullptr, o.size_ = o.capacity_ = 0; }
+  Buffer& operator=(Buffer&& o) noexcept {
+    std::swap(device_, o.device_), std::swap(size_, o.size_), std::swap(capacity_, o.capacity_), std::swap(data_, o.data_);
+    return *this;
+  }
+  // Grows the storage when needed (keeping the first size() elements on the CPU; new ones are not initialized).
+  void resize(size_t n) {
+    if (n > capacity_) {
+      T* p = static_cast<T*>(device_alloc(device_, n * sizeof(T)));
+      if (device_ == Device::CPU && size_) std::copy(data_, data_ + size_, p);
+      device_free(device_, data_);
+      data_ = p, capacity_ = n;
+    }
+    size_ = n;
+  }
+  void assign(size_t n, T v) {  // CPU only
+    resize(n);
+    std::fill(data_, data_ + n, v);
+  }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  size_t size() const { return size_; }
+  Device device() const { return device_; }
+
+ private:
+  Device device_;
+  size_t size_ = 0, capacity_ = 0;
+  T* data_ = nullptr;
 };
 
 }  // namespace octet

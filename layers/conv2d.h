@@ -1,7 +1,6 @@
-// 2-D convolution (cross-correlation, stride, zero padding, optional bias) on oneDNN.
+// 2-D convolution (cross-correlation, stride, zero padding, optional bias): shapes, parameters and initialization
+// here and in conv2d.cpp; the CPU implementation (oneDNN) in conv2d_cpu.cpp.
 #pragma once
-#include <map>
-
 #include "layers/layer.h"
 
 namespace octet {
@@ -19,21 +18,21 @@ struct Conv2dParams {
 class Conv2d : public Layer {
  public:
   Conv2d(std::string name, const Conv2dParams& p);
-  ~Conv2d() override;
   const char* kind() const override { return "conv"; }
   Shape output_shape(const Shape& in) const override;  // [N,C,H,W] -> [N,OC,OH,OW]
-  void forward(const Tensor& x, Tensor& y, const StepContext& ctx) override;
-  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   std::vector<Param> params() override;
   void init_params(Rng& rng) override;
   const Conv2dParams& config() const { return p_; }
 
+ protected:
+  void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
+  void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
  private:
-  struct Prims;
-  Prims& prims(const Shape& in);
+  struct CpuState;  // oneDNN primitives per input shape (conv2d_cpu.cpp)
   Conv2dParams p_;
   Tensor w_, b_, dw_, db_;  // w: [OC,IC,K,K], b: [OC]
-  std::map<Shape, std::unique_ptr<Prims>> cache_;
+  std::shared_ptr<CpuState> cpu_;
 };
 
 }  // namespace octet

@@ -1,7 +1,6 @@
-// Fully connected layer y = x W^T + b on oneDNN's inner product; any input shape is read as [N, features].
+// Fully connected layer y = x W^T + b; any input shape is read as [N, features]. Shapes and parameters here and in
+// fc.cpp; the CPU implementation (oneDNN inner product) in fc_cpu.cpp.
 #pragma once
-#include <map>
-
 #include "layers/layer.h"
 
 namespace octet {
@@ -16,20 +15,20 @@ struct FcParams {
 class FullyConnected : public Layer {
  public:
   FullyConnected(std::string name, const FcParams& p);
-  ~FullyConnected() override;
   const char* kind() const override { return "fc"; }
   Shape output_shape(const Shape& in) const override;  // [N,...] -> [N,OUT]
-  void forward(const Tensor& x, Tensor& y, const StepContext& ctx) override;
-  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   std::vector<Param> params() override;
   void init_params(Rng& rng) override;
 
+ protected:
+  void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
+  void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
  private:
-  struct Prims;
-  Prims& prims(int64_t n);
+  struct CpuState;  // oneDNN primitives per batch size (fc_cpu.cpp)
   FcParams p_;
   Tensor w_, b_, dw_, db_;  // w: [OUT,IN], b: [OUT]
-  std::map<int64_t, std::unique_ptr<Prims>> cache_;
+  std::shared_ptr<CpuState> cpu_;
 };
 
 }  // namespace octet

@@ -1,10 +1,12 @@
-// The layer contract: forward/backward on NCHW tensors and params() as {name, value, grad}, all comm/ and compress/ ever see.
+// The layer contract: forward/backward on NCHW tensors (non-virtual, dispatching to the device's implementation, as
+// Caffe does), params() as {name, value, grad} (all comm/ and compress/ ever see), and the context a layer runs in.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/exec.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -26,7 +28,7 @@ struct StepContext {
 
 enum class Init { He, Xavier };
 const char* init_name(Init i);
-// He: N(0, 2/fan_in). Xavier (Glorot uniform): U(±sqrt(6/(fan_in+fan_out))).
+// He: N(0, 2/fan_in). Xavier (Glorot uniform): U(±sqrt(6/(fan_in+fan_out))). w on the host.
 void init_weights(Tensor& w, Init kind, int64_t fan_in, int64_t fan_out, Rng& rng);
 
 class Layer {
@@ -40,15 +42,31 @@ class Layer {
   virtual const char* kind() const = 0;
   // Full shapes including the batch dimension N.
   virtual Shape output_shape(const Shape& in) const = 0;
-  // x: input, y: output already sized to output_shape(x.shape()).
-  virtual void forward(const Tensor& x, Tensor& y, const StepContext& ctx) = 0;
+  // x: input, y: output already sized to output_shape(x.shape()), both on the layer's device; queued on its compute
+  // stream (on the CPU: done when it returns).
+  void forward(const Tensor& x, Tensor& y, const StepContext& ctx);
   // dy: gradient of the loss w.r.t. y; writes parameter grads, and dx when dx != nullptr.
-  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
   virtual std::vector<Param> params() { return {}; }
-  virtual void init_params(Rng&) {}
+  virtual void init_params(Rng&) {}  // parameters on the host (Model::init_params moves them where the layer runs)
+  // Whether this build has the layer's CUDA kernels.
+  virtual bool has_cuda() const { return false; }
+  // Runs on exec's device from now on, its parameters moved there; a CUDA context for a layer without CUDA kernels is
+  // refused: "<kind> has no CUDA kernel".
+  void bind(Exec& exec);
+  Exec& exec() const { return *exec_; }
+  Device device() const { return exec_->device(); }
+
+ protected:
+  virtual void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) = 0;
+  virtual void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;
+  virtual void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx);
+  virtual void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
 
  private:
+  [[noreturn]] void no_cuda() const;
   std::string name_;
+  Exec* exec_ = &Exec::host();
 };
 
 using LayerPtr = std::unique_ptr<Layer>;

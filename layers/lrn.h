@@ -1,7 +1,6 @@
-// Local response normalization across channels (AlexNet): y = x / (k + alpha/size * sum_{window} x^2)^beta, on oneDNN.
+// Local response normalization across channels (AlexNet): y = x / (k + alpha/size * sum_{window} x^2)^beta; shapes in
+// lrn.cpp, the CPU implementation (oneDNN) in lrn_cpu.cpp.
 #pragma once
-#include <map>
-
 #include "layers/layer.h"
 
 namespace octet {
@@ -16,17 +15,17 @@ struct LrnParams {
 class Lrn : public Layer {
  public:
   Lrn(std::string name, const LrnParams& p);
-  ~Lrn() override;
   const char* kind() const override { return "lrn"; }
   Shape output_shape(const Shape& in) const override;
-  void forward(const Tensor& x, Tensor& y, const StepContext& ctx) override;
-  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ protected:
+  void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
+  void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
  private:
-  struct Prims;
-  Prims& prims(const Shape& in);
+  struct CpuState;  // oneDNN primitives per input shape (lrn_cpu.cpp)
   LrnParams p_;
-  std::map<Shape, std::unique_ptr<Prims>> cache_;
+  std::shared_ptr<CpuState> cpu_;
 };
 
 }  // namespace octet

@@ -1,7 +1,9 @@
-// Lrn on oneDNN's across-channel LRN primitives (forward-training with workspace, backward) cached per input shape.
-// oneDNN 2.6 has no JIT backward for plain NCHW (its reference kernel is ~100x slower than the forward), so where
-// the JIT kernels exist for the channel-blocked nChw8c layout, both passes run there behind reorders.
+// Lrn on oneDNN's across-channel LRN primitives (forward-training with workspace, backward) cached per input shape;
+// where oneDNN has only a reference kernel for plain NCHW and JIT kernels for the channel-blocked nChw8c layout, both
+// passes run blocked behind reorders (docs/design_notes.md).
 #include "layers/lrn.h"
+
+#include <map>
 
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
@@ -10,7 +12,9 @@ namespace octet {
 
 using dims = dnnl::memory::dims;
 
-struct Lrn::Prims {
+namespace {
+
+struct Prims {
   dnnl::memory::desc md;      // plain NCHW (the tensors)
   dnnl::lrn_forward fwd;
   dnnl::lrn_backward bwd;
@@ -19,25 +23,18 @@ struct Lrn::Prims {
   dnnl::memory xb, yb, dyb, dxb;  // blocked copies (blocked only)
 };
 
-namespace {
 bool is_ref(const std::string& impl) { return impl.find("ref") != std::string::npos; }
 void reorder(dnnl::memory from, dnnl::memory to) { dnnl::reorder(from, to).execute(dnnl_stream(), from, to); }
+
 }  // namespace
 
-Lrn::Lrn(std::string name, const LrnParams& p) : Layer(std::move(name)), p_(p) {
-  OCTET_CHECK(p.size > 0 && p.size % 2 == 1 && p.k > 0.f && p.alpha >= 0.f && p.beta >= 0.f,
-              "lrn " << this->name() << ": size must be odd and positive, k > 0, alpha and beta >= 0");
-}
+struct Lrn::CpuState {
+  std::map<Shape, std::unique_ptr<Prims>> prims;
+  Prims& get(const Shape& in, const LrnParams& p);
+};
 
-Lrn::~Lrn() = default;
-
-Shape Lrn::output_shape(const Shape& in) const {
-  OCTET_CHECK(in.size() == 4, "lrn " << name() << " expects [N,C,H,W], got " << shape_str(in));
-  return in;
-}
-
-Lrn::Prims& Lrn::prims(const Shape& in) {
-  auto& slot = cache_[in];
+Prims& Lrn::CpuState::get(const Shape& in, const LrnParams& p_) {
+  auto& slot = prims[in];
   if (slot) return *slot;
   auto P = std::make_unique<Prims>();
   P->md = plain_md(dims(in.begin(), in.end()));
@@ -65,33 +62,39 @@ Lrn::Prims& Lrn::prims(const Shape& in) {
   return *slot;
 }
 
-void Lrn::forward(const Tensor& x, Tensor& y, const StepContext&) {
-  Prims& P = prims(x.shape());
+void Lrn::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
+  if (!cpu_) cpu_ = std::make_shared<CpuState>();
+  Prims& P = cpu_->get(x.shape(), p_);
   if (P.blocked) {
     reorder(wrap(P.md, x.data()), P.xb);
     P.fwd.execute(dnnl_stream(), {{DNNL_ARG_SRC, P.xb}, {DNNL_ARG_DST, P.yb}, {DNNL_ARG_WORKSPACE, P.workspace}});
     reorder(P.yb, wrap(P.md, y.data()));
+    dnnl_stream().wait();
     return;
   }
   P.fwd.execute(dnnl_stream(),
                 {{DNNL_ARG_SRC, wrap(P.md, x.data())}, {DNNL_ARG_DST, wrap(P.md, y.data())}, {DNNL_ARG_WORKSPACE, P.workspace}});
+  dnnl_stream().wait();
 }
 
-void Lrn::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
+void Lrn::backward_cpu(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
   if (!dx) return;
-  Prims& P = prims(x.shape());
+  if (!cpu_) cpu_ = std::make_shared<CpuState>();
+  Prims& P = cpu_->get(x.shape(), p_);
   if (P.blocked) {
     reorder(wrap(P.md, x.data()), P.xb);
     reorder(wrap(P.md, dy.data()), P.dyb);
     P.bwd.execute(dnnl_stream(), {{DNNL_ARG_SRC, P.xb}, {DNNL_ARG_DIFF_DST, P.dyb}, {DNNL_ARG_WORKSPACE, P.workspace},
                                   {DNNL_ARG_DIFF_SRC, P.dxb}});
     reorder(P.dxb, wrap(P.md, dx->data()));
+    dnnl_stream().wait();
     return;
   }
   P.bwd.execute(dnnl_stream(), {{DNNL_ARG_SRC, wrap(P.md, x.data())},
                                 {DNNL_ARG_DIFF_DST, wrap(P.md, dy.data())},
                                 {DNNL_ARG_WORKSPACE, P.workspace},
                                 {DNNL_ARG_DIFF_SRC, wrap(P.md, dx->data())}});
+  dnnl_stream().wait();
 }
 
 }  // namespace octet

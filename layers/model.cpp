@@ -5,15 +5,17 @@
 #include <cstdio>
 #include <sstream>
 
-#include "core/dnnl_ctx.h"
 #include "core/error.h"
 #include "core/timer.h"
 
 namespace octet {
 
-Model::Model(Shape input, std::vector<LayerPtr> layers)
-    : input_(std::move(input)), layers_(std::move(layers)), acts_(layers_.size()), grads_(layers_.size()) {
+Model::Model(Shape input, std::vector<LayerPtr> layers, Exec& exec)
+    : input_(std::move(input)), layers_(std::move(layers)), exec_(&exec) {
   OCTET_CHECK(!layers_.empty(), "a model needs at least one layer");
+  for (auto& l : layers_) l->bind(exec);
+  acts_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));  // sized per batch, on the model's device
+  grads_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));
   Shape s = {1};
   s.insert(s.end(), input_.begin(), input_.end());
   for (auto& l : layers_) s = l->output_shape(s);  // validates the chain once
@@ -31,11 +33,10 @@ const Tensor& Model::forward_to(const Tensor& x, size_t end, const StepContext& 
     layers_[i]->forward(*in, acts_[i], ctx);
     in = &acts_[i];
     if (times_) {
-      dnnl_stream().wait();
+      exec_->sync(exec_->compute());
       times_->forward_s[i] += now_seconds() - t0;
     }
   }
-  dnnl_stream().wait();
   return acts_[end - 1];
 }
 
@@ -54,15 +55,11 @@ void Model::backward_from(const Tensor& x, size_t end, const Tensor& dout) {
     }
     layers_[i]->backward(in, acts_[i], dy, dx);
     if (times_) {
-      dnnl_stream().wait();
+      exec_->sync(exec_->compute());
       times_->backward_s[i] += now_seconds() - t0;
     }
-    if (hook_) {
-      dnnl_stream().wait();
-      hook_(i);
-    }
+    if (hook_) hook_(i, exec_->record(exec_->compute()));
   }
-  dnnl_stream().wait();
 }
 
 void Model::set_layer_times(LayerTimes* t) {
@@ -86,7 +83,13 @@ int64_t Model::num_params() {
 void Model::init_params(uint64_t seed) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     Rng rng(derive_seed(seed, 0x1417, i));
+    if (exec_->device() == Device::CPU) {
+      layers_[i]->init_params(rng);
+      continue;
+    }
+    layers_[i]->bind(Exec::host());  // the same draws on every device: initialize on the host, then move
     layers_[i]->init_params(rng);
+    layers_[i]->bind(*exec_);
   }
 }
 

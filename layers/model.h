@@ -1,4 +1,5 @@
-// A model: a sequence of layers with their activation and gradient buffers, and a per-layer gradient-ready hook.
+// A model: a sequence of layers on one device with their activation and gradient buffers, and a per-layer
+// gradient-ready hook that hands over an event (the gradients are final once it is reached; no host wait).
 #pragma once
 #include <functional>
 #include <string>
@@ -10,8 +11,10 @@ namespace octet {
 
 class Model {
  public:
-  // input: per-sample shape [C,H,W] (or [F]); layers in order.
-  Model(Shape input, std::vector<LayerPtr> layers);
+  // input: per-sample shape [C,H,W] (or [F]); layers in order, bound to exec (a layer without kernels for its device
+  // fails here: "<kind> has no CUDA kernel").
+  Model(Shape input, std::vector<LayerPtr> layers, Exec& exec = Exec::host());
+  Exec& exec() const { return *exec_; }
 
   const Shape& input_shape() const { return input_; }
   size_t size() const { return layers_.size(); }
@@ -26,10 +29,12 @@ class Model {
   // Backward of layers end-1 .. 0, given dout, the gradient w.r.t. layer end-1's output.
   void backward_from(const Tensor& x, size_t end, const Tensor& dout);
 
-  // Called with the layer index as soon as that layer's parameter gradients are final.
-  using GradReadyHook = std::function<void(size_t layer_index)>;
+  // Called with the layer index once backward has queued that layer's parameter gradients, and the event after which
+  // they are final (on the CPU: already).
+  using GradReadyHook = std::function<void(size_t layer_index, const Event& ready)>;
   void set_grad_ready_hook(GradReadyHook hook) { hook_ = std::move(hook); }
-  // Per-layer wall time, accumulated over forward/backward calls while set (profiling; nullptr turns it off).
+  // Per-layer wall time, accumulated over forward/backward calls while set (profiling: each layer's work is waited for;
+  // nullptr turns it off).
   struct LayerTimes {
     std::vector<double> forward_s, backward_s;  // [size()]
   };
@@ -38,7 +43,7 @@ class Model {
   const Tensor& activation(size_t i) const { return acts_.at(i); }  // layer i's output of the last forward
   std::vector<Param> params();  // in layer order
   int64_t num_params();
-  void init_params(uint64_t seed);  // seeded, layer by layer
+  void init_params(uint64_t seed);  // seeded, layer by layer, on the host (then moved to the model's device)
   std::string summary();            // one line per layer: name, kind, output shape, parameters
   // For an error message: the first place, layer by layer, holding a NaN or infinity — the input batch, then each
   // layer's weights, output and parameter gradients ("layer fc1 (fc): weights fc1.weight hold inf at 17"); "" if none.
@@ -52,6 +57,7 @@ class Model {
   std::vector<Tensor> grads_;  // grads_[i]: gradient w.r.t. the output of layer i
   GradReadyHook hook_;
   LayerTimes* times_ = nullptr;
+  Exec* exec_;
 };
 
 }  // namespace octet

@@ -1,4 +1,5 @@
-// Max and average 2-D pooling (square window, stride, zero padding) on NCHW tensors.
+// Max and average 2-D pooling (square window, stride, zero padding) on NCHW tensors: shapes in pool.cpp, the CPU
+// loops in pool_cpu.cpp.
 #pragma once
 #include <vector>
 
@@ -20,12 +21,14 @@ class Pool2d : public Layer {
   Pool2d(std::string name, const PoolParams& p);
   const char* kind() const override { return p_.kind == PoolKind::Max ? "maxpool" : "avgpool"; }
   Shape output_shape(const Shape& in) const override;  // [N,C,H,W] -> [N,C,OH,OW]
-  void forward(const Tensor& x, Tensor& y, const StepContext& ctx) override;
-  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ protected:
+  void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
+  void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
  private:
   PoolParams p_;
-  std::vector<int32_t> argmax_;  // max pooling: input offset (within the channel plane) of each output's maximum
+  std::vector<int32_t> argmax_;  // max pooling, CPU: input offset (within the channel plane) of each output's maximum
 };
 
 }  // namespace octet

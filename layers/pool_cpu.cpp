@@ -1,5 +1,5 @@
-// Pool2d on the CPU: direct loops over NCHW planes, parallel over (n, c). oneDNN 2.6 offers only its slow
-// reference kernel for plain NCHW pooling (9.5 ms vs 0.1 ms here for LeNet's pool1 at batch 64), so this is hand-written.
+// Pool2d on the CPU: direct loops over NCHW planes, parallel over (n, c) (oneDNN 2.6 has only a slow reference kernel
+// for plain NCHW pooling: docs/design_notes.md).
 #include "layers/pool.h"
 
 #include <omp.h>
@@ -12,22 +12,7 @@
 
 namespace octet {
 
-Pool2d::Pool2d(std::string name, const PoolParams& p) : Layer(std::move(name)), p_(p) {
-  OCTET_CHECK(p.kernel > 0 && p.stride > 0 && p.padding >= 0 && p.padding < p.kernel,
-              kind() << " " << this->name() << ": bad parameters");
-}
-
-Shape Pool2d::output_shape(const Shape& in) const {
-  OCTET_CHECK(in.size() == 4, kind() << " " << name() << " expects [N,C,H,W], got " << shape_str(in));
-  // Checked before dividing: C++ division truncates toward zero, so (H - K) / S + 1 is 1 for -S < H - K < 0.
-  OCTET_CHECK(in[2] + 2 * p_.padding >= p_.kernel && in[3] + 2 * p_.padding >= p_.kernel,
-              kind() << " " << name() << ": window " << p_.kernel << " larger than padded input " << shape_str(in));
-  const int64_t oh = (in[2] + 2 * p_.padding - p_.kernel) / p_.stride + 1;
-  const int64_t ow = (in[3] + 2 * p_.padding - p_.kernel) / p_.stride + 1;
-  return {in[0], in[1], oh, ow};
-}
-
-void Pool2d::forward(const Tensor& x, Tensor& y, const StepContext&) {
+void Pool2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
   const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3), OH = y.dim(2), OW = y.dim(3);
   const int64_t K = p_.kernel, S = p_.stride, P = p_.padding;
   const bool is_max = p_.kind == PoolKind::Max;
@@ -66,7 +51,7 @@ void Pool2d::forward(const Tensor& x, Tensor& y, const StepContext&) {
   }
 }
 
-void Pool2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
+void Pool2d::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   if (!dx) return;
   const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3), OH = y.dim(2), OW = y.dim(3);
   const int64_t K = p_.kernel, S = p_.stride, P = p_.padding;

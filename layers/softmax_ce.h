@@ -1,7 +1,9 @@
-// Fused softmax + cross-entropy loss with accuracy: the loss head every model ends in.
+// Fused softmax + cross-entropy loss with accuracy, the loss head every model ends in: forward/backward dispatch on the
+// logits' device to the CPU loops (softmax_ce_cpu.cpp) or the CUDA kernels.
 #pragma once
 #include <cstdint>
 
+#include "core/exec.h"
 #include "core/tensor.h"
 
 namespace octet {
@@ -14,12 +16,16 @@ struct LossResult {
 
 class SoftmaxCrossEntropy {
  public:
-  // logits: [N,K]; labels: N class indices in [0,K). Keeps the probabilities for backward.
-  LossResult forward(const Tensor& logits, const int32_t* labels);
+  // logits: [N,K]; labels: N class indices in [0,K), on the logits' device. Keeps the probabilities for backward.
+  LossResult forward(const Tensor& logits, const int32_t* labels, Exec& exec = Exec::host());
   // dlogits = (softmax - onehot(label)) * grad_scale; the mean loss uses grad_scale = 1/N.
-  void backward(Tensor& dlogits, float grad_scale) const;
+  void backward(Tensor& dlogits, float grad_scale, Exec& exec = Exec::host()) const;
 
  private:
+  LossResult forward_cpu(const Tensor& logits, const int32_t* labels);
+  void backward_cpu(Tensor& dlogits, float grad_scale) const;
+  LossResult forward_cuda(const Tensor& logits, const int32_t* labels, Exec& exec);
+  void backward_cuda(Tensor& dlogits, float grad_scale, Exec& exec) const;
   Tensor probs_;  // [N,K]
   const int32_t* labels_ = nullptr;
 };

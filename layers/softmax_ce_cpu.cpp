@@ -6,7 +6,7 @@
 
 namespace octet {
 
-LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, const int32_t* labels) {
+LossResult SoftmaxCrossEntropy::forward_cpu(const Tensor& logits, const int32_t* labels) {
   OCTET_CHECK(logits.ndim() == 2, "softmax_ce expects [N,K] logits, got " << shape_str(logits.shape()));
   const int64_t n = logits.dim(0), k = logits.dim(1);
   probs_.resize(logits.shape());
@@ -32,7 +32,7 @@ LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, const int32_t* lab
   return r;
 }
 
-void SoftmaxCrossEntropy::backward(Tensor& dlogits, float grad_scale) const {
+void SoftmaxCrossEntropy::backward_cpu(Tensor& dlogits, float grad_scale) const {
   OCTET_CHECK(labels_ && dlogits.shape() == probs_.shape(), "softmax_ce backward before forward");
   const int64_t n = probs_.dim(0), k = probs_.dim(1);
   for (int64_t i = 0; i < n; ++i) {

@@ -10,6 +10,7 @@ void weighted_forward(const WeightedPrims& P, const Tensor& x, const Tensor& w, 
       {DNNL_ARG_SRC, wrap(P.src, x.data())}, {DNNL_ARG_WEIGHTS, wrap(P.wei, w.data())}, {DNNL_ARG_DST, wrap(P.dst, y.data())}};
   if (P.has_bias) args[DNNL_ARG_BIAS] = wrap(P.bias, b.data());
   P.fwd.execute(dnnl_stream(), args);
+  dnnl_stream().wait();  // (a no-op for oneDNN's OpenMP CPU runtime, where execute returns when done)
 }
 
 void weighted_backward(const WeightedPrims& P, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dw, Tensor& db,
@@ -24,6 +25,7 @@ void weighted_backward(const WeightedPrims& P, const Tensor& x, const Tensor& w,
                                        {DNNL_ARG_WEIGHTS, wrap(P.wei, w.data())},
                                        {DNNL_ARG_DIFF_SRC, wrap(P.src, dx->data())}});
   }
+  dnnl_stream().wait();
 }
 
 }  // namespace octet

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/device.h"
+#include "core/exec.h"
 #include "trainer/optimizer_kernels.h"
 #include "tests/test_util.h"
 
@@ -38,6 +39,7 @@ TEST_CASE("tensor copies host -> device -> host", "[cuda]") {
 
 TEST_CASE("SGD and RMSProp CUDA kernels match the CPU reference", "[cuda][optim]") {
   const int64_t n = 100003;
+  Exec& ex = Exec::cuda(0);
   for (int variant = 0; variant < 4; ++variant) {
     Tensor w = random_tensor({n}, 1), g = random_tensor({n}, 2), s = random_tensor({n}, 3, 0.1f);
     if (variant == 3)
@@ -49,15 +51,15 @@ TEST_CASE("SGD and RMSProp CUDA kernels match the CPU reference", "[cuda][optim]
     for (int step = 0; step < 3; ++step) {
       if (variant < 3) {
         SgdHyper h{0.1f, variant == 0 ? 0.f : 0.9f, 1e-4f, variant == 2};
-        sgd_update_cpu(w.data(), g.data(), s.data(), n, h, &flag);
-        sgd_update_cuda(wd.data(), gd.data(), sd.data(), n, h, fd);
+        sgd_update_cpu(w.data(), g.data(), s.data(), n, h, &flag, Stream{});
+        sgd_update_cuda(wd.data(), gd.data(), sd.data(), n, h, fd, ex.compute());
       } else {
         RmspropHyper h{0.01f, 0.9f, 1e-8f, 1e-4f};
-        rmsprop_update_cpu(w.data(), g.data(), s.data(), n, h, &flag);
-        rmsprop_update_cuda(wd.data(), gd.data(), sd.data(), n, h, fd);
+        rmsprop_update_cpu(w.data(), g.data(), s.data(), n, h, &flag, Stream{});
+        rmsprop_update_cuda(wd.data(), gd.data(), sd.data(), n, h, fd, ex.compute());
       }
     }
-    cuda_synchronize();
+    ex.sync(ex.compute());
     INFO("variant " << variant);
     check_close(wd, w, 1e-5f);
     check_close(sd, s, 1e-5f);

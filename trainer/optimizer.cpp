@@ -34,7 +34,8 @@ double lr_at(const OptimizerConfig& opt, const ScheduleConfig& s, int64_t step, 
   return lr;
 }
 
-Optimizer::Optimizer(const OptimizerConfig& cfg, std::vector<Param> params) : cfg_(cfg), params_(std::move(params)) {
+Optimizer::Optimizer(const OptimizerConfig& cfg, std::vector<Param> params, Exec& exec)
+    : cfg_(cfg), params_(std::move(params)), exec_(&exec) {
   const bool stateful = cfg.type == OptimizerType::Rmsprop || cfg.momentum != 0.f;
   if (stateful)
     for (auto& p : params_) buf_.emplace_back(p.value->shape(), p.value->device());
@@ -74,14 +75,17 @@ void Optimizer::step(float lr) {
     uint32_t* flag = &flags_[i];
 #endif
     if (n == 0) continue;
+    const Stream stream = gpu ? exec_->compute() : Stream{};
     if (cfg_.type == OptimizerType::Sgd)
-      sgd(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov}, flag);
+      sgd(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov}, flag, stream);
     else
-      rmsprop(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.alpha, cfg_.eps, cfg_.weight_decay}, flag);
+      rmsprop(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.alpha, cfg_.eps, cfg_.weight_decay}, flag, stream);
   }
-  if (any_gpu) {  // the device flags (zeroed after each read) OR into the host ones
-    Tensor host = flags_dev_.to(Device::CPU);
-    flags_dev_.zero();
+  if (any_gpu) {  // the device flags (zeroed after each read) OR into the host ones, once the updates are done
+    Tensor host(flags_dev_.shape());
+    host.copy_from(flags_dev_, exec_->compute());
+    flags_dev_.zero(exec_->compute());
+    exec_->sync(exec_->compute());
     for (size_t i = 0; i < params_.size(); ++i) {
       uint32_t f;
       std::memcpy(&f, host.data() + i, 4);

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/exec.h"
 #include "layers/layer.h"
 #include "trainer/optimizer_kernels.h"
 
@@ -39,7 +40,8 @@ double lr_at(const OptimizerConfig& opt, const ScheduleConfig& sched, int64_t st
 
 class Optimizer {
  public:
-  Optimizer(const OptimizerConfig& cfg, std::vector<Param> params);
+  // exec: where parameters on a device are updated (its compute stream); host parameters update at once.
+  Optimizer(const OptimizerConfig& cfg, std::vector<Param> params, Exec& exec = Exec::host());
   // One update of every parameter with its grad at learning rate lr. Throws NonFiniteError naming the first parameter
   // whose updated values are NaN or infinite (checked inside the update kernels, at no extra pass).
   void step(float lr);
@@ -53,6 +55,7 @@ class Optimizer {
  private:
   OptimizerConfig cfg_;
   std::vector<Param> params_;
+  Exec* exec_;
   std::vector<Tensor> buf_;  // one per param when the method keeps state
   std::vector<std::pair<int64_t, int64_t>> range_;  // per param: {offset, count} updated by step()
   std::vector<uint32_t> flags_;  // per param: the update left a non-finite value

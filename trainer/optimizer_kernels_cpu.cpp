@@ -20,7 +20,7 @@ inline uint32_t not_finite(float f) {
 }  // namespace
 
 void sgd_update_cpu(float* __restrict w, const float* __restrict g, float* __restrict v, int64_t n, const SgdHyper& h,
-                    uint32_t* nonfinite) {
+                    uint32_t* nonfinite, const Stream&) {
   const float lr = h.lr, m = h.momentum, wd = h.weight_decay;
   uint32_t bad = 0;
   if (m == 0.f) {
@@ -46,7 +46,7 @@ void sgd_update_cpu(float* __restrict w, const float* __restrict g, float* __res
 }
 
 void rmsprop_update_cpu(float* __restrict w, const float* __restrict g, float* __restrict s, int64_t n, const RmspropHyper& h,
-                        uint32_t* nonfinite) {
+                        uint32_t* nonfinite, const Stream&) {
   uint32_t bad = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float d = g[i] + h.weight_decay * w[i];

@@ -1,7 +1,7 @@
 // CUDA twins of the parameter-update kernels (same formulas as optimizer_kernels_cpu.cpp, one thread per element).
 #include <cuda_runtime.h>
 
-#include "core/device.h"
+#include "core/exec.h"
 #include "core/error.h"
 #include "trainer/optimizer_kernels.h"
 
@@ -44,15 +44,14 @@ static unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
 }
 
-void sgd_update_cuda(float* w, const float* g, float* v, int64_t n, const SgdHyper& h, uint32_t* nonfinite) {
-  auto stream = static_cast<cudaStream_t>(cuda_current_context().compute_stream);
-  sgd_kernel<<<grid_for(n), 256, 0, stream>>>(w, g, v, n, h, nonfinite);
+void sgd_update_cuda(float* w, const float* g, float* v, int64_t n, const SgdHyper& h, uint32_t* nonfinite, const Stream& stream) {
+  sgd_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream.handle)>>>(w, g, v, n, h, nonfinite);
   CHECK_CUDA(cudaGetLastError());
 }
 
-void rmsprop_update_cuda(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h, uint32_t* nonfinite) {
-  auto stream = static_cast<cudaStream_t>(cuda_current_context().compute_stream);
-  rmsprop_kernel<<<grid_for(n), 256, 0, stream>>>(w, g, s, n, h, nonfinite);
+void rmsprop_update_cuda(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h, uint32_t* nonfinite,
+                         const Stream& stream) {
+  rmsprop_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream.handle)>>>(w, g, s, n, h, nonfinite);
   CHECK_CUDA(cudaGetLastError());
 }
 

@@ -201,7 +201,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
                 cfg.file << ": parallel.overlap needs MPI_THREAD_SERIALIZED, this MPI provides level " << world->thread_level
                          << " (set parallel.overlap: false)");
     overlap.emplace(*sync, static_cast<int64_t>(cfg.parallel.bucket_mb * 1e6));
-    model.set_grad_ready_hook([&](size_t layer) { overlap->layer_done(layer); });
+    model.set_grad_ready_hook([&](size_t layer, const Event& ready) { overlap->layer_done(layer, ready); });
   }
 
   // 4. What a checkpoint holds: parameters and optimizer state (shared), error-feedback residuals (per rank).

@@ -1,0 +1,63 @@
+// The execution context every op runs in: the device, its compute, copy and communication streams, the library handles
+// (cuDNN and cuBLAS, typed in CUDA files and opaque here; oneDNN's CPU engine and stream) and events that order work
+// across streams without waiting on the host. CUDA functions take their stream explicitly (as llm.c does); on the CPU
+// an op has finished when it returns (oneDNN's CPU stream runs in order and synchronously), so CPU streams are empty
+// handles and CPU events are always reached.
+#pragma once
+#include <memory>
+
+#include "core/tensor.h"
+
+namespace octet {
+
+enum class StreamKind { Compute = 0, Copy = 1, Comm = 2 };
+
+struct Stream {
+  Device device = Device::CPU;
+  void* handle = nullptr;  // cudaStream_t on CUDA
+};
+
+// A point in a stream's queued work (a cudaEvent_t); default-constructed or recorded on the CPU: already reached.
+class Event {
+ public:
+  Event() = default;
+  bool on_device() const { return ev_ != nullptr; }
+  void* handle() const { return ev_.get(); }
+
+ private:
+  friend class Exec;
+  std::shared_ptr<void> ev_;  // destroyed with the last copy
+};
+
+class Exec {
+ public:
+  static Exec& host();              // the CPU context
+  static Exec& cuda(int ordinal);   // device `ordinal`: binds it, creates its streams and handles on first use;
+                                    // throws naming what is missing (no CUDA build, device or driver)
+  Device device() const { return device_; }
+  int ordinal() const { return ordinal_; }
+  Stream stream(StreamKind k) const { return streams_[static_cast<int>(k)]; }
+  Stream compute() const { return stream(StreamKind::Compute); }
+  Stream copy() const { return stream(StreamKind::Copy); }
+  Stream comm() const { return stream(StreamKind::Comm); }
+
+  Event record(Stream s) const;               // marks the work queued on s so far
+  void wait(Stream s, const Event& e) const;  // s's later work waits for e (the host does not)
+  void sync(const Event& e) const;            // the host waits for e
+  void sync(Stream s) const;                  // the host waits for everything queued on s
+  void* cudnn() const { return cudnn_; }      // cudnnHandle_t on the compute stream (CUDA contexts)
+  void* cublas() const { return cublas_; }    // cublasHandle_t on the compute stream (CUDA contexts)
+
+  Exec(const Exec&) = delete;
+  Exec& operator=(const Exec&) = delete;
+
+ private:
+  Exec() = default;
+  Device device_ = Device::CPU;
+  int ordinal_ = -1;
+  Stream streams_[3];
+  void* cudnn_ = nullptr;
+  void* cublas_ = nullptr;
+};
+
+}  // namespace octet

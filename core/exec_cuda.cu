@@ -1,0 +1,160 @@
+// CUDA build of core/device.h and of Exec's device contexts: device and pinned memory, stream-ordered copies, the
+// per-device streams (compute, copy, comm), events, and cuDNN/cuBLAS handles bound to the compute stream.
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <dlfcn.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/cublas_api.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/exec.h"
+
+namespace octet {
+
+const CublasApi& cublas_api() {
+  static const CublasApi api = [] {
+    const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) lib = dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
+    OCTET_CHECK(lib, "cannot load " << name << " (is the CUDA toolkit's lib folder on LD_LIBRARY_PATH?): " << dlerror());
+    auto sym = [&](const char* fn) {
+      void* p = dlsym(lib, fn);
+      OCTET_CHECK(p, name << " lacks " << fn);
+      return p;
+    };
+    CublasApi a;
+    a.create = reinterpret_cast<decltype(a.create)>(sym("cublasCreate_v2"));
+    a.destroy = reinterpret_cast<decltype(a.destroy)>(sym("cublasDestroy_v2"));
+    a.set_stream = reinterpret_cast<decltype(a.set_stream)>(sym("cublasSetStream_v2"));
+    a.sgemm = reinterpret_cast<decltype(a.sgemm)>(sym("cublasSgemm_v2"));
+    a.status_string = reinterpret_cast<decltype(a.status_string)>(sym("cublasGetStatusString"));
+    return a;
+  }();
+  return api;
+}
+
+bool cuda_built() { return true; }
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+const char* cuda_unavailable_reason() {
+  static std::string reason;
+  int n = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    reason = std::string("the CUDA runtime found no usable driver or device (") + cudaGetErrorName(rc) + ": " + cudaGetErrorString(rc) + ")";
+    return reason.c_str();
+  }
+  return n == 0 ? "no CUDA device is visible (CUDA_VISIBLE_DEVICES?)" : "";
+}
+
+void* cuda_alloc(size_t bytes) {
+  void* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, bytes));
+  return p;
+}
+
+void cuda_free(void* p) {
+  if (p) cudaFree(p);  // never throws from a deleter
+}
+
+void* cuda_alloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  CHECK_CUDA(cudaMallocHost(&p, bytes));
+  return p;
+}
+
+void cuda_free_pinned(void* p) {
+  if (p) cudaFreeHost(p);
+}
+
+void cuda_copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream) {
+  const cudaMemcpyKind k = kind == CopyKind::HostToDevice ? cudaMemcpyHostToDevice
+                           : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+  CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, k, static_cast<cudaStream_t>(stream)));
+}
+
+void cuda_memset_async(void* dst, size_t bytes, void* stream) { CHECK_CUDA(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream))); }
+
+void cuda_copy_sync(void* dst, const void* src, size_t bytes, CopyKind kind) {
+  CHECK_CUDA(cudaDeviceSynchronize());  // the legacy stream does not wait for non-blocking streams' work
+  const cudaMemcpyKind k = kind == CopyKind::HostToDevice ? cudaMemcpyHostToDevice
+                           : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+  CHECK_CUDA(cudaMemcpy(dst, src, bytes, k));
+  CHECK_CUDA(cudaDeviceSynchronize());
+}
+
+void cuda_memset_sync(void* dst, size_t bytes) {
+  CHECK_CUDA(cudaDeviceSynchronize());
+  CHECK_CUDA(cudaMemset(dst, 0, bytes));
+  CHECK_CUDA(cudaDeviceSynchronize());
+}
+
+Exec& Exec::cuda(int ordinal) {
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<Exec>> contexts;
+  std::lock_guard<std::mutex> lk(mu);
+  const int count = cuda_device_count();
+  OCTET_CHECK(count > 0, "no CUDA device can be used: " << cuda_unavailable_reason());
+  OCTET_CHECK(ordinal >= 0 && ordinal < count, "CUDA device " << ordinal << " requested but " << count << " visible");
+  CHECK_CUDA(cudaSetDevice(ordinal));
+  auto& slot = contexts[ordinal];
+  if (!slot) {
+    std::unique_ptr<Exec> e(new Exec());
+    e->device_ = Device::CUDA;
+    e->ordinal_ = ordinal;
+    for (Stream& s : e->streams_) {
+      cudaStream_t h;
+      CHECK_CUDA(cudaStreamCreateWithFlags(&h, cudaStreamNonBlocking));
+      s = {Device::CUDA, h};
+    }
+    cudnnHandle_t dnn;
+    CHECK_CUDNN(cudnnCreate(&dnn));
+    CHECK_CUDNN(cudnnSetStream(dnn, static_cast<cudaStream_t>(e->compute().handle)));
+    cublasHandle_t blas;
+    CHECK_CUBLAS(cublas_api().create(&blas));
+    CHECK_CUBLAS(cublas_api().set_stream(blas, static_cast<cudaStream_t>(e->compute().handle)));
+    e->cudnn_ = dnn;
+    e->cublas_ = blas;
+    slot = std::move(e);
+  }
+  return *slot;
+}
+
+Event Exec::record(Stream s) const {
+  Event e;
+  if (s.device != Device::CUDA) return e;
+  cudaEvent_t ev;
+  CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  e.ev_ = std::shared_ptr<void>(ev, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+  CHECK_CUDA(cudaEventRecord(ev, static_cast<cudaStream_t>(s.handle)));
+  return e;
+}
+
+void Exec::wait(Stream s, const Event& e) const {
+  if (s.device != Device::CUDA || !e.on_device()) return;
+  CHECK_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(s.handle), static_cast<cudaEvent_t>(e.handle()), 0));
+}
+
+void Exec::sync(const Event& e) const {
+  if (e.on_device()) CHECK_CUDA(cudaEventSynchronize(static_cast<cudaEvent_t>(e.handle())));
+}
+
+void Exec::sync(Stream s) const {
+  if (s.device == Device::CUDA) CHECK_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(s.handle)));
+}
+
+}  // namespace octet

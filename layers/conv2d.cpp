@@ -1,0 +1,42 @@
+// Conv2d, device-neutral: parameter tensors, output shape, initialization.
+#include "layers/conv2d.h"
+
+#include "core/error.h"
+
+namespace octet {
+
+Conv2d::Conv2d(std::string name, const Conv2dParams& p) : Layer(std::move(name)), p_(p) {
+  OCTET_CHECK(p.in_channels > 0 && p.out_channels > 0 && p.kernel > 0 && p.stride > 0 && p.padding >= 0,
+              "conv " << this->name() << ": bad parameters");
+  w_ = Tensor({p.out_channels, p.in_channels, p.kernel, p.kernel});
+  dw_ = Tensor(w_.shape());
+  if (p.bias) {
+    b_ = Tensor({p.out_channels});
+    db_ = Tensor({p.out_channels});
+  }
+}
+
+Shape Conv2d::output_shape(const Shape& in) const {
+  OCTET_CHECK(in.size() == 4 && in[1] == p_.in_channels,
+              "conv " << name() << " expects [N," << p_.in_channels << ",H,W], got " << shape_str(in));
+  // Checked before dividing: C++ division truncates toward zero, so (H - K) / S + 1 is 1 for -S < H - K < 0.
+  OCTET_CHECK(in[2] + 2 * p_.padding >= p_.kernel && in[3] + 2 * p_.padding >= p_.kernel,
+              "conv " << name() << ": kernel " << p_.kernel << " larger than padded input " << shape_str(in));
+  const int64_t oh = (in[2] + 2 * p_.padding - p_.kernel) / p_.stride + 1;
+  const int64_t ow = (in[3] + 2 * p_.padding - p_.kernel) / p_.stride + 1;
+  return {in[0], p_.out_channels, oh, ow};
+}
+
+std::vector<Param> Conv2d::params() {
+  std::vector<Param> out = {{name() + ".weight", &w_, &dw_}};
+  if (p_.bias) out.push_back({name() + ".bias", &b_, &db_});
+  return out;
+}
+
+void Conv2d::init_params(Rng& rng) {
+  const int64_t k2 = p_.kernel * p_.kernel;
+  init_weights(w_, p_.init, p_.in_channels * k2, p_.out_channels * k2, rng);
+  if (p_.bias) b_.zero();
+}
+
+}  // namespace octet

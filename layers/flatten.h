@@ -1,0 +1,21 @@
+// Flatten: [N, ...] -> [N, prod(...)], the same elements; on any device (a copy ordered on the layer's compute stream).
+#pragma once
+#include "layers/layer.h"
+
+namespace octet {
+
+class Flatten : public Layer {
+ public:
+  explicit Flatten(std::string name) : Layer(std::move(name)) {}
+  const char* kind() const override { return "flatten"; }
+  Shape output_shape(const Shape& in) const override;
+  bool has_cuda() const override;
+
+ protected:
+  void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
+  void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override;
+  void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+};
+
+}  // namespace octet

@@ -1,0 +1,22 @@
+// ReLU: y = max(x, 0); the CPU implementation (oneDNN eltwise) in relu_cpu.cpp.
+#pragma once
+#include "layers/layer.h"
+
+namespace octet {
+
+class Relu : public Layer {
+ public:
+  explicit Relu(std::string name) : Layer(std::move(name)) {}
+  const char* kind() const override { return "relu"; }
+  Shape output_shape(const Shape& in) const override { return in; }
+
+ protected:
+  void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
+  void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  struct CpuState;  // oneDNN primitives per element count (relu_cpu.cpp)
+  std::shared_ptr<CpuState> cpu_;
+};
+
+}  // namespace octet
