@@ -27,11 +27,7 @@ Algorithm parse_algorithm(const std::string& name) {
 }
 
 Algorithm default_algorithm(const Codec& c) {
-  const std::string n = c.name();
-  if (n == "none") return Algorithm::ScatterAllgather;
-  // Sparse payloads cannot be summed without decoding; 1-bit re-compression of a sum would discard most of it.
-  if (c.sparse() || n == "onebit") return Algorithm::Allgather;
-  return Algorithm::ScatterAllgather;
+  return c.traits().reduction == Reduction::Gather ? Algorithm::Allgather : Algorithm::ScatterAllgather;
 }
 
 CommStats& CommStats::operator+=(const CommStats& o) {
@@ -169,7 +165,7 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
   double t;
 
   if (opt.algorithm == Algorithm::Allreduce) {
-    OCTET_CHECK(!opt.codec || std::string(opt.codec->name()) == "none",
+    OCTET_CHECK(!opt.codec || opt.codec->traits().identity,
                 "algorithm allreduce sums fp32 in MPI and cannot carry codec " << opt.codec->name());
     t = now_seconds();
     // Non-blocking like the codec paths, so the overlap thread can yield while small tensors reduce. (Open MPI's

@@ -16,7 +16,7 @@ namespace octet {
 enum class Algorithm { Allreduce, ScatterAllgather, Allgather };
 const char* algorithm_name(Algorithm a);
 Algorithm parse_algorithm(const std::string& name);  // unknown: error listing the known ones
-Algorithm default_algorithm(const Codec& c);          // sparse/onebit: allgather; else (none included) scatter-allgather
+Algorithm default_algorithm(const Codec& c);          // the codec's traits().reduction: allgather or scatter-allgather
 
 struct CommStats {
   double compress_s = 0, communicate_s = 0, decompress_s = 0;

@@ -18,14 +18,14 @@ GradSync::GradSync(const World& w, const CompressionConfig& cfg, std::vector<Syn
     TensorPolicy pol = it != cfg.overrides.end() ? it->second : cfg.base;
     if (e.t.param.value->numel() < cfg.min_numel && it == cfg.overrides.end()) {
       pol = TensorPolicy{};
+      pol.codec.method = identity_codec();
       pol.algorithm = "allreduce";  // small: one latency-bound call instead of the four of scatter_allgather
     }
-    if (pol.codec.method == "adacomp" && pol.codec.bin == 0) pol.codec.bin = e.t.kind == "conv" ? 50 : 500;
-    e.codec = make_codec(pol.codec);
+    e.codec = make_codec(params_for_layer(pol.codec, e.t.kind));
     e.opt.codec = e.codec.get();
     e.opt.error_feedback = pol.codec.error_feedback;
     e.opt.algorithm = pol.algorithm == "auto" ? default_algorithm(*e.codec) : parse_algorithm(pol.algorithm);
-    OCTET_CHECK(e.opt.algorithm != Algorithm::Allreduce || pol.codec.method == "none",
+    OCTET_CHECK(e.opt.algorithm != Algorithm::Allreduce || e.codec->traits().identity,
                 e.t.param.name << ": algorithm allreduce carries fp32 only, not " << pol.codec.method
                                << " (use scatter_allgather or allgather)");
     OCTET_CHECK(!e.codec->sparse() || e.opt.algorithm == Algorithm::Allgather,
@@ -84,7 +84,7 @@ std::string GradSync::plan() const {
 std::map<std::string, std::pair<uint64_t, uint64_t>> GradSync::bytes_by_kind() const {
   std::map<std::string, std::pair<uint64_t, uint64_t>> out;
   for (const Entry& e : entries_) {
-    if (std::string(e.codec->name()) == "none") continue;
+    if (e.codec->traits().identity) continue;
     out[e.t.kind].first += e.total.bytes_sent;
     out[e.t.kind].second += e.total.fp32_bytes;
   }

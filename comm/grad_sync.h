@@ -8,26 +8,15 @@
 #include <vector>
 
 #include "comm/collectives.h"
+#include "compress/compression_config.h"
 #include "layers/layer.h"
 
 namespace octet {
 
-struct TensorPolicy {
-  CodecParams codec;
-  std::string algorithm = "auto";  // auto | allreduce | scatter_allgather | allgather
-};
-
-struct CompressionConfig {
-  TensorPolicy base;
-  int64_t min_numel = 10000;                      // smaller tensors travel as fp32 via allreduce
-  std::map<std::string, TensorPolicy> overrides;  // by layer name
-  CodecParams activations{"dynamic_tree8", 4096, 8, 512, 0.01, 0, 2};  // model parallelism: activations and their gradients
-};
-
 struct SyncTensor {
   Param param;
   std::string layer;  // layer name (matches overrides)
-  std::string kind;   // layer kind (conv, fc, ...): picks AdaComp's default bin
+  std::string kind;   // layer kind (conv, fc, ...): picks codec defaults per kind (params_for_layer)
   size_t layer_index = 0;  // position in the model: the overlap plan orders buckets by it
 };
 

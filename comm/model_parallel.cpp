@@ -40,8 +40,8 @@ struct FcModelParallel::Slice {
 
 FcModelParallel::FcModelParallel(const World& w, Model& model, size_t fc_start, const ModelParallelOptions& o)
     : world_(w), model_(model), start_(fc_start), opt_(o), codec_(make_codec(o.codec)) {
-  OCTET_CHECK(!codec_->needs_feedback() && !codec_->sparse(),
-              "model parallelism: activation codec " << o.codec.method << " needs error feedback; activations cross once");
+  OCTET_CHECK(codec_->traits().for_activations,
+              "model parallelism: activation codec " << o.codec.method << " does not suit activations (it needs error feedback; activations cross once)");
   OCTET_CHECK(o.sub_batches >= 1, "model parallelism: sub_batches must be >= 1");
   const int N = w.size, r = w.rank;
   for (size_t j = fc_start; j < model.size(); ++j) {

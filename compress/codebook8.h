@@ -5,9 +5,16 @@
 #include <memory>
 #include <vector>
 
+#include "compress/codebook8_math.h"
 #include "compress/codec.h"
 
 namespace octet {
+
+// The 8-bit types' own parameters (from the config's compression keys).
+struct Codebook8Params {
+  int64_t block = 4096;     // values per fp32 abs-max scale (0 = one scale per tensor)
+  int mantissa_offset = 1;  // mantissa8: decades below the block maximum where the exponent starts
+};
 
 // A code book and the tables its encoders and decoders use. Nearest code = the number of decision boundaries
 // mid[c] = (m[c] + m[c+1]) / 2 that are <= |x| / absmax (ties go to the larger code).
@@ -33,11 +40,7 @@ class CodeBook {
   const uint8_t (*xor_planes() const)[8][32] { return tables_->xor_planes; }
   // bits of a in [0, 1] -> index of the nearest magnitude (ties to the larger).
   uint32_t first_bits() const { return first_; }  // float bits where the first bucket starts (below: code 0)
-  inline uint32_t encode_bits(uint32_t abits) const {
-    const uint32_t a = abits > first_ ? abits : first_;
-    const uint32_t e = entry_[(a - first_) >> shift_];
-    return (e & 0xffu) + ((a & ((1u << shift_) - 1)) >= (e >> 8) ? 1u : 0u);
-  }
+  inline uint32_t encode_bits(uint32_t abits) const { return codebook_index(entry_.data(), first_, shift_, abits); }
 
  private:
   struct Tables {

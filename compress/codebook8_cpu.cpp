@@ -19,7 +19,7 @@ CodeBook::CodeBook(std::vector<float> m) : mag_(std::move(m)) {
   OCTET_CHECK(mag_.size() == 128 && mag_[0] == 0.f && mag_[127] == 1.f, "an 8-bit code book needs 128 magnitudes from 0 to 1");
   for (int c = 1; c < 128; ++c) OCTET_CHECK(mag_[c] > mag_[c - 1], "code book magnitudes must increase (index " << c << ")");
   std::vector<uint32_t> mid(128);  // float bits of the boundaries (positive floats order like integers); mid[127] = max
-  for (int c = 0; c < 127; ++c) mid[c] = f2u(0.5f * (mag_[c] + mag_[c + 1]));
+  for (int c = 0; c < 127; ++c) mid[c] = f32_bits(0.5f * (mag_[c] + mag_[c + 1]));
   mid[127] = 0xffffffffu;
   tables_ = std::make_unique<Tables>();
   for (int L = 0; L < 7; ++L)
@@ -30,16 +30,16 @@ CodeBook::CodeBook(std::vector<float> m) : mag_(std::move(m)) {
       std::memcpy(&tables_->rlevels[L][r], &mid[c], 4);
     }
   for (int p = 0; p < 4; ++p)
-    for (int c = 0; c < 128; ++c) tables_->planes[p][c] = static_cast<uint8_t>((f2u(mag_[c]) >> (8 * p)) & 0xff);
+    for (int c = 0; c < 128; ++c) tables_->planes[p][c] = static_cast<uint8_t>((f32_bits(mag_[c]) >> (8 * p)) & 0xff);
   for (int p = 0; p < 4; ++p)
     for (int t = 0; t < 8; ++t)
       for (int j = 0; j < 32; ++j) {
-        const uint32_t cur = f2u(mag_[16 * t + j % 16]), prev = t ? f2u(mag_[16 * (t - 1) + j % 16]) : 0u;
+        const uint32_t cur = f32_bits(mag_[16 * t + j % 16]), prev = t ? f32_bits(mag_[16 * (t - 1) + j % 16]) : 0u;
         tables_->xor_planes[p][t][j] = static_cast<uint8_t>(((cur ^ prev) >> (8 * p)) & 0xff);
       }
   // The widest buckets (smallest table) that still hold at most one boundary each.
   for (int shift = 20; shift >= 8; --shift) {
-    const uint32_t first = ((mid[0] - 1) >> shift) << shift, keys = ((f2u(1.0f) - first) >> shift) + 1;
+    const uint32_t first = ((mid[0] - 1) >> shift) << shift, keys = ((f32_bits(1.0f) - first) >> shift) + 1;
     std::vector<uint32_t> entry(keys);
     uint32_t c = 0;
     bool ok = true;
@@ -119,16 +119,18 @@ __attribute__((optimize("no-tree-vectorize"))) void decode_block(const float* __
 // Payload: header (param = block) | nblocks fp32 scales | n bytes of codes.
 class Codebook8Codec : public Codec {
  public:
-  Codebook8Codec(const char* name, int64_t block, int offset)
-      : name_(name), block_(block), book_(codebook8(name, offset)), linear_(std::string(name) == "linear8") {
-    OCTET_CHECK(block >= 0 && block < (int64_t{1} << 31), name << ": block must be in [0, 2^31)");
+  Codebook8Codec(const char* name, const Codebook8Params& p)
+      : name_(name), block_(p.block), book_(codebook8(name, p.mantissa_offset)), linear_(std::string(name) == "linear8") {
+    OCTET_CHECK(p.block >= 0 && p.block < (int64_t{1} << 31), name << ": block must be in [0, 2^31)");
   }
   const char* name() const override { return name_; }
   int64_t block_for(int64_t n) const { return block_ == 0 ? std::max<int64_t>(n, 1) : block_; }
   static int64_t blocks(int64_t n, int64_t b) { return (n + b - 1) / b; }
   size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 * blocks(n, block_for(n)) + n; }
 
-  size_t encode(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const override {
+
+ protected:
+  size_t encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const override {
     const int64_t b = block_for(n), nb = blocks(n, b);
     write_header(out, {codec_id(name_), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(b)});
     float* scales = reinterpret_cast<float*>(out + kHeaderBytes);
@@ -140,7 +142,7 @@ class Codebook8Codec : public Codec {
       // abs-max on the bit patterns: an integer max reduction vectorizes (a float one does not without fast-math),
       // and a NaN or infinity is the largest pattern of all, so the same reduction finds those.
       uint32_t mbits = 0;
-      for (int64_t i = 0; i < len; ++i) mbits = std::max(mbits, f2u(xb[i]) & 0x7fffffffu);
+      for (int64_t i = 0; i < len; ++i) mbits = std::max(mbits, f32_bits(xb[i]) & 0x7fffffffu);
       if (mbits >= 0x7f800000u) throw_nonfinite_input(name_, x, n);
       float amax;
       std::memcpy(&amax, &mbits, 4);
@@ -151,20 +153,16 @@ class Codebook8Codec : public Codec {
       const float* next = k + 1 < nb ? xb + b : nullptr;
       if (linear_) {
         const float s = std::isfinite(127.0f * inv) ? 127.0f * inv : 0.f;
-        for (int64_t i = encode_linear_simd(xb, cb, len, s, next); i < len; ++i) {
-          // index = round(|x| / absmax * 127) as one fused multiply-add, like the SIMD kernels
-          const int32_t q = static_cast<int32_t>(std::fma(std::fabs(xb[i]), s, 0.5f));
-          cb[i] = static_cast<uint8_t>(q | static_cast<int32_t>((f2u(xb[i]) >> 24) & 0x80u));
-        }
+        for (int64_t i = encode_linear_simd(xb, cb, len, s, next); i < len; ++i) cb[i] = linear8_code(xb[i], s);
       } else {
         for (int64_t i = encode_book_simd(book_, xb, cb, len, inv, next); i < len; ++i)
-          cb[i] = static_cast<uint8_t>(book_.encode_bits(f2u(std::min(1.0f, std::fabs(xb[i]) * inv))) | ((f2u(xb[i]) >> 24) & 0x80u));
+          cb[i] = codebook_code(book_.entries(), book_.first_bits(), book_.shift(), xb[i], inv);
       }
     }
     return kHeaderBytes + 4 * nb + n;
   }
 
-  void decode(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
+  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
     const PayloadHeader h = read_header(in, size, name_, n);
     OCTET_CHECK(h.param > 0, name_ << " payload: block size 0 at offset 8");
     const int64_t b = h.param, nb = blocks(n, b);
@@ -197,9 +195,11 @@ class Codebook8Codec : public Codec {
 
 }  // namespace
 
-CodecPtr make_linear8(const CodecParams& p) { return std::make_unique<Codebook8Codec>("linear8", p.block, 1); }
-CodecPtr make_mantissa8(const CodecParams& p) { return std::make_unique<Codebook8Codec>("mantissa8", p.block, p.mantissa_offset); }
-CodecPtr make_static_tree8(const CodecParams& p) { return std::make_unique<Codebook8Codec>("static_tree8", p.block, 1); }
-CodecPtr make_dynamic_tree8(const CodecParams& p) { return std::make_unique<Codebook8Codec>("dynamic_tree8", p.block, 1); }
+CodecPtr make_linear8(const CodecParams& p) { return std::make_unique<Codebook8Codec>("linear8", Codebook8Params{p.block, 1}); }
+CodecPtr make_mantissa8(const CodecParams& p) {
+  return std::make_unique<Codebook8Codec>("mantissa8", Codebook8Params{p.block, p.mantissa_offset});
+}
+CodecPtr make_static_tree8(const CodecParams& p) { return std::make_unique<Codebook8Codec>("static_tree8", Codebook8Params{p.block, 1}); }
+CodecPtr make_dynamic_tree8(const CodecParams& p) { return std::make_unique<Codebook8Codec>("dynamic_tree8", Codebook8Params{p.block, 1}); }
 
 }  // namespace octet

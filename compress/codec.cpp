@@ -11,29 +11,96 @@
 namespace octet {
 
 const std::vector<CodecEntry>& codec_registry() {
+  // identity, sparse, needs_feedback, for_activations, reduction
+  constexpr CodecTraits kDense = {false, false, false, true, Reduction::Reencode};
   static const std::vector<CodecEntry> table = {
-      {"none", make_none, "fp32, lossless"},
-      {"fp16", make_fp16, "IEEE half precision"},
-      {"linear8", make_linear8, "Dettmers linear 8-bit, abs-max scale per block"},
-      {"mantissa8", make_mantissa8, "Dettmers 3-bit decade exponent + 4-bit mantissa"},
-      {"static_tree8", make_static_tree8, "Dettmers 3-bit exponent + 4-bit bisection tree"},
-      {"dynamic_tree8", make_dynamic_tree8, "Dettmers dynamic tree (bitsandbytes dynamic map)"},
-      {"qsgd", make_qsgd, "QSGD stochastic unbiased, 2/4/8 bits, bucket scale"},
-      {"onebit", make_onebit, "1-bit SGD with two reconstruction values per block"},
-      {"topk", make_topk, "top-k magnitude sparsification"},
-      {"adacomp", make_adacomp, "AdaComp bin-local residual selection, ternary"},
+      {"none", make_none, {true, false, false, true, Reduction::Reencode}, "fp32, lossless"},
+      {"fp16", make_fp16, kDense, "IEEE half precision"},
+      {"linear8", make_linear8, kDense, "Dettmers linear 8-bit, abs-max scale per block"},
+      {"mantissa8", make_mantissa8, kDense, "Dettmers 3-bit decade exponent + 4-bit mantissa"},
+      {"static_tree8", make_static_tree8, kDense, "Dettmers 3-bit exponent + 4-bit bisection tree"},
+      {"dynamic_tree8", make_dynamic_tree8, kDense, "Dettmers dynamic tree (bitsandbytes dynamic map)"},
+      {"qsgd", make_qsgd, kDense, "QSGD stochastic unbiased, 2/4/8 bits, bucket scale"},
+      // A sum of 1-bit payloads re-encoded to 1 bit would discard most of it: gathered instead.
+      {"onebit", make_onebit, {false, false, true, false, Reduction::Gather}, "1-bit SGD with two reconstruction values per block"},
+      {"topk", make_topk, {false, true, true, false, Reduction::Gather}, "top-k magnitude sparsification"},
+      {"adacomp", make_adacomp, {false, true, true, false, Reduction::Gather}, "AdaComp bin-local residual selection, ternary"},
   };
   return table;
 }
 
-CodecPtr make_codec(const CodecParams& p) {
+namespace {
+
+const CodecEntry& entry(const std::string& method) {
   std::string known;
   for (const auto& e : codec_registry()) {
-    if (p.method == e.name) return e.make(p);
+    if (method == e.name) return e;
     known += (known.empty() ? "" : ", ") + std::string(e.name);
   }
-  OCTET_THROW("unknown compression method '" << p.method << "' (known: " << known << ")");
+  OCTET_THROW("unknown compression method '" << method << "' (known: " << known << ")");
 }
+
+}  // namespace
+
+CodecPtr make_codec(const CodecParams& p) {
+  const CodecEntry& e = entry(p.method);
+  CodecPtr c = e.make(p);
+  c->traits_ = &e.traits;
+  return c;
+}
+
+const CodecTraits& codec_traits(const std::string& method) { return entry(method).traits; }
+
+const char* identity_codec() {
+  for (const auto& e : codec_registry())
+    if (e.traits.identity) return e.name;
+  OCTET_THROW("no identity codec registered");
+}
+
+CodecParams params_for_layer(CodecParams p, const std::string& layer_kind) {
+  if (p.method == "adacomp" && p.bin == 0) p.bin = layer_kind == "conv" ? 50 : 500;  // AdaComp's L_T (conv ~50, fc ~500)
+  return p;
+}
+
+std::string codec_list(CodecList which) {
+  switch (which) {
+    case CodecList::Allreduce: return "none,fp16,linear8,dynamic_tree8,qsgd,topk,adacomp";
+    case CodecList::Predict: return "none,fp16,linear8,dynamic_tree8,qsgd,adacomp";
+    case CodecList::All: break;
+  }
+  std::string all;
+  for (const auto& e : codec_registry()) {
+    if (!all.empty()) all += ',';
+    all += e.name;
+  }
+  return all;
+}
+
+const CodecTraits& Codec::traits() const {
+  if (!traits_) traits_ = &entry(name()).traits;
+  return *traits_;
+}
+
+size_t Codec::encode(Span<const float> x, Span<uint8_t> out, const EncodeContext& ctx, Exec& ex) const {
+  OCTET_CHECK(x.device == ex.device() && out.device == ex.device(), name() << " encoder: data on " << device_name(x.device) << "/"
+                                                                          << device_name(out.device) << ", context on " << device_name(ex.device()));
+  OCTET_CHECK(out.size >= max_bytes(static_cast<int64_t>(x.size)), name() << " encoder: " << out.size << " bytes of room for "
+                                                                           << max_bytes(static_cast<int64_t>(x.size)));
+  const int64_t n = static_cast<int64_t>(x.size);
+  return ex.device() == Device::CPU ? encode_cpu(x.data, n, out.data, ctx) : encode_cuda(x.data, n, out.data, ctx, ex);
+}
+
+void Codec::decode(Span<const uint8_t> in, Span<float> out, bool accumulate, Exec& ex) const {
+  OCTET_CHECK(in.device == ex.device() && out.device == ex.device(), name() << " decoder: data on " << device_name(in.device) << "/"
+                                                                           << device_name(out.device) << ", context on " << device_name(ex.device()));
+  const int64_t n = static_cast<int64_t>(out.size);
+  if (ex.device() == Device::CPU) decode_cpu(in.data, in.size, out.data, n, accumulate);
+  else decode_cuda(in.data, in.size, out.data, n, accumulate, ex);
+}
+
+size_t Codec::encode_cuda(const float*, int64_t, uint8_t*, const EncodeContext&, Exec&) const { OCTET_THROW(name() << " has no CUDA kernel"); }
+
+void Codec::decode_cuda(const uint8_t*, size_t, float*, int64_t, bool, Exec&) const { OCTET_THROW(name() << " has no CUDA kernel"); }
 
 Isa parse_isa(const std::string& s) {
   for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512})

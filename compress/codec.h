@@ -1,5 +1,6 @@
-// The codec contract of the compression stage: max_bytes / encode / decode over fp32 arrays into self-describing,
-// size-checked payloads, the explicit registry, and the error-feedback wrapper every lossy codec can use.
+// The codec contract of the compression stage: max_bytes / encode / decode over fp32 values into self-describing,
+// size-checked payloads; the traits each codec declares (what comm/ and the trainer may know of it), the explicit
+// registry, and the error-feedback wrapper every lossy codec can use. No code outside compress/ names a codec.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -7,17 +8,36 @@
 #include <string>
 #include <vector>
 
+#include "core/exec.h"
+#include "core/tensor.h"
+
 namespace octet {
 
+// The config's keys for every codec (compression.*, validated by the config reader); each codec copies what it uses
+// into a parameter struct of its own (codebook8.h, qsgd.h, topk.h, adacomp.h, onebit.h).
 struct CodecParams {
   std::string method = "none";
   int64_t block = 4096;      // 8-bit types, onebit: values per fp32 scale (0 = one scale per tensor)
   int bits = 8;              // qsgd: 2, 4 or 8 (one of them the sign)
   int64_t bucket = 512;      // qsgd: values per scale
   double fraction = 0.01;    // topk: share of values sent
-  int64_t bin = 0;           // adacomp: L_T, values per selection bin (0 = 50 for conv, 500 for fc)
+  int64_t bin = 0;           // adacomp: L_T, values per selection bin (0 = the layer kind's default)
   int mantissa_offset = 1;   // mantissa8: decades below the block maximum where the exponent starts (1 gradients, 2-4 activations)
-  bool error_feedback = false;  // keep what was not sent and add it next step (forced on for onebit, topk, adacomp)
+  bool error_feedback = false;  // keep what was not sent and add it next step (forced on where traits say so)
+};
+
+// How payloads of a codec are best reduced across ranks (comm/ maps it to an algorithm).
+enum class Reduction {
+  Reencode,  // decode the chunks, sum, encode the sum again (scatter-reduce + allgather)
+  Gather,    // every rank's payload to every rank (allgather): sparse payloads, or sums a re-encoding would ruin
+};
+
+struct CodecTraits {
+  bool identity = false;         // the payload is the fp32 values themselves: MPI may sum them as they are
+  bool sparse = false;           // payload sizes vary with the data: only gathering reduces them
+  bool needs_feedback = false;   // error feedback is always on
+  bool for_activations = false;  // fit for model parallelism's activations (each value crosses once, no feedback)
+  Reduction reduction = Reduction::Reencode;
 };
 
 struct EncodeContext {
@@ -29,16 +49,33 @@ class Codec {
  public:
   virtual ~Codec() = default;
   virtual const char* name() const = 0;
+  const CodecTraits& traits() const;  // the registry's entry for name()
+  bool sparse() const { return traits().sparse; }
+  bool needs_feedback() const { return traits().needs_feedback; }
   // Upper bound of encode()'s output for n values, header included.
   virtual size_t max_bytes(int64_t n) const = 0;
-  // Encodes x[0..n) into out (room for max_bytes(n)); returns the bytes written. A NaN or infinite input throws
-  // NonFiniteError (found on the pass the encoder makes anyway): no payload ever carries one.
-  virtual size_t encode(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx) const = 0;
-  // Decodes exactly `size` bytes that must describe n values; writes out[0..n), or adds to it when accumulate.
-  // Never reads outside in[0..size); a malformed payload (a non-finite value or scale included) throws naming the offset.
-  virtual void decode(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const = 0;
-  virtual bool sparse() const { return false; }    // variable-size payloads: reduce by allgather
-  virtual bool needs_feedback() const { return false; }
+
+  // Encodes x into out (room for max_bytes(x.size)); returns the bytes written. Runs on ex's device, where x and out
+  // must be. A NaN or infinite input throws NonFiniteError (found on the pass the encoder makes anyway): no payload
+  // ever carries one.
+  size_t encode(Span<const float> x, Span<uint8_t> out, const EncodeContext& ctx, Exec& ex) const;
+  // Decodes exactly in.size bytes that must describe out.size values; writes out, or adds to it when accumulate.
+  // Never reads outside in; a malformed payload (a non-finite value or scale included) throws naming the offset.
+  void decode(Span<const uint8_t> in, Span<float> out, bool accumulate, Exec& ex) const;
+  // The same on host arrays.
+  size_t encode(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx) const { return encode_cpu(x, n, out, ctx); }
+  void decode(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const { decode_cpu(in, size, out, n, accumulate); }
+
+ protected:
+  virtual size_t encode_cpu(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx) const = 0;
+  virtual void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const = 0;
+  // Device pointers, queued on ex's comm stream. Default: "<name> has no CUDA kernel".
+  virtual size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const;
+  virtual void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const;
+
+ private:
+  friend std::unique_ptr<Codec> make_codec(const struct CodecParams& p);
+  mutable const CodecTraits* traits_ = nullptr;  // set by make_codec (or looked up on first use)
 };
 
 using CodecPtr = std::unique_ptr<Codec>;
@@ -46,10 +83,19 @@ using CodecPtr = std::unique_ptr<Codec>;
 struct CodecEntry {
   const char* name;
   CodecPtr (*make)(const CodecParams& p);
+  CodecTraits traits;
   const char* description;
 };
 const std::vector<CodecEntry>& codec_registry();
-CodecPtr make_codec(const CodecParams& p);  // unknown method: error listing the known ones
+CodecPtr make_codec(const CodecParams& p);                 // unknown method: error listing the known ones
+const CodecTraits& codec_traits(const std::string& method);  // likewise
+const char* identity_codec();                               // the codec whose payload is plain fp32 ("none")
+// A layer kind's defaults for keys left at 0 (AdaComp's bin: 50 values for conv layers, 500 for the others).
+CodecParams params_for_layer(CodecParams p, const std::string& layer_kind);
+
+// The codec lists the tools compare when not told otherwise (comma-separated).
+enum class CodecList { All, Allreduce, Predict };
+std::string codec_list(CodecList which);
 
 // --- payload header shared by all codecs (12 bytes, little-endian) ---
 struct PayloadHeader {

@@ -2,23 +2,11 @@
 // even; NaN stays NaN with its top payload bits, quiet): the fp16 codec's scalar paths and its CUDA twin use these.
 #pragma once
 #include <cstdint>
-#include <cstring>
 
+#include "core/bits.h"
 #include "core/hd.h"
 
 namespace octet {
-
-OCTET_HD uint32_t f32_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-OCTET_HD float f32_from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 OCTET_HD uint16_t float_to_half(float f) {
   const uint32_t x = f32_bits(f);

@@ -1,12 +1,14 @@
-// QSGD: stochastic, unbiased quantization to s = 2^(bits-1) - 1 levels of |v| / bucket max, sign + level packed in
-// `bits` bits; the rounding draw of value i is a 32-bit hash of (seed, i) (vectorizable), so an encoding is
-// reproducible from its seed.
+// QSGD on the CPU: stochastic, unbiased quantization to s = 2^(bits-1) - 1 levels of |v| / bucket max, sign + level
+// packed in `bits` bits (qsgd_math.h; the SIMD kernels compute the same); the rounding draw of value i is a 32-bit hash
+// of (seed, i), so an encoding is reproducible from its seed.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "compress/codecs.h"
+#include "compress/qsgd.h"
+#include "compress/qsgd_math.h"
 #include "compress/simd.h"
 #include "core/error.h"
 
@@ -161,26 +163,16 @@ int64_t decode_simd([[maybe_unused]] const uint8_t* codes, [[maybe_unused]] floa
 
 class QsgdCodec : public Codec {
  public:
-  QsgdCodec(int bits, int64_t bucket) : bits_(bits), bucket_(bucket) {
-    OCTET_CHECK(bits == 2 || bits == 4 || bits == 8, "qsgd: bits must be 2, 4 or 8, got " << bits);
-    OCTET_CHECK(bucket > 0 && bucket < (int64_t{1} << 31), "qsgd: bucket must be positive");
+  explicit QsgdCodec(const QsgdParams& p) : bits_(p.bits), bucket_(p.bucket) {
+    OCTET_CHECK(bits_ == 2 || bits_ == 4 || bits_ == 8, "qsgd: bits must be 2, 4 or 8, got " << bits_);
+    OCTET_CHECK(bucket_ > 0 && bucket_ < (int64_t{1} << 31), "qsgd: bucket must be positive");
   }
   const char* name() const override { return "qsgd"; }
   static size_t packed(int64_t n, int bits) { return (static_cast<size_t>(n) * bits + 7) / 8; }
   size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 * ((n + bucket_ - 1) / bucket_) + packed(n, bits_); }
 
-  // Uniform [0,1) draw for value i: a 32-bit integer hash (murmur3 finalizer) of the seed and the index.
-  static inline float draw(uint32_t seed, uint32_t i) {
-    uint32_t h = (i ^ seed) * 0x9E3779B1u;
-    h ^= h >> 16;
-    h *= 0x85EBCA6Bu;
-    h ^= h >> 13;
-    h *= 0xC2B2AE35u;
-    h ^= h >> 16;
-    return static_cast<float>(h >> 8) * (1.0f / 16777216.0f);
-  }
-
-  size_t encode(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext& ctx) const override {
+ protected:
+  size_t encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext& ctx) const override {
     const int64_t nb = (n + bucket_ - 1) / bucket_;
     write_header(out, {codec_id("qsgd"), 1, static_cast<uint16_t>(bits_), static_cast<uint32_t>(n), static_cast<uint32_t>(bucket_)});
     uint8_t* __restrict codes = out + kHeaderBytes + 4 * nb;
@@ -193,7 +185,7 @@ class QsgdCodec : public Codec {
       const float* __restrict xb = x + lo;
       // abs-max on the bit patterns (vectorizes); NaN and infinity are the largest patterns, so it finds those too.
       uint32_t mbits = 0;
-      for (int64_t i = 0; i < len; ++i) mbits = std::max(mbits, f2u(xb[i]) & 0x7fffffffu);
+      for (int64_t i = 0; i < len; ++i) mbits = std::max(mbits, f32_bits(xb[i]) & 0x7fffffffu);
       if (mbits >= 0x7f800000u) throw_nonfinite_input("qsgd", x, n);
       float amax;
       std::memcpy(&amax, &mbits, 4);
@@ -201,12 +193,7 @@ class QsgdCodec : public Codec {
       const float scale = amax > 0.f && std::isfinite(s / amax) ? s / amax : 0.f;  // a subnormal maximum: all level 0
       uint8_t* __restrict lv = bits_ == 8 ? codes + lo : level.data();
       int64_t i = encode_levels_simd(xb, lv, len, s, scale, seed, static_cast<uint32_t>(lo), bits_);
-      for (; i < len; ++i) {
-        const float r = std::min(s, std::fabs(xb[i]) * scale);
-        const float l = std::floor(r);
-        const uint32_t up = draw(seed, static_cast<uint32_t>(lo + i)) < r - l ? 1u : 0u;
-        lv[i] = static_cast<uint8_t>((static_cast<uint32_t>(l) + up) | ((f2u(xb[i]) >> 31) << (bits_ - 1)));
-      }
+      for (; i < len; ++i) lv[i] = static_cast<uint8_t>(qsgd_code(xb[i], s, scale, seed, static_cast<uint32_t>(lo + i), bits_));
       if (bits_ != 8) {  // pack per_byte codes per byte, low bits first
         if (lo % per_byte == 0) {
           uint8_t* __restrict cb = codes + lo / per_byte;
@@ -231,7 +218,7 @@ class QsgdCodec : public Codec {
     return max_bytes(n);
   }
 
-  void decode(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
+  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
     const PayloadHeader h = read_header(in, size, "qsgd", n);
     const int bits = h.aux;
     OCTET_CHECK(bits == 2 || bits == 4 || bits == 8, "qsgd payload: " << bits << " bits at offset 2");
@@ -253,9 +240,7 @@ class QsgdCodec : public Codec {
       int64_t i = lo;
       if (lo % per_byte == 0) i += decode_simd(codes + lo / per_byte, out + lo, hi - lo, bits, unit, accumulate);
       for (; i < hi; ++i) {
-        const uint32_t c = (codes[i / per_byte] >> ((i % per_byte) * bits)) & mask;
-        const float level = static_cast<float>(c & (sign_bit - 1)) * unit;
-        const float v = c & sign_bit ? -level : level;
+        const float v = qsgd_value((codes[i / per_byte] >> ((i % per_byte) * bits)) & mask, unit, bits);
         out[i] = accumulate ? out[i] + v : v;
       }
     }
@@ -268,6 +253,6 @@ class QsgdCodec : public Codec {
 
 }  // namespace
 
-CodecPtr make_qsgd(const CodecParams& p) { return std::make_unique<QsgdCodec>(p.bits, p.bucket); }
+CodecPtr make_qsgd(const CodecParams& p) { return std::make_unique<QsgdCodec>(QsgdParams{p.bits, p.bucket}); }
 
 }  // namespace octet

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+
+#include "core/bits.h"
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -39,12 +41,6 @@ inline Isa isa() { return static_cast<Isa>(g_isa_cap.load(std::memory_order_rela
 inline Isa set_isa_cap(Isa cap) {
   g_isa_cap.store(std::min(static_cast<int>(cap), static_cast<int>(kBuiltIsa)), std::memory_order_relaxed);
   return isa();
-}
-// The bits of a float (non-negative floats order like these integers).
-inline uint32_t f2u(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
 }
 
 inline const char* isa_name(Isa i) { return i == Isa::avx512 ? "avx512" : i == Isa::avx2 ? "avx2" : "scalar"; }

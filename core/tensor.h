@@ -67,6 +67,16 @@ class Tensor {
   std::unique_ptr<float, void (*)(float*)> data_{nullptr, [](float*) {}};
 };
 
+// A device-tagged view of n elements (what codecs and transports take: they check where the data is).
+template <typename T>
+struct Span {
+  T* data = nullptr;
+  size_t size = 0;
+  Device device = Device::CPU;
+};
+inline Span<const float> span_of(const Tensor& t) { return {t.data(), static_cast<size_t>(t.numel()), t.device()}; }
+inline Span<float> span_of(Tensor& t) { return {t.data(), static_cast<size_t>(t.numel()), t.device()}; }
+
 // Raw storage of a device, for what is not fp32 values: payload bytes, labels.
 void* device_alloc(Device d, size_t bytes);
 void device_free(Device d, void* p);

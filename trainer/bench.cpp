@@ -54,15 +54,13 @@ std::vector<float> real_gradients(const std::string& config, int64_t steps) {
   return g;
 }
 
-const char* kAllCodecs = "none,fp16,linear8,mantissa8,static_tree8,dynamic_tree8,qsgd,onebit,topk,adacomp";
-
 }  // namespace
 
 int bench_compress(const std::vector<std::string>& args) {
   Flags f("octet bench compress", "",
           {{"size", "BYTES", "buffer of N(0,1) fp32 values to encode and decode", "64M"},
            {"reps", "N", "repetitions; the best time of each is kept", "5"},
-           {"codecs", "a,b,...", "codecs to measure", kAllCodecs},
+           {"codecs", "a,b,...", "codecs to measure", codec_list(CodecList::All)},
            {"bits", "2|4|8", "qsgd bits", "8"},
            {"config", "CFG", "also measure the error on this config's real gradients ('' = skip)", "configs/fashion-mnist/lenet.yaml"},
            {"grad-steps", "N", "SGD steps before the real gradients are taken", "100"},
@@ -135,7 +133,7 @@ Flags allreduce_flags() {
                {{"min", "BYTES", "smallest buffer", "4K"},
                 {"max", "BYTES", "largest buffer", "256M"},
                 {"factor", "N", "each size is the previous one times N (>= 2)", "4"},
-                {"codecs", "a,b,...", "codecs through octet's collectives, beside dense MPI_Allreduce", "none,fp16,linear8,dynamic_tree8,qsgd,topk,adacomp"},
+                {"codecs", "a,b,...", "codecs through octet's collectives, beside dense MPI_Allreduce", codec_list(CodecList::Allreduce)},
                 {"iters", "N", "calls timed per size and codec (0: from 3 to 50, fewer for larger buffers)", "0"},
                 {"bits", "2|4|8", "qsgd bits", "8"}});
 }
@@ -173,11 +171,11 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
     for (size_t ci = 0; ci <= codecs.size(); ++ci) {
       const bool dense = ci == 0;
       CodecParams p;
-      p.method = dense ? "none" : codecs[ci - 1];
+      p.method = dense ? identity_codec() : codecs[ci - 1];
       p.bits = bits;
       CodecPtr c = make_codec(p);
       ReduceOptions opt{dense ? Algorithm::Allreduce : default_algorithm(*c), c.get(), false, 3};
-      if (!dense && opt.algorithm == Algorithm::Allreduce) opt.algorithm = Algorithm::ScatterAllgather;  // "none" through our path
+      if (!dense && opt.algorithm == Algorithm::Allreduce) opt.algorithm = Algorithm::ScatterAllgather;  // fp32 through our path
       ReduceState st;
       CommStats stats;
       double total = 0;

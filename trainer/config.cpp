@@ -174,10 +174,10 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base) {
   t.codec.mantissa_offset = static_cast<int>(s.get<int64_t>("mantissa_offset", base.codec.mantissa_offset));
   if (t.codec.mantissa_offset < 0 || t.codec.mantissa_offset > 8) s.fail("mantissa_offset", "must be in [0, 8]");
   t.codec.error_feedback = s.get<bool>("error_feedback", base.codec.error_feedback);
-  if (t.algorithm == "allreduce" && t.codec.method != "none")
+  const CodecTraits& traits = codec_traits(t.codec.method);
+  if (t.algorithm == "allreduce" && !traits.identity)
     s.fail("algorithm", "allreduce sums fp32 in MPI; method " + t.codec.method + " needs scatter_allgather or allgather");
-  if ((t.codec.method == "topk" || t.codec.method == "adacomp") && t.algorithm == "scatter_allgather")
-    s.fail("algorithm", "sparse method " + t.codec.method + " needs allgather");
+  if (traits.sparse && t.algorithm == "scatter_allgather") s.fail("algorithm", "sparse method " + t.codec.method + " needs allgather");
   return t;
 }
 
@@ -193,8 +193,10 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
   }
   o.finish();  // names no layer of the model: unknown key
   Section a = s.section("activations");
-  c.activations.method = a.choice("method", c.activations.method,
-                                  {"none", "fp16", "linear8", "mantissa8", "static_tree8", "dynamic_tree8", "qsgd"});
+  std::vector<std::string> fit;  // codecs without error feedback: each activation crosses once
+  for (const auto& e : codec_registry())
+    if (e.traits.for_activations) fit.push_back(e.name);
+  c.activations.method = a.choice("method", c.activations.method, fit);
   c.activations.block = at_least(a, "block", c.activations.block, 0);
   c.activations.bits = static_cast<int>(a.get<int64_t>("bits", c.activations.bits));
   if (c.activations.bits != 2 && c.activations.bits != 4 && c.activations.bits != 8) a.fail("bits", "must be 2, 4 or 8");

@@ -6,7 +6,7 @@
 #include <variant>
 #include <vector>
 
-#include "comm/grad_sync.h"
+#include "compress/compression_config.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
 #include "layers/conv2d.h"

@@ -93,7 +93,7 @@ CodecProfile profile_codec(const std::string& method, const Config& cfg, Model& 
   out.name = method;
   out.algorithm = algorithm_name(default_algorithm(*c));
   double fp32[3] = {}, payload[3] = {}, t_enc = 0, t_dec = 0, bytes_timed = 0;
-  const bool feedback = c->needs_feedback() || cp.error_feedback;
+  const bool feedback = c->traits().needs_feedback || cp.error_feedback;
   const int rounds = feedback ? 4 : 2;
   std::vector<uint8_t> buf;
   std::vector<float> y, residual, scratch;
@@ -222,7 +222,7 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
 // that carry the traffic: the largest layer for gradients and, when `act_probe` > 0, model parallelism's largest
 // activation collective (the same messages: N chunks of it) for the activation exchanges.
 Link measure_link(const World& w, int64_t probe, int64_t act_probe, double compute_ms) {
-  CodecPtr none = make_codec(CodecParams{"none"});
+  CodecPtr none = make_codec(CodecParams{identity_codec()});
   const ReduceOptions opt{Algorithm::ScatterAllgather, none.get(), false, 0};
   ReduceState st;
   // work > 0: each rank first computes `work` multiply-adds, so the ranks arrive as they do after compute. loop > 1:
@@ -286,7 +286,7 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
            {"skew", "us", "ranks' arrival skew per exchange that follows compute", "0"},
            {"sub-batches", "K", "model parallelism's sub-batches", "4"},
            {"steps", "N", "profiled steps", "20"},
-           {"codecs", "a,b,...", "codecs to predict", "none,fp16,linear8,dynamic_tree8,qsgd,adacomp"},
+           {"codecs", "a,b,...", "codecs to predict", codec_list(CodecList::Predict)},
            {"profile", "FILE", "read a saved profile instead of profiling a config"},
            {"save-profile", "FILE", "write the profile (YAML) for later --profile runs"},
            {"set", "key=value", "override one config key", "", true}},
@@ -326,7 +326,7 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
     int64_t largest = 0;
     for (const auto& L : p.layers) largest = std::max(largest, L.params);
     CodecProfile none;
-    none.name = "none", none.ratio_act = 1;
+    none.name = identity_codec(), none.ratio_act = 1;
     const Terms mp = predict_model_parallel(p, none, Link{1e9, 0, 0}, ranks, sub_batches);
     const Link m = measure_link(w, largest, largest_activation_exchange(p, ranks, sub_batches), mp.t_fc_parallel / mp_exchanges_per_sub_batch(p));
     if (measure_bw) link.bandwidth_gbs = m.bandwidth_gbs;

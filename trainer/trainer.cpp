@@ -190,7 +190,7 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
   }
   std::optional<GradSync> sync;
   // One process without a codec has nothing to exchange; with one, it still trains through the codec (accuracy studies).
-  if (world && (size > 1 || cfg.compression.base.codec.method != "none" || !cfg.compression.overrides.empty())) {
+  if (world && (size > 1 || !codec_traits(cfg.compression.base.codec.method).identity || !cfg.compression.overrides.empty())) {
     GradSync everything(*world, cfg.compression, sync_tensors(model, model.size()));  // FC rows included
     everything.broadcast_values(0);  // identical start even if initialization ever differed
     sync.emplace(*world, cfg.compression, sync_tensors(model, fc_start));

@@ -1,5 +1,5 @@
-// Dense codecs: "none" (fp32 bytes) and "fp16" (IEEE half, round to nearest even, finite values beyond half's range
-// saturated to +-65504; F16C instructions in the body, half_math.h's bit-exact twins in the tail and without F16C).
+// The "fp16" codec: IEEE half, round to nearest even, finite values beyond half's range saturated to +-65504; F16C
+// instructions in the body, half_math.h's bit-exact twins in the tail and without F16C.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -16,67 +16,12 @@ namespace octet {
 
 namespace {
 
-inline uint32_t not_finite_bits(uint32_t b) { return (b & 0x7f800000u) == 0x7f800000u ? 1u : 0u; }
-
-// out[0..n) (=|+=) the floats at in, which may sit at any byte offset; returns 1 if one of them is NaN or infinite.
-// One pass: the check rides on the copy (vectorized as a plain copy is).
-uint32_t copy_checked(const uint8_t* __restrict in, float* __restrict out, int64_t n, bool accumulate) {
-  uint32_t bad = 0;
-  if (accumulate) {
-    for (int64_t i = 0; i < n; ++i) {
-      uint32_t b;
-      std::memcpy(&b, in + 4 * i, 4);
-      float v;
-      std::memcpy(&v, &b, 4);
-      out[i] += v;
-      bad |= not_finite_bits(b);
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
-      uint32_t b;
-      std::memcpy(&b, in + 4 * i, 4);
-      std::memcpy(out + i, &b, 4);
-      bad |= not_finite_bits(b);
-    }
-  }
-  return bad;
-}
-
-class NoneCodec : public Codec {
- public:
-  const char* name() const override { return "none"; }
-  size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 * static_cast<size_t>(n); }
-  size_t encode(const float* x, int64_t n, uint8_t* out, const EncodeContext&) const override {
-    write_header(out, {codec_id("none"), 1, 0, static_cast<uint32_t>(n), 0});
-    uint8_t* __restrict p = out + kHeaderBytes;
-    uint32_t bad = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      uint32_t b;
-      std::memcpy(&b, x + i, 4);
-      std::memcpy(p + 4 * i, &b, 4);
-      bad |= not_finite_bits(b);
-    }
-    if (bad) throw_nonfinite_input("none", x, n);
-    return max_bytes(n);
-  }
-  void decode(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
-    read_header(in, size, "none", n);
-    OCTET_CHECK(size == max_bytes(n), "none payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
-    if (copy_checked(in + kHeaderBytes, out, n, accumulate)) {
-      for (int64_t i = 0; i < n; ++i) {
-        uint32_t b;
-        std::memcpy(&b, in + kHeaderBytes + 4 * i, 4);
-        OCTET_CHECK(!not_finite_bits(b), "none payload: non-finite value at offset " << kHeaderBytes + 4 * i);
-      }
-    }
-  }
-};
-
 class Fp16Codec : public Codec {
  public:
   const char* name() const override { return "fp16"; }
   size_t max_bytes(int64_t n) const override { return kHeaderBytes + 2 * static_cast<size_t>(n); }
-  size_t encode(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const override {
+ protected:
+  size_t encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const override {
     write_header(out, {codec_id("fp16"), 1, 0, static_cast<uint32_t>(n), 0});
     uint16_t* h = reinterpret_cast<uint16_t*>(out + kHeaderBytes);  // 12-byte header keeps 2-byte alignment
     // Finite values beyond half's range saturate to +-65504 (an infinity in the payload would be rejected);
@@ -101,7 +46,7 @@ class Fp16Codec : public Codec {
     if (bad) throw_nonfinite_input("fp16", x, n);
     return max_bytes(n);
   }
-  void decode(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
+  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
     read_header(in, size, "fp16", n);
     OCTET_CHECK(size == max_bytes(n), "fp16 payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
     const uint16_t* bits = reinterpret_cast<const uint16_t*>(in + kHeaderBytes);
@@ -131,7 +76,6 @@ class Fp16Codec : public Codec {
 
 }  // namespace
 
-CodecPtr make_none(const CodecParams&) { return std::make_unique<NoneCodec>(); }
 CodecPtr make_fp16(const CodecParams&) { return std::make_unique<Fp16Codec>(); }
 
 }  // namespace octet

@@ -1,0 +1,96 @@
+// AdaComp (Chen et al. 2018): bin-local residual gradient selection with ternary values, LEB128 index gaps.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "compress/codecs.h"
+#include "compress/sparse.h"
+#include "compress/simd.h"
+#include "core/error.h"
+
+namespace octet {
+
+namespace {
+
+// AdaComp: G = residue + dW (the input x), H = G + dW; in each bin of L_T values, send i iff |H_i| >= max_bin |G|,
+// as sign(G_i) * scale with one scale per tensor (the mean |G| of the sent values). The residue keeps G - sent.
+// Wire: header (param = count) | fp32 scale | per sent value one LEB128 varint of ((index gap - 1) << 1 | sign):
+// a gap up to 64 costs one byte, up to 8192 two, and no value costs more bytes than its gap, so a payload never
+// exceeds the header, the scale and n bytes.
+class AdacompCodec : public Codec {
+ public:
+  explicit AdacompCodec(const AdacompParams& p) : bin_(p.bin > 0 ? p.bin : 500) {}
+  const char* name() const override { return "adacomp"; }
+  size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 + static_cast<size_t>(n); }
+
+ protected:
+  size_t encode_cpu(const float* g, int64_t n, uint8_t* out, const EncodeContext& ctx) const override {
+    uint8_t* p = out + kHeaderBytes + 4;
+    uint32_t count = 0;
+    int64_t prev = -1;
+    double sent_abs = 0;
+    for (int64_t lo = 0; lo < n; lo += bin_) {
+      const int64_t hi = std::min(n, lo + bin_);
+      // The bin's max |G| on the bit patterns (non-negative floats order like them; NaN and infinity come last).
+      uint32_t gbits = 0;
+      for (int64_t i = lo; i < hi; ++i) gbits = std::max(gbits, abs_bits(g[i]));
+      if (gbits >= 0x7f800000u) throw_nonfinite_input("adacomp", g, n);
+      if (gbits == 0) continue;
+      float gmax;
+      std::memcpy(&gmax, &gbits, 4);
+      for (int64_t i = lo; i < hi; ++i) {
+        const float h = ctx.fresh ? g[i] + ctx.fresh[i] : g[i];
+        if (std::fabs(h) >= gmax) {
+          uint64_t v = static_cast<uint64_t>(i - prev - 1) << 1 | (g[i] < 0.f ? 1u : 0u);
+          for (; v >= 128; v >>= 7) *p++ = static_cast<uint8_t>(v | 128);
+          *p++ = static_cast<uint8_t>(v);
+          prev = i;
+          sent_abs += std::fabs(g[i]);
+          ++count;
+        }
+      }
+    }
+    // Ternary values: one scale per tensor, the mean |G| of the selected values (the least-squares choice for them;
+    // the mean of all bins' maxima over-corrects small bins and makes the residue oscillate).
+    const float scale = count ? static_cast<float>(sent_abs / count) : 0.f;
+    write_header(out, {codec_id("adacomp"), 1, 0, static_cast<uint32_t>(n), count});
+    std::memcpy(out + kHeaderBytes, &scale, 4);
+    return static_cast<size_t>(p - out);
+  }
+
+  void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
+    const PayloadHeader h = read_header(in, size, "adacomp", n);
+    OCTET_CHECK(size >= kHeaderBytes + 4 + h.param && h.param <= static_cast<uint64_t>(n),
+                "adacomp payload: " << size << " bytes cannot hold " << h.param << " values (count at offset 8)");
+    float scale;
+    std::memcpy(&scale, in + kHeaderBytes, 4);
+    OCTET_CHECK(std::isfinite(scale) && scale >= 0.f, "adacomp payload: bad scale at offset " << kHeaderBytes);
+    if (!accumulate) std::fill(out, out + n, 0.f);
+    int64_t prev = -1;
+    size_t off = kHeaderBytes + 4;
+    for (uint32_t j = 0; j < h.param; ++j) {
+      const size_t start = off;
+      uint64_t v = 0;
+      for (int shift = 0;; shift += 7) {
+        OCTET_CHECK(off < size && shift <= 35, "adacomp payload: value " << j << " at offset " << start << " is truncated or overlong");
+        const uint8_t b = in[off++];
+        v |= static_cast<uint64_t>(b & 127) << shift;
+        if (!(b & 128)) break;
+      }
+      const int64_t i = prev + 1 + static_cast<int64_t>(v >> 1);
+      OCTET_CHECK(i < n, "adacomp payload: index " << i << " at offset " << start << " is out of range");
+      prev = i;
+      out[i] += v & 1 ? -scale : scale;
+    }
+    OCTET_CHECK(off == size, "adacomp payload: " << size - off << " bytes after the last of " << h.param << " values (offset " << off << ")");
+  }
+
+ private:
+  int64_t bin_;
+};
+
+}  // namespace
+
+CodecPtr make_adacomp(const CodecParams& p) { return std::make_unique<AdacompCodec>(AdacompParams{p.bin}); }
+
+}  // namespace octet

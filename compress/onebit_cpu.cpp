@@ -1,0 +1,115 @@
+// 1-bit SGD (Seide et al., CNTK): sign bits and two reconstruction values per block, with error feedback.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "compress/codecs.h"
+#include "compress/sparse.h"
+#include "compress/simd.h"
+#include "core/error.h"
+
+namespace octet {
+
+namespace {
+
+// 1-bit SGD (Seide et al., CNTK): per block, the sign of each value and two reconstruction values, the means of
+// the non-negative and of the negative values.
+class OnebitCodec : public Codec {
+ public:
+  explicit OnebitCodec(const OnebitParams& p) : block_(p.block) {}
+  const char* name() const override { return "onebit"; }
+  int64_t block_for(int64_t n) const { return block_ == 0 ? std::max<int64_t>(n, 1) : block_; }
+  size_t max_bytes(int64_t n) const override {
+    const int64_t b = block_for(n);
+    return kHeaderBytes + 8 * static_cast<size_t>((n + b - 1) / b) + (static_cast<size_t>(n) + 7) / 8;
+  }
+
+ protected:
+  size_t encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const override {
+    const int64_t b = block_for(n), nb = (n + b - 1) / b;
+    write_header(out, {codec_id("onebit"), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(b)});
+    uint8_t* __restrict bits = out + kHeaderBytes + 8 * nb;
+    std::memset(bits, 0, (static_cast<size_t>(n) + 7) / 8);
+    for (int64_t k = 0; k < nb; ++k) {
+      const int64_t lo = k * b, hi = std::min(n, lo + b);
+      // Double sums, so k copies of v average to v exactly (decode(encode) re-encodes bit-exactly).
+      double pos = 0, neg = 0, np = 0;
+      int64_t i = lo;
+#ifdef __AVX2__
+      if (lo % 8 == 0) {  // 8 values -> one sign byte via movemask; sums in 4-wide doubles
+        __m256d vpos = _mm256_setzero_pd(), vall = _mm256_setzero_pd();
+        int64_t count = 0;
+        for (; i + 8 <= hi; i += 8) {
+          const __m256 v = _mm256_loadu_ps(x + i);
+          const __m256 ge = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GE_OQ);
+          const int mask = _mm256_movemask_ps(ge);
+          bits[i >> 3] = static_cast<uint8_t>(mask);
+          count += __builtin_popcount(static_cast<unsigned>(mask));
+          const __m256 kept = _mm256_and_ps(v, ge);
+          vpos = _mm256_add_pd(vpos, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(kept)), _mm256_cvtps_pd(_mm256_extractf128_ps(kept, 1))));
+          vall = _mm256_add_pd(vall, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))));
+        }
+        double p4[4], a4[4];
+        _mm256_storeu_pd(p4, vpos);
+        _mm256_storeu_pd(a4, vall);
+        pos = p4[0] + p4[1] + p4[2] + p4[3];
+        neg = (a4[0] + a4[1] + a4[2] + a4[3]) - pos;
+        np = static_cast<double>(count);
+      }
+#endif
+      for (; i < hi; ++i) {
+        const bool nonneg = x[i] >= 0.f;
+        (nonneg ? pos : neg) += x[i];
+        np += nonneg;
+        bits[i >> 3] |= static_cast<uint8_t>(nonneg ? 1u : 0u) << (i & 7);
+      }
+      if (!std::isfinite(pos) || !std::isfinite(neg)) throw_nonfinite_input("onebit", x, n);  // sums of fp32 in double: only NaN/inf get here
+      const double nn = static_cast<double>(hi - lo) - np;
+      const float rec[2] = {np > 0 ? static_cast<float>(pos / np) : 0.f, nn > 0 ? static_cast<float>(neg / nn) : 0.f};
+      std::memcpy(out + kHeaderBytes + 8 * k, rec, 8);
+    }
+    return max_bytes(n);
+  }
+
+  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
+    const PayloadHeader h = read_header(in, size, "onebit", n);
+    OCTET_CHECK(h.param > 0, "onebit payload: block 0 at offset 8");
+    const int64_t b = h.param, nb = (n + b - 1) / b;
+    const size_t want = kHeaderBytes + 8 * static_cast<size_t>(nb) + (static_cast<size_t>(n) + 7) / 8;
+    OCTET_CHECK(size == want, "onebit payload: " << size << " bytes, expected " << want);
+    const uint8_t* __restrict bits = in + kHeaderBytes + 8 * nb;
+    for (int64_t k = 0; k < nb; ++k) {
+      float rec[2];
+      std::memcpy(rec, in + kHeaderBytes + 8 * k, 8);
+      OCTET_CHECK(std::isfinite(rec[0]) && std::isfinite(rec[1]), "onebit payload: bad value at offset " << kHeaderBytes + 8 * k);
+      const int64_t lo = k * b, hi = std::min(n, lo + b);
+      int64_t i = lo;
+#ifdef __AVX2__
+      if (lo % 8 == 0) {  // one sign byte -> 8 values: broadcast, test each bit, blend the two reconstruction values
+        const __m256i probe = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        const __m256 vp = _mm256_set1_ps(rec[0]), vn = _mm256_set1_ps(rec[1]);
+        for (; i + 8 <= hi; i += 8) {
+          const __m256i byte = _mm256_set1_epi32(bits[i >> 3]);
+          const __m256 set = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(byte, probe), probe));
+          __m256 v = _mm256_blendv_ps(vn, vp, set);
+          if (accumulate) v = _mm256_add_ps(_mm256_loadu_ps(out + i), v);
+          _mm256_storeu_ps(out + i, v);
+        }
+      }
+#endif
+      for (; i < hi; ++i) {
+        const float v = (bits[i >> 3] >> (i & 7)) & 1u ? rec[0] : rec[1];
+        out[i] = accumulate ? out[i] + v : v;
+      }
+    }
+  }
+
+ private:
+  int64_t block_;
+};
+
+}  // namespace
+
+CodecPtr make_onebit(const CodecParams& p) { return std::make_unique<OnebitCodec>(OnebitParams{p.block}); }
+
+}  // namespace octet

@@ -1,0 +1,123 @@
+// top-k sparsification (DGC-style, with error feedback): the k largest magnitudes as (index, value) pairs, found by
+// a radix select over the magnitudes' bits.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "compress/codecs.h"
+#include "compress/sparse.h"
+#include "compress/simd.h"
+#include "core/error.h"
+
+namespace octet {
+
+namespace {
+
+// Checks that the sparse indices of a payload are strictly increasing and inside [0, n).
+void check_index(const char* codec, uint32_t idx, int64_t prev, int64_t n, size_t offset) {
+  OCTET_CHECK(static_cast<int64_t>(idx) < n && static_cast<int64_t>(idx) > prev,
+              codec << " payload: index " << idx << " at offset " << offset << " is out of range or out of order");
+}
+
+// The (index, value) entries of a topk payload in order, each index checked (in range, increasing) as it is read.
+struct TopkEntries {
+  const uint8_t* in;
+  uint32_t count;
+  int64_t n;
+  uint32_t j = 0, i = 0;
+  int64_t prev = -1;
+  float v = 0.f;
+  bool next() {
+    if (j == count) return false;
+    const size_t off = kHeaderBytes + 8 * static_cast<size_t>(j++);
+    std::memcpy(&i, in + off, 4);
+    std::memcpy(&v, in + off + 4, 4);
+    check_index("topk", i, prev, n, off);
+    OCTET_CHECK(std::isfinite(v), "topk payload: non-finite value at offset " << off + 4);
+    prev = i;
+    return true;
+  }
+};
+
+// out[0..n) = the entries on zeros (each 0 + v, as a zero-filled out plus the entry would give), zeroed a
+// cache-sized block at a time just before that block's values land: one pass over out, not a zero pass and then a
+// scatter pass. (Streaming stores of 16-value groups built in registers measured slower here: 0.9x memcpy.)
+void write_dense(TopkEntries& e, float* out, int64_t n) {
+  bool have = e.next();
+  int64_t done = 0;
+  auto upto = [&](int64_t end) {  // out[done..end) from zeros and the entries below end
+    std::fill(out + done, out + end, 0.f);
+    for (; have && e.i < end; have = e.next()) out[e.i] = 0.f + e.v;
+    done = end;
+  };
+  for (int64_t b = 0; b < n; b += 4096) upto(std::min(n, b + 4096));
+  while (have) have = e.next();  // only a bad index is left to find: next() throws on it
+}
+
+class TopkCodec : public Codec {
+ public:
+  explicit TopkCodec(const TopkParams& p) : fraction_(p.fraction) {
+    OCTET_CHECK(fraction_ > 0 && fraction_ <= 1, "topk: fraction must be in (0, 1], got " << fraction_);
+  }
+  const char* name() const override { return "topk"; }
+  int64_t k_for(int64_t n) const { return n == 0 ? 0 : std::max<int64_t>(1, std::llround(fraction_ * static_cast<double>(n))); }
+  size_t max_bytes(int64_t n) const override { return kHeaderBytes + 8 * static_cast<size_t>(k_for(n)); }
+
+  // The k largest |x| (ties to the lower index), in index order: the k-th largest magnitude T comes from a radix
+  // select over the magnitudes' bits (non-negative floats order like their bits: three histogram passes of 11, 10
+  // and 10 bits), then one pass takes every value above T and the first `ties` values equal to it.
+ protected:
+  size_t encode_cpu(const float* x, int64_t n, uint8_t* out, const EncodeContext&) const override {
+    const int64_t k = k_for(n);
+    write_header(out, {codec_id("topk"), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(k)});
+    uint32_t t = 0, known = 0;  // T's bits found so far, and which bits those are
+    int64_t ties = k;           // of the values matching T so far, how many the k largest still take
+    std::vector<int64_t> hist(2048);
+    for (const auto& [shift, width] : {std::pair{20, 11}, {10, 10}, {0, 10}}) {
+      const uint32_t digit = (1u << width) - 1;
+      std::fill(hist.begin(), hist.end(), 0);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint32_t m = abs_bits(x[i]);
+        if ((m & known) == t) ++hist[(m >> shift) & digit];
+      }
+      // The first pass's top buckets (bits 0x7f8 and up) hold exactly the NaN and infinite values.
+      if (shift == 20)
+        for (uint32_t b = 0x7f8; b < 2048; ++b)
+          if (hist[b]) throw_nonfinite_input("topk", x, n);
+      uint32_t b = digit;
+      while (b > 0 && ties > hist[b]) ties -= hist[b--];
+      t |= b << shift;
+      known |= digit << shift;
+    }
+    uint8_t* p = out + kHeaderBytes;
+    for (uint32_t i = 0; i < static_cast<uint32_t>(n) && k > 0; ++i) {
+      const uint32_t m = abs_bits(x[i]);
+      if (m < t || (m == t && ties-- <= 0)) continue;
+      std::memcpy(p, &i, 4);
+      std::memcpy(p + 4, &x[i], 4);
+      p += 8;
+    }
+    return kHeaderBytes + 8 * static_cast<size_t>(k);
+  }
+
+  void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
+    const PayloadHeader h = read_header(in, size, "topk", n);
+    OCTET_CHECK(size == kHeaderBytes + 8 * static_cast<size_t>(h.param),
+                "topk payload: " << size << " bytes for " << h.param << " values (count at offset 8)");
+    TopkEntries e{in, h.param, n};
+    if (accumulate) {
+      while (e.next()) out[e.i] += e.v;
+      return;
+    }
+    write_dense(e, out, n);
+  }
+
+ private:
+  double fraction_;
+};
+
+}  // namespace
+
+CodecPtr make_topk(const CodecParams& p) { return std::make_unique<TopkCodec>(TopkParams{p.fraction}); }
+
+}  // namespace octet
