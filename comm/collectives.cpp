@@ -1,10 +1,9 @@
-// The three reduction algorithms of comm/collectives.h on MPI (host memory).
+// The three reduction algorithms of comm/collectives.h over a Transport.
 #include "comm/collectives.h"
 
 #include <algorithm>
 #include <climits>
 
-#include "comm/wait.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/timer.h"
@@ -44,7 +43,7 @@ namespace {
 size_t align16(size_t x) { return (x + 15) & ~size_t{15}; }
 
 int as_count(size_t bytes) {
-  OCTET_CHECK(bytes <= static_cast<size_t>(INT_MAX), "payload of " << bytes << " bytes exceeds MPI's int count");
+  OCTET_CHECK(bytes <= static_cast<size_t>(INT_MAX), "payload of " << bytes << " bytes exceeds the transport's int count");
   return static_cast<int>(bytes);
 }
 
@@ -72,19 +71,12 @@ size_t displacements(const std::vector<int>& counts, std::vector<int>& displs) {
   return off;
 }
 
-// The codec paths start every collective non-blocking and complete it here, so the blocking and the overlapped
-// paths run the same MPI algorithms (same bytes, same results). With opt.yield the wait polls and sleeps between
-// polls instead of spinning, leaving the core to the compute thread while a bucket is in flight.
-void complete(MPI_Request& req, const World& w, const ReduceOptions& opt, const char* op) {
-  wait_request(req, w, WaitOptions{op, opt.step, opt.yield, opt.cancel});
-}
-
 // The scatter phase shared by scatter-allgather and reduce-scatter: x's chunk [lo[j], lo[j+1]) goes through the codec
 // (error feedback on st.residual when ef) to rank j, and this rank's chunk of the sum, decoded in rank order, ends
 // in st.chunk.
-void scatter_reduce(const World& w, const float* x, const std::vector<int64_t>& lo, bool ef, const ReduceOptions& opt, ReduceState& st,
+void scatter_reduce(Transport& tr, const float* x, const std::vector<int64_t>& lo, bool ef, const ReduceOptions& opt, ReduceState& st,
                     CommStats& stats) {
-  const int N = w.size, r = w.rank;
+  const int N = tr.size(), r = tr.rank();
   const Codec& c = *opt.codec;
   auto len_of = [&](int j) { return lo[j + 1] - lo[j]; };
   double t = now_seconds();
@@ -106,13 +98,10 @@ void scatter_reduce(const World& w, const float* x, const std::vector<int64_t>& 
 
   t = now_seconds();
   st.recv_counts.assign(N, 0);
-  MPI_Request req;
-  CHECK_MPI(MPI_Ialltoall(st.send_counts.data(), 1, MPI_INT, st.recv_counts.data(), 1, MPI_INT, w.comm, &req));
-  complete(req, w, opt, "MPI_Ialltoall (scatter-reduce payload sizes)");
+  tr.alltoall_ints(st.send_counts.data(), st.recv_counts.data(), opt.progress);
   st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
-  CHECK_MPI(MPI_Ialltoallv(st.send.data(), st.send_counts.data(), st.send_displs.data(), MPI_BYTE, st.recv.data(),
-                           st.recv_counts.data(), st.recv_displs.data(), MPI_BYTE, w.comm, &req));
-  complete(req, w, opt, "MPI_Ialltoallv (scatter-reduce payloads)");
+  tr.alltoallv_bytes({st.send.data(), st.send.size(), st.send.device()}, st.send_counts.data(), st.send_displs.data(),
+                     {st.recv.data(), st.recv.size(), st.recv.device()}, st.recv_counts.data(), st.recv_displs.data(), opt.progress);
   stats.communicate_s += now_seconds() - t;
 
   t = now_seconds();
@@ -136,46 +125,45 @@ bool keeps_feedback(const ReduceOptions& opt) {
   return opt.algorithm != Algorithm::Allreduce && (opt.error_feedback || (opt.codec && opt.codec->needs_feedback()));
 }
 
-void reduce_scatter(const World& w, float* x, const std::vector<int64_t>& lo, const ReduceOptions& opt, ReduceState& st, CommStats& stats) {
-  const int N = w.size, r = w.rank;
+void reduce_scatter(Transport& tr, Span<float> xs, const std::vector<int64_t>& lo, const ReduceOptions& opt, ReduceState& st,
+                    CommStats& stats) {
+  const int N = tr.size(), r = tr.rank();
+  OCTET_CHECK(xs.device == Device::CPU, "reduce_scatter: the codecs run on the host; this buffer is on " << device_name(xs.device));
+  float* x = xs.data;
   OCTET_CHECK(opt.codec, "reduce_scatter needs a codec");
   OCTET_CHECK(lo.size() == static_cast<size_t>(N) + 1 && lo[0] == 0, "reduce_scatter: " << lo.size() << " chunk bounds for " << N << " ranks");
   for (int j = 0; j < N; ++j) OCTET_CHECK(lo[j + 1] >= lo[j], "reduce_scatter: chunk " << j << " ends before it starts");
   const bool ef = opt.error_feedback || opt.codec->needs_feedback();
   OCTET_CHECK(!ef, "reduce_scatter carries no error feedback (codec " << opt.codec->name() << ")");
-  scatter_reduce(w, x, lo, false, opt, st, stats);
+  OCTET_CHECK(lo[N] <= static_cast<int64_t>(xs.size), "reduce_scatter: chunks end at " << lo[N] << " of " << xs.size << " values");
+  scatter_reduce(tr, x, lo, false, opt, st, stats);
   std::copy(st.chunk.begin(), st.chunk.end(), x + lo[r]);
   if (opt.average) scale(x + lo[r], lo[r + 1] - lo[r], N);
 }
 
-void allgather_payloads(const World& w, const uint8_t* mine, int size, ReduceState& st, const ReduceOptions& opt) {
-  MPI_Request req;
-  st.recv_counts.assign(w.size, 0);
-  CHECK_MPI(MPI_Iallgather(&size, 1, MPI_INT, st.recv_counts.data(), 1, MPI_INT, w.comm, &req));
-  complete(req, w, opt, "MPI_Iallgather (payload sizes)");
+void allgather_payloads(Transport& tr, Span<const uint8_t> mine, ReduceState& st, const Progress& p) {
+  st.recv_counts.assign(tr.size(), 0);
+  tr.allgather_ints(as_count(mine.size), st.recv_counts.data(), p);
   st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
-  CHECK_MPI(MPI_Iallgatherv(mine, size, MPI_BYTE, st.recv.data(), st.recv_counts.data(), st.recv_displs.data(), MPI_BYTE, w.comm, &req));
-  complete(req, w, opt, "MPI_Iallgatherv (payloads)");
+  tr.allgatherv_bytes(mine, {st.recv.data(), st.recv.size(), st.recv.device()}, st.recv_counts.data(), st.recv_displs.data(), p);
 }
 
-void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, ReduceState& st, CommStats& stats) {
-  const int N = w.size, r = w.rank;
+void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, ReduceState& st, CommStats& stats) {
+  const int N = tr.size(), r = tr.rank();
+  OCTET_CHECK(xs.device == Device::CPU, "reduce_mean: the codecs run on the host; this buffer is on " << device_name(xs.device));
+  float* x = xs.data;
+  const int64_t n = static_cast<int64_t>(xs.size);
   const bool ef = keeps_feedback(opt);
   if (ef && st.residual.numel() != n) st.residual = Tensor({n});
   double t;
 
   if (opt.algorithm == Algorithm::Allreduce) {
     OCTET_CHECK(!opt.codec || opt.codec->traits().identity,
-                "algorithm allreduce sums fp32 in MPI and cannot carry codec " << opt.codec->name());
+                "algorithm allreduce sums fp32 in the transport and cannot carry codec " << opt.codec->name());
     t = now_seconds();
-    // Non-blocking like the codec paths, so the overlap thread can yield while small tensors reduce. (Open MPI's
-    // MPI_Iallreduce measured 2-3x slower than its blocking MPI_Allreduce on MB-sized buffers over TCP, which is why
-    // codec none defaults to scatter_allgather: on par with MPI_Allreduce there, and deterministic.)
-    if (N > 1) {
-      MPI_Request req;
-      CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, x, static_cast<int>(n), MPI_FLOAT, MPI_SUM, w.comm, &req));
-      complete(req, w, opt, "MPI_Iallreduce (fp32 gradients)");
-    }
+    // The transport's own sum (non-blocking under MPI, so the overlap thread can yield while small tensors reduce; why
+    // fp32 defaults to scatter_allgather nonetheless: docs/design_notes.md).
+    if (N > 1) tr.allreduce_sum(xs, opt.progress);
     stats.communicate_s += now_seconds() - t;
     const uint64_t ring = N > 1 ? static_cast<uint64_t>(2.0 * (N - 1) / N * 4.0 * static_cast<double>(n)) : 0;
     stats.bytes_sent += ring;
@@ -192,7 +180,7 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
     const size_t bytes = encode(c, x, n, ef ? st.residual.data() : nullptr, st.send.data(), derive_seed(opt.seed, r), st);
     stats.compress_s += now_seconds() - t;
     t = now_seconds();
-    allgather_payloads(w, st.send.data(), as_count(bytes), st, opt);
+    allgather_payloads(tr, {st.send.data(), bytes, st.send.device()}, st, opt.progress);
     stats.communicate_s += now_seconds() - t;
     stats.bytes_sent += static_cast<uint64_t>(N - 1) * bytes;
     stats.fp32_bytes += static_cast<uint64_t>(N - 1) * 4 * static_cast<uint64_t>(n);
@@ -207,7 +195,7 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
   // Scatter-reduce + allgather: rank j owns chunk j.
   const std::vector<int64_t> lo = scatter_chunks(n, N);
   auto len_of = [&](int j) { return lo[j + 1] - lo[j]; };
-  scatter_reduce(w, x, lo, ef, opt, st, stats);
+  scatter_reduce(tr, x, lo, ef, opt, st, stats);
 
   const int64_t mine = len_of(r);
   t = now_seconds();
@@ -218,7 +206,7 @@ void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, 
   stats.compress_s += now_seconds() - t;
 
   t = now_seconds();
-  allgather_payloads(w, reduced.data(), as_count(rb), st, opt);
+  allgather_payloads(tr, {reduced.data(), rb, Device::CPU}, st, opt.progress);
   stats.communicate_s += now_seconds() - t;
   stats.bytes_sent += static_cast<uint64_t>(N - 1) * rb;
   stats.fp32_bytes += static_cast<uint64_t>(N - 1) * 4 * static_cast<uint64_t>(mine);

@@ -1,4 +1,4 @@
-// Reduction algorithms over one fp32 buffer, each usable with any codec: dense MPI_Allreduce, compressed
+// Reduction algorithms over one fp32 buffer, each usable with any codec and any transport: dense allreduce, compressed
 // scatter-reduce + allgather, and compressed allgather with variable-size payloads. All leave every rank with
 // bit-identical results (each rank decodes the same bytes in the same order).
 #pragma once
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/world.h"
+#include "comm/transport.h"
 #include "compress/codec.h"
 #include "core/tensor.h"
 
@@ -20,7 +20,7 @@ Algorithm default_algorithm(const Codec& c);          // the codec's traits().re
 
 struct CommStats {
   double compress_s = 0, communicate_s = 0, decompress_s = 0;
-  uint64_t bytes_sent = 0;   // payload bytes this rank handed to MPI for other ranks (allreduce: ring-equivalent 2(N-1)/N * 4n)
+  uint64_t bytes_sent = 0;   // payload bytes this rank handed to the transport for other ranks (allreduce: ring-equivalent 2(N-1)/N * 4n)
   uint64_t fp32_bytes = 0;   // what the same exchange costs uncompressed with the same algorithm shape
   CommStats& operator+=(const CommStats& o);
 };
@@ -30,7 +30,7 @@ struct ReduceState {
   Tensor residual;        // error feedback of this rank's contribution [n] (empty without feedback)
   Tensor owner_residual;  // scatter-allgather: error feedback of the reduced chunk this rank owns [chunk]
   std::vector<float> scratch, chunk;
-  std::vector<uint8_t> send, recv;
+  Buffer<uint8_t> send, recv;  // payloads, where the transport takes them
   std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
 };
 
@@ -39,9 +39,7 @@ struct ReduceOptions {
   const Codec* codec = nullptr;  // required except for Allreduce
   bool error_feedback = false;
   uint64_t seed = 0;             // keys stochastic codecs; combine step and tensor into it
-  int64_t step = -1;             // training step, for the error when a wait outlasts World::timeout_s
-  bool yield = false;            // sleep between polls while waiting (overlap thread) instead of spinning
-  const std::atomic<bool>* cancel = nullptr;  // with yield: set -> the wait throws (the owner is shutting down)
+  Progress progress = {};        // step (for timeout errors), yield (overlap thread), cancel
   bool average = true;           // false: leave the sum (model parallelism sums partial input gradients)
 };
 
@@ -52,17 +50,18 @@ std::vector<int64_t> scatter_chunks(int64_t n, int N);
 // one for the owned chunk).
 bool keeps_feedback(const ReduceOptions& opt);
 
-// x[0..n) <- mean (or, with !opt.average, sum) over ranks of x, identical bytes on every rank.
-void reduce_mean(const World& w, float* x, int64_t n, const ReduceOptions& opt, ReduceState& st, CommStats& stats);
+// x <- mean (or, with !opt.average, sum) over ranks of x, identical bytes on every rank. x in host memory (the codecs
+// run on the CPU; device gradients reach here through the transport's staging).
+void reduce_mean(Transport& t, Span<float> x, const ReduceOptions& opt, ReduceState& st, CommStats& stats);
 
 // The first half of scatter-allgather on its own: rank q owns x[lo[q], lo[q+1]) (lo: N+1 ascending bounds from 0);
 // every rank's chunks go through the codec to their owners, which decode and sum them in rank order (mean with
 // opt.average) into their own chunk of x. The rest of x is left as it was. Half the traffic of reduce_mean for
 // callers that need only their chunk (model parallelism's partial input gradients); no error feedback.
-void reduce_scatter(const World& w, float* x, const std::vector<int64_t>& lo, const ReduceOptions& opt, ReduceState& st, CommStats& stats);
+void reduce_scatter(Transport& t, Span<float> x, const std::vector<int64_t>& lo, const ReduceOptions& opt, ReduceState& st, CommStats& stats);
 
-// Every rank's payload (size bytes at mine) to every rank: st.recv holds them in rank order at st.recv_displs,
-// st.recv_counts their sizes.
-void allgather_payloads(const World& w, const uint8_t* mine, int size, ReduceState& st, const ReduceOptions& opt);
+// Every rank's payload (mine) to every rank: st.recv holds them in rank order at st.recv_displs, st.recv_counts their
+// sizes.
+void allgather_payloads(Transport& t, Span<const uint8_t> mine, ReduceState& st, const Progress& p);
 
 }  // namespace octet

@@ -4,13 +4,12 @@
 #include <cstdio>
 #include <cstring>
 
-#include "comm/wait.h"
 #include "core/error.h"
 #include "core/rng.h"
 
 namespace octet {
 
-GradSync::GradSync(const World& w, const CompressionConfig& cfg, std::vector<SyncTensor> tensors) : world_(w) {
+GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors) : t_(t) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     Entry e;
     e.t = std::move(tensors[i]);
@@ -34,8 +33,8 @@ GradSync::GradSync(const World& w, const CompressionConfig& cfg, std::vector<Syn
       const int64_t n = e.t.param.grad->numel();
       e.state.residual = Tensor({n});
       if (e.opt.algorithm == Algorithm::ScatterAllgather) {
-        const std::vector<int64_t> lo = scatter_chunks(n, w.size);
-        e.state.owner_residual = Tensor({lo[w.rank + 1] - lo[w.rank]});
+        const std::vector<int64_t> lo = scatter_chunks(n, t.size());
+        e.state.owner_residual = Tensor({lo[t.rank() + 1] - lo[t.rank()]});
       }
     }
     entries_.push_back(std::move(e));
@@ -49,11 +48,9 @@ void GradSync::sync(uint64_t step, CommStats& stats) {
 void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats, const std::atomic<bool>* cancel) {
   Entry& e = entries_[i];
   e.opt.seed = derive_seed(0x9d5, step, i);
-  e.opt.step = static_cast<int64_t>(step);
-  e.opt.yield = cancel != nullptr;
-  e.opt.cancel = cancel;
+  e.opt.progress = {static_cast<int64_t>(step), cancel != nullptr, cancel};
   CommStats s;
-  reduce_mean(world_, e.t.param.grad->data(), e.t.param.grad->numel(), e.opt, e.state, s);
+  reduce_mean(t_, span_of(*e.t.param.grad), e.opt, e.state, s);
   e.total += s;
   stats += s;
 }
@@ -106,20 +103,17 @@ uint64_t GradSync::checksum() const {
 }
 
 void GradSync::verify_identical(int64_t step) const {
-  if (world_.size == 1) return;
-  const unsigned long long mine = checksum();
-  std::vector<unsigned long long> all(static_cast<size_t>(world_.size));
-  allgather_bounded(world_, &mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), {"MPI_Iallgather (parameter checksums)", step});
-  for (int r = 1; r < world_.size; ++r)
+  if (t_.size() == 1) return;
+  std::vector<uint64_t> all(static_cast<size_t>(t_.size()));
+  t_.allgather_u64(checksum(), all.data(), {step});
+  for (int r = 1; r < t_.size(); ++r)
     OCTET_CHECK(all[r] == all[0], "parameters diverged across ranks at step " << step << ": rank " << r << " checksum "
                                   << std::hex << all[r] << " differs from rank 0's " << all[0]);
 }
 
 void GradSync::broadcast_values(int root) {
-  if (world_.size == 1) return;
-  for (Entry& e : entries_)
-    bcast_bounded(world_, e.t.param.value->data(), static_cast<int>(e.t.param.value->numel()), MPI_FLOAT, root,
-                  {"MPI_Ibcast (initial parameters)"});
+  if (t_.size() == 1) return;
+  for (Entry& e : entries_) t_.broadcast_floats(span_of(*e.t.param.value), root, {});
 }
 
 }  // namespace octet

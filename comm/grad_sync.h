@@ -22,7 +22,7 @@ struct SyncTensor {
 
 class GradSync {
  public:
-  GradSync(const World& w, const CompressionConfig& cfg, std::vector<SyncTensor> tensors);
+  GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors);
   // Replaces every grad with its mean over the ranks (identical bytes everywhere).
   void sync(uint64_t step, CommStats& stats);
   // The same for tensor i alone (what sync() does for each i in turn; the overlap thread calls it per bucket).
@@ -49,7 +49,7 @@ class GradSync {
     ReduceState state;
     CommStats total;  // since construction
   };
-  World world_;
+  Transport& t_;
   std::vector<Entry> entries_;
 };
 

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "comm/grad_sync.h"
+#include "comm/mpi_transport.h"
 #include "compress/codecs.h"
 #include "core/error.h"
 #include "core/fileio.h"
@@ -80,7 +81,8 @@ TEST_CASE("collectives: rank r contributes r+1, every rank ends with the exact m
       std::vector<float> x(static_cast<size_t>(n), static_cast<float>(g_world.rank + 1));
       ReduceState st;
       CommStats stats;
-      reduce_mean(g_world, x.data(), n, {k.alg, codec.get(), false, 7}, st, stats);
+      MpiTransport t(g_world);
+      reduce_mean(t, {x.data(), x.size(), Device::CPU}, {k.alg, codec.get(), false, 7}, st, stats);
       INFO(k.method << " " << algorithm_name(k.alg) << " n=" << n);
       const float want = static_cast<float>(N + 1) / 2.0f;
       int64_t wrong = 0;
@@ -108,7 +110,8 @@ TEST_CASE("reduce-scatter: each rank gets the exact sum of its own chunk, uneven
       CommStats stats;
       ReduceOptions o{Algorithm::ScatterAllgather, codec.get(), false, 5};
       o.average = average;
-      reduce_scatter(g_world, x.data(), lo, o, st, stats);
+      MpiTransport t(g_world);
+      reduce_scatter(t, {x.data(), x.size(), Device::CPU}, lo, o, st, stats);
       INFO(m << (average ? " mean" : " sum"));
       const float sum = static_cast<float>(N * (N + 1) / 2), want = average ? sum / static_cast<float>(N) : sum;
       int64_t wrong = 0;
@@ -124,7 +127,8 @@ TEST_CASE("reduce-scatter: each rank gets the exact sum of its own chunk, uneven
   std::vector<float> x(10, 1.f);
   ReduceState st;
   CommStats stats;
-  CHECK_THROWS_WITH(reduce_scatter(g_world, x.data(), std::vector<int64_t>(static_cast<size_t>(N) + 2, 0), {Algorithm::ScatterAllgather, codec.get(), false, 5}, st, stats),
+  MpiTransport t(g_world);
+  CHECK_THROWS_WITH(reduce_scatter(t, {x.data(), x.size(), Device::CPU}, std::vector<int64_t>(static_cast<size_t>(N) + 2, 0), {Algorithm::ScatterAllgather, codec.get(), false, 5}, st, stats),
                     Catch::Contains("chunk bounds for"));
 }
 
@@ -146,7 +150,8 @@ TEST_CASE("collectives: random data ends bit-identical on every rank, close to t
     }
     ReduceState st;
     CommStats stats;
-    reduce_mean(g_world, x.data(), n, {k.alg, codec.get(), false, 11}, st, stats);
+    MpiTransport t(g_world);
+    reduce_mean(t, {x.data(), x.size(), Device::CPU}, {k.alg, codec.get(), false, 11}, st, stats);
     INFO(k.method << " " << algorithm_name(k.alg));
     CHECK(identical_across_ranks(x));
     if (k.method == "none") CHECK(std::abs(x[123] - truth[123]) < 1e-5f);
@@ -163,7 +168,8 @@ TEST_CASE("gradient sync plan, checksum divergence detection and broadcast", "[m
   Tensor b = random_tensor({10}, 1), db = random_tensor({10}, 2 + g_world.rank);
   CompressionConfig cfg;
   cfg.base.codec.method = "dynamic_tree8";
-  GradSync sync(g_world, cfg, {{{"fc.weight", &w, &g}, "fc", "fc"}, {{"fc.bias", &b, &db}, "fc", "fc"}});
+  MpiTransport t(g_world);
+  GradSync sync(t, cfg, {{{"fc.weight", &w, &g}, "fc", "fc"}, {{"fc.bias", &b, &db}, "fc", "fc"}});
   CHECK_THAT(sync.plan(), Catch::Contains("dynamic_tree8  scatter_allgather") && Catch::Contains("none           allreduce"));
   sync.broadcast_values(0);
   sync.verify_identical(1);

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "comm/collectives.h"
+#include "comm/mpi_transport.h"
 #include "compress/codec.h"
 #include "compress/simd.h"
 #include "core/dnnl_ctx.h"
@@ -155,6 +156,7 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
   const auto codecs = f.list("codecs");
   for (const auto& m : codecs) make_codec(CodecParams{m});
   const int N = w.size;
+  MpiTransport transport(w);
   if (w.rank == 0) {
     std::printf("octet bench allreduce: %d ranks; time is the mean per call; algbw = bytes/time; busbw = algbw * 2(N-1)/N\n", N);
     std::printf("%12s %-14s %-18s %10s %10s %10s %9s %9s\n", "bytes", "codec", "algorithm", "time us", "algbw GB/s", "busbw GB/s",
@@ -188,7 +190,7 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
           CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, x.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, w.comm));
           s.bytes_sent = static_cast<uint64_t>(2.0 * (N - 1) / N * 4.0 * static_cast<double>(n));  // ring-equivalent
         } else {
-          reduce_mean(w, x.data(), n, opt, st, s);
+          reduce_mean(transport, {x.data(), x.size(), Device::CPU}, opt, st, s);
         }
         double dt = now_seconds() - t;
         CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, w.comm));

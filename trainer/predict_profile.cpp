@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "comm/collectives.h"
+#include "comm/mpi_transport.h"
 #include "comm/world.h"
 #include "compress/codec.h"
 #include "core/dnnl_ctx.h"
@@ -223,6 +224,7 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
 // activation collective (the same messages: N chunks of it) for the activation exchanges.
 Link measure_link(const World& w, int64_t probe, int64_t act_probe, double compute_ms) {
   CodecPtr none = make_codec(CodecParams{identity_codec()});
+  MpiTransport transport(w);
   const ReduceOptions opt{Algorithm::ScatterAllgather, none.get(), false, 0};
   ReduceState st;
   // work > 0: each rank first computes `work` multiply-adds, so the ranks arrive as they do after compute. loop > 1:
@@ -236,7 +238,7 @@ Link measure_link(const World& w, int64_t probe, int64_t act_probe, double compu
       volatile double acc = 1;
       for (int64_t i = 0; i < work; ++i) acc = acc * 0.999999 + 1e-9;
       const double t0 = now_seconds();
-      for (int k = 0; k < loop; ++k) reduce_mean(w, x.data(), n, opt, st, stats);
+      for (int k = 0; k < loop; ++k) reduce_mean(transport, {x.data(), x.size(), Device::CPU}, opt, st, stats);
       double dt = (now_seconds() - t0) / loop;
       CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, w.comm));
       if (r >= 0) t.push_back(dt);

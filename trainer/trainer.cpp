@@ -17,9 +17,10 @@
 #include "data/loader.h"
 #include "layers/softmax_ce.h"
 #include "comm/grad_sync.h"
-#include "comm/model_parallel.h"
+#include "comm/mpi_transport.h"
 #include "comm/overlap.h"
 #include "comm/wait.h"
+#include "parallel/fc_model_parallel.h"
 #include "trainer/checkpoint.h"
 #include "trainer/layer_registry.h"
 #include "trainer/metrics.h"
@@ -182,18 +183,20 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
   if (cfg.parallel.model_parallel_fc)
     for (size_t i = model.size(); i-- > 0;)
       if (std::string(model.layer(i).kind()) == "fc") fc_start = i;
+  std::optional<MpiTransport> transport;
+  if (world) transport.emplace(*world);
   std::optional<FcModelParallel> mp;
   if (cfg.parallel.model_parallel_fc) {
     OCTET_CHECK(world, cfg.file << ": parallel.model_parallel_fc needs MPI (octet train initializes it)");
-    mp.emplace(*world, model, fc_start, ModelParallelOptions{static_cast<int>(cfg.parallel.sub_batches), cfg.compression.activations});
+    mp.emplace(*transport, model, fc_start, ModelParallelOptions{static_cast<int>(cfg.parallel.sub_batches), cfg.compression.activations});
     for (const auto& o : mp->owned()) opt.restrict(o.name, o.offset, o.count);  // other ranks' rows wait for gather()
   }
   std::optional<GradSync> sync;
   // One process without a codec has nothing to exchange; with one, it still trains through the codec (accuracy studies).
   if (world && (size > 1 || !codec_traits(cfg.compression.base.codec.method).identity || !cfg.compression.overrides.empty())) {
-    GradSync everything(*world, cfg.compression, sync_tensors(model, model.size()));  // FC rows included
+    GradSync everything(*transport, cfg.compression, sync_tensors(model, model.size()));  // FC rows included
     everything.broadcast_values(0);  // identical start even if initialization ever differed
-    sync.emplace(*world, cfg.compression, sync_tensors(model, fc_start));
+    sync.emplace(*transport, cfg.compression, sync_tensors(model, fc_start));
   }
   std::optional<OverlapSync> overlap;
   if (sync && cfg.parallel.overlap) {

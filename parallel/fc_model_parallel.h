@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/collectives.h"
+#include "comm/transport.h"
 #include "core/timer.h"
 #include "layers/fc.h"
 #include "layers/model.h"
@@ -27,7 +28,7 @@ class FcModelParallel {
  public:
   // fc_start: index of the first FC layer (the model's layers from there on are split); the model keeps its full
   // FC tensors, of which each rank trains its own rows.
-  FcModelParallel(const World& w, Model& model, size_t fc_start, const ModelParallelOptions& o);
+  FcModelParallel(Transport& t, Model& model, size_t fc_start, const ModelParallelOptions& o);
   ~FcModelParallel();
 
   // a: this rank's output of layer fc_start-1 (or its input batch when fc_start == 0), [B, ...], B divisible by K;
@@ -56,7 +57,7 @@ class FcModelParallel {
   void poll_prefetch();
   void finish_prefetch(float* x, int64_t n, int32_t* labels_all, int64_t m, PhaseTimes& times, CommStats& stats);
 
-  World world_;
+  Transport& t_;
   Model& model_;
   size_t start_;
   ModelParallelOptions opt_;
@@ -71,8 +72,7 @@ class FcModelParallel {
   Tensor logits_own_, gathered_, packed_;
   std::vector<int32_t> labels_all_;
   std::vector<uint8_t> send_;
-  MPI_Comm prefetch_comm_ = MPI_COMM_NULL;     // the conv->FC input gathers run here, beside the blocking exchanges
-  MPI_Request prefetch_req_ = MPI_REQUEST_NULL;
+  std::unique_ptr<Transport::Pending> prefetch_;  // the conv->FC input gather in flight, beside the blocking exchanges
   std::vector<uint8_t> prefetch_send_, prefetch_recv_;
   size_t slot_ = 0;
   int64_t step_ = -1;  // the step being run (names it in wait timeouts)

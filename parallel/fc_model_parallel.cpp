@@ -1,13 +1,11 @@
 // FcModelParallel: the FC part of a model split by output neurons over the ranks, sub-batch by sub-batch, with the
 // activation exchanges through a codec (see model_parallel.h).
-#include "comm/model_parallel.h"
+#include "parallel/fc_model_parallel.h"
 
 #include <cstring>
 #include <sstream>
 #include <string>
 
-#include "comm/wait.h"
-#include "core/dnnl_ctx.h"
 #include "core/error.h"
 
 namespace octet {
@@ -38,12 +36,12 @@ struct FcModelParallel::Slice {
   int64_t rows(int q) const { return lo[q + 1] - lo[q]; }
 };
 
-FcModelParallel::FcModelParallel(const World& w, Model& model, size_t fc_start, const ModelParallelOptions& o)
-    : world_(w), model_(model), start_(fc_start), opt_(o), codec_(make_codec(o.codec)) {
+FcModelParallel::FcModelParallel(Transport& t, Model& model, size_t fc_start, const ModelParallelOptions& o)
+    : t_(t), model_(model), start_(fc_start), opt_(o), codec_(make_codec(o.codec)) {
   OCTET_CHECK(codec_->traits().for_activations,
               "model parallelism: activation codec " << o.codec.method << " does not suit activations (it needs error feedback; activations cross once)");
   OCTET_CHECK(o.sub_batches >= 1, "model parallelism: sub_batches must be >= 1");
-  const int N = w.size, r = w.rank;
+  const int N = t.size(), r = t.rank();
   for (size_t j = fc_start; j < model.size(); ++j) {
     auto* fc = dynamic_cast<FullyConnected*>(&model.layer(j));
     if (!fc) {
@@ -81,49 +79,42 @@ FcModelParallel::FcModelParallel(const World& w, Model& model, size_t fc_start, 
     while (k > 0 && slice_of_[k] < 0 && column_wise(k)) --k;
     if (slice_of_[k] >= 0) below_[j] = slice_of_[k];
   }
-  CHECK_MPI(MPI_Comm_dup(w.comm, &prefetch_comm_));
   ys_.resize(model.size() - fc_start);
   dys_.resize(model.size() - fc_start);
 }
 
-FcModelParallel::~FcModelParallel() {
-  // A prefetch still in flight means an error is taking the job down (MPI_Abort); a collective request can be
-  // neither cancelled nor freed, so its communicator stays too.
-  if (prefetch_req_ == MPI_REQUEST_NULL && prefetch_comm_ != MPI_COMM_NULL) MPI_Comm_free(&prefetch_comm_);
-}
+FcModelParallel::~FcModelParallel() = default;
 
 // The conv->FC input of one sub-batch travels in fixed slots, [payload bytes (8)][labels (m x 4)][payload], so that one
-// non-blocking MPI_Iallgather on a communicator of its own carries it while the previous sub-batch computes.
+// collective started beside the others carries it while the previous sub-batch computes.
 void FcModelParallel::start_prefetch(const float* x, int64_t n, const int32_t* labels, int64_t m, uint64_t seed, PhaseTimes& times,
                                      CommStats& stats) {
   const double t = now_seconds();
   slot_ = 8 + 4 * static_cast<size_t>(m) + codec_->max_bytes(n);
   prefetch_send_.resize(slot_);
-  const uint64_t bytes = codec_->encode(x, n, prefetch_send_.data() + 8 + 4 * m, {derive_seed(seed, world_.rank), nullptr});
+  const uint64_t bytes = codec_->encode(x, n, prefetch_send_.data() + 8 + 4 * m, {derive_seed(seed, t_.rank()), nullptr});
   std::memcpy(prefetch_send_.data(), &bytes, 8);
   std::memcpy(prefetch_send_.data() + 8, labels, 4 * static_cast<size_t>(m));
-  prefetch_recv_.resize(slot_ * static_cast<size_t>(world_.size));
+  prefetch_recv_.resize(slot_ * static_cast<size_t>(t_.size()));
   OCTET_CHECK(slot_ < (size_t{1} << 31), "model parallelism: a sub-batch's activations exceed 2 GB");
-  CHECK_MPI(MPI_Iallgather(prefetch_send_.data(), static_cast<int>(slot_), MPI_BYTE, prefetch_recv_.data(), static_cast<int>(slot_),
-                           MPI_BYTE, prefetch_comm_, &prefetch_req_));
+  prefetch_ = t_.start_allgather({prefetch_send_.data(), slot_, Device::CPU}, {prefetch_recv_.data(), prefetch_recv_.size(), Device::CPU}, slot_);
   const double dt = now_seconds() - t;
   times.add(Phase::Compress, dt), stats.compress_s += dt;
-  stats.bytes_sent += static_cast<uint64_t>(world_.size - 1) * bytes;
-  stats.fp32_bytes += static_cast<uint64_t>(world_.size - 1) * 4 * static_cast<uint64_t>(n);
+  stats.bytes_sent += static_cast<uint64_t>(t_.size() - 1) * bytes;
+  stats.fp32_bytes += static_cast<uint64_t>(t_.size() - 1) * 4 * static_cast<uint64_t>(n);
 }
 
 void FcModelParallel::poll_prefetch() {
-  if (prefetch_req_ == MPI_REQUEST_NULL) return;
-  int done = 0;
-  CHECK_MPI(MPI_Test(&prefetch_req_, &done, MPI_STATUS_IGNORE));
+  if (prefetch_) prefetch_->progress();
 }
 
 void FcModelParallel::finish_prefetch(float* x, int64_t n, int32_t* labels_all, int64_t m, PhaseTimes& times, CommStats& stats) {
   double t = now_seconds();
-  wait_request(prefetch_req_, world_, {"MPI_Iallgather (model parallelism: the sub-batch's conv->FC input)", step_});
+  prefetch_->finish({step_});
+  prefetch_.reset();
   double t2 = now_seconds();
   times.add(Phase::Wait, t2 - t), stats.communicate_s += t2 - t;
-  for (int q = 0; q < world_.size; ++q) {  // every rank decodes every payload, its own included: identical inputs
+  for (int q = 0; q < t_.size(); ++q) {  // every rank decodes every payload, its own included: identical inputs
     const uint8_t* slot = prefetch_recv_.data() + slot_ * static_cast<size_t>(q);
     uint64_t bytes = 0;
     std::memcpy(&bytes, slot, 8);
@@ -140,28 +131,26 @@ void FcModelParallel::exchange_gather(const float* mine, int64_t n_mine, const s
                                       PhaseTimes& times, CommStats& stats) {
   double t = now_seconds();
   send_.resize(codec_->max_bytes(n_mine));
-  const size_t bytes = codec_->encode(mine, n_mine, send_.data(), {derive_seed(seed, world_.rank), nullptr});
+  const size_t bytes = codec_->encode(mine, n_mine, send_.data(), {derive_seed(seed, t_.rank()), nullptr});
   double t2 = now_seconds();
   times.add(Phase::Compress, t2 - t), stats.compress_s += t2 - t;
-  ReduceOptions ro;
-  ro.step = step_;
-  allgather_payloads(world_, send_.data(), static_cast<int>(bytes), st_, ro);
+  allgather_payloads(t_, {send_.data(), bytes, Device::CPU}, st_, {step_});
   t = now_seconds();
   times.add(Phase::Communicate, t - t2), stats.communicate_s += t - t2;
   int64_t off = 0;
-  for (int q = 0; q < world_.size; ++q) {  // every rank decodes every payload, its own included: identical inputs
+  for (int q = 0; q < t_.size(); ++q) {  // every rank decodes every payload, its own included: identical inputs
     codec_->decode(st_.recv.data() + st_.recv_displs[q], static_cast<size_t>(st_.recv_counts[q]), all + off, n_of[q], false);
     off += n_of[q];
   }
   t2 = now_seconds();
   times.add(Phase::Decompress, t2 - t), stats.decompress_s += t2 - t;
-  stats.bytes_sent += static_cast<uint64_t>(world_.size - 1) * bytes;
-  stats.fp32_bytes += static_cast<uint64_t>(world_.size - 1) * 4 * static_cast<uint64_t>(n_mine);
+  stats.bytes_sent += static_cast<uint64_t>(t_.size() - 1) * bytes;
+  stats.fp32_bytes += static_cast<uint64_t>(t_.size() - 1) * 4 * static_cast<uint64_t>(n_mine);
 }
 
 LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const StepContext& ctx, float grad_scale, Tensor& da,
                                  PhaseTimes& times, CommStats& stats) {
-  const int N = world_.size, r = world_.rank, K = opt_.sub_batches;
+  const int N = t_.size(), r = t_.rank(), K = opt_.sub_batches;
   step_ = static_cast<int64_t>(ctx.step);
   const int64_t B = a.dim(0), m = B / K, feat = a.numel() / B, M = N * m;
   OCTET_CHECK(B % K == 0, "model parallelism: batch " << B << " is not divisible into " << K << " sub-batches");
@@ -204,7 +193,6 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
         ScopedPhase sp(times, Phase::Forward);
         s.y.resize({M, s.rows(r)});
         s.mine->forward(x, s.y, cx);
-        dnnl_stream().wait();
       }
       std::vector<int64_t> n_of(N);
       for (int q = 0; q < N; ++q) n_of[q] = M * s.rows(q);
@@ -243,7 +231,6 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
         s.dy.resize({M, rows});
         columns_to_block(dys_[j].data(), M, s.out, s.lo[r], rows, s.dy.data());
         s.mine->backward(x, s.y, s.dy, &dx);
-        dnnl_stream().wait();
         for (int64_t i = 0; i < s.dw_acc.numel(); ++i) s.dw_acc.data()[i] += s.mw.grad->data()[i];
         for (int64_t i = 0; i < s.db_acc.numel(); ++i) s.db_acc.data()[i] += s.mb.grad->data()[i];
       }
@@ -255,11 +242,11 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
       CommStats cs;
       ReduceOptions ro{Algorithm::ScatterAllgather, codec_.get(), false, derive_seed(seed, 1000 + j)};
       ro.average = false;
-      ro.step = step_;
+      ro.progress.step = step_;
       std::vector<int64_t> bounds(static_cast<size_t>(N) + 1);
       if (j == 0) {
         for (int q = 0; q <= N; ++q) bounds[q] = q * m * feat;
-        reduce_scatter(world_, dx.data(), bounds, ro, s.st, cs);
+        reduce_scatter(t_, span_of(dx), bounds, ro, s.st, cs);
       } else if (below_[j] >= 0) {
         const Slice& b = *slices_[below_[j]];
         const int64_t P = dx.numel() / M;  // dx [M, P]: P = b.out
@@ -269,12 +256,12 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
           for (int q = 0; q < N; ++q) columns_to_block(dx.data(), M, P, b.lo[q], b.rows(q), packed_.data() + M * b.lo[q]);
         }
         for (int q = 0; q <= N; ++q) bounds[q] = M * b.lo[q];
-        reduce_scatter(world_, packed_.data(), bounds, ro, s.st, cs);
+        reduce_scatter(t_, span_of(packed_), bounds, ro, s.st, cs);
         ScopedPhase sp(times, Phase::Decompress);
         dx.zero();
         block_to_columns(packed_.data() + M * b.lo[r], M, P, b.lo[r], b.rows(r), dx.data());
       } else {
-        reduce_mean(world_, dx.data(), dx.numel(), ro, s.st, cs);
+        reduce_mean(t_, span_of(dx), ro, s.st, cs);
       }
       times.add(Phase::Compress, cs.compress_s), times.add(Phase::Communicate, cs.communicate_s), times.add(Phase::Decompress, cs.decompress_s);
       stats += cs;
@@ -299,7 +286,7 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
 }
 
 void FcModelParallel::gather(const std::vector<std::pair<std::string, Tensor*>>& optimizer_state) {
-  const int N = world_.size;
+  const int N = t_.size();
   auto rows_allgather = [&](const Slice& s, Tensor& t) {
     const int64_t len = t.numel() / s.out;
     std::vector<int> counts(N), displs(N);
@@ -307,9 +294,7 @@ void FcModelParallel::gather(const std::vector<std::pair<std::string, Tensor*>>&
       OCTET_CHECK(s.lo[q + 1] * len < (int64_t{1} << 31), "model parallelism: tensor of " << t.numel() << " values is too large to gather");
       counts[q] = static_cast<int>(s.rows(q) * len), displs[q] = static_cast<int>(s.lo[q] * len);
     }
-    MPI_Request req;
-    CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t.data(), counts.data(), displs.data(), MPI_FLOAT, world_.comm, &req));
-    wait_request(req, world_, {"MPI_Iallgatherv (model parallelism: gathering the FC rows)", step_});
+    t_.allgatherv_floats(span_of(t), counts.data(), displs.data(), {step_});
   };
   for (auto& s : slices_) {
     for (const Param* p : {&s->w, &s->b}) {
@@ -323,7 +308,7 @@ void FcModelParallel::gather(const std::vector<std::pair<std::string, Tensor*>>&
 
 std::vector<FcModelParallel::Owned> FcModelParallel::owned() const {
   std::vector<Owned> out;
-  const int r = world_.rank;
+  const int r = t_.rank();
   for (const auto& s : slices_) {
     out.push_back({s->w.name, s->lo[r] * s->in, s->rows(r) * s->in});
     if (s->b.value) out.push_back({s->b.name, s->lo[r], s->rows(r)});
@@ -334,8 +319,8 @@ std::vector<FcModelParallel::Owned> FcModelParallel::owned() const {
 std::string FcModelParallel::plan() const {
   std::ostringstream o;
   for (const auto& s : slices_) {
-    o << "  " << model_.layer(s->layer).name() << ": " << s->out << " outputs over " << world_.size << " ranks, rows";
-    for (int q = 0; q < world_.size; ++q) o << (q ? " | " : " ") << s->lo[q] << "-" << s->lo[q + 1] - 1;
+    o << "  " << model_.layer(s->layer).name() << ": " << s->out << " outputs over " << t_.size() << " ranks, rows";
+    for (int q = 0; q < t_.size(); ++q) o << (q ? " | " : " ") << s->lo[q] << "-" << s->lo[q + 1] - 1;
     o << "\n";
   }
   o << "  " << opt_.sub_batches << " sub-batch" << (opt_.sub_batches > 1 ? "es" : "") << " per step, activations through " << codec_->name();
