@@ -39,6 +39,7 @@ class Model {
     std::vector<double> forward_s, backward_s;  // [size()]
   };
   void set_layer_times(LayerTimes* t);
+  const LayerTimes* layer_times() const { return times_; }
 
   const Tensor& activation(size_t i) const { return acts_.at(i); }  // layer i's output of the last forward
   std::vector<Param> params();  // in layer order

@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "test_util.h"
-#include "trainer/predict.h"
+#include "tools/predict.h"
 
 using namespace octet;
 

@@ -12,9 +12,9 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "tools/flags.h"
-#include "trainer/bench.h"
+#include "tools/bench.h"
 #include "trainer/config.h"
-#include "trainer/predict.h"
+#include "tools/predict.h"
 #include "trainer/trainer.h"
 
 namespace {

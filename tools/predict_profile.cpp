@@ -19,12 +19,12 @@
 #include "data/loader.h"
 #include "layers/fc.h"
 #include "layers/softmax_ce.h"
-#include "trainer/bench.h"
+#include "tools/bench.h"
 #include "trainer/config.h"
 #include "trainer/layer_registry.h"
 #include "trainer/optimizer.h"
-#include "trainer/predict.h"
-#include "trainer/step_runner.h"
+#include "tools/predict.h"
+#include "tools/step_harness.h"
 #include "trainer/trainer.h"
 #include "tools/flags.h"
 
@@ -136,7 +136,7 @@ CodecProfile profile_codec(const std::string& method, const Config& cfg, Model& 
 
 Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_batches, int steps, const std::vector<std::string>& codecs) {
   set_cpu_threads(cfg.run.threads);
-  StepRunner run(cfg, w.rank, w.size);
+  StepHarness run(cfg, w.rank, w.size);
   const int warmup = 3;
   Profile p;
   p.name = cfg.run.name;
@@ -160,13 +160,13 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
     if (w.rank == 0)
       for (int s = 0; s < n; ++s) alone.push_back(run.run());
     quiet_barrier(w);
-    run.model.set_layer_times(&lt);
+    run.model().set_layer_times(&lt);
     const double l0 = run.loss_s, u0 = run.update_s;
     for (int s = 0; s < n; ++s) {
       CHECK_MPI(MPI_Barrier(w.comm));  // steps start together, as synchronous training's do
       step_s.push_back(run.run());
     }
-    run.model.set_layer_times(nullptr);
+    run.model().set_layer_times(nullptr);
     loss_s += run.loss_s - l0, update_s += run.update_s - u0;
   }
   if (!alone.empty()) p.step_alone_ms = 1e3 * median(alone);
@@ -177,18 +177,18 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
   double sum_max = 0, sum_mine = 0;
   for (int s = 0; s < steps; ++s) sum_max += slowest[s], sum_mine += step_s[s];
   p.straggler = std::max(1.0, sum_max / mean_over_ranks(w, sum_mine));
-  int64_t params_total = std::max<int64_t>(1, run.model.num_params());
+  int64_t params_total = std::max<int64_t>(1, run.model().num_params());
   Shape shape = {1};
-  for (int64_t d : run.model.input_shape()) shape.push_back(d);
-  for (size_t i = 0; i < run.model.size(); ++i) {
-    Layer& layer = run.model.layer(i);
+  for (int64_t d : run.model().input_shape()) shape.push_back(d);
+  for (size_t i = 0; i < run.model().size(); ++i) {
+    Layer& layer = run.model().layer(i);
     LayerProfile L;
     L.name = layer.name(), L.kind = layer.kind();
     for (const Param& q : layer.params()) L.params += q.value->numel(), L.tensors.push_back(q.value->numel());
     L.in_per_sample = shape_numel(shape);
     shape = layer.output_shape(shape);
     L.out_per_sample = shape_numel(shape);
-    const bool last = i + 1 == run.model.size();  // the loss is counted with the last layer
+    const bool last = i + 1 == run.model().size();  // the loss is counted with the last layer
     L.forward_ms = mean_over_ranks(w, 1e3 * (lt.forward_s[i] + (last ? loss_s : 0)) / steps);
     L.backward_ms = mean_over_ranks(w, 1e3 * lt.backward_s[i] / steps);
     L.update_ms = mean_over_ranks(w, 1e3 * update_s / steps * static_cast<double>(L.params) / static_cast<double>(params_total));
@@ -206,9 +206,9 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
     L.slice_backward_ms = mean_over_ranks(w, b + L.update_ms / ranks / sub_batches);  // each rank updates its rows
   }
   // The conv->FC boundary activations of the last step (this rank's batch).
-  const Tensor* boundary = s > 0 && s < p.layers.size() ? &run.model.activation(s - 1) : nullptr;
+  const Tensor* boundary = s > 0 && s < p.layers.size() ? &run.model().activation(s - 1) : nullptr;
   for (const std::string& m : codecs) {
-    CodecProfile c = profile_codec(m, cfg, run.model, boundary, sub_batches);
+    CodecProfile c = profile_codec(m, cfg, run.model(), boundary, sub_batches);
     c.encode_gbs = mean_over_ranks(w, c.encode_gbs), c.decode_gbs = mean_over_ranks(w, c.decode_gbs);
     p.codecs.push_back(c);
   }

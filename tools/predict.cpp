@@ -1,6 +1,6 @@
 // The predictive speedup model: per-layer exchange costs, Dettmers' formula for data and model parallelism, the
 // profile file format and the table `octet predict` prints.
-#include "trainer/predict.h"
+#include "tools/predict.h"
 
 #include <algorithm>
 #include <cmath>

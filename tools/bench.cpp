@@ -1,6 +1,6 @@
 // The benchmarks behind `octet bench`: single-core codec throughput vs memcpy with mean relative error on N(0,1)
 // and on real LeNet gradients, and allreduce time / algbw / busbw per codec beside dense MPI_Allreduce.
-#include "trainer/bench.h"
+#include "tools/bench.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,7 +21,7 @@
 #include "trainer/config.h"
 #include "trainer/layer_registry.h"
 #include "trainer/optimizer.h"
-#include "trainer/step_runner.h"
+#include "tools/step_harness.h"
 #include "trainer/trainer.h"
 #include "tools/flags.h"
 
@@ -48,10 +48,10 @@ double mean_rel_error(const std::vector<float>& x, const std::vector<float>& y) 
 std::vector<float> real_gradients(const std::string& config, int64_t steps) {
   Config cfg = load_config(config, {"run.threads=1"});
   set_cpu_threads(1);
-  StepRunner run(cfg, 0, 1);
+  StepHarness run(cfg, 0, 1);
   for (int64_t s = 0; s <= steps; ++s) run.run();  // the last update leaves its step's gradients in place
   std::vector<float> g;
-  for (auto& p : run.model.params()) g.insert(g.end(), p.grad->data(), p.grad->data() + p.grad->numel());
+  for (auto& p : run.model().params()) g.insert(g.end(), p.grad->data(), p.grad->data() + p.grad->numel());
   return g;
 }
 

@@ -1,0 +1,80 @@
+// The data-parallel step (see data_parallel_step.h).
+#include "parallel/data_parallel_step.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace octet {
+
+void broadcast_parameters(Transport& t, Model& model, int root) {
+  if (t.size() == 1) return;
+  for (const Param& p : model.params()) t.broadcast_floats(span_of(*p.value), root, {});
+}
+
+DataParallelStep::DataParallelStep(Model& model, Optimizer& opt, Transport* t, const StepOptions& o)
+    : Step(model, opt), bucket_mb_(o.bucket_mb) {
+  if (!t) return;
+  broadcast_parameters(*t, model, 0);  // identical start even if initialization ever differed
+  if (t->size() == 1 && codec_traits(o.compression.base.codec.method).identity && o.compression.overrides.empty()) return;
+  sync_.emplace(*t, o.compression, sync_tensors(model, model.size()));
+  if (o.overlap) {
+    overlap_.emplace(*sync_, static_cast<int64_t>(o.bucket_mb * 1e6));
+    model.set_grad_ready_hook([this](size_t layer, const Event& ready) { overlap_->layer_done(layer, ready); });
+  }
+}
+
+StepStats DataParallelStep::run_impl(const Tensor& x, const int32_t* labels, const StepContext& ctx, float lr) {
+  StepStats s;
+  {
+    ScopedPhase sp(s.times, Phase::Forward);
+    const Tensor& logits = model_.forward(x, ctx);
+    s.loss = loss_.forward(logits, labels, model_.exec());
+    dlogits_.resize(logits.shape());
+  }
+  if (!std::isfinite(s.loss.loss_sum)) OCTET_THROW_NONFINITE("the loss is non-finite (" << s.loss.loss_sum << ")");
+  if (overlap_) overlap_->begin(ctx.step);
+  {
+    ScopedPhase sp(s.times, Phase::Backward);
+    loss_.backward(dlogits_, 1.0f / static_cast<float>(s.loss.count), model_.exec());
+    model_.backward(x, dlogits_);
+  }
+  if (sync_) {
+    if (overlap_)  // compress/communicate/decompress ran beside backward; only the wait is on the step's path
+      s.times.add(Phase::Wait, overlap_->finish(s.comm));
+    else
+      sync_->sync(ctx.step, s.comm);
+    s.times.add(Phase::Compress, s.comm.compress_s);
+    s.times.add(Phase::Communicate, s.comm.communicate_s);
+    s.times.add(Phase::Decompress, s.comm.decompress_s);
+  }
+  ScopedPhase sp(s.times, Phase::Update);
+  opt_.step(lr);
+  return s;
+}
+
+void DataParallelStep::verify_identical(int64_t step) {
+  if (sync_) sync_->verify_identical(step);
+}
+
+std::vector<std::pair<std::string, Tensor*>> DataParallelStep::per_rank_state() {
+  return sync_ ? sync_->feedback_state() : std::vector<std::pair<std::string, Tensor*>>{};
+}
+
+std::string DataParallelStep::plan() const {
+  if (!sync_) return "";
+  std::string out = "gradient exchange plan:\n" + sync_->plan();
+  if (overlap_) {
+    char head[160];
+    std::snprintf(head, sizeof head, "\noverlapped with backward in %zu buckets (parallel.bucket_mb %g):\n", overlap_->buckets(), bucket_mb_);
+    out += head + overlap_->plan();
+  }
+  return out;
+}
+
+std::map<std::string, std::pair<uint64_t, uint64_t>> DataParallelStep::bytes_by_kind() const {
+  return sync_ ? sync_->bytes_by_kind() : std::map<std::string, std::pair<uint64_t, uint64_t>>{};
+}
+
+}  // namespace octet

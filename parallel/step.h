@@ -1,0 +1,68 @@
+// One training step — forward, loss, backward, gradient exchange, update — as data parallelism (DataParallelStep) or
+// FC model parallelism (FcModelParallelStep) runs it: the only code that runs a step. The trainer, octet predict's
+// profiler and octet bench compress all go through a Step.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/collectives.h"
+#include "comm/transport.h"
+#include "compress/compression_config.h"
+#include "core/timer.h"
+#include "layers/model.h"
+#include "layers/softmax_ce.h"
+#include "trainer/optimizer.h"
+
+namespace octet {
+
+// How the ranks share a step (the parallel and compression sections of a config).
+struct StepOptions {
+  CompressionConfig compression;
+  bool overlap = false;            // exchange gradient buckets on a thread while backward runs
+  double bucket_mb = 1.0;          // a bucket closes once it holds this many MB of fp32 gradients
+  bool model_parallel_fc = false;  // the FC part split by output neurons over the ranks
+  int sub_batches = 1;             // model parallelism: pieces the batch passes the FC part in
+};
+
+struct StepStats {
+  LossResult loss;  // this rank's samples
+  PhaseTimes times;
+  CommStats comm;
+};
+
+class Step {
+ public:
+  virtual ~Step() = default;
+  // One step on this rank's batch x [B, ...] with labels (B, on x's device) at learning rate lr. A NaN or infinity in
+  // the loss, a codec's input or an updated weight throws an error naming the step and the first layer affected.
+  StepStats run(const Tensor& x, const int32_t* labels, const StepContext& ctx, float lr);
+  // Makes the full parameters (and optimizer state) present on every rank: before evaluation, checkpoints, the end.
+  virtual void gather() {}
+  // Throws naming the step when the ranks' exchanged parameters differ (a checksum each).
+  virtual void verify_identical(int64_t step) = 0;
+  // This rank's own state a checkpoint needs for an exact resume (error-feedback residuals).
+  virtual std::vector<std::pair<std::string, Tensor*>> per_rank_state() = 0;
+  // What the step exchanges, for the start of a run's log ("" when nothing).
+  virtual std::string plan() const = 0;
+  // Payload vs fp32 bytes per layer kind, over the tensors sent through a codec (summary.json's ratios).
+  virtual std::map<std::string, std::pair<uint64_t, uint64_t>> bytes_by_kind() const = 0;
+  virtual bool exchanges() const = 0;  // anything crosses ranks (or goes through a codec)
+
+ protected:
+  Step(Model& model, Optimizer& opt) : model_(model), opt_(opt) {}
+  virtual StepStats run_impl(const Tensor& x, const int32_t* labels, const StepContext& ctx, float lr) = 0;
+  Model& model_;
+  Optimizer& opt_;
+};
+
+// The step for a model: FC model parallelism when o.model_parallel_fc (needs a transport), data parallelism
+// otherwise (t == nullptr: one process without communication). Both start from rank 0's parameters.
+std::unique_ptr<Step> make_step(Model& model, Optimizer& opt, Transport* t, const StepOptions& o);
+
+// The tensors data parallelism averages: those of layers [0, end).
+std::vector<struct SyncTensor> sync_tensors(Model& model, size_t end);
+
+}  // namespace octet

@@ -1,0 +1,252 @@
+// The moments of a training run (see run.h): set-up with every start-up check, outputs, steps with their
+// bookkeeping, epoch ends (evaluation, checkpoints), the summary.
+#include "trainer/run.h"
+
+#include <thread>
+
+#include "core/dnnl_ctx.h"
+#include "core/error.h"
+#include "core/fileio.h"
+#include "core/log.h"
+#include "comm/wait.h"
+#include "trainer/layer_registry.h"
+
+namespace octet {
+
+namespace {
+
+const char* kOutputs[] = {"checkpoint.bin", "summary.json", "metrics.jsonl"};
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool reached_end(const TrainPosition& p, const RunConfig& r) {
+  return p.epoch >= r.epochs || (r.max_steps > 0 && p.global_step >= r.max_steps);
+}
+
+// Both splits, checked for everything that would otherwise fail after training has started.
+void check_data(const Config& cfg, const Dataset& train, const Dataset& test, int ranks) {
+  OCTET_CHECK(test.sample_shape() == train.sample_shape(), test.describe() << ": test samples are " << shape_str(test.sample_shape())
+                                                                           << ", the training samples " << shape_str(train.sample_shape()));
+  OCTET_CHECK(test.num_classes() == train.num_classes(), test.describe() << ": " << test.num_classes() << " classes, the training set has "
+                                                                         << train.num_classes());
+  const int64_t global = cfg.data.batch_size * ranks;
+  OCTET_CHECK(train.size() >= global, train.describe() << ": " << train.size() << " training samples make no global batch of "
+                                                       << cfg.data.batch_size << " (data.batch_size) x " << ranks << " ranks"
+                                                       << (cfg.data.train_limit > 0 ? " (data.train_limit)" : ""));
+  OCTET_CHECK(test.size() >= ranks, test.describe() << ": " << test.size() << " test samples for " << ranks
+                                                    << " ranks: each rank evaluates at least one"
+                                                    << (cfg.data.test_limit > 0 ? " (raise data.test_limit)" : ""));
+}
+
+StepOptions step_options(const Config& cfg) {
+  StepOptions o;
+  o.compression = cfg.compression;
+  o.overlap = cfg.parallel.overlap;
+  o.bucket_mb = cfg.parallel.bucket_mb;
+  o.model_parallel_fc = cfg.parallel.model_parallel_fc;
+  o.sub_batches = static_cast<int>(cfg.parallel.sub_batches);
+  return o;
+}
+
+}  // namespace
+
+Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : cfg_(cfg), opts_(opts) {
+  if (world_in) {  // the world with the config's bound on collective waits; nullptr stays one process without MPI
+    world_copy_ = *world_in;
+    world_copy_->timeout_s = cfg.parallel.timeout_s;
+    world_ = &*world_copy_;
+    rank_ = world_->rank, size_ = world_->size;
+  }
+  set_log_rank(rank_);
+  set_cpu_threads(cfg.run.threads);
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cfg.run.threads > 0 && cores > 0 && static_cast<unsigned>(cfg.run.threads) > cores)
+    OCTET_LOG("warning: run.threads " << cfg.run.threads << " exceeds the " << cores << " cores of this machine: threads will share cores");
+
+  // 1. Data and model, checked on both splits.
+  train_set_ = load_split(cfg.data, true, cfg.run.seed);
+  test_set_ = load_split(cfg.data, false, cfg.run.seed);
+  check_data(cfg, *train_set_, *test_set_, size_);
+  const Shape input = cfg.model.input.empty() ? train_set_->sample_shape() : cfg.model.input;
+  OCTET_CHECK(input == train_set_->sample_shape(), cfg.file << ": model.input " << shape_str(input) << " does not match the data's "
+                                                          << shape_str(train_set_->sample_shape()));
+  model_ = std::make_unique<Model>(build_model(cfg.model, input));
+  {
+    Shape probe = {1};
+    probe.insert(probe.end(), input.begin(), input.end());
+    for (size_t i = 0; i < model_->size(); ++i) probe = model_->layer(i).output_shape(probe);
+    OCTET_CHECK(probe[1] == train_set_->num_classes(), cfg.file << ": the last layer outputs " << probe[1] << " values but the data has "
+                                                             << train_set_->num_classes() << " classes");
+  }
+  sampler_ = std::make_unique<Sampler>(train_set_->size(), cfg.data.batch_size, rank_, size_, cfg.run.seed, cfg.data.shuffle, true);
+  steps_per_epoch_ = sampler_->batches_per_epoch();
+
+  // 2. The run directory: a fresh run never writes over an earlier run's outputs unless asked to.
+  result.run_dir = cfg.run.out_dir + "/" + cfg.run.name;
+  ckpt_path_ = result.run_dir + "/checkpoint.bin";
+  resume_from_ = opts.resume.empty() ? "" : is_dir(opts.resume) ? opts.resume + "/checkpoint.bin" : opts.resume;
+  const bool resume_in_place = !resume_from_.empty() && same_file(parent_dir(resume_from_), result.run_dir);
+  for (const char* f : kOutputs)
+    if (path_exists(result.run_dir + "/" + f)) earlier_.push_back(f);
+  check_on_root(world_, [&] {
+    if (earlier_.empty()) return;
+    std::string list;
+    for (const auto& f : earlier_) list += (list.empty() ? "" : ", ") + f;
+    OCTET_CHECK(!(opts.overwrite && resume_in_place), result.run_dir << ": --overwrite would delete the checkpoint --resume reads");
+    OCTET_CHECK(opts.overwrite || resume_in_place, result.run_dir << " already holds a run (" << list << "): pass --resume " << result.run_dir
+                                                                  << " to continue it, --overwrite to start over, or another run.name");
+  }, "MPI_Ibcast (start-up: the run directory check)");
+
+  // 3. The parallel step (collective from here on).
+  model_->init_params(cfg.run.seed);
+  opt_ = std::make_unique<Optimizer>(cfg.optimizer, model_->params());
+  if (world_) transport_.emplace(*world_);
+  step_ = make_step(*model_, *opt_, transport_ ? &*transport_ : nullptr, step_options(cfg));
+
+  // 4. What a checkpoint holds: parameters and optimizer state (shared), error-feedback residuals (per rank).
+  for (auto& p : model_->params()) state_.shared.push_back({p.name, p.value});
+  for (auto& s : opt_->state()) state_.shared.push_back(s);
+  state_.per_rank = step_->per_rank_state();
+  pos.seed = cfg.run.seed;
+  if (!resume_from_.empty()) {
+    const LoadedCheckpoint ck = load_checkpoint(resume_from_, state_, world_);
+    pos = ck.pos;
+    OCTET_CHECK(pos.seed == cfg.run.seed, resume_from_ << ": written with run.seed " << pos.seed << ", the config says " << cfg.run.seed);
+    OCTET_CHECK(pos.batch < steps_per_epoch_, resume_from_ << ": resumes at batch " << pos.batch << " of epoch " << pos.epoch + 1
+                                                           << ", but an epoch has " << steps_per_epoch_ << " batches of " << cfg.data.batch_size
+                                                           << " x " << size_ << " ranks (data.batch_size, the training set or the ranks changed?)");
+    OCTET_CHECK(pos.batch == 0 || ck.ranks == 0 || ck.ranks == size_,
+                resume_from_ << ": stopped inside an epoch with " << ck.ranks << " ranks; resume it with " << ck.ranks
+                             << " (a batch index means another sample range with " << size_ << ")");
+    if (ck.per_rank && !ck.per_rank_used) OCTET_LOG("resume: this config keeps no error-feedback state; the checkpoint's is not used");
+    if (!ck.per_rank && !state_.per_rank.empty()) OCTET_LOG("resume: the checkpoint holds no error-feedback state; residuals start at zero");
+    if (reached_end(pos, cfg.run)) {
+      OCTET_LOG(resume_from_ << ": the run already finished (epoch " << pos.epoch << " of run.epochs " << cfg.run.epochs << ", step "
+                             << pos.global_step << (cfg.run.max_steps > 0 ? " of run.max_steps " + std::to_string(cfg.run.max_steps) : "")
+                             << "); nothing to train. Raise run.epochs or run.max_steps (--set) to continue it.");
+      result.already_finished = true;
+      result.steps = pos.global_step;
+      return;
+    }
+    OCTET_LOG("resumed from " << resume_from_ << " at epoch " << pos.epoch + 1 << " batch " << pos.batch << " step " << pos.global_step);
+  }
+  stop_ = cfg.run.max_steps > 0 && pos.global_step >= cfg.run.max_steps;
+}
+
+void Run::open_outputs() {
+  if (rank_ == 0) {
+    make_dirs(result.run_dir);
+    for (const auto& f : remove_orphan_temps(result.run_dir)) OCTET_LOG("removed " << result.run_dir << "/" << f << " (left by a writer that died)");
+    if (opts_.overwrite)
+      for (const auto& f : earlier_) remove_file(result.run_dir + "/" + f);
+    if (!resume_from_.empty()) truncate_metrics(result.run_dir + "/metrics.jsonl", pos.global_step);
+    write_file_atomic(result.run_dir + "/config.yaml", to_yaml(cfg_.resolved));
+    metrics_.emplace(result.run_dir + "/metrics.jsonl", !resume_from_.empty());
+  }
+  OCTET_LOG("octet: " << train_set_->describe() << " (" << train_set_->size() << " train, " << test_set_->size() << " test), " << size_
+                      << " rank" << (size_ > 1 ? "s" : "") << " x batch " << cfg_.data.batch_size << ", " << steps_per_epoch_
+                      << " steps/epoch, " << cpu_threads() << " threads/rank");
+  OCTET_LOG(model_->summary());
+  const std::string plan = step_->plan();
+  if (!plan.empty()) OCTET_LOG(plan);
+}
+
+std::unique_ptr<Prefetcher> Run::loader(int64_t epoch) {
+  return std::make_unique<Prefetcher>(*train_set_, *sampler_, epoch, epoch == pos.epoch ? pos.batch : 0, cfg_.data.prefetch,
+                                      cfg_.data.loader_nice);
+}
+
+void Run::save(const TrainPosition& at) {
+  step_->gather();
+  save_checkpoint(ckpt_path_, at, state_, world_);
+}
+
+bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
+  const double t0 = now_seconds() - data_s;
+  const StepContext ctx{true, cfg_.run.seed, static_cast<uint64_t>(pos.global_step), rank_ * cfg_.data.batch_size};
+  const double rate = lr_at(cfg_.optimizer, cfg_.schedule, pos.global_step, steps_per_epoch_, cfg_.run.epochs);
+  StepStats s = step_->run(batch.x, batch.labels.data(), ctx, static_cast<float>(rate));
+  s.times.add(Phase::Data, data_s);
+  pos.global_step++;
+  const double step_s = now_seconds() - t0;
+  const int64_t images = s.loss.count * size_;
+  totals_.train_seconds += step_s;
+  totals_.train_images += images;
+  if (++steps_here_ > cfg_.run.warmup_steps) totals_.steady_seconds += step_s, totals_.steady_images += images;
+  totals_.times += s.times;
+  totals_.comm += s.comm;
+  win_.add(s);
+  pos.epoch = epoch;
+  pos.batch = batch.index + 1;
+  if (step_->exchanges() && cfg_.parallel.checksum_every > 0 && pos.global_step % cfg_.parallel.checksum_every == 0)
+    step_->verify_identical(pos.global_step);
+  if (pos.global_step % cfg_.run.log_every == 0 || pos.batch == steps_per_epoch_) {
+    double sums[3] = {win_.loss, win_.correct, win_.count};
+    if (world_) allreduce_bounded(*world_, sums, 3, MPI_DOUBLE, MPI_SUM, {"MPI_Iallreduce (progress line)", pos.global_step});
+    const LineInfo line{epoch + 1, cfg_.run.epochs, pos.batch, steps_per_epoch_, pos.global_step, rate, step_->exchanges()};
+    OCTET_LOG(progress_line(win_, line, sums));
+    if (metrics_) metrics_->write("train", progress_fields(win_, line, sums));
+    win_.reset();
+  }
+  if (cfg_.run.checkpoint_steps > 0 && pos.global_step % cfg_.run.checkpoint_steps == 0)
+    save(pos.batch == steps_per_epoch_ ? TrainPosition{epoch + 1, 0, pos.global_step, pos.seed} : pos);
+  stop_ = cfg_.run.max_steps > 0 && pos.global_step >= cfg_.run.max_steps;
+  return !stop_;
+}
+
+void Run::evaluate_now(int64_t epoch) {
+  step_->gather();
+  const EvalResult e = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_);
+  result.test = e;
+  OCTET_LOG("epoch " << epoch + 1 << " test loss " << json_num(e.loss) << " accuracy " << json_num(100.0 * e.accuracy) << "% (" << e.count
+                     << " images)");
+  if (metrics_)
+    metrics_->write("eval", {{"epoch", static_cast<double>(epoch + 1)}, {"step", static_cast<double>(pos.global_step)},
+                             {"test_loss", e.loss}, {"test_accuracy", e.accuracy}});
+}
+
+bool Run::end_epoch(int64_t epoch) {
+  if (stop_ && pos.batch < steps_per_epoch_) {  // stopped inside an epoch: keep the exact position for --resume
+    save(pos);
+    return false;
+  }
+  const bool last = epoch + 1 == cfg_.run.epochs || stop_;
+  pos = {epoch + 1, 0, pos.global_step, pos.seed};
+  if ((cfg_.run.eval_every > 0 && (epoch + 1) % cfg_.run.eval_every == 0) || last) evaluate_now(epoch);
+  if ((cfg_.run.checkpoint_every > 0 && (epoch + 1) % cfg_.run.checkpoint_every == 0) || last) save(pos);
+  return !stop_;
+}
+
+TrainResult Run::finish() {
+  if (step_->exchanges()) step_->verify_identical(pos.global_step);
+  step_->gather();
+  if (result.test.count == 0) result.test = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_);
+  totals_.steps = result.steps = pos.global_step;
+  totals_.ranks = size_;
+  totals_.batch = cfg_.data.batch_size;
+  totals_.threads = cpu_threads();
+  totals_.test_loss = result.test.loss, totals_.test_accuracy = result.test.accuracy;
+  totals_.peak_rss_mb = result.peak_rss_mb = peak_rss_mb();
+  totals_.exchanges = step_->exchanges();
+  totals_.bytes_by_kind = step_->bytes_by_kind();
+  result.train_images = totals_.train_images, result.train_seconds = totals_.train_seconds;
+  result.steady_images = totals_.steady_images, result.steady_seconds = totals_.steady_seconds;
+  result.images_per_s = result.train_seconds > 0 ? static_cast<double>(result.train_images) / result.train_seconds : 0;
+  result.steady_images_per_s = result.steady_seconds > 0 ? static_cast<double>(result.steady_images) / result.steady_seconds : 0;
+  result.bytes_sent = totals_.comm.bytes_sent, result.fp32_bytes = totals_.comm.fp32_bytes;
+  const Fields fields = summary_fields(totals_);
+  if (rank_ == 0) {
+    metrics_->write("summary", fields);
+    write_file_atomic(result.run_dir + "/summary.json", json_object(fields) + "\n");
+  }
+  OCTET_LOG("done: " << result.steps << " steps, test accuracy " << json_num(100.0 * result.test.accuracy) << "%, "
+                     << json_num(result.images_per_s) << " img/s over " << json_num(result.train_seconds) << " s of training, "
+                     << totals_.times.summary_ms(steps_run(totals_)) << ", peak RSS " << json_num(result.peak_rss_mb) << " MB, run dir "
+                     << result.run_dir);
+  return result;
+}
+
+}  // namespace octet

@@ -1,0 +1,72 @@
+// A training run's parts and the moments of its story: set-up (everything checked and built, the run directory left
+// untouched), the outputs opened, one step with its bookkeeping, the end of an epoch, the end of the run. train()
+// (trainer.cpp) tells the story with these.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_transport.h"
+#include "data/loader.h"
+#include "layers/model.h"
+#include "parallel/step.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/metrics.h"
+#include "trainer/optimizer.h"
+#include "trainer/trainer.h"
+
+namespace octet {
+
+class Run {
+ public:
+  // Checks the config's data (both splits), the model on them, the run directory and a resume checkpoint with its
+  // position, and builds the parallel step; writes nothing. A resume of a finished run sets result.already_finished.
+  Run(const Config& cfg, const TrainOptions& opts, const World* world);
+  bool finished() const { return result.already_finished; }
+  // Creates or reopens the run directory: temp files of dead writers removed, --overwrite's earlier outputs removed,
+  // metrics past the checkpoint dropped, config.yaml written, the metrics file opened; logs the run's plan.
+  void open_outputs();
+  int64_t first_epoch() const { return pos.epoch; }
+  bool stopped() const { return stop_; }
+  // The batches of an epoch (from the resume position in the first one).
+  std::unique_ptr<Prefetcher> loader(int64_t epoch);
+  // One step on a batch (data_s: the time it waited for it) and its bookkeeping: position, progress line, checksum,
+  // step checkpoints, run.max_steps. False once training must stop.
+  bool step(const Batch& batch, int64_t epoch, double data_s);
+  // After an epoch's last batch (or a stop): the stop checkpoint, evaluation, the epoch checkpoint. False to end.
+  bool end_epoch(int64_t epoch);
+  // Final checks and evaluation, summary.json, the "done:" line.
+  TrainResult finish();
+
+  TrainResult result;
+
+ private:
+  void save(const TrainPosition& at);
+  void evaluate_now(int64_t epoch);
+
+  const Config& cfg_;
+  TrainOptions opts_;
+  std::optional<World> world_copy_;
+  const World* world_ = nullptr;
+  int rank_ = 0, size_ = 1;
+  std::unique_ptr<Dataset> train_set_, test_set_;
+  std::unique_ptr<Sampler> sampler_;
+  int64_t steps_per_epoch_ = 0;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> opt_;
+  std::optional<MpiTransport> transport_;
+  std::unique_ptr<Step> step_;
+  CheckpointState state_;
+  TrainPosition pos;
+  std::string ckpt_path_, resume_from_;
+  std::vector<std::string> earlier_;  // an earlier run's outputs in the run directory
+  std::optional<MetricsFile> metrics_;
+  Window win_;
+  TrainTotals totals_;
+  bool stop_ = false;
+  int64_t steps_here_ = 0;  // steps of this invocation
+};
+
+}  // namespace octet
