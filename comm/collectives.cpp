@@ -12,9 +12,12 @@ namespace octet {
 
 const char* algorithm_name(Algorithm a) {
   switch (a) {
-    case Algorithm::Allreduce: return "allreduce";
-    case Algorithm::ScatterAllgather: return "scatter_allgather";
-    case Algorithm::Allgather: return "allgather";
+    case Algorithm::Allreduce:
+      return "allreduce";
+    case Algorithm::ScatterAllgather:
+      return "scatter_allgather";
+    case Algorithm::Allgather:
+      return "allgather";
   }
   return "?";
 }
@@ -43,12 +46,14 @@ namespace {
 size_t align16(size_t x) { return (x + 15) & ~size_t{15}; }
 
 int as_count(size_t bytes) {
-  OCTET_CHECK(bytes <= static_cast<size_t>(INT_MAX), "payload of " << bytes << " bytes exceeds the transport's int count");
+  OCTET_CHECK(bytes <= static_cast<size_t>(INT_MAX),
+              "payload of " << bytes << " bytes exceeds the transport's int count");
   return static_cast<int>(bytes);
 }
 
 // Encodes x[0..n) (with error feedback on `residual` when given) into out; returns the payload size.
-size_t encode(const Codec& c, const float* x, int64_t n, float* residual, uint8_t* out, uint64_t seed, ReduceState& st) {
+size_t encode(const Codec& c, const float* x, int64_t n, float* residual, uint8_t* out, uint64_t seed,
+              ReduceState& st) {
   if (!residual) return c.encode(x, n, out, {seed, nullptr});
   if (st.scratch.size() < static_cast<size_t>(2 * n)) st.scratch.resize(static_cast<size_t>(2 * n));
   return encode_with_feedback(c, x, n, residual, out, seed, st.scratch.data());
@@ -74,8 +79,8 @@ size_t displacements(const std::vector<int>& counts, std::vector<int>& displs) {
 // The scatter phase shared by scatter-allgather and reduce-scatter: x's chunk [lo[j], lo[j+1]) goes through the codec
 // (error feedback on st.residual when ef) to rank j, and this rank's chunk of the sum, decoded in rank order, ends
 // in st.chunk.
-void scatter_reduce(Transport& tr, const float* x, const std::vector<int64_t>& lo, bool ef, const ReduceOptions& opt, ReduceState& st,
-                    CommStats& stats) {
+void scatter_reduce(Transport& tr, const float* x, const std::vector<int64_t>& lo, bool ef, const ReduceOptions& opt,
+                    ReduceState& st, CommStats& stats) {
   const int N = tr.size(), r = tr.rank();
   const Codec& c = *opt.codec;
   auto len_of = [&](int j) { return lo[j + 1] - lo[j]; };
@@ -101,7 +106,8 @@ void scatter_reduce(Transport& tr, const float* x, const std::vector<int64_t>& l
   tr.alltoall_ints(st.send_counts.data(), st.recv_counts.data(), opt.progress);
   st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
   tr.alltoallv_bytes({st.send.data(), st.send.size(), st.send.device()}, st.send_counts.data(), st.send_displs.data(),
-                     {st.recv.data(), st.recv.size(), st.recv.device()}, st.recv_counts.data(), st.recv_displs.data(), opt.progress);
+                     {st.recv.data(), st.recv.size(), st.recv.device()}, st.recv_counts.data(), st.recv_displs.data(),
+                     opt.progress);
   stats.communicate_s += now_seconds() - t;
 
   t = now_seconds();
@@ -125,17 +131,21 @@ bool keeps_feedback(const ReduceOptions& opt) {
   return opt.algorithm != Algorithm::Allreduce && (opt.error_feedback || (opt.codec && opt.codec->needs_feedback()));
 }
 
-void reduce_scatter(Transport& tr, Span<float> xs, const std::vector<int64_t>& lo, const ReduceOptions& opt, ReduceState& st,
-                    CommStats& stats) {
+void reduce_scatter(Transport& tr, Span<float> xs, const std::vector<int64_t>& lo, const ReduceOptions& opt,
+                    ReduceState& st, CommStats& stats) {
   const int N = tr.size(), r = tr.rank();
-  OCTET_CHECK(xs.device == Device::CPU, "reduce_scatter: the codecs run on the host; this buffer is on " << device_name(xs.device));
+  OCTET_CHECK(xs.device == Device::CPU,
+              "reduce_scatter: the codecs run on the host; this buffer is on " << device_name(xs.device));
   float* x = xs.data;
   OCTET_CHECK(opt.codec, "reduce_scatter needs a codec");
-  OCTET_CHECK(lo.size() == static_cast<size_t>(N) + 1 && lo[0] == 0, "reduce_scatter: " << lo.size() << " chunk bounds for " << N << " ranks");
-  for (int j = 0; j < N; ++j) OCTET_CHECK(lo[j + 1] >= lo[j], "reduce_scatter: chunk " << j << " ends before it starts");
+  OCTET_CHECK(lo.size() == static_cast<size_t>(N) + 1 && lo[0] == 0,
+              "reduce_scatter: " << lo.size() << " chunk bounds for " << N << " ranks");
+  for (int j = 0; j < N; ++j)
+    OCTET_CHECK(lo[j + 1] >= lo[j], "reduce_scatter: chunk " << j << " ends before it starts");
   const bool ef = opt.error_feedback || opt.codec->needs_feedback();
   OCTET_CHECK(!ef, "reduce_scatter carries no error feedback (codec " << opt.codec->name() << ")");
-  OCTET_CHECK(lo[N] <= static_cast<int64_t>(xs.size), "reduce_scatter: chunks end at " << lo[N] << " of " << xs.size << " values");
+  OCTET_CHECK(lo[N] <= static_cast<int64_t>(xs.size),
+              "reduce_scatter: chunks end at " << lo[N] << " of " << xs.size << " values");
   scatter_reduce(tr, x, lo, false, opt, st, stats);
   std::copy(st.chunk.begin(), st.chunk.end(), x + lo[r]);
   if (opt.average) scale(x + lo[r], lo[r + 1] - lo[r], N);
@@ -145,12 +155,14 @@ void allgather_payloads(Transport& tr, Span<const uint8_t> mine, ReduceState& st
   st.recv_counts.assign(tr.size(), 0);
   tr.allgather_ints(as_count(mine.size), st.recv_counts.data(), p);
   st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
-  tr.allgatherv_bytes(mine, {st.recv.data(), st.recv.size(), st.recv.device()}, st.recv_counts.data(), st.recv_displs.data(), p);
+  tr.allgatherv_bytes(mine, {st.recv.data(), st.recv.size(), st.recv.device()}, st.recv_counts.data(),
+                      st.recv_displs.data(), p);
 }
 
 void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, ReduceState& st, CommStats& stats) {
   const int N = tr.size(), r = tr.rank();
-  OCTET_CHECK(xs.device == Device::CPU, "reduce_mean: the codecs run on the host; this buffer is on " << device_name(xs.device));
+  OCTET_CHECK(xs.device == Device::CPU,
+              "reduce_mean: the codecs run on the host; this buffer is on " << device_name(xs.device));
   float* x = xs.data;
   const int64_t n = static_cast<int64_t>(xs.size);
   const bool ef = keeps_feedback(opt);
@@ -177,7 +189,8 @@ void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, Reduce
   if (opt.algorithm == Algorithm::Allgather) {
     t = now_seconds();
     st.send.resize(c.max_bytes(n));
-    const size_t bytes = encode(c, x, n, ef ? st.residual.data() : nullptr, st.send.data(), derive_seed(opt.seed, r), st);
+    const size_t bytes =
+        encode(c, x, n, ef ? st.residual.data() : nullptr, st.send.data(), derive_seed(opt.seed, r), st);
     stats.compress_s += now_seconds() - t;
     t = now_seconds();
     allgather_payloads(tr, {st.send.data(), bytes, st.send.device()}, st, opt.progress);

@@ -16,12 +16,13 @@ namespace octet {
 enum class Algorithm { Allreduce, ScatterAllgather, Allgather };
 const char* algorithm_name(Algorithm a);
 Algorithm parse_algorithm(const std::string& name);  // unknown: error listing the known ones
-Algorithm default_algorithm(const Codec& c);          // the codec's traits().reduction: allgather or scatter-allgather
+Algorithm default_algorithm(const Codec& c);         // the codec's traits().reduction: allgather or scatter-allgather
 
 struct CommStats {
   double compress_s = 0, communicate_s = 0, decompress_s = 0;
-  uint64_t bytes_sent = 0;   // payload bytes this rank handed to the transport for other ranks (allreduce: ring-equivalent 2(N-1)/N * 4n)
-  uint64_t fp32_bytes = 0;   // what the same exchange costs uncompressed with the same algorithm shape
+  uint64_t bytes_sent =
+      0;  // payload bytes this rank handed to the transport for other ranks (allreduce: ring-equivalent 2(N-1)/N * 4n)
+  uint64_t fp32_bytes = 0;  // what the same exchange costs uncompressed with the same algorithm shape
   CommStats& operator+=(const CommStats& o);
 };
 
@@ -38,9 +39,9 @@ struct ReduceOptions {
   Algorithm algorithm = Algorithm::Allreduce;
   const Codec* codec = nullptr;  // required except for Allreduce
   bool error_feedback = false;
-  uint64_t seed = 0;             // keys stochastic codecs; combine step and tensor into it
-  Progress progress = {};        // step (for timeout errors), yield (overlap thread), cancel
-  bool average = true;           // false: leave the sum (model parallelism sums partial input gradients)
+  uint64_t seed = 0;       // keys stochastic codecs; combine step and tensor into it
+  Progress progress = {};  // step (for timeout errors), yield (overlap thread), cancel
+  bool average = true;     // false: leave the sum (model parallelism sums partial input gradients)
 };
 
 // The scatter-allgather's chunks of n values over N ranks: rank j owns [lo[j], lo[j+1]) (N+1 bounds, equal chunks
@@ -58,7 +59,8 @@ void reduce_mean(Transport& t, Span<float> x, const ReduceOptions& opt, ReduceSt
 // every rank's chunks go through the codec to their owners, which decode and sum them in rank order (mean with
 // opt.average) into their own chunk of x. The rest of x is left as it was. Half the traffic of reduce_mean for
 // callers that need only their chunk (model parallelism's partial input gradients); no error feedback.
-void reduce_scatter(Transport& t, Span<float> x, const std::vector<int64_t>& lo, const ReduceOptions& opt, ReduceState& st, CommStats& stats);
+void reduce_scatter(Transport& t, Span<float> x, const std::vector<int64_t>& lo, const ReduceOptions& opt,
+                    ReduceState& st, CommStats& stats);
 
 // Every rank's payload (mine) to every rank: st.recv holds them in rank order at st.recv_displs, st.recv_counts their
 // sizes.

@@ -60,7 +60,8 @@ std::vector<std::pair<std::string, Tensor*>> GradSync::feedback_state() {
   for (Entry& e : entries_) {
     if (!keeps_feedback(e.opt)) continue;
     out.push_back({e.t.param.name + ".residual", &e.state.residual});
-    if (e.opt.algorithm == Algorithm::ScatterAllgather) out.push_back({e.t.param.name + ".owner_residual", &e.state.owner_residual});
+    if (e.opt.algorithm == Algorithm::ScatterAllgather)
+      out.push_back({e.t.param.name + ".owner_residual", &e.state.owner_residual});
   }
   return out;
 }
@@ -108,7 +109,8 @@ void GradSync::verify_identical(int64_t step) const {
   t_.allgather_u64(checksum(), all.data(), {step});
   for (int r = 1; r < t_.size(); ++r)
     OCTET_CHECK(all[r] == all[0], "parameters diverged across ranks at step " << step << ": rank " << r << " checksum "
-                                  << std::hex << all[r] << " differs from rank 0's " << all[0]);
+                                                                              << std::hex << all[r]
+                                                                              << " differs from rank 0's " << all[0]);
 }
 
 void GradSync::broadcast_values(int root) {

@@ -15,8 +15,8 @@ namespace octet {
 
 struct SyncTensor {
   Param param;
-  std::string layer;  // layer name (matches overrides)
-  std::string kind;   // layer kind (conv, fc, ...): picks codec defaults per kind (params_for_layer)
+  std::string layer;       // layer name (matches overrides)
+  std::string kind;        // layer kind (conv, fc, ...): picks codec defaults per kind (params_for_layer)
   size_t layer_index = 0;  // position in the model: the overlap plan orders buckets by it
 };
 
@@ -30,11 +30,11 @@ class GradSync {
   void sync_one(size_t i, uint64_t step, CommStats& stats, const std::atomic<bool>* cancel = nullptr);
   size_t size() const { return entries_.size(); }
   const SyncTensor& tensor(size_t i) const { return entries_[i].t; }
-  std::string plan() const;               // one line per tensor: name, numel, codec, algorithm
-  uint64_t checksum() const;              // hash of every parameter value on this rank
+  std::string plan() const;   // one line per tensor: name, numel, codec, algorithm
+  uint64_t checksum() const;  // hash of every parameter value on this rank
   // Gathers every rank's checksum; throws naming the step and the ranks when they differ.
   void verify_identical(int64_t step) const;
-  void broadcast_values(int root);        // rank root's parameter values to all
+  void broadcast_values(int root);  // rank root's parameter values to all
   // This rank's error-feedback residuals, named "<param>.residual" / "<param>.owner_residual": the per-rank state a
   // checkpoint must hold for an exact resume (allocated, zero, from construction on).
   std::vector<std::pair<std::string, Tensor*>> feedback_state();

@@ -37,7 +37,8 @@ class MpiPending : public Transport::Pending {
     CHECK_MPI(MPI_Test(&req_, &done, MPI_STATUS_IGNORE));
   }
   void finish(const Progress& p) override {
-    if (req_ != MPI_REQUEST_NULL) wait_request(req_, t_.w_, wait_for("MPI_Iallgather (a collective started beside the others)", p));
+    if (req_ != MPI_REQUEST_NULL)
+      wait_request(req_, t_.w_, wait_for("MPI_Iallgather (a collective started beside the others)", p));
   }
 
  private:
@@ -57,11 +58,13 @@ void MpiTransport::alltoall_ints(const int* send, int* recv, const Progress& p) 
   wait_request(req, w_, wait_for("MPI_Ialltoall (scatter-reduce payload sizes)", p));
 }
 
-void MpiTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_counts, const int* send_displs, Span<uint8_t> recv,
-                                   const int* recv_counts, const int* recv_displs, const Progress& p) {
+void MpiTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_counts, const int* send_displs,
+                                   Span<uint8_t> recv, const int* recv_counts, const int* recv_displs,
+                                   const Progress& p) {
   check_host(send.device, "alltoallv"), check_host(recv.device, "alltoallv");
   MPI_Request req;
-  CHECK_MPI(MPI_Ialltoallv(send.data, send_counts, send_displs, MPI_BYTE, recv.data, recv_counts, recv_displs, MPI_BYTE, w_.comm, &req));
+  CHECK_MPI(MPI_Ialltoallv(send.data, send_counts, send_displs, MPI_BYTE, recv.data, recv_counts, recv_displs, MPI_BYTE,
+                           w_.comm, &req));
   wait_request(req, w_, wait_for("MPI_Ialltoallv (scatter-reduce payloads)", p));
 }
 
@@ -71,10 +74,12 @@ void MpiTransport::allgather_ints(int mine, int* all, const Progress& p) {
   wait_request(req, w_, wait_for("MPI_Iallgather (payload sizes)", p));
 }
 
-void MpiTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all, const int* counts, const int* displs, const Progress& p) {
+void MpiTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all, const int* counts, const int* displs,
+                                    const Progress& p) {
   check_host(mine.device, "allgatherv"), check_host(all.device, "allgatherv");
   MPI_Request req;
-  CHECK_MPI(MPI_Iallgatherv(mine.data, as_count(mine.size, "allgatherv"), MPI_BYTE, all.data, counts, displs, MPI_BYTE, w_.comm, &req));
+  CHECK_MPI(MPI_Iallgatherv(mine.data, as_count(mine.size, "allgatherv"), MPI_BYTE, all.data, counts, displs, MPI_BYTE,
+                            w_.comm, &req));
   wait_request(req, w_, wait_for("MPI_Iallgatherv (payloads)", p));
 }
 
@@ -95,16 +100,19 @@ void MpiTransport::allgatherv_floats(Span<float> x, const int* counts, const int
 
 void MpiTransport::broadcast_floats(Span<float> x, int root, const Progress& p) {
   check_host(x.device, "broadcast");
-  bcast_bounded(w_, x.data, as_count(x.size, "broadcast"), MPI_FLOAT, root, wait_for("MPI_Ibcast (initial parameters)", p));
+  bcast_bounded(w_, x.data, as_count(x.size, "broadcast"), MPI_FLOAT, root,
+                wait_for("MPI_Ibcast (initial parameters)", p));
 }
 
 void MpiTransport::allgather_u64(uint64_t mine, uint64_t* all, const Progress& p) {
   allgather_bounded(w_, &mine, 1, MPI_UINT64_T, all, wait_for("MPI_Iallgather (parameter checksums)", p));
 }
 
-std::unique_ptr<Transport::Pending> MpiTransport::start_allgather(Span<const uint8_t> mine, Span<uint8_t> all, size_t each) {
+std::unique_ptr<Transport::Pending> MpiTransport::start_allgather(Span<const uint8_t> mine, Span<uint8_t> all,
+                                                                  size_t each) {
   check_host(mine.device, "allgather"), check_host(all.device, "allgather");
-  OCTET_CHECK(mine.size == each && all.size >= each * static_cast<size_t>(w_.size), "allgather: " << mine.size << " bytes of " << each);
+  OCTET_CHECK(mine.size == each && all.size >= each * static_cast<size_t>(w_.size),
+              "allgather: " << mine.size << " bytes of " << each);
   if (side_ == MPI_COMM_NULL) CHECK_MPI(MPI_Comm_dup(w_.comm, &side_));
   MPI_Request req;
   const int n = as_count(each, "allgather");

@@ -22,7 +22,8 @@ class MpiTransport : public Transport {
   void alltoallv_bytes(Span<const uint8_t> send, const int* send_counts, const int* send_displs, Span<uint8_t> recv,
                        const int* recv_counts, const int* recv_displs, const Progress& p) override;
   void allgather_ints(int mine, int* all, const Progress& p) override;
-  void allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all, const int* counts, const int* displs, const Progress& p) override;
+  void allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all, const int* counts, const int* displs,
+                        const Progress& p) override;
   void allreduce_sum(Span<float> x, const Progress& p) override;
   void allgatherv_floats(Span<float> x, const int* counts, const int* displs, const Progress& p) override;
   void broadcast_floats(Span<float> x, int root, const Progress& p) override;
@@ -32,7 +33,7 @@ class MpiTransport : public Transport {
  private:
   World w_;
   MPI_Comm side_ = MPI_COMM_NULL;  // for collectives started beside the blocking ones (created on first use)
-  int side_pending_ = 0;          // started and not finished (a request in flight keeps its communicator)
+  int side_pending_ = 0;           // started and not finished (a request in flight keeps its communicator)
   friend class MpiPending;
 };
 

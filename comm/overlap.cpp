@@ -19,7 +19,8 @@ OverlapSync::OverlapSync(GradSync& sync, int64_t bucket_bytes) : sync_(sync) {
   // Reverse layer order: backward produces the last layer's gradients first.
   std::vector<size_t> order(sync.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sync.tensor(a).layer_index > sync.tensor(b).layer_index; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sync.tensor(a).layer_index > sync.tensor(b).layer_index; });
   Bucket cur;
   for (size_t k = 0; k < order.size(); ++k) {
     const SyncTensor& t = sync.tensor(order[k]);
@@ -51,7 +52,8 @@ OverlapSync::~OverlapSync() {
 
 void OverlapSync::begin(uint64_t step) {
   std::lock_guard<std::mutex> lk(mu_);
-  OCTET_CHECK(queued_ == done_ && queue_.empty(), "overlap: step " << step << " began before the previous one finished");
+  OCTET_CHECK(queued_ == done_ && queue_.empty(),
+              "overlap: step " << step << " began before the previous one finished");
   step_ = step;
   queued_ = done_ = 0;
   stats_ = CommStats{};
@@ -74,7 +76,8 @@ void OverlapSync::layer_done(size_t layer, const Event& ready) {
 double OverlapSync::finish(CommStats& stats) {
   const double t0 = now_seconds();
   std::unique_lock<std::mutex> lk(mu_);
-  OCTET_CHECK(queued_ == buckets_.size() || error_, "overlap: backward completed " << queued_ << " of " << buckets_.size() << " buckets");
+  OCTET_CHECK(queued_ == buckets_.size() || error_,
+              "overlap: backward completed " << queued_ << " of " << buckets_.size() << " buckets");
   cv_.wait(lk, [&] { return done_ == queued_ || error_; });
   if (error_) std::rethrow_exception(error_);
   stats += stats_;
@@ -122,7 +125,8 @@ std::string OverlapSync::plan() const {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     std::string names;
     for (size_t i : buckets_[b].entries) names += (names.empty() ? "" : ", ") + sync_.tensor(i).param.name;
-    std::snprintf(buf, sizeof buf, "  bucket %zu: %.2f MB after layer %zu: ", b, buckets_[b].bytes / 1e6, buckets_[b].lowest_layer);
+    std::snprintf(buf, sizeof buf, "  bucket %zu: %.2f MB after layer %zu: ", b, buckets_[b].bytes / 1e6,
+                  buckets_[b].lowest_layer);
     out += buf + names + "\n";
   }
   if (!out.empty()) out.pop_back();

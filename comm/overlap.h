@@ -26,12 +26,12 @@ class OverlapSync {
   OverlapSync(const OverlapSync&) = delete;
   OverlapSync& operator=(const OverlapSync&) = delete;
 
-  void begin(uint64_t step);          // before backward
+  void begin(uint64_t step);  // before backward
   // From the model's grad-ready hook: queues the buckets this layer completes; the communication thread waits for
   // `ready` (the layer's gradients are final) before it reads them.
   void layer_done(size_t layer, const Event& ready);
-  double finish(CommStats& stats);    // waits for every bucket; returns the seconds waited; rethrows thread errors
-  std::string plan() const;           // one line per bucket
+  double finish(CommStats& stats);  // waits for every bucket; returns the seconds waited; rethrows thread errors
+  std::string plan() const;         // one line per bucket
   size_t buckets() const { return buckets_.size(); }
 
  private:

@@ -30,11 +30,13 @@ class Transport {
   // send[j] goes to rank j, recv[i] comes from rank i (one int each).
   virtual void alltoall_ints(const int* send, int* recv, const Progress& p) = 0;
   // Rank i's bytes send[send_displs[j], +send_counts[j]) land in rank j's recv at recv_displs[i].
-  virtual void alltoallv_bytes(Span<const uint8_t> send, const int* send_counts, const int* send_displs, Span<uint8_t> recv,
-                               const int* recv_counts, const int* recv_displs, const Progress& p) = 0;
+  virtual void alltoallv_bytes(Span<const uint8_t> send, const int* send_counts, const int* send_displs,
+                               Span<uint8_t> recv, const int* recv_counts, const int* recv_displs,
+                               const Progress& p) = 0;
   virtual void allgather_ints(int mine, int* all, const Progress& p) = 0;
   // Every rank's bytes to every rank: rank i's at all[displs[i], +counts[i]).
-  virtual void allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all, const int* counts, const int* displs, const Progress& p) = 0;
+  virtual void allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all, const int* counts, const int* displs,
+                                const Progress& p) = 0;
   // x <- the sum over ranks (MPI's own reduction: the fp32 baseline).
   virtual void allreduce_sum(Span<float> x, const Progress& p) = 0;
   // Rank i's values x[displs[i], +counts[i]) to every rank, in place.

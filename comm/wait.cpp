@@ -14,9 +14,9 @@ namespace octet {
 namespace {
 
 [[noreturn]] void timed_out(const World& w, const WaitOptions& o) {
-  OCTET_THROW(o.op << (o.step >= 0 ? " at step " + std::to_string(o.step) : std::string()) << " did not complete within "
-                   << w.timeout_s << " s (parallel.timeout_s) on rank " << w.rank << " of " << w.size
-                   << ": a peer rank has stopped, crashed or is wedged");
+  OCTET_THROW(o.op << (o.step >= 0 ? " at step " + std::to_string(o.step) : std::string())
+                   << " did not complete within " << w.timeout_s << " s (parallel.timeout_s) on rank " << w.rank
+                   << " of " << w.size << ": a peer rank has stopped, crashed or is wedged");
 }
 
 }  // namespace
@@ -59,7 +59,8 @@ void bcast_bounded(const World& w, void* buf, int count, MPI_Datatype type, int 
   wait_request(req, w, o);
 }
 
-void allgather_bounded(const World& w, const void* mine, int count, MPI_Datatype type, void* all, const WaitOptions& o) {
+void allgather_bounded(const World& w, const void* mine, int count, MPI_Datatype type, void* all,
+                       const WaitOptions& o) {
   MPI_Request req;
   CHECK_MPI(MPI_Iallgather(mine, count, type, all, count, type, w.comm, &req));
   wait_request(req, w, o);

@@ -12,9 +12,9 @@
 namespace octet {
 
 struct WaitOptions {
-  const char* op = "collective";           // what is waited for, for the error: "MPI_Ialltoallv (scatter-allgather)"
-  int64_t step = -1;                        // training step it belongs to (-1: none)
-  bool yield = false;                       // sleep between polls (a communication thread beside compute) instead of spinning
+  const char* op = "collective";  // what is waited for, for the error: "MPI_Ialltoallv (scatter-allgather)"
+  int64_t step = -1;              // training step it belongs to (-1: none)
+  bool yield = false;             // sleep between polls (a communication thread beside compute) instead of spinning
   const std::atomic<bool>* cancel = nullptr;  // with yield: once set, the wait throws (its owner is shutting down)
 };
 

@@ -9,7 +9,7 @@ struct World {
   int rank = 0;
   int size = 1;
   int thread_level = MPI_THREAD_SINGLE;  // what MPI_Init_thread provided
-  double timeout_s = 600;                // longest wait for one collective (parallel.timeout_s): a stopped peer fails the job
+  double timeout_s = 600;  // longest wait for one collective (parallel.timeout_s): a stopped peer fails the job
 };
 
 // Initializes MPI (serialized threads: the overlap thread calls MPI while the main thread computes) for the process

@@ -72,7 +72,8 @@ class AdacompCodec : public Codec {
       const size_t start = off;
       uint64_t v = 0;
       for (int shift = 0;; shift += 7) {
-        OCTET_CHECK(off < size && shift <= 35, "adacomp payload: value " << j << " at offset " << start << " is truncated or overlong");
+        OCTET_CHECK(off < size && shift <= 35,
+                    "adacomp payload: value " << j << " at offset " << start << " is truncated or overlong");
         const uint8_t b = in[off++];
         v |= static_cast<uint64_t>(b & 127) << shift;
         if (!(b & 128)) break;
@@ -82,7 +83,8 @@ class AdacompCodec : public Codec {
       prev = i;
       out[i] += v & 1 ? -scale : scale;
     }
-    OCTET_CHECK(off == size, "adacomp payload: " << size - off << " bytes after the last of " << h.param << " values (offset " << off << ")");
+    OCTET_CHECK(off == size, "adacomp payload: " << size - off << " bytes after the last of " << h.param
+                                                 << " values (offset " << off << ")");
   }
 
  private:

@@ -59,10 +59,12 @@ class CodeBook {
 // its vector width; 0 at the scalar level) and returns how many; the caller's scalar loop does the rest, and each
 // kernel's bytes or floats equal that loop's. next (or null) is the following block, prefetched as this one goes.
 // Code-book encode of |x| * inv (inv = 1 / absmax) into sign | index bytes.
-int64_t encode_book_simd(const CodeBook& book, const float* x, uint8_t* codes, int64_t len, float inv, const float* next);
+int64_t encode_book_simd(const CodeBook& book, const float* x, uint8_t* codes, int64_t len, float inv,
+                         const float* next);
 // linear8 encode: index = (int)fma(|x|, s, 0.5) with s = 127 / absmax.
 int64_t encode_linear_simd(const float* x, uint8_t* codes, int64_t len, float s, const float* next);
 // out[i] (+)= sign * magnitude[code & 127] * s, the product rounded once and the sum once (no fused multiply-add).
-int64_t decode_book_simd(const CodeBook& book, bool linear, const uint8_t* codes, float* out, int64_t len, float s, bool accumulate);
+int64_t decode_book_simd(const CodeBook& book, bool linear, const uint8_t* codes, float* out, int64_t len, float s,
+                         bool accumulate);
 
 }  // namespace octet

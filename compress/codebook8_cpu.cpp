@@ -16,8 +16,10 @@
 namespace octet {
 
 CodeBook::CodeBook(std::vector<float> m) : mag_(std::move(m)) {
-  OCTET_CHECK(mag_.size() == 128 && mag_[0] == 0.f && mag_[127] == 1.f, "an 8-bit code book needs 128 magnitudes from 0 to 1");
-  for (int c = 1; c < 128; ++c) OCTET_CHECK(mag_[c] > mag_[c - 1], "code book magnitudes must increase (index " << c << ")");
+  OCTET_CHECK(mag_.size() == 128 && mag_[0] == 0.f && mag_[127] == 1.f,
+              "an 8-bit code book needs 128 magnitudes from 0 to 1");
+  for (int c = 1; c < 128; ++c)
+    OCTET_CHECK(mag_[c] > mag_[c - 1], "code book magnitudes must increase (index " << c << ")");
   std::vector<uint32_t> mid(128);  // float bits of the boundaries (positive floats order like integers); mid[127] = max
   for (int c = 0; c < 127; ++c) mid[c] = f32_bits(0.5f * (mag_[c] + mag_[c + 1]));
   mid[127] = 0xffffffffu;
@@ -74,7 +76,8 @@ std::vector<float> codebook8(const std::string& method, int offset) {
       for (int j = 0; j < k; ++j) v.insert(static_cast<float>(std::pow(10.0, i - 6) * (0.1 + 0.9 * (j + 0.5) / k)));
     }
   } else if (method == "static_tree8") {
-    // Exponent e = 0..7 (10^-e), the 4-bit bisection tree: 16 midpoints of (0.1, 1); the two smallest give way to 0 and 1.
+    // Exponent e = 0..7 (10^-e), the 4-bit bisection tree: 16 midpoints of (0.1, 1); the two smallest give way to 0
+    // and 1.
     for (int e = 0; e < 8; ++e)
       for (int j = 0; j < 16; ++j) v.insert(static_cast<float>(std::pow(10.0, -e) * (0.1 + 0.9 * (j + 0.5) / 16)));
     v.erase(v.begin());
@@ -107,9 +110,10 @@ std::vector<float> codebook8(const std::string& method, int offset) {
 namespace {
 
 // Decode through a 256-entry table of signed, scaled magnitudes: the scalar level, and the SIMD kernels' tails
-// (no-tree-vectorize: AVX2 gathers were slower than plain loads on the AMD cores this was measured on).
-__attribute__((optimize("no-tree-vectorize"))) void decode_block(const float* __restrict table, const uint8_t* __restrict cb,
-                                                                  float* __restrict ob, int64_t len, bool accumulate) {
+// (no-tree-vectorize: gathers lost to plain loads here, docs/design_notes.md).
+__attribute__((optimize("no-tree-vectorize"))) void decode_block(const float* __restrict table,
+                                                                 const uint8_t* __restrict cb, float* __restrict ob,
+                                                                 int64_t len, bool accumulate) {
   if (accumulate)
     for (int64_t i = 0; i < len; ++i) ob[i] += table[cb[i]];
   else
@@ -120,14 +124,16 @@ __attribute__((optimize("no-tree-vectorize"))) void decode_block(const float* __
 class Codebook8Codec : public Codec {
  public:
   Codebook8Codec(const char* name, const Codebook8Params& p)
-      : name_(name), block_(p.block), book_(codebook8(name, p.mantissa_offset)), linear_(std::string(name) == "linear8") {
+      : name_(name),
+        block_(p.block),
+        book_(codebook8(name, p.mantissa_offset)),
+        linear_(std::string(name) == "linear8") {
     OCTET_CHECK(p.block >= 0 && p.block < (int64_t{1} << 31), name << ": block must be in [0, 2^31)");
   }
   const char* name() const override { return name_; }
   int64_t block_for(int64_t n) const { return block_ == 0 ? std::max<int64_t>(n, 1) : block_; }
   static int64_t blocks(int64_t n, int64_t b) { return (n + b - 1) / b; }
   size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 * blocks(n, block_for(n)) + n; }
-
 
  protected:
   size_t encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const override {
@@ -167,14 +173,16 @@ class Codebook8Codec : public Codec {
     OCTET_CHECK(h.param > 0, name_ << " payload: block size 0 at offset 8");
     const int64_t b = h.param, nb = blocks(n, b);
     const size_t want = kHeaderBytes + 4 * nb + n;
-    OCTET_CHECK(size == want, name_ << " payload: " << size << " bytes for " << n << " values in blocks of " << b << ", expected " << want);
+    OCTET_CHECK(size == want, name_ << " payload: " << size << " bytes for " << n << " values in blocks of " << b
+                                    << ", expected " << want);
     const uint8_t* codes = in + kHeaderBytes + 4 * nb;
     const std::vector<float>& m = book_.magnitudes();
     float table[256];
     for (int64_t k = 0; k < nb; ++k) {
       float s;
       std::memcpy(&s, in + kHeaderBytes + 4 * k, 4);
-      OCTET_CHECK(std::isfinite(s) && s >= 0.f, name_ << " payload: bad scale " << s << " at offset " << kHeaderBytes + 4 * k);
+      OCTET_CHECK(std::isfinite(s) && s >= 0.f,
+                  name_ << " payload: bad scale " << s << " at offset " << kHeaderBytes + 4 * k);
       const int64_t lo = k * b, len = std::min(b, n - lo);
       const int64_t done = decode_book_simd(book_, linear_, codes + lo, out + lo, len, s, accumulate);
       if (done == len) continue;
@@ -195,11 +203,17 @@ class Codebook8Codec : public Codec {
 
 }  // namespace
 
-CodecPtr make_linear8(const CodecParams& p) { return std::make_unique<Codebook8Codec>("linear8", Codebook8Params{p.block, 1}); }
+CodecPtr make_linear8(const CodecParams& p) {
+  return std::make_unique<Codebook8Codec>("linear8", Codebook8Params{p.block, 1});
+}
 CodecPtr make_mantissa8(const CodecParams& p) {
   return std::make_unique<Codebook8Codec>("mantissa8", Codebook8Params{p.block, p.mantissa_offset});
 }
-CodecPtr make_static_tree8(const CodecParams& p) { return std::make_unique<Codebook8Codec>("static_tree8", Codebook8Params{p.block, 1}); }
-CodecPtr make_dynamic_tree8(const CodecParams& p) { return std::make_unique<Codebook8Codec>("dynamic_tree8", Codebook8Params{p.block, 1}); }
+CodecPtr make_static_tree8(const CodecParams& p) {
+  return std::make_unique<Codebook8Codec>("static_tree8", Codebook8Params{p.block, 1});
+}
+CodecPtr make_dynamic_tree8(const CodecParams& p) {
+  return std::make_unique<Codebook8Codec>("dynamic_tree8", Codebook8Params{p.block, 1});
+}
 
 }  // namespace octet

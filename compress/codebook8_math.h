@@ -26,7 +26,8 @@ OCTET_HD uint8_t linear8_code(float x, float s) {
 
 // A code book's code: index of min(1, |x| * inv) (inv = 1 / absmax), the sign in bit 7.
 OCTET_HD uint8_t codebook_code(const uint32_t* entries, uint32_t first, int shift, float x, float inv) {
-  return static_cast<uint8_t>(codebook_index(entries, first, shift, f32_bits(fminf(1.0f, fabsf(x) * inv))) | ((f32_bits(x) >> 24) & 0x80u));
+  return static_cast<uint8_t>(codebook_index(entries, first, shift, f32_bits(fminf(1.0f, fabsf(x) * inv))) |
+                              ((f32_bits(x) >> 24) & 0x80u));
 }
 
 }  // namespace octet

@@ -9,29 +9,38 @@ namespace {
 
 #ifdef __AVX2__
 // 32 values per iteration; SHIFT is a template argument so the key is one immediate shift of the float bits.
-// The 8 table entries come from plain loads of the keys' lanes (Zen 3 runs these faster than vpgatherdd), and
+// The 8 table entries come from plain loads of the keys' lanes (faster than vpgatherdd: docs/design_notes.md), and
 // the loop prefetches the next block (next, may be null) so the caller's abs-max pass over it reads from cache:
 // without that the block's DRAM reads and this compute-bound loop take turns instead of overlapping.
 template <int SHIFT>
-int64_t encode_avx2(const uint32_t* entries, uint32_t first_bits, const float* __restrict xb, uint8_t* __restrict cb, int64_t len, float inv,
-                    const float* next) {
+int64_t encode_avx2(const uint32_t* entries, uint32_t first_bits, const float* __restrict xb, uint8_t* __restrict cb,
+                    int64_t len, float inv, const float* next) {
   const __m256i first = _mm256_set1_epi32(static_cast<int>(first_bits));
   const __m256 vinv = _mm256_set1_ps(inv), one = _mm256_set1_ps(1.0f);
-  const __m256i low_mask = _mm256_set1_epi32((1 << SHIFT) - 1), byte = _mm256_set1_epi32(0xff), abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i low_mask = _mm256_set1_epi32((1 << SHIFT) - 1), byte = _mm256_set1_epi32(0xff),
+                abs_mask = _mm256_set1_epi32(0x7fffffff);
   const __m256i minus1 = _mm256_set1_epi32(-1);
   auto eight = [&](const float* p) {  // 8 values -> 8 int32 codes (sign in bit 7)
     const __m256i xi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i ab = _mm256_max_epi32(_mm256_castps_si256(_mm256_min_ps(_mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(xi, abs_mask)), vinv), one)), first);
+    const __m256i ab =
+        _mm256_max_epi32(_mm256_castps_si256(_mm256_min_ps(
+                             _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(xi, abs_mask)), vinv), one)),
+                         first);
     const __m256i key = _mm256_srli_epi32(_mm256_sub_epi32(ab, first), SHIFT);
     const __m128i lo = _mm256_castsi256_si128(key), hi = _mm256_extracti128_si256(key, 1);
-    const uint64_t k0 = static_cast<uint64_t>(_mm_cvtsi128_si64(lo)), k1 = static_cast<uint64_t>(_mm_extract_epi64(lo, 1));
-    const uint64_t k2 = static_cast<uint64_t>(_mm_cvtsi128_si64(hi)), k3 = static_cast<uint64_t>(_mm_extract_epi64(hi, 1));
-    const __m256i e = _mm256_setr_epi32(static_cast<int>(entries[static_cast<uint32_t>(k0)]), static_cast<int>(entries[k0 >> 32]),
-                                        static_cast<int>(entries[static_cast<uint32_t>(k1)]), static_cast<int>(entries[k1 >> 32]),
-                                        static_cast<int>(entries[static_cast<uint32_t>(k2)]), static_cast<int>(entries[k2 >> 32]),
-                                        static_cast<int>(entries[static_cast<uint32_t>(k3)]), static_cast<int>(entries[k3 >> 32]));
-    const __m256i up = _mm256_cmpgt_epi32(_mm256_and_si256(ab, low_mask), _mm256_add_epi32(_mm256_srli_epi32(e, 8), minus1));
-    return _mm256_or_si256(_mm256_sub_epi32(_mm256_and_si256(e, byte), up), _mm256_slli_epi32(_mm256_srli_epi32(xi, 31), 7));
+    const uint64_t k0 = static_cast<uint64_t>(_mm_cvtsi128_si64(lo)),
+                   k1 = static_cast<uint64_t>(_mm_extract_epi64(lo, 1));
+    const uint64_t k2 = static_cast<uint64_t>(_mm_cvtsi128_si64(hi)),
+                   k3 = static_cast<uint64_t>(_mm_extract_epi64(hi, 1));
+    const __m256i e =
+        _mm256_setr_epi32(static_cast<int>(entries[static_cast<uint32_t>(k0)]), static_cast<int>(entries[k0 >> 32]),
+                          static_cast<int>(entries[static_cast<uint32_t>(k1)]), static_cast<int>(entries[k1 >> 32]),
+                          static_cast<int>(entries[static_cast<uint32_t>(k2)]), static_cast<int>(entries[k2 >> 32]),
+                          static_cast<int>(entries[static_cast<uint32_t>(k3)]), static_cast<int>(entries[k3 >> 32]));
+    const __m256i up =
+        _mm256_cmpgt_epi32(_mm256_and_si256(ab, low_mask), _mm256_add_epi32(_mm256_srli_epi32(e, 8), minus1));
+    return _mm256_or_si256(_mm256_sub_epi32(_mm256_and_si256(e, byte), up),
+                           _mm256_slli_epi32(_mm256_srli_epi32(xi, 31), 7));
   };
   int64_t i = 0;
   for (; i + 32 <= len; i += 32) {
@@ -46,11 +55,14 @@ int64_t encode_avx2(const uint32_t* entries, uint32_t first_bits, const float* _
 // t-1's (both 128-bit lanes alike), so that XORing the lookups of groups 0..t gives group t's bytes. A lookup with
 // index c - 16t reads 0 for c < 16t (bit 7 set), so the XOR over all 8 groups telescopes to the byte of magnitude
 // c: 32 table lookups per 32 values, no gathers.
-int64_t decode_planes_avx2(const uint8_t (*xp)[8][32], const uint8_t* __restrict cb, float* __restrict ob, int64_t len, float s,
-                           bool accumulate) {
-  const __m256i low7 = _mm256_set1_epi8(0x7f), sign = _mm256_set1_epi8(static_cast<char>(0x80)), step = _mm256_set1_epi8(16);
+int64_t decode_planes_avx2(const uint8_t (*xp)[8][32], const uint8_t* __restrict cb, float* __restrict ob, int64_t len,
+                           float s, bool accumulate) {
+  const __m256i low7 = _mm256_set1_epi8(0x7f), sign = _mm256_set1_epi8(static_cast<char>(0x80)),
+                step = _mm256_set1_epi8(16);
   const __m256 vs = _mm256_set1_ps(s);
-  auto tab = [&](int p, int t) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(xp[p][t])); };  // memory operands
+  auto tab = [&](int p, int t) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(xp[p][t]));
+  };  // memory operands
   int64_t i = 0;
   for (; i + 32 <= len; i += 32) {
     const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cb + i));
@@ -69,8 +81,10 @@ int64_t decode_planes_avx2(const uint8_t (*xp)[8][32], const uint8_t* __restrict
     // bytes -> floats; each 128-bit lane holds 16 values: lane 0 values 0..15, lane 1 values 16..31
     const __m256i lo01 = _mm256_unpacklo_epi8(b[0], b[1]), hi01 = _mm256_unpackhi_epi8(b[0], b[1]);
     const __m256i lo23 = _mm256_unpacklo_epi8(b[2], b[3]), hi23 = _mm256_unpackhi_epi8(b[2], b[3]);
-    const __m256i f0 = _mm256_unpacklo_epi16(lo01, lo23), f1 = _mm256_unpackhi_epi16(lo01, lo23);  // 0..3|16..19, 4..7|20..23
-    const __m256i f2 = _mm256_unpacklo_epi16(hi01, hi23), f3 = _mm256_unpackhi_epi16(hi01, hi23);  // 8..11|24..27, 12..15|28..31
+    const __m256i f0 = _mm256_unpacklo_epi16(lo01, lo23),
+                  f1 = _mm256_unpackhi_epi16(lo01, lo23);  // 0..3|16..19, 4..7|20..23
+    const __m256i f2 = _mm256_unpacklo_epi16(hi01, hi23),
+                  f3 = _mm256_unpackhi_epi16(hi01, hi23);  // 8..11|24..27, 12..15|28..31
     const __m256i w[4] = {_mm256_permute2x128_si256(f0, f1, 0x20), _mm256_permute2x128_si256(f2, f3, 0x20),
                           _mm256_permute2x128_si256(f0, f1, 0x31), _mm256_permute2x128_si256(f2, f3, 0x31)};
     for (int q = 0; q < 4; ++q) {
@@ -83,12 +97,14 @@ int64_t decode_planes_avx2(const uint8_t (*xp)[8][32], const uint8_t* __restrict
 }
 
 // linear8 encode, 32 values per iteration: index = (int)fma(|x|, 127 / absmax, 0.5), sign in bit 7.
-int64_t encode_linear_avx2(const float* __restrict xb, uint8_t* __restrict cb, int64_t len, float s, const float* next) {
+int64_t encode_linear_avx2(const float* __restrict xb, uint8_t* __restrict cb, int64_t len, float s,
+                           const float* next) {
   const __m256 vs = _mm256_set1_ps(s), half = _mm256_set1_ps(0.5f);
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
   auto eight = [&](const float* p) {
     const __m256i xi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i q = _mm256_cvttps_epi32(_mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(xi, abs_mask)), vs, half));
+    const __m256i q =
+        _mm256_cvttps_epi32(_mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(xi, abs_mask)), vs, half));
     return _mm256_or_si256(q, _mm256_slli_epi32(_mm256_srli_epi32(xi, 31), 7));
   };
   int64_t i = 0;
@@ -123,11 +139,13 @@ int64_t decode_linear_avx2(const uint8_t* __restrict cb, float* __restrict ob, i
 // that reversed prefix (CodeBook::rlevel). Step 6 takes two vpermi2ps and a blend on bit 5 (step 5's mask).
 // a >= boundary sets the bit (ties to the larger code), as in the scalar table encoder. The 64 reversed codes are
 // turned back with one 128-entry vpermi2b. No memory lookups.
-int64_t encode_search_avx512(const CodeBook& book, const float* __restrict xb, uint8_t* __restrict cb, int64_t len, float inv,
-                             const float* next) {
+int64_t encode_search_avx512(const CodeBook& book, const float* __restrict xb, uint8_t* __restrict cb, int64_t len,
+                             float inv, const float* next) {
   const __m512 vinv = _mm512_set1_ps(inv), one = _mm512_set1_ps(1.0f), t0 = _mm512_set1_ps(book.rlevel(0)[0]);
-  const __m512 t1 = _mm512_load_ps(book.rlevel(1)), t2 = _mm512_load_ps(book.rlevel(2)), t3 = _mm512_load_ps(book.rlevel(3));
-  const __m512 t4 = _mm512_load_ps(book.rlevel(4)), t5a = _mm512_load_ps(book.rlevel(5)), t5b = _mm512_load_ps(book.rlevel(5) + 16);
+  const __m512 t1 = _mm512_load_ps(book.rlevel(1)), t2 = _mm512_load_ps(book.rlevel(2)),
+               t3 = _mm512_load_ps(book.rlevel(3));
+  const __m512 t4 = _mm512_load_ps(book.rlevel(4)), t5a = _mm512_load_ps(book.rlevel(5)),
+               t5b = _mm512_load_ps(book.rlevel(5) + 16);
   const __m512 t6a = _mm512_load_ps(book.rlevel(6)), t6b = _mm512_load_ps(book.rlevel(6) + 16);
   const __m512 t6c = _mm512_load_ps(book.rlevel(6) + 32), t6d = _mm512_load_ps(book.rlevel(6) + 48);
   alignas(64) uint8_t rev[128];
@@ -138,7 +156,8 @@ int64_t encode_search_avx512(const CodeBook& book, const float* __restrict xb, u
   }
   const __m512i rev_lo = _mm512_load_si512(rev), rev_hi = _mm512_load_si512(rev + 64);
   const __m512i order = pack_order();
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), sign = _mm512_set1_epi32(0x80), sign8 = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), sign = _mm512_set1_epi32(0x80),
+                sign8 = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i ones = _mm512_set1_epi32(1);
   constexpr int Q = 8;  // vectors in lockstep
   int64_t i = 0;
@@ -153,7 +172,8 @@ int64_t encode_search_avx512(const CodeBook& book, const float* __restrict xb, u
       // min(|x| * inv, 1) with min's NaN rule of the scalar loop: a NaN product gives 1
       a[q] = _mm512_min_ps(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(xi[q], abs_mask)), vinv), one);
       // the sign joins as bit 7 (x >> 24 & 0x80), which the table lookups ignore
-      r[q] = _mm512_ternarylogic_epi32(_mm512_srli_epi32(xi[q], 24), sign, _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(a[q], t0, _CMP_GE_OQ), ones), 0xEA);
+      r[q] = _mm512_ternarylogic_epi32(_mm512_srli_epi32(xi[q], 24), sign,
+                                       _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(a[q], t0, _CMP_GE_OQ), ones), 0xEA);
     }
     auto step = [&](int L, auto&& boundary) {
       const __m512i bit = _mm512_set1_epi32(1 << L);
@@ -167,17 +187,21 @@ int64_t encode_search_avx512(const CodeBook& book, const float* __restrict xb, u
     step(3, [&](int q) { return _mm512_permutexvar_ps(r[q], t3); });
     step(4, [&](int q) { return _mm512_permutexvar_ps(r[q], t4); });
     step(5, [&](int q) { return _mm512_permutex2var_ps(t5a, r[q], t5b); });
-    step(6, [&](int q) { return _mm512_mask_blend_ps(m[q], _mm512_permutex2var_ps(t6a, r[q], t6b), _mm512_permutex2var_ps(t6c, r[q], t6d)); });
+    step(6, [&](int q) {
+      return _mm512_mask_blend_ps(m[q], _mm512_permutex2var_ps(t6a, r[q], t6b), _mm512_permutex2var_ps(t6c, r[q], t6d));
+    });
     for (int h = 0; h < Q; h += 4) {
       const __m512i bytes = pack_bytes64(order, r + h);
-      _mm512_storeu_si512(cb + i + 16 * h, _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(rev_lo, bytes, rev_hi), bytes, sign8, 0xF8));
+      _mm512_storeu_si512(cb + i + 16 * h, _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(rev_lo, bytes, rev_hi),
+                                                                     bytes, sign8, 0xF8));
     }
   }
   return i;
 }
 
 // linear8 encode, 64 values per iteration: index = (int)fma(|x|, 127 / absmax, 0.5), sign in bit 7.
-int64_t encode_linear_avx512(const float* __restrict xb, uint8_t* __restrict cb, int64_t len, float s, const float* next) {
+int64_t encode_linear_avx512(const float* __restrict xb, uint8_t* __restrict cb, int64_t len, float s,
+                             const float* next) {
   const __m512 vs = _mm512_set1_ps(s), half = _mm512_set1_ps(0.5f);
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), sign = _mm512_set1_epi32(0x80), order = pack_order();
   int64_t i = 0;
@@ -186,7 +210,8 @@ int64_t encode_linear_avx512(const float* __restrict xb, uint8_t* __restrict cb,
     __m512i r[4];
     for (int q = 0; q < 4; ++q) {
       const __m512i xi = _mm512_loadu_si512(xb + i + 16 * q);
-      const __m512i v = _mm512_cvttps_epi32(_mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(xi, abs_mask)), vs, half));
+      const __m512i v =
+          _mm512_cvttps_epi32(_mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(xi, abs_mask)), vs, half));
       r[q] = _mm512_ternarylogic_epi32(v, _mm512_srli_epi32(xi, 24), sign, 0xF8);  // v | (x >> 24 & 0x80)
     }
     _mm512_storeu_si512(cb + i, pack_bytes64(order, r));
@@ -198,22 +223,24 @@ int64_t encode_linear_avx512(const float* __restrict xb, uint8_t* __restrict cb,
 // float bits; the sign joins byte 3 (magnitudes are <= 1, so its top bit is free) and the bytes interleave into
 // floats, * s (-(m * s) == (-m) * s). The unpacks interleave within 128-bit lanes, so the codes are first put in
 // the order that makes the four results come out as values 0-15, 16-31, 32-47 and 48-63.
-int64_t decode_planes_avx512(const CodeBook& book, const uint8_t* __restrict cb, float* __restrict ob, int64_t len, float s,
-                             bool accumulate) {
+int64_t decode_planes_avx512(const CodeBook& book, const uint8_t* __restrict cb, float* __restrict ob, int64_t len,
+                             float s, bool accumulate) {
   const __m512i perm = pack_order(), sign = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512i lo[4], hi[4];
-  for (int p = 0; p < 4; ++p) lo[p] = _mm512_load_si512(book.planes()[p]), hi[p] = _mm512_load_si512(book.planes()[p] + 64);
+  for (int p = 0; p < 4; ++p)
+    lo[p] = _mm512_load_si512(book.planes()[p]), hi[p] = _mm512_load_si512(book.planes()[p] + 64);
   const __m512 vs = _mm512_set1_ps(s);
   int64_t i = 0;
   for (; i + 64 <= len; i += 64) {
     const __m512i c = _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(cb + i));
     const __m512i b0 = _mm512_permutex2var_epi8(lo[0], c, hi[0]), b1 = _mm512_permutex2var_epi8(lo[1], c, hi[1]);
     const __m512i b2 = _mm512_permutex2var_epi8(lo[2], c, hi[2]);
-    const __m512i b3 = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(lo[3], c, hi[3]), c, sign, 0xF8);  // | (c & 0x80)
+    const __m512i b3 =
+        _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(lo[3], c, hi[3]), c, sign, 0xF8);  // | (c & 0x80)
     const __m512i lo01 = _mm512_unpacklo_epi8(b0, b1), hi01 = _mm512_unpackhi_epi8(b0, b1);
     const __m512i lo23 = _mm512_unpacklo_epi8(b2, b3), hi23 = _mm512_unpackhi_epi8(b2, b3);
-    const __m512i w[4] = {_mm512_unpacklo_epi16(lo01, lo23), _mm512_unpackhi_epi16(lo01, lo23), _mm512_unpacklo_epi16(hi01, hi23),
-                          _mm512_unpackhi_epi16(hi01, hi23)};
+    const __m512i w[4] = {_mm512_unpacklo_epi16(lo01, lo23), _mm512_unpackhi_epi16(lo01, lo23),
+                          _mm512_unpacklo_epi16(hi01, hi23), _mm512_unpackhi_epi16(hi01, hi23)};
     for (int q = 0; q < 4; ++q) {
       const __m512 v = unfused(_mm512_mul_ps(_mm512_castsi512_ps(w[q]), vs));
       float* o = ob + i + 16 * q;
@@ -227,27 +254,34 @@ int64_t decode_planes_avx512(const CodeBook& book, const uint8_t* __restrict cb,
 }  // namespace
 
 // (parameters unused in a build without the kernels)
-int64_t encode_book_simd([[maybe_unused]] const CodeBook& book, [[maybe_unused]] const float* x, [[maybe_unused]] uint8_t* codes,
-                         [[maybe_unused]] int64_t len, [[maybe_unused]] float inv, [[maybe_unused]] const float* next) {
+int64_t encode_book_simd([[maybe_unused]] const CodeBook& book, [[maybe_unused]] const float* x,
+                         [[maybe_unused]] uint8_t* codes, [[maybe_unused]] int64_t len, [[maybe_unused]] float inv,
+                         [[maybe_unused]] const float* next) {
   [[maybe_unused]] const Isa level = isa();
 #ifdef OCTET_AVX512
   if (level == Isa::avx512) return encode_search_avx512(book, x, codes, len, inv, next);
 #endif
 #ifdef __AVX2__
   if (level == Isa::avx2) switch (book.shift()) {
-      case 16: return encode_avx2<16>(book.entries(), book.first_bits(), x, codes, len, inv, next);
-      case 17: return encode_avx2<17>(book.entries(), book.first_bits(), x, codes, len, inv, next);
-      case 18: return encode_avx2<18>(book.entries(), book.first_bits(), x, codes, len, inv, next);
-      case 19: return encode_avx2<19>(book.entries(), book.first_bits(), x, codes, len, inv, next);
-      case 20: return encode_avx2<20>(book.entries(), book.first_bits(), x, codes, len, inv, next);
-      default: break;  // finer tables take the scalar loop
+      case 16:
+        return encode_avx2<16>(book.entries(), book.first_bits(), x, codes, len, inv, next);
+      case 17:
+        return encode_avx2<17>(book.entries(), book.first_bits(), x, codes, len, inv, next);
+      case 18:
+        return encode_avx2<18>(book.entries(), book.first_bits(), x, codes, len, inv, next);
+      case 19:
+        return encode_avx2<19>(book.entries(), book.first_bits(), x, codes, len, inv, next);
+      case 20:
+        return encode_avx2<20>(book.entries(), book.first_bits(), x, codes, len, inv, next);
+      default:
+        break;  // finer tables take the scalar loop
     }
 #endif
   return 0;
 }
 
-int64_t encode_linear_simd([[maybe_unused]] const float* x, [[maybe_unused]] uint8_t* codes, [[maybe_unused]] int64_t len,
-                           [[maybe_unused]] float s, [[maybe_unused]] const float* next) {
+int64_t encode_linear_simd([[maybe_unused]] const float* x, [[maybe_unused]] uint8_t* codes,
+                           [[maybe_unused]] int64_t len, [[maybe_unused]] float s, [[maybe_unused]] const float* next) {
   [[maybe_unused]] const Isa level = isa();
 #ifdef OCTET_AVX512
   if (level == Isa::avx512) return encode_linear_avx512(x, codes, len, s, next);
@@ -258,15 +292,17 @@ int64_t encode_linear_simd([[maybe_unused]] const float* x, [[maybe_unused]] uin
   return 0;
 }
 
-int64_t decode_book_simd([[maybe_unused]] const CodeBook& book, [[maybe_unused]] bool linear, [[maybe_unused]] const uint8_t* codes,
-                         [[maybe_unused]] float* out, [[maybe_unused]] int64_t len, [[maybe_unused]] float s, [[maybe_unused]] bool accumulate) {
+int64_t decode_book_simd([[maybe_unused]] const CodeBook& book, [[maybe_unused]] bool linear,
+                         [[maybe_unused]] const uint8_t* codes, [[maybe_unused]] float* out,
+                         [[maybe_unused]] int64_t len, [[maybe_unused]] float s, [[maybe_unused]] bool accumulate) {
   [[maybe_unused]] const Isa level = isa();
 #ifdef OCTET_AVX512
   if (level == Isa::avx512) return decode_planes_avx512(book, codes, out, len, s, accumulate);
 #endif
 #ifdef __AVX2__
   if (level == Isa::avx2)
-    return linear ? decode_linear_avx2(codes, out, len, s, accumulate) : decode_planes_avx2(book.xor_planes(), codes, out, len, s, accumulate);
+    return linear ? decode_linear_avx2(codes, out, len, s, accumulate)
+                  : decode_planes_avx2(book.xor_planes(), codes, out, len, s, accumulate);
 #endif
   return 0;
 }

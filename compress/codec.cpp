@@ -22,9 +22,15 @@ const std::vector<CodecEntry>& codec_registry() {
       {"dynamic_tree8", make_dynamic_tree8, kDense, "Dettmers dynamic tree (bitsandbytes dynamic map)"},
       {"qsgd", make_qsgd, kDense, "QSGD stochastic unbiased, 2/4/8 bits, bucket scale"},
       // A sum of 1-bit payloads re-encoded to 1 bit would discard most of it: gathered instead.
-      {"onebit", make_onebit, {false, false, true, false, Reduction::Gather}, "1-bit SGD with two reconstruction values per block"},
+      {"onebit",
+       make_onebit,
+       {false, false, true, false, Reduction::Gather},
+       "1-bit SGD with two reconstruction values per block"},
       {"topk", make_topk, {false, true, true, false, Reduction::Gather}, "top-k magnitude sparsification"},
-      {"adacomp", make_adacomp, {false, true, true, false, Reduction::Gather}, "AdaComp bin-local residual selection, ternary"},
+      {"adacomp",
+       make_adacomp,
+       {false, true, true, false, Reduction::Gather},
+       "AdaComp bin-local residual selection, ternary"},
   };
   return table;
 }
@@ -58,15 +64,19 @@ const char* identity_codec() {
 }
 
 CodecParams params_for_layer(CodecParams p, const std::string& layer_kind) {
-  if (p.method == "adacomp" && p.bin == 0) p.bin = layer_kind == "conv" ? 50 : 500;  // AdaComp's L_T (conv ~50, fc ~500)
+  if (p.method == "adacomp" && p.bin == 0)
+    p.bin = layer_kind == "conv" ? 50 : 500;  // AdaComp's L_T (conv ~50, fc ~500)
   return p;
 }
 
 std::string codec_list(CodecList which) {
   switch (which) {
-    case CodecList::Allreduce: return "none,fp16,linear8,dynamic_tree8,qsgd,topk,adacomp";
-    case CodecList::Predict: return "none,fp16,linear8,dynamic_tree8,qsgd,adacomp";
-    case CodecList::All: break;
+    case CodecList::Allreduce:
+      return "none,fp16,linear8,dynamic_tree8,qsgd,topk,adacomp";
+    case CodecList::Predict:
+      return "none,fp16,linear8,dynamic_tree8,qsgd,adacomp";
+    case CodecList::All:
+      break;
   }
   std::string all;
   for (const auto& e : codec_registry()) {
@@ -82,25 +92,33 @@ const CodecTraits& Codec::traits() const {
 }
 
 size_t Codec::encode(Span<const float> x, Span<uint8_t> out, const EncodeContext& ctx, Exec& ex) const {
-  OCTET_CHECK(x.device == ex.device() && out.device == ex.device(), name() << " encoder: data on " << device_name(x.device) << "/"
-                                                                          << device_name(out.device) << ", context on " << device_name(ex.device()));
-  OCTET_CHECK(out.size >= max_bytes(static_cast<int64_t>(x.size)), name() << " encoder: " << out.size << " bytes of room for "
-                                                                           << max_bytes(static_cast<int64_t>(x.size)));
+  OCTET_CHECK(x.device == ex.device() && out.device == ex.device(),
+              name() << " encoder: data on " << device_name(x.device) << "/" << device_name(out.device)
+                     << ", context on " << device_name(ex.device()));
+  OCTET_CHECK(out.size >= max_bytes(static_cast<int64_t>(x.size)),
+              name() << " encoder: " << out.size << " bytes of room for " << max_bytes(static_cast<int64_t>(x.size)));
   const int64_t n = static_cast<int64_t>(x.size);
   return ex.device() == Device::CPU ? encode_cpu(x.data, n, out.data, ctx) : encode_cuda(x.data, n, out.data, ctx, ex);
 }
 
 void Codec::decode(Span<const uint8_t> in, Span<float> out, bool accumulate, Exec& ex) const {
-  OCTET_CHECK(in.device == ex.device() && out.device == ex.device(), name() << " decoder: data on " << device_name(in.device) << "/"
-                                                                           << device_name(out.device) << ", context on " << device_name(ex.device()));
+  OCTET_CHECK(in.device == ex.device() && out.device == ex.device(),
+              name() << " decoder: data on " << device_name(in.device) << "/" << device_name(out.device)
+                     << ", context on " << device_name(ex.device()));
   const int64_t n = static_cast<int64_t>(out.size);
-  if (ex.device() == Device::CPU) decode_cpu(in.data, in.size, out.data, n, accumulate);
-  else decode_cuda(in.data, in.size, out.data, n, accumulate, ex);
+  if (ex.device() == Device::CPU)
+    decode_cpu(in.data, in.size, out.data, n, accumulate);
+  else
+    decode_cuda(in.data, in.size, out.data, n, accumulate, ex);
 }
 
-size_t Codec::encode_cuda(const float*, int64_t, uint8_t*, const EncodeContext&, Exec&) const { OCTET_THROW(name() << " has no CUDA kernel"); }
+size_t Codec::encode_cuda(const float*, int64_t, uint8_t*, const EncodeContext&, Exec&) const {
+  OCTET_THROW(name() << " has no CUDA kernel");
+}
 
-void Codec::decode_cuda(const uint8_t*, size_t, float*, int64_t, bool, Exec&) const { OCTET_THROW(name() << " has no CUDA kernel"); }
+void Codec::decode_cuda(const uint8_t*, size_t, float*, int64_t, bool, Exec&) const {
+  OCTET_THROW(name() << " has no CUDA kernel");
+}
 
 Isa parse_isa(const std::string& s) {
   for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512})
@@ -124,7 +142,8 @@ void write_header(uint8_t* out, const PayloadHeader& h) {
 }
 
 PayloadHeader read_header(const uint8_t* in, size_t size, const char* codec, int64_t n) {
-  OCTET_CHECK(size >= kHeaderBytes, codec << " payload of " << size << " bytes is shorter than its " << kHeaderBytes << "-byte header");
+  OCTET_CHECK(size >= kHeaderBytes,
+              codec << " payload of " << size << " bytes is shorter than its " << kHeaderBytes << "-byte header");
   PayloadHeader h;
   h.codec = in[0];
   h.version = in[1];
@@ -132,9 +151,11 @@ PayloadHeader read_header(const uint8_t* in, size_t size, const char* codec, int
   std::memcpy(&h.n, in + 4, 4);
   std::memcpy(&h.param, in + 8, 4);
   const uint8_t want = codec_id(codec);
-  OCTET_CHECK(h.codec == want, codec << " payload: codec id " << int(h.codec) << " at offset 0, expected " << int(want));
+  OCTET_CHECK(h.codec == want,
+              codec << " payload: codec id " << int(h.codec) << " at offset 0, expected " << int(want));
   OCTET_CHECK(h.version == 1, codec << " payload: version " << int(h.version) << " at offset 1, expected 1");
-  OCTET_CHECK(static_cast<int64_t>(h.n) == n, codec << " payload describes " << h.n << " values (offset 4), expected " << n);
+  OCTET_CHECK(static_cast<int64_t>(h.n) == n,
+              codec << " payload describes " << h.n << " values (offset 4), expected " << n);
   return h;
 }
 

@@ -17,12 +17,13 @@ namespace octet {
 // into a parameter struct of its own (codebook8.h, qsgd.h, topk.h, adacomp.h, onebit.h).
 struct CodecParams {
   std::string method = "none";
-  int64_t block = 4096;      // 8-bit types, onebit: values per fp32 scale (0 = one scale per tensor)
-  int bits = 8;              // qsgd: 2, 4 or 8 (one of them the sign)
-  int64_t bucket = 512;      // qsgd: values per scale
-  double fraction = 0.01;    // topk: share of values sent
-  int64_t bin = 0;           // adacomp: L_T, values per selection bin (0 = the layer kind's default)
-  int mantissa_offset = 1;   // mantissa8: decades below the block maximum where the exponent starts (1 gradients, 2-4 activations)
+  int64_t block = 4096;    // 8-bit types, onebit: values per fp32 scale (0 = one scale per tensor)
+  int bits = 8;            // qsgd: 2, 4 or 8 (one of them the sign)
+  int64_t bucket = 512;    // qsgd: values per scale
+  double fraction = 0.01;  // topk: share of values sent
+  int64_t bin = 0;         // adacomp: L_T, values per selection bin (0 = the layer kind's default)
+  int mantissa_offset =
+      1;  // mantissa8: decades below the block maximum where the exponent starts (1 gradients, 2-4 activations)
   bool error_feedback = false;  // keep what was not sent and add it next step (forced on where traits say so)
 };
 
@@ -41,8 +42,8 @@ struct CodecTraits {
 };
 
 struct EncodeContext {
-  uint64_t seed = 0;              // keys stochastic rounding (qsgd)
-  const float* fresh = nullptr;   // with error feedback: this step's gradient alone (adacomp selects on G + fresh)
+  uint64_t seed = 0;             // keys stochastic rounding (qsgd)
+  const float* fresh = nullptr;  // with error feedback: this step's gradient alone (adacomp selects on G + fresh)
 };
 
 class Codec {
@@ -63,8 +64,12 @@ class Codec {
   // Never reads outside in; a malformed payload (a non-finite value or scale included) throws naming the offset.
   void decode(Span<const uint8_t> in, Span<float> out, bool accumulate, Exec& ex) const;
   // The same on host arrays.
-  size_t encode(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx) const { return encode_cpu(x, n, out, ctx); }
-  void decode(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const { decode_cpu(in, size, out, n, accumulate); }
+  size_t encode(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
+    return encode_cpu(x, n, out, ctx);
+  }
+  void decode(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const {
+    decode_cpu(in, size, out, n, accumulate);
+  }
 
  protected:
   virtual size_t encode_cpu(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx) const = 0;
@@ -87,9 +92,9 @@ struct CodecEntry {
   const char* description;
 };
 const std::vector<CodecEntry>& codec_registry();
-CodecPtr make_codec(const CodecParams& p);                 // unknown method: error listing the known ones
+CodecPtr make_codec(const CodecParams& p);                   // unknown method: error listing the known ones
 const CodecTraits& codec_traits(const std::string& method);  // likewise
-const char* identity_codec();                               // the codec whose payload is plain fp32 ("none")
+const char* identity_codec();                                // the codec whose payload is plain fp32 ("none")
 // A layer kind's defaults for keys left at 0 (AdaComp's bin: 50 values for conv layers, 500 for the others).
 CodecParams params_for_layer(CodecParams p, const std::string& layer_kind);
 

@@ -17,7 +17,8 @@ struct CompressionConfig {
   TensorPolicy base;
   int64_t min_numel = 10000;                      // smaller tensors travel as fp32 via allreduce
   std::map<std::string, TensorPolicy> overrides;  // by layer name
-  CodecParams activations{"dynamic_tree8", 4096, 8, 512, 0.01, 0, 2};  // model parallelism: activations and their gradients
+  CodecParams activations{
+      "dynamic_tree8", 4096, 8, 512, 0.01, 0, 2};  // model parallelism: activations and their gradients
 };
 
 }  // namespace octet

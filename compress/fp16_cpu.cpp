@@ -20,6 +20,7 @@ class Fp16Codec : public Codec {
  public:
   const char* name() const override { return "fp16"; }
   size_t max_bytes(int64_t n) const override { return kHeaderBytes + 2 * static_cast<size_t>(n); }
+
  protected:
   size_t encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const override {
     write_header(out, {codec_id("fp16"), 1, 0, static_cast<uint32_t>(n), 0});
@@ -29,7 +30,8 @@ class Fp16Codec : public Codec {
     int64_t i = 0;
     uint32_t bad = 0;
 #ifdef __F16C__
-    const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity()), hi = _mm256_set1_ps(65504.f), lo = _mm256_set1_ps(-65504.f);
+    const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity()), hi = _mm256_set1_ps(65504.f),
+                 lo = _mm256_set1_ps(-65504.f);
     __m256 badv = _mm256_setzero_ps();
     for (; i + 8 <= n; i += 8) {  // 8 conversions per instruction (the compiler does not vectorize them itself)
       const __m256 v = _mm256_loadu_ps(x + i);
@@ -48,7 +50,8 @@ class Fp16Codec : public Codec {
   }
   void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
     read_header(in, size, "fp16", n);
-    OCTET_CHECK(size == max_bytes(n), "fp16 payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
+    OCTET_CHECK(size == max_bytes(n),
+                "fp16 payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
     const uint16_t* bits = reinterpret_cast<const uint16_t*>(in + kHeaderBytes);
     int64_t i = 0;
     uint32_t bad = 0;
@@ -70,7 +73,8 @@ class Fp16Codec : public Codec {
     }
     if (bad)
       for (int64_t j = 0; j < n; ++j)
-        OCTET_CHECK((bits[j] & 0x7c00u) != 0x7c00u, "fp16 payload: non-finite value at offset " << kHeaderBytes + 2 * j);
+        OCTET_CHECK((bits[j] & 0x7c00u) != 0x7c00u,
+                    "fp16 payload: non-finite value at offset " << kHeaderBytes + 2 * j);
   }
 };
 

@@ -15,7 +15,8 @@ OCTET_HD uint16_t float_to_half(float f) {
   if (abs >= 0x7f800000u)  // infinity, or NaN made quiet (F16C keeps the top 9 payload bits and sets the quiet bit)
     return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0u));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504: infinity
-  if (abs < 0x38800000u) {  // a half subnormal (or zero): shift the mantissa with its implicit bit, round to nearest even
+  if (abs <
+      0x38800000u) {  // a half subnormal (or zero): shift the mantissa with its implicit bit, round to nearest even
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest subnormal: +-0
     const uint32_t e = abs >> 23, m = (abs & 0x7fffffu) | 0x800000u;
     const uint32_t shift = 126u - e;  // 14..24

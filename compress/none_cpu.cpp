@@ -39,6 +39,7 @@ class NoneCodec : public Codec {
  public:
   const char* name() const override { return "none"; }
   size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 * static_cast<size_t>(n); }
+
  protected:
   size_t encode_cpu(const float* x, int64_t n, uint8_t* out, const EncodeContext&) const override {
     write_header(out, {codec_id("none"), 1, 0, static_cast<uint32_t>(n), 0});
@@ -55,7 +56,8 @@ class NoneCodec : public Codec {
   }
   void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
     read_header(in, size, "none", n);
-    OCTET_CHECK(size == max_bytes(n), "none payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
+    OCTET_CHECK(size == max_bytes(n),
+                "none payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
     if (copy_checked(in + kHeaderBytes, out, n, accumulate)) {
       for (int64_t i = 0; i < n; ++i) {
         uint32_t b;

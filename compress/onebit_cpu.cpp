@@ -46,8 +46,10 @@ class OnebitCodec : public Codec {
           bits[i >> 3] = static_cast<uint8_t>(mask);
           count += __builtin_popcount(static_cast<unsigned>(mask));
           const __m256 kept = _mm256_and_ps(v, ge);
-          vpos = _mm256_add_pd(vpos, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(kept)), _mm256_cvtps_pd(_mm256_extractf128_ps(kept, 1))));
-          vall = _mm256_add_pd(vall, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))));
+          vpos = _mm256_add_pd(vpos, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(kept)),
+                                                   _mm256_cvtps_pd(_mm256_extractf128_ps(kept, 1))));
+          vall = _mm256_add_pd(vall, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                                                   _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))));
         }
         double p4[4], a4[4];
         _mm256_storeu_pd(p4, vpos);
@@ -63,7 +65,8 @@ class OnebitCodec : public Codec {
         np += nonneg;
         bits[i >> 3] |= static_cast<uint8_t>(nonneg ? 1u : 0u) << (i & 7);
       }
-      if (!std::isfinite(pos) || !std::isfinite(neg)) throw_nonfinite_input("onebit", x, n);  // sums of fp32 in double: only NaN/inf get here
+      if (!std::isfinite(pos) || !std::isfinite(neg))
+        throw_nonfinite_input("onebit", x, n);  // sums of fp32 in double: only NaN/inf get here
       const double nn = static_cast<double>(hi - lo) - np;
       const float rec[2] = {np > 0 ? static_cast<float>(pos / np) : 0.f, nn > 0 ? static_cast<float>(neg / nn) : 0.f};
       std::memcpy(out + kHeaderBytes + 8 * k, rec, 8);
@@ -81,7 +84,8 @@ class OnebitCodec : public Codec {
     for (int64_t k = 0; k < nb; ++k) {
       float rec[2];
       std::memcpy(rec, in + kHeaderBytes + 8 * k, 8);
-      OCTET_CHECK(std::isfinite(rec[0]) && std::isfinite(rec[1]), "onebit payload: bad value at offset " << kHeaderBytes + 8 * k);
+      OCTET_CHECK(std::isfinite(rec[0]) && std::isfinite(rec[1]),
+                  "onebit payload: bad value at offset " << kHeaderBytes + 8 * k);
       const int64_t lo = k * b, hi = std::min(n, lo + b);
       int64_t i = lo;
 #ifdef __AVX2__

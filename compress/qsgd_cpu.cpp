@@ -19,8 +19,8 @@ namespace {
 #ifdef __AVX2__
 // Levels of values 0..len of a bucket starting at global index `first` -> sign | level bytes (as the scalar loop):
 // r = min(s, |x| * scale), level = floor(r) + (draw < r - floor(r)). 32 per iteration.
-int64_t encode_levels_avx2(const float* __restrict xb, uint8_t* __restrict lv, int64_t len, float s, float scale, uint32_t seed,
-                           uint32_t first, int bits) {
+int64_t encode_levels_avx2(const float* __restrict xb, uint8_t* __restrict lv, int64_t len, float s, float scale,
+                           uint32_t seed, uint32_t first, int bits) {
   const __m256 vs = _mm256_set1_ps(s), vscale = _mm256_set1_ps(scale), unit = _mm256_set1_ps(1.0f / 16777216.0f);
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), vseed = _mm256_set1_epi32(static_cast<int>(seed));
   const __m256i sign_bit = _mm256_set1_epi32(1 << (bits - 1)), step = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -79,25 +79,28 @@ int64_t decode_avx2(const uint8_t* codes, float* __restrict out, int64_t len, in
 
 #ifdef OCTET_AVX512
 // encode_levels_avx2 with 16 values a vector, 64 per iteration.
-int64_t encode_levels_avx512(const float* __restrict xb, uint8_t* __restrict lv, int64_t len, float s, float scale, uint32_t seed,
-                             uint32_t first, int bits) {
+int64_t encode_levels_avx512(const float* __restrict xb, uint8_t* __restrict lv, int64_t len, float s, float scale,
+                             uint32_t seed, uint32_t first, int bits) {
   const __m512 vs = _mm512_set1_ps(s), vscale = _mm512_set1_ps(scale), unit = _mm512_set1_ps(1.0f / 16777216.0f);
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), vseed = _mm512_set1_epi32(static_cast<int>(seed));
   const __m512i sign_bit = _mm512_set1_epi32(1 << (bits - 1)), ones = _mm512_set1_epi32(1);
   const __m512i step = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0x9E3779B1u)), m2 = _mm512_set1_epi32(static_cast<int>(0x85EBCA6Bu));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0x9E3779B1u)),
+                m2 = _mm512_set1_epi32(static_cast<int>(0x85EBCA6Bu));
   const __m512i m3 = _mm512_set1_epi32(static_cast<int>(0xC2B2AE35u));
   auto sixteen = [&](int64_t j) {
     const __m512i xi = _mm512_loadu_si512(xb + j);
     const __m512 r = _mm512_min_ps(vs, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(xi, abs_mask)), vscale));
     const __m512 l = _mm512_roundscale_ps(r, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m512i h = _mm512_mullo_epi32(_mm512_xor_si512(_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first + j)), step), vseed), m1);
+    __m512i h = _mm512_mullo_epi32(
+        _mm512_xor_si512(_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first + j)), step), vseed), m1);
     h = _mm512_mullo_epi32(_mm512_xor_si512(h, _mm512_srli_epi32(h, 16)), m2);
     h = _mm512_mullo_epi32(_mm512_xor_si512(h, _mm512_srli_epi32(h, 13)), m3);
     h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
     const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), unit);
     const __m512i level = _mm512_cvttps_epi32(l);
-    const __m512i code = _mm512_mask_add_epi32(level, _mm512_cmp_ps_mask(u, _mm512_sub_ps(r, l), _CMP_LT_OQ), level, ones);
+    const __m512i code =
+        _mm512_mask_add_epi32(level, _mm512_cmp_ps_mask(u, _mm512_sub_ps(r, l), _CMP_LT_OQ), level, ones);
     return _mm512_ternarylogic_epi32(code, _mm512_srai_epi32(xi, 31), sign_bit, 0xF8);  // code | (sign & sign_bit)
   };
   const __m512i order = pack_order();
@@ -116,7 +119,8 @@ int64_t decode_avx512(const uint8_t* codes, float* __restrict out, int64_t len, 
   constexpr int per_byte = 8 / bits, bytes = 16 / per_byte;
   alignas(16) uint8_t spread[16];
   alignas(64) uint32_t shift[16];
-  for (int v = 0; v < 16; ++v) spread[v] = static_cast<uint8_t>(v / per_byte), shift[v] = static_cast<uint32_t>((v % per_byte) * bits);
+  for (int v = 0; v < 16; ++v)
+    spread[v] = static_cast<uint8_t>(v / per_byte), shift[v] = static_cast<uint32_t>((v % per_byte) * bits);
   const __m128i vspread = _mm_load_si128(reinterpret_cast<const __m128i*>(spread));
   const __m512i vshift = _mm512_load_si512(shift), vmask = _mm512_set1_epi32((1 << bits) - 1);
   const __m512i lvl = _mm512_set1_epi32((1 << (bits - 1)) - 1);
@@ -125,9 +129,11 @@ int64_t decode_avx512(const uint8_t* codes, float* __restrict out, int64_t len, 
   for (; i + 16 <= len; i += 16) {
     __m128i raw = _mm_setzero_si128();
     std::memcpy(&raw, codes + i / per_byte, bytes);  // only this group's bytes
-    const __m512i c = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(raw, vspread)), vshift), vmask);
+    const __m512i c =
+        _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(raw, vspread)), vshift), vmask);
     const __m512 mag = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(c, lvl)), vunit);
-    const __m512 v = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(mag), _mm512_slli_epi32(_mm512_srli_epi32(c, bits - 1), 31)));
+    const __m512 v = _mm512_castsi512_ps(
+        _mm512_xor_si512(_mm512_castps_si512(mag), _mm512_slli_epi32(_mm512_srli_epi32(c, bits - 1), 31)));
     _mm512_storeu_ps(out + i, accumulate ? _mm512_add_ps(_mm512_loadu_ps(out + i), v) : v);
   }
   return i;
@@ -152,8 +158,9 @@ int64_t decode_simd([[maybe_unused]] const uint8_t* codes, [[maybe_unused]] floa
   [[maybe_unused]] const Isa level = isa();
 #ifdef OCTET_AVX512
   if (level == Isa::avx512)
-    return bits == 8 ? decode_avx512<8>(codes, out, len, unit, accumulate)
-                     : bits == 4 ? decode_avx512<4>(codes, out, len, unit, accumulate) : decode_avx512<2>(codes, out, len, unit, accumulate);
+    return bits == 8   ? decode_avx512<8>(codes, out, len, unit, accumulate)
+           : bits == 4 ? decode_avx512<4>(codes, out, len, unit, accumulate)
+                       : decode_avx512<2>(codes, out, len, unit, accumulate);
 #endif
 #ifdef __AVX2__
   if (level == Isa::avx2) return decode_avx2(codes, out, len, bits, unit, accumulate);
@@ -169,17 +176,21 @@ class QsgdCodec : public Codec {
   }
   const char* name() const override { return "qsgd"; }
   static size_t packed(int64_t n, int bits) { return (static_cast<size_t>(n) * bits + 7) / 8; }
-  size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 * ((n + bucket_ - 1) / bucket_) + packed(n, bits_); }
+  size_t max_bytes(int64_t n) const override {
+    return kHeaderBytes + 4 * ((n + bucket_ - 1) / bucket_) + packed(n, bits_);
+  }
 
  protected:
   size_t encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext& ctx) const override {
     const int64_t nb = (n + bucket_ - 1) / bucket_;
-    write_header(out, {codec_id("qsgd"), 1, static_cast<uint16_t>(bits_), static_cast<uint32_t>(n), static_cast<uint32_t>(bucket_)});
+    write_header(out, {codec_id("qsgd"), 1, static_cast<uint16_t>(bits_), static_cast<uint32_t>(n),
+                       static_cast<uint32_t>(bucket_)});
     uint8_t* __restrict codes = out + kHeaderBytes + 4 * nb;
     const float s = static_cast<float>((1 << (bits_ - 1)) - 1);
     const uint32_t seed = static_cast<uint32_t>(ctx.seed ^ (ctx.seed >> 32));
     const int per_byte = 8 / bits_;
-    std::vector<uint8_t> level(static_cast<size_t>(std::min<int64_t>(n, bucket_)));  // sign | level per value of a bucket
+    std::vector<uint8_t> level(
+        static_cast<size_t>(std::min<int64_t>(n, bucket_)));  // sign | level per value of a bucket
     for (int64_t k = 0; k < nb; ++k) {
       const int64_t lo = k * bucket_, len = std::min(bucket_, n - lo);
       const float* __restrict xb = x + lo;
@@ -193,7 +204,8 @@ class QsgdCodec : public Codec {
       const float scale = amax > 0.f && std::isfinite(s / amax) ? s / amax : 0.f;  // a subnormal maximum: all level 0
       uint8_t* __restrict lv = bits_ == 8 ? codes + lo : level.data();
       int64_t i = encode_levels_simd(xb, lv, len, s, scale, seed, static_cast<uint32_t>(lo), bits_);
-      for (; i < len; ++i) lv[i] = static_cast<uint8_t>(qsgd_code(xb[i], s, scale, seed, static_cast<uint32_t>(lo + i), bits_));
+      for (; i < len; ++i)
+        lv[i] = static_cast<uint8_t>(qsgd_code(xb[i], s, scale, seed, static_cast<uint32_t>(lo + i), bits_));
       if (bits_ != 8) {  // pack per_byte codes per byte, low bits first
         if (lo % per_byte == 0) {
           uint8_t* __restrict cb = codes + lo / per_byte;

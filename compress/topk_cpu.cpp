@@ -41,7 +41,7 @@ struct TopkEntries {
 
 // out[0..n) = the entries on zeros (each 0 + v, as a zero-filled out plus the entry would give), zeroed a
 // cache-sized block at a time just before that block's values land: one pass over out, not a zero pass and then a
-// scatter pass. (Streaming stores of 16-value groups built in registers measured slower here: 0.9x memcpy.)
+// scatter pass (streaming stores were tried: docs/design_notes.md).
 void write_dense(TopkEntries& e, float* out, int64_t n) {
   bool have = e.next();
   int64_t done = 0;
@@ -60,7 +60,9 @@ class TopkCodec : public Codec {
     OCTET_CHECK(fraction_ > 0 && fraction_ <= 1, "topk: fraction must be in (0, 1], got " << fraction_);
   }
   const char* name() const override { return "topk"; }
-  int64_t k_for(int64_t n) const { return n == 0 ? 0 : std::max<int64_t>(1, std::llround(fraction_ * static_cast<double>(n))); }
+  int64_t k_for(int64_t n) const {
+    return n == 0 ? 0 : std::max<int64_t>(1, std::llround(fraction_ * static_cast<double>(n)));
+  }
   size_t max_bytes(int64_t n) const override { return kHeaderBytes + 8 * static_cast<size_t>(k_for(n)); }
 
   // The k largest |x| (ties to the lower index), in index order: the k-th largest magnitude T comes from a radix

@@ -10,8 +10,8 @@ int cuda_device_count();  // 0 when not built or no device/driver
 // Why no GPU can be used here, for errors ("this octet was built without CUDA", "no CUDA device is visible", ...);
 // "" when device 0 is usable.
 const char* cuda_unavailable_reason();
-void* cuda_alloc(size_t bytes);        // device memory
-void cuda_free(void* p);               // never throws
+void* cuda_alloc(size_t bytes);         // device memory
+void cuda_free(void* p);                // never throws
 void* cuda_alloc_pinned(size_t bytes);  // page-locked host memory (fast, asynchronous copies)
 void cuda_free_pinned(void* p);
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };

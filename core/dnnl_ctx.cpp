@@ -29,4 +29,3 @@ void set_cpu_threads(int threads) { omp_set_num_threads(threads > 0 ? threads : 
 int cpu_threads() { return omp_get_max_threads(); }
 
 }  // namespace octet
-

@@ -22,4 +22,3 @@ void set_cpu_threads(int threads);
 int cpu_threads();
 
 }  // namespace octet
-

@@ -37,11 +37,11 @@ class SharedError : public Error {
 }  // namespace octet
 
 // OCTET_THROW("bad value " << v): builds the message with a stream and throws octet::Error.
-#define OCTET_THROW(stream_expr)                                   \
-  do {                                                             \
-    std::ostringstream octet_os_;                                  \
-    octet_os_ << stream_expr;                                      \
-    ::octet::throw_error(__FILE__, __LINE__, octet_os_.str());     \
+#define OCTET_THROW(stream_expr)                               \
+  do {                                                         \
+    std::ostringstream octet_os_;                              \
+    octet_os_ << stream_expr;                                  \
+    ::octet::throw_error(__FILE__, __LINE__, octet_os_.str()); \
   } while (0)
 
 #define OCTET_THROW_NONFINITE(stream_expr)                         \
@@ -51,40 +51,39 @@ class SharedError : public Error {
     ::octet::throw_nonfinite(__FILE__, __LINE__, octet_os_.str()); \
   } while (0)
 
-#define OCTET_CHECK(cond, stream_expr)          \
-  do {                                          \
-    if (!(cond)) OCTET_THROW(stream_expr);      \
+#define OCTET_CHECK(cond, stream_expr)     \
+  do {                                     \
+    if (!(cond)) OCTET_THROW(stream_expr); \
   } while (0)
 
 // The library-call checks expand only where used, so a file includes just the header of the library it calls.
-#define CHECK_MPI(call)                                                              \
-  do {                                                                               \
-    int octet_rc_ = (call);                                                          \
-    if (octet_rc_ != MPI_SUCCESS) {                                                  \
-      char octet_buf_[MPI_MAX_ERROR_STRING];                                         \
-      int octet_len_ = 0;                                                            \
-      MPI_Error_string(octet_rc_, octet_buf_, &octet_len_);                          \
-      OCTET_THROW(#call << " failed: " << std::string(octet_buf_, octet_len_));      \
-    }                                                                                \
+#define CHECK_MPI(call)                                                         \
+  do {                                                                          \
+    int octet_rc_ = (call);                                                     \
+    if (octet_rc_ != MPI_SUCCESS) {                                             \
+      char octet_buf_[MPI_MAX_ERROR_STRING];                                    \
+      int octet_len_ = 0;                                                       \
+      MPI_Error_string(octet_rc_, octet_buf_, &octet_len_);                     \
+      OCTET_THROW(#call << " failed: " << std::string(octet_buf_, octet_len_)); \
+    }                                                                           \
   } while (0)
 
-#define CHECK_CUDA(call)                                                                        \
-  do {                                                                                          \
-    cudaError_t octet_rc_ = (call);                                                             \
-    if (octet_rc_ != cudaSuccess)                                                               \
+#define CHECK_CUDA(call)                                                                                         \
+  do {                                                                                                           \
+    cudaError_t octet_rc_ = (call);                                                                              \
+    if (octet_rc_ != cudaSuccess)                                                                                \
       OCTET_THROW(#call << " failed: " << cudaGetErrorName(octet_rc_) << ": " << cudaGetErrorString(octet_rc_)); \
   } while (0)
 
-#define CHECK_CUDNN(call)                                                                       \
-  do {                                                                                          \
-    cudnnStatus_t octet_rc_ = (call);                                                           \
-    if (octet_rc_ != CUDNN_STATUS_SUCCESS)                                                      \
-      OCTET_THROW(#call << " failed: " << cudnnGetErrorString(octet_rc_));                      \
+#define CHECK_CUDNN(call)                                                                                       \
+  do {                                                                                                          \
+    cudnnStatus_t octet_rc_ = (call);                                                                           \
+    if (octet_rc_ != CUDNN_STATUS_SUCCESS) OCTET_THROW(#call << " failed: " << cudnnGetErrorString(octet_rc_)); \
   } while (0)
 
-#define CHECK_CUBLAS(call)                                                                      \
-  do {                                                                                          \
-    cublasStatus_t octet_rc_ = (call);                                                          \
-    if (octet_rc_ != CUBLAS_STATUS_SUCCESS)                                                     \
-      OCTET_THROW(#call << " failed: " << ::octet::cublas_api().status_string(octet_rc_));                    \
+#define CHECK_CUBLAS(call)                                                                 \
+  do {                                                                                     \
+    cublasStatus_t octet_rc_ = (call);                                                     \
+    if (octet_rc_ != CUBLAS_STATUS_SUCCESS)                                                \
+      OCTET_THROW(#call << " failed: " << ::octet::cublas_api().status_string(octet_rc_)); \
   } while (0)

@@ -31,9 +31,9 @@ class Event {
 
 class Exec {
  public:
-  static Exec& host();              // the CPU context
-  static Exec& cuda(int ordinal);   // device `ordinal`: binds it, creates its streams and handles on first use;
-                                    // throws naming what is missing (no CUDA build, device or driver)
+  static Exec& host();             // the CPU context
+  static Exec& cuda(int ordinal);  // device `ordinal`: binds it, creates its streams and handles on first use;
+                                   // throws naming what is missing (no CUDA build, device or driver)
   Device device() const { return device_; }
   int ordinal() const { return ordinal_; }
   Stream stream(StreamKind k) const { return streams_[static_cast<int>(k)]; }

@@ -21,11 +21,14 @@ Exec& Exec::cuda(int) { OCTET_THROW("no CUDA device can be used: " << cuda_unava
 Event Exec::record(Stream) const { return Event(); }
 void Exec::wait(Stream, const Event&) const {}
 void Exec::sync(const Event&) const {}
-void Exec::sync(Stream) const {}  // CPU ops (oneDNN's included: its CPU stream runs them in order) finish before they return
+void Exec::sync(Stream) const {
+}  // CPU ops (oneDNN's included: its CPU stream runs them in order) finish before they return
 
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
-const char* cuda_unavailable_reason() { return "this octet was built without CUDA (configure with -DOCTET_CUDA=ON where nvcc, cuDNN and cuBLAS are)"; }
+const char* cuda_unavailable_reason() {
+  return "this octet was built without CUDA (configure with -DOCTET_CUDA=ON where nvcc, cuDNN and cuBLAS are)";
+}
 
 #define OCTET_NO_CUDA OCTET_THROW(cuda_unavailable_reason())
 void* cuda_alloc(size_t) { OCTET_NO_CUDA; }

@@ -21,7 +21,8 @@ const CublasApi& cublas_api() {
     const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
     void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) lib = dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
-    OCTET_CHECK(lib, "cannot load " << name << " (is the CUDA toolkit's lib folder on LD_LIBRARY_PATH?): " << dlerror());
+    OCTET_CHECK(lib,
+                "cannot load " << name << " (is the CUDA toolkit's lib folder on LD_LIBRARY_PATH?): " << dlerror());
     auto sym = [&](const char* fn) {
       void* p = dlsym(lib, fn);
       OCTET_CHECK(p, name << " lacks " << fn);
@@ -55,7 +56,8 @@ const char* cuda_unavailable_reason() {
   const cudaError_t rc = cudaGetDeviceCount(&n);
   if (rc != cudaSuccess) {
     cudaGetLastError();
-    reason = std::string("the CUDA runtime found no usable driver or device (") + cudaGetErrorName(rc) + ": " + cudaGetErrorString(rc) + ")";
+    reason = std::string("the CUDA runtime found no usable driver or device (") + cudaGetErrorName(rc) + ": " +
+             cudaGetErrorString(rc) + ")";
     return reason.c_str();
   }
   return n == 0 ? "no CUDA device is visible (CUDA_VISIBLE_DEVICES?)" : "";
@@ -82,17 +84,21 @@ void cuda_free_pinned(void* p) {
 }
 
 void cuda_copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream) {
-  const cudaMemcpyKind k = kind == CopyKind::HostToDevice ? cudaMemcpyHostToDevice
-                           : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+  const cudaMemcpyKind k = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
+                           : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
+                                                            : cudaMemcpyDeviceToDevice;
   CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, k, static_cast<cudaStream_t>(stream)));
 }
 
-void cuda_memset_async(void* dst, size_t bytes, void* stream) { CHECK_CUDA(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream))); }
+void cuda_memset_async(void* dst, size_t bytes, void* stream) {
+  CHECK_CUDA(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
+}
 
 void cuda_copy_sync(void* dst, const void* src, size_t bytes, CopyKind kind) {
   CHECK_CUDA(cudaDeviceSynchronize());  // the legacy stream does not wait for non-blocking streams' work
-  const cudaMemcpyKind k = kind == CopyKind::HostToDevice ? cudaMemcpyHostToDevice
-                           : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+  const cudaMemcpyKind k = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
+                           : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
+                                                            : cudaMemcpyDeviceToDevice;
   CHECK_CUDA(cudaMemcpy(dst, src, bytes, k));
   CHECK_CUDA(cudaDeviceSynchronize());
 }

@@ -52,7 +52,8 @@ void AtomicFile::write(const void* data, size_t size) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = n < 0 ? errno : ENOSPC;
-      OCTET_THROW(path_ << ": write failed after " << written_ << " bytes: " << std::strerror(err) << " (the previous file, if any, is kept)");
+      OCTET_THROW(path_ << ": write failed after " << written_ << " bytes: " << std::strerror(err)
+                        << " (the previous file, if any, is kept)");
     }
     p += n;
     left -= static_cast<size_t>(n);
@@ -62,7 +63,8 @@ void AtomicFile::write(const void* data, size_t size) {
 
 void AtomicFile::commit() {
   OCTET_CHECK(fd_ >= 0, path_ << ": committed twice");
-  if (::fsync(fd_) != 0) OCTET_THROW(path_ << ": fsync failed: " << std::strerror(errno) << " (the previous file, if any, is kept)");
+  if (::fsync(fd_) != 0)
+    OCTET_THROW(path_ << ": fsync failed: " << std::strerror(errno) << " (the previous file, if any, is kept)");
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {
@@ -105,7 +107,9 @@ std::vector<std::string> remove_orphan_temps(const std::string& dir) {
     const size_t dot = rest.rfind('.');
     const std::string who = dot == std::string::npos ? host : rest.substr(0, dot);
     const std::string pid_text = dot == std::string::npos ? rest : rest.substr(dot + 1);
-    if (who != host || pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9) continue;
+    if (who != host || pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos ||
+        pid_text.size() > 9)
+      continue;
     const pid_t pid = static_cast<pid_t>(std::atol(pid_text.c_str()));
     if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
     if (::unlink((dir + "/" + name).c_str()) == 0) removed.push_back(name);
@@ -134,7 +138,8 @@ bool is_dir(const std::string& path) {
 }
 
 bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 

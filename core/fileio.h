@@ -26,7 +26,9 @@ class AtomicFile {
 
 // Writes bytes to path through an AtomicFile.
 void write_file_atomic(const std::string& path, const void* data, size_t size);
-inline void write_file_atomic(const std::string& path, const std::string& text) { write_file_atomic(path, text.data(), text.size()); }
+inline void write_file_atomic(const std::string& path, const std::string& text) {
+  write_file_atomic(path, text.data(), text.size());
+}
 // Removes the "<name>.tmp.<host>.<pid>" files in dir whose writer on this host is no longer running (a process killed
 // while it wrote); returns their names.
 std::vector<std::string> remove_orphan_temps(const std::string& dir);
@@ -35,7 +37,7 @@ void make_dirs(const std::string& path);  // mkdir -p
 bool path_exists(const std::string& path);
 bool is_dir(const std::string& path);
 bool same_file(const std::string& a, const std::string& b);  // both exist and are the same file or folder
-void remove_file(const std::string& path);                    // absent is fine; other failures throw
-double peak_rss_mb();  // this process's peak resident set
+void remove_file(const std::string& path);                   // absent is fine; other failures throw
+double peak_rss_mb();                                        // this process's peak resident set
 
 }  // namespace octet

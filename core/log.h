@@ -12,9 +12,9 @@ void warn_line(const std::string& s);  // stderr, every rank, prefixed with the 
 
 }  // namespace octet
 
-#define OCTET_LOG(stream_expr)         \
-  do {                                 \
-    std::ostringstream octet_log_;     \
-    octet_log_ << stream_expr;         \
+#define OCTET_LOG(stream_expr)           \
+  do {                                   \
+    std::ostringstream octet_log_;       \
+    octet_log_ << stream_expr;           \
     ::octet::log_line(octet_log_.str()); \
   } while (0)

@@ -26,10 +26,10 @@ class Rng {
  public:
   explicit Rng(uint64_t seed = 0) { reseed(seed); }
   void reseed(uint64_t seed);
-  uint64_t next();                      // xoshiro256**
+  uint64_t next();  // xoshiro256**
   float uniform() { return bits_to_unit(next()); }
-  uint64_t below(uint64_t n);           // unbiased integer in [0, n)
-  float normal();                       // Box-Muller, deterministic
+  uint64_t below(uint64_t n);  // unbiased integer in [0, n)
+  float normal();              // Box-Muller, deterministic
   std::array<uint64_t, 4> state() const { return s_; }
   void set_state(const std::array<uint64_t, 4>& s) { s_ = s; }
 

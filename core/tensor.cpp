@@ -41,8 +41,10 @@ void* device_alloc(Device d, size_t bytes) {
 
 void device_free(Device d, void* p) {
   if (!p) return;
-  if (d == Device::CUDA) cuda_free(p);
-  else std::free(p);
+  if (d == Device::CUDA)
+    cuda_free(p);
+  else
+    std::free(p);
 }
 
 namespace {
@@ -51,7 +53,9 @@ void host_free(float* p) { std::free(p); }
 void cuda_free_floats(float* p) { cuda_free(p); }
 
 CopyKind kind_of(Device dst, Device src) {
-  return dst == Device::CPU ? CopyKind::DeviceToHost : src == Device::CPU ? CopyKind::HostToDevice : CopyKind::DeviceToDevice;
+  return dst == Device::CPU   ? CopyKind::DeviceToHost
+         : src == Device::CPU ? CopyKind::HostToDevice
+                              : CopyKind::DeviceToDevice;
 }
 
 }  // namespace
@@ -89,8 +93,8 @@ Tensor::Tensor(const Tensor& other) : shape_(other.shape_), numel_(other.numel_)
 Tensor& Tensor::operator=(const Tensor& other) {
   if (this == &other) return *this;
   if (view_) {
-    OCTET_CHECK(other.numel_ == numel_ && other.device_ == device_, "assignment of " << shape_str(other.shape_) << " into a view of "
-                                                                                      << shape_str(shape_));
+    OCTET_CHECK(other.numel_ == numel_ && other.device_ == device_,
+                "assignment of " << shape_str(other.shape_) << " into a view of " << shape_str(shape_));
   } else if (device_ != other.device_ || capacity_ < other.numel_) {
     device_ = other.device_;
     allocate(other.numel_);
@@ -124,7 +128,8 @@ Tensor Tensor::wrap(float* data, Shape shape, Device device) {
 
 Tensor Tensor::view(int64_t offset, Shape shape) const {
   const int64_t n = shape_numel(shape);
-  OCTET_CHECK(offset >= 0 && offset + n <= numel_, "view of " << shape_str(shape) << " at " << offset << " outside " << shape_str(shape_));
+  OCTET_CHECK(offset >= 0 && offset + n <= numel_,
+              "view of " << shape_str(shape) << " at " << offset << " outside " << shape_str(shape_));
   return wrap(const_cast<float*>(data()) + offset, std::move(shape), device_);
 }
 
@@ -139,14 +144,17 @@ void Tensor::resize(const Shape& shape) {
 }
 
 void Tensor::reshape(const Shape& shape) {
-  OCTET_CHECK(shape_numel(shape) == numel_, "reshape " << shape_str(shape_) << " -> " << shape_str(shape) << " changes numel");
+  OCTET_CHECK(shape_numel(shape) == numel_,
+              "reshape " << shape_str(shape_) << " -> " << shape_str(shape) << " changes numel");
   shape_ = shape;
 }
 
 void Tensor::zero() {
   if (numel_ == 0) return;
-  if (device_ == Device::CPU) std::memset(data(), 0, bytes());
-  else cuda_memset_sync(data(), bytes());
+  if (device_ == Device::CPU)
+    std::memset(data(), 0, bytes());
+  else
+    cuda_memset_sync(data(), bytes());
 }
 
 void Tensor::zero(const Stream& s) {

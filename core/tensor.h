@@ -50,11 +50,11 @@ class Tensor {
   void resize(const Shape& shape);
   // Reinterprets the same elements under another shape with the same numel.
   void reshape(const Shape& shape);
-  void zero();                                    // host tensors; a device tensor on its device's default order
-  void zero(const Stream& s);                     // queued on s (a device tensor) or done now (host)
-  void fill(float v);                             // CPU only
-  Tensor to(Device device) const;                 // a copy on device, complete when it returns
-  void copy_from(const Tensor& src);              // same numel; any devices; complete when it returns
+  void zero();                                         // host tensors; a device tensor on its device's default order
+  void zero(const Stream& s);                          // queued on s (a device tensor) or done now (host)
+  void fill(float v);                                  // CPU only
+  Tensor to(Device device) const;                      // a copy on device, complete when it returns
+  void copy_from(const Tensor& src);                   // same numel; any devices; complete when it returns
   void copy_from(const Tensor& src, const Stream& s);  // queued on s when a device is involved
 
  private:
@@ -88,9 +88,12 @@ class Buffer {
   ~Buffer() { device_free(device_, data_); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  Buffer(Buffer&& o) noexcept : device_(o.device_), size_(o.size_), capacity_(o.capacity_), data_(o.data_) { o.data_ = nullptr, o.size_ = o.capacity_ = 0; }
+  Buffer(Buffer&& o) noexcept : device_(o.device_), size_(o.size_), capacity_(o.capacity_), data_(o.data_) {
+    o.data_ = nullptr, o.size_ = o.capacity_ = 0;
+  }
   Buffer& operator=(Buffer&& o) noexcept {
-    std::swap(device_, o.device_), std::swap(size_, o.size_), std::swap(capacity_, o.capacity_), std::swap(data_, o.data_);
+    std::swap(device_, o.device_), std::swap(size_, o.size_), std::swap(capacity_, o.capacity_),
+        std::swap(data_, o.data_);
     return *this;
   }
   // Grows the storage when needed (keeping the first size() elements on the CPU; new ones are not initialized).

@@ -6,7 +6,8 @@
 namespace octet {
 
 const char* phase_name(Phase p) {
-  static const char* names[] = {"data", "forward", "backward", "compress", "communicate", "decompress", "wait", "update"};
+  static const char* names[] = {"data",        "forward",    "backward", "compress",
+                                "communicate", "decompress", "wait",     "update"};
   return names[static_cast<int>(p)];
 }
 
@@ -27,7 +28,8 @@ std::string PhaseTimes::summary_ms(double steps) const {
   char buf[64];
   for (int i = 0; i < static_cast<int>(Phase::Count); ++i) {
     if (t_[i] == 0) continue;
-    std::snprintf(buf, sizeof buf, "%s%s %.2f", out.empty() ? "" : " ", shorts[i], 1e3 * t_[i] / (steps > 0 ? steps : 1));
+    std::snprintf(buf, sizeof buf, "%s%s %.2f", out.empty() ? "" : " ", shorts[i],
+                  1e3 * t_[i] / (steps > 0 ? steps : 1));
     out += buf;
   }
   return out + " ms/step";

@@ -18,7 +18,9 @@ class PhaseTimes {
   void add(Phase p, double seconds) { t_[static_cast<int>(p)] += seconds; }
   double get(Phase p) const { return t_[static_cast<int>(p)]; }
   double total() const;
-  void reset() { for (double& x : t_) x = 0; }
+  void reset() {
+    for (double& x : t_) x = 0;
+  }
   PhaseTimes& operator+=(const PhaseTimes& o);
   // "fwd 1.2 bwd 2.3 ..." in milliseconds per step, phases that were never timed are left out.
   std::string summary_ms(double steps) const;

@@ -10,11 +10,16 @@ namespace octet {
 
 U8ImageDataset::U8ImageDataset(std::string description, Shape sample_shape, std::vector<uint8_t> pixels,
                                std::vector<int32_t> labels, int num_classes, Normalize norm)
-    : description_(std::move(description)), shape_(std::move(sample_shape)), pixels_(std::move(pixels)),
-      labels_(std::move(labels)), classes_(num_classes), norm_(norm) {
+    : description_(std::move(description)),
+      shape_(std::move(sample_shape)),
+      pixels_(std::move(pixels)),
+      labels_(std::move(labels)),
+      classes_(num_classes),
+      norm_(norm) {
   sample_numel_ = shape_numel(shape_);
   OCTET_CHECK(pixels_.size() == labels_.size() * static_cast<size_t>(sample_numel_),
-              description_ << ": " << pixels_.size() << " pixels for " << labels_.size() << " samples of " << shape_str(shape_));
+              description_ << ": " << pixels_.size() << " pixels for " << labels_.size() << " samples of "
+                           << shape_str(shape_));
   OCTET_CHECK(norm.std > 0.f, description_ << ": normalization std must be positive");
   scale_ = 1.0f / (255.0f * norm.std);
   shift_ = -norm.mean / norm.std;
@@ -26,11 +31,12 @@ void U8ImageDataset::copy_sample(int64_t i, float* out) const {
 }
 
 std::unique_ptr<U8ImageDataset> U8ImageDataset::slice(int64_t begin, int64_t end) const {
-  OCTET_CHECK(0 <= begin && begin <= end && end <= size(), description_ << ": slice [" << begin << "," << end << ") of " << size());
+  OCTET_CHECK(0 <= begin && begin <= end && end <= size(),
+              description_ << ": slice [" << begin << "," << end << ") of " << size());
   std::vector<uint8_t> px(pixels_.begin() + begin * sample_numel_, pixels_.begin() + end * sample_numel_);
   std::vector<int32_t> lab(labels_.begin() + begin, labels_.begin() + end);
-  return std::make_unique<U8ImageDataset>(description_ + " [" + std::to_string(begin) + ":" + std::to_string(end) + "]", shape_,
-                                          std::move(px), std::move(lab), classes_, norm_);
+  return std::make_unique<U8ImageDataset>(description_ + " [" + std::to_string(begin) + ":" + std::to_string(end) + "]",
+                                          shape_, std::move(px), std::move(lab), classes_, norm_);
 }
 
 std::unique_ptr<U8ImageDataset> make_synthetic(int64_t n, Shape sample_shape, int num_classes, uint64_t seed,
@@ -55,7 +61,8 @@ std::unique_ptr<U8ImageDataset> make_synthetic(int64_t n, Shape sample_shape, in
     }
   }
   return std::make_unique<U8ImageDataset>("synthetic " + shape_str(sample_shape) + " x" + std::to_string(n),
-                                          std::move(sample_shape), std::move(pixels), std::move(labels), num_classes, norm);
+                                          std::move(sample_shape), std::move(pixels), std::move(labels), num_classes,
+                                          norm);
 }
 
 }  // namespace octet

@@ -52,11 +52,13 @@ class U8ImageDataset : public Dataset {
 };
 
 // MNIST-format IDX files (images idx3, labels idx1), raw or gzip; every header field and the length are validated.
-std::unique_ptr<U8ImageDataset> load_idx(const std::string& images_path, const std::string& labels_path, Normalize norm);
+std::unique_ptr<U8ImageDataset> load_idx(const std::string& images_path, const std::string& labels_path,
+                                         Normalize norm);
 
 // The same from the files' (decompressed) bytes; the paths name them in errors.
-std::unique_ptr<U8ImageDataset> parse_idx(const std::string& images_path, std::vector<uint8_t> images, const std::string& labels_path,
-                                          const std::vector<uint8_t>& labels, Normalize norm);
+std::unique_ptr<U8ImageDataset> parse_idx(const std::string& images_path, std::vector<uint8_t> images,
+                                          const std::string& labels_path, const std::vector<uint8_t>& labels,
+                                          Normalize norm);
 
 // Finds "<prefix>-images-idx3-ubyte[.gz]" and the labels file in dir; prefix "train" or "t10k".
 std::unique_ptr<U8ImageDataset> load_mnist_dir(const std::string& dir, const std::string& prefix, Normalize norm);

@@ -15,7 +15,12 @@ namespace octet {
 
 Sampler::Sampler(int64_t num_samples, int64_t batch_per_rank, int rank, int world, uint64_t seed, bool shuffle,
                  bool drop_last)
-    : n_(num_samples), batch_(batch_per_rank), rank_(rank), world_(world), seed_(seed), shuffle_(shuffle),
+    : n_(num_samples),
+      batch_(batch_per_rank),
+      rank_(rank),
+      world_(world),
+      seed_(seed),
+      shuffle_(shuffle),
       drop_last_(drop_last) {
   OCTET_CHECK(batch_ > 0 && world_ > 0 && rank_ >= 0 && rank_ < world_, "sampler: bad batch/rank/world");
   const int64_t global = batch_ * world_;
@@ -53,8 +58,13 @@ void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch&
   }
 }
 
-Prefetcher::Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth, int nice)
-    : data_(data), sampler_(sampler), epoch_(epoch), next_batch_(first_batch), depth_(static_cast<size_t>(depth > 0 ? depth : 1)),
+Prefetcher::Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth,
+                       int nice)
+    : data_(data),
+      sampler_(sampler),
+      epoch_(epoch),
+      next_batch_(first_batch),
+      depth_(static_cast<size_t>(depth > 0 ? depth : 1)),
       nice_(nice) {
   OCTET_CHECK(nice >= 0 && nice <= 19, "prefetcher: nice increment " << nice << " outside [0, 19]");
   const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));  // this thread's nice (Linux: per thread)
@@ -76,7 +86,8 @@ void Prefetcher::run(int base) {
     // thread alone.
     const id_t tid = static_cast<id_t>(gettid());
     if (nice_ > 0 && setpriority(PRIO_PROCESS, tid, std::min(19, base + nice_)) != 0)
-      OCTET_THROW("data loader: cannot lower the loader thread's priority by " << nice_ << ": " << std::strerror(errno));
+      OCTET_THROW("data loader: cannot lower the loader thread's priority by " << nice_ << ": "
+                                                                               << std::strerror(errno));
     errno = 0;
     const int now = getpriority(PRIO_PROCESS, tid);
     OCTET_CHECK(errno == 0, "data loader: cannot read the loader thread's priority: " << std::strerror(errno));

@@ -14,7 +14,8 @@ namespace octet {
 // Global batch b of an epoch covers order[b*B*W, (b+1)*B*W); rank r takes the r-th slice of B samples.
 class Sampler {
  public:
-  Sampler(int64_t num_samples, int64_t batch_per_rank, int rank, int world, uint64_t seed, bool shuffle, bool drop_last);
+  Sampler(int64_t num_samples, int64_t batch_per_rank, int rank, int world, uint64_t seed, bool shuffle,
+          bool drop_last);
   int64_t batches_per_epoch() const { return batches_; }
   // This rank's sample indices of batch b in epoch e (fewer than B only in the last batch when !drop_last).
   std::vector<int64_t> indices(int64_t epoch, int64_t b) const;

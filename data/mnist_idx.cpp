@@ -45,14 +45,16 @@ std::vector<uint32_t> parse_header(const std::string& path, const std::vector<ui
   OCTET_CHECK(b.size() >= 4 + 4 * rank, path << ": file too short for an IDX header (" << b.size() << " bytes)");
   const uint32_t magic = be32(b, 0);
   const uint32_t expected = 0x0800u | rank;  // type 0x08 = unsigned byte
-  OCTET_CHECK(magic == expected, path << ": bad magic 0x" << std::hex << magic << " at offset 0, expected 0x" << expected);
+  OCTET_CHECK(magic == expected,
+              path << ": bad magic 0x" << std::hex << magic << " at offset 0, expected 0x" << expected);
   std::vector<uint32_t> dims(rank);
   uint64_t payload = 1;
   for (uint32_t i = 0; i < rank; ++i) {
     dims[i] = be32(b, 4 + 4 * i);
     OCTET_CHECK(dims[i] > 0, path << ": dimension " << i << " is zero (offset " << 4 + 4 * i << ")");
     payload *= dims[i];
-    OCTET_CHECK(payload <= (uint64_t{1} << 40), path << ": dimensions up to offset " << 4 + 4 * i << " describe more than 2^40 bytes");
+    OCTET_CHECK(payload <= (uint64_t{1} << 40),
+                path << ": dimensions up to offset " << 4 + 4 * i << " describe more than 2^40 bytes");
   }
   const uint64_t want = 4 + 4 * rank + payload;
   OCTET_CHECK(b.size() >= want, path << ": truncated: header promises " << want << " bytes, file has " << b.size()
@@ -63,8 +65,9 @@ std::vector<uint32_t> parse_header(const std::string& path, const std::vector<ui
 
 }  // namespace
 
-std::unique_ptr<U8ImageDataset> parse_idx(const std::string& images_path, std::vector<uint8_t> img, const std::string& labels_path,
-                                          const std::vector<uint8_t>& lab, Normalize norm) {
+std::unique_ptr<U8ImageDataset> parse_idx(const std::string& images_path, std::vector<uint8_t> img,
+                                          const std::string& labels_path, const std::vector<uint8_t>& lab,
+                                          Normalize norm) {
   std::vector<uint32_t> idim = parse_header(images_path, img, 3);
   std::vector<uint32_t> ldim = parse_header(labels_path, lab, 1);
   OCTET_CHECK(idim[0] == ldim[0], images_path << " holds " << idim[0] << " images but " << labels_path << " holds "
@@ -73,7 +76,8 @@ std::unique_ptr<U8ImageDataset> parse_idx(const std::string& images_path, std::v
   std::vector<int32_t> labels(n);
   for (size_t i = 0; i < n; ++i) {
     labels[i] = lab[8 + i];
-    OCTET_CHECK(labels[i] <= 9, labels_path << ": label " << labels[i] << " at offset " << 8 + i << " is not a digit class 0-9");
+    OCTET_CHECK(labels[i] <= 9,
+                labels_path << ": label " << labels[i] << " at offset " << 8 + i << " is not a digit class 0-9");
   }
   img.erase(img.begin(), img.begin() + 16);
   img.shrink_to_fit();
@@ -81,7 +85,8 @@ std::unique_ptr<U8ImageDataset> parse_idx(const std::string& images_path, std::v
   return std::make_unique<U8ImageDataset>(images_path, shape, std::move(img), std::move(labels), 10, norm);
 }
 
-std::unique_ptr<U8ImageDataset> load_idx(const std::string& images_path, const std::string& labels_path, Normalize norm) {
+std::unique_ptr<U8ImageDataset> load_idx(const std::string& images_path, const std::string& labels_path,
+                                         Normalize norm) {
   std::vector<uint8_t> img = read_all(images_path);
   parse_header(images_path, img, 3);  // the images' errors before the labels file is read
   return parse_idx(images_path, std::move(img), labels_path, read_all(labels_path), norm);

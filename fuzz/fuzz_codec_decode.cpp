@@ -23,8 +23,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
       const auto x = fuzz::normal_values(n, static_cast<uint64_t>(n + c));
       std::vector<uint8_t> payload(codec->max_bytes(n));
       payload.resize(codec->encode(x.data(), n, payload.data(), {7, nullptr}));
-      std::vector<uint8_t> in = {static_cast<uint8_t>(c), static_cast<uint8_t>(kBuiltIsa), static_cast<uint8_t>(n & 255),
-                                 static_cast<uint8_t>(n >> 8), 0};
+      std::vector<uint8_t> in = {static_cast<uint8_t>(c), static_cast<uint8_t>(kBuiltIsa),
+                                 static_cast<uint8_t>(n & 255), static_cast<uint8_t>(n >> 8), 0};
       in.insert(in.end(), payload.begin(), payload.end());
       fuzz::write_seed(dir, std::string(reg[c].name) + "-" + std::to_string(n), in);
     }

@@ -14,7 +14,8 @@ std::string seed_dir() {
 }
 
 void write_seed(const std::string& dir, const std::string& name, const std::vector<uint8_t>& bytes) {
-  std::ofstream(dir + "/seed-" + name, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(dir + "/seed-" + name, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 std::vector<float> normal_values(int64_t n, uint64_t seed) {

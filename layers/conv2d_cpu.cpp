@@ -18,8 +18,8 @@ struct Conv2d::CpuState {
 namespace {
 
 // The primitives for input shape in (output out), built on first use.
-WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache, const Conv2dParams& p, const Shape& in,
-                          const Shape& out, const Tensor& w) {
+WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache, const Conv2dParams& p,
+                          const Shape& in, const Shape& out, const Tensor& w) {
   auto& slot = cache[in];
   if (slot) return *slot;
   const dims src_d(in.begin(), in.end()), wei_d(w.shape().begin(), w.shape().end()), dst_d(out.begin(), out.end());
@@ -33,17 +33,18 @@ WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache
   const auto alg = dnnl::algorithm::convolution_direct;
   auto P = std::make_unique<WeightedPrims>();
 
-  auto fwd_desc = p.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wei, bias,
-                                                            dst, strides, pad, pad_r)
-                          : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wei,
-                                                            dst, strides, pad, pad_r);
+  auto fwd_desc = p.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wei, bias, dst,
+                                                           strides, pad, pad_r)
+                         : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wei, dst,
+                                                           strides, pad, pad_r);
   dnnl::convolution_forward::primitive_desc fpd(fwd_desc, eng);
   P->fwd = dnnl::convolution_forward(fpd);
   dnnl::convolution_backward_data::desc bdd(alg, src, wei, dst, strides, pad, pad_r);
   P->bwd_data = dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(bdd, eng, fpd));
   auto bwd = p.bias ? dnnl::convolution_backward_weights::desc(alg, src, wei, bias, dst, strides, pad, pad_r)
-                     : dnnl::convolution_backward_weights::desc(alg, src, wei, dst, strides, pad, pad_r);
-  P->bwd_weights = dnnl::convolution_backward_weights(dnnl::convolution_backward_weights::primitive_desc(bwd, eng, fpd));
+                    : dnnl::convolution_backward_weights::desc(alg, src, wei, dst, strides, pad, pad_r);
+  P->bwd_weights =
+      dnnl::convolution_backward_weights(dnnl::convolution_backward_weights::primitive_desc(bwd, eng, fpd));
   P->src = src;
   P->wei = wei;
   P->bias = bias;

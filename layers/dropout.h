@@ -24,8 +24,8 @@ class Dropout : public Layer {
 
   DropoutParams p_;
   uint64_t layer_index_;
-  uint64_t key_ = 0;    // mask key of the last training forward; backward regenerates the same mask
-  int64_t base_ = 0;    // global element index of element 0 of this rank's batch
+  uint64_t key_ = 0;  // mask key of the last training forward; backward regenerates the same mask
+  int64_t base_ = 0;  // global element index of element 0 of this rank's batch
   bool last_train_ = false;
 };
 

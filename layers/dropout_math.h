@@ -8,6 +8,8 @@
 
 namespace octet {
 
-OCTET_HD bool dropout_keep(uint64_t key, int64_t i, float p) { return bits_to_unit(mix64(key ^ static_cast<uint64_t>(i))) >= p; }
+OCTET_HD bool dropout_keep(uint64_t key, int64_t i, float p) {
+  return bits_to_unit(mix64(key ^ static_cast<uint64_t>(i))) >= p;
+}
 
 }  // namespace octet

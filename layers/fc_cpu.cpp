@@ -24,15 +24,17 @@ WeightedPrims& fc_prims(std::map<int64_t, std::unique_ptr<WeightedPrims>>& cache
   P->bias = p.bias ? plain_md({p.out_features}) : dnnl::memory::desc();
   P->dst = plain_md({n, p.out_features});
   auto& eng = dnnl_engine();
-  auto fd = p.bias ? dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, P->src, P->wei, P->bias, P->dst)
-                    : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, P->src, P->wei, P->dst);
+  auto fd = p.bias
+                ? dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, P->src, P->wei, P->bias, P->dst)
+                : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, P->src, P->wei, P->dst);
   dnnl::inner_product_forward::primitive_desc fpd(fd, eng);
   P->fwd = dnnl::inner_product_forward(fpd);
   dnnl::inner_product_backward_data::desc bdd(P->src, P->wei, P->dst);
   P->bwd_data = dnnl::inner_product_backward_data(dnnl::inner_product_backward_data::primitive_desc(bdd, eng, fpd));
   auto bwd = p.bias ? dnnl::inner_product_backward_weights::desc(P->src, P->wei, P->bias, P->dst)
-                     : dnnl::inner_product_backward_weights::desc(P->src, P->wei, P->dst);
-  P->bwd_weights = dnnl::inner_product_backward_weights(dnnl::inner_product_backward_weights::primitive_desc(bwd, eng, fpd));
+                    : dnnl::inner_product_backward_weights::desc(P->src, P->wei, P->dst);
+  P->bwd_weights =
+      dnnl::inner_product_backward_weights(dnnl::inner_product_backward_weights::primitive_desc(bwd, eng, fpd));
   P->has_bias = p.bias;
   slot = std::move(P);
   return *slot;

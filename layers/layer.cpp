@@ -6,13 +6,17 @@
 namespace octet {
 
 void Layer::forward(const Tensor& x, Tensor& y, const StepContext& ctx) {
-  if (exec_->device() == Device::CPU) forward_cpu(x, y, ctx);
-  else forward_cuda(x, y, ctx);
+  if (exec_->device() == Device::CPU)
+    forward_cpu(x, y, ctx);
+  else
+    forward_cuda(x, y, ctx);
 }
 
 void Layer::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
-  if (exec_->device() == Device::CPU) backward_cpu(x, y, dy, dx);
-  else backward_cuda(x, y, dy, dx);
+  if (exec_->device() == Device::CPU)
+    backward_cpu(x, y, dy, dx);
+  else
+    backward_cuda(x, y, dy, dx);
 }
 
 void Layer::forward_cuda(const Tensor&, Tensor&, const StepContext&) { no_cuda(); }

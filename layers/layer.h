@@ -15,7 +15,7 @@ namespace octet {
 struct Param {
   std::string name;  // "<layer>.weight", "<layer>.bias"
   Tensor* value;
-  Tensor* grad;      // same shape as value; written (not accumulated) by backward
+  Tensor* grad;  // same shape as value; written (not accumulated) by backward
 };
 
 // What a forward pass needs to know beyond its input: mode and the counters that key stochastic layers.
@@ -23,7 +23,8 @@ struct StepContext {
   bool train = true;
   uint64_t seed = 0;  // run seed
   uint64_t step = 0;  // global training step (keys dropout masks, so a resumed run draws the same ones)
-  int64_t sample_offset = 0;  // index of this rank's first sample in the global batch (masks follow the sample, not the rank)
+  int64_t sample_offset =
+      0;  // index of this rank's first sample in the global batch (masks follow the sample, not the rank)
 };
 
 enum class Init { He, Xavier };

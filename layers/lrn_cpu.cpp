@@ -15,7 +15,7 @@ using dims = dnnl::memory::dims;
 namespace {
 
 struct Prims {
-  dnnl::memory::desc md;      // plain NCHW (the tensors)
+  dnnl::memory::desc md;  // plain NCHW (the tensors)
   dnnl::lrn_forward fwd;
   dnnl::lrn_backward bwd;
   dnnl::memory workspace;
@@ -48,7 +48,8 @@ Prims& Lrn::CpuState::get(const Shape& in, const LrnParams& p_) {
   };
   auto [fpd, bpd] = build(P->md);
   if (is_ref(bpd.impl_info_str())) {
-    const dnnl::memory::desc bmd(dims(in.begin(), in.end()), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nChw8c);
+    const dnnl::memory::desc bmd(dims(in.begin(), in.end()), dnnl::memory::data_type::f32,
+                                 dnnl::memory::format_tag::nChw8c);
     auto [fb, bb] = build(bmd);
     if (!is_ref(bb.impl_info_str()) && !is_ref(fb.impl_info_str())) {
       fpd = fb, bpd = bb, P->blocked = true;
@@ -72,8 +73,9 @@ void Lrn::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
     dnnl_stream().wait();
     return;
   }
-  P.fwd.execute(dnnl_stream(),
-                {{DNNL_ARG_SRC, wrap(P.md, x.data())}, {DNNL_ARG_DST, wrap(P.md, y.data())}, {DNNL_ARG_WORKSPACE, P.workspace}});
+  P.fwd.execute(
+      dnnl_stream(),
+      {{DNNL_ARG_SRC, wrap(P.md, x.data())}, {DNNL_ARG_DST, wrap(P.md, y.data())}, {DNNL_ARG_WORKSPACE, P.workspace}});
   dnnl_stream().wait();
 }
 
@@ -84,7 +86,9 @@ void Lrn::backward_cpu(const Tensor& x, const Tensor&, const Tensor& dy, Tensor*
   if (P.blocked) {
     reorder(wrap(P.md, x.data()), P.xb);
     reorder(wrap(P.md, dy.data()), P.dyb);
-    P.bwd.execute(dnnl_stream(), {{DNNL_ARG_SRC, P.xb}, {DNNL_ARG_DIFF_DST, P.dyb}, {DNNL_ARG_WORKSPACE, P.workspace},
+    P.bwd.execute(dnnl_stream(), {{DNNL_ARG_SRC, P.xb},
+                                  {DNNL_ARG_DIFF_DST, P.dyb},
+                                  {DNNL_ARG_WORKSPACE, P.workspace},
                                   {DNNL_ARG_DIFF_SRC, P.dxb}});
     reorder(P.dxb, wrap(P.md, dx->data()));
     dnnl_stream().wait();

@@ -42,7 +42,7 @@ class Model {
   const LayerTimes* layer_times() const { return times_; }
 
   const Tensor& activation(size_t i) const { return acts_.at(i); }  // layer i's output of the last forward
-  std::vector<Param> params();  // in layer order
+  std::vector<Param> params();                                      // in layer order
   int64_t num_params();
   void init_params(uint64_t seed);  // seeded, layer by layer, on the host (then moved to the model's device)
   std::string summary();            // one line per layer: name, kind, output shape, parameters

@@ -56,7 +56,8 @@ void Pool2d::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Te
   const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3), OH = y.dim(2), OW = y.dim(3);
   const int64_t K = p_.kernel, S = p_.stride, P = p_.padding;
   const bool is_max = p_.kind == PoolKind::Max;
-  OCTET_CHECK(!is_max || argmax_.size() == static_cast<size_t>(y.numel()), kind() << " " << name() << ": backward before forward");
+  OCTET_CHECK(!is_max || argmax_.size() == static_cast<size_t>(y.numel()),
+              kind() << " " << name() << ": backward before forward");
   const float* g = dy.data();
   float* out = dx->data();
   const int32_t* arg = argmax_.data();

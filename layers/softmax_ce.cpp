@@ -10,13 +10,17 @@ LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, const int32_t* lab
 }
 
 void SoftmaxCrossEntropy::backward(Tensor& dlogits, float grad_scale, Exec& exec) const {
-  if (dlogits.device() == Device::CPU) backward_cpu(dlogits, grad_scale);
-  else backward_cuda(dlogits, grad_scale, exec);
+  if (dlogits.device() == Device::CPU)
+    backward_cpu(dlogits, grad_scale);
+  else
+    backward_cuda(dlogits, grad_scale, exec);
 }
 
 LossResult SoftmaxCrossEntropy::forward_cuda(const Tensor&, const int32_t*, Exec&) {
   OCTET_THROW("softmax_cross_entropy has no CUDA kernel in this build");
 }
-void SoftmaxCrossEntropy::backward_cuda(Tensor&, float, Exec&) const { OCTET_THROW("softmax_cross_entropy has no CUDA kernel in this build"); }
+void SoftmaxCrossEntropy::backward_cuda(Tensor&, float, Exec&) const {
+  OCTET_THROW("softmax_cross_entropy has no CUDA kernel in this build");
+}
 
 }  // namespace octet

@@ -9,8 +9,8 @@
 namespace octet {
 
 struct LossResult {
-  double loss_sum = 0;    // sum over the batch of -log p(label)
-  int64_t correct = 0;    // argmax == label
+  double loss_sum = 0;  // sum over the batch of -log p(label)
+  int64_t correct = 0;  // argmax == label
   int64_t count = 0;
 };
 

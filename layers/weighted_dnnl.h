@@ -16,7 +16,7 @@ struct WeightedPrims {
 // y = op(x; w, b)
 void weighted_forward(const WeightedPrims& P, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 // dw, db from (x, dy); dx from (dy, w) when dx != nullptr.
-void weighted_backward(const WeightedPrims& P, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dw, Tensor& db,
-                       Tensor* dx);
+void weighted_backward(const WeightedPrims& P, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dw,
+                       Tensor& db, Tensor* dx);
 
 }  // namespace octet

@@ -17,7 +17,8 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& opt, Transport* t, c
     : Step(model, opt), bucket_mb_(o.bucket_mb) {
   if (!t) return;
   broadcast_parameters(*t, model, 0);  // identical start even if initialization ever differed
-  if (t->size() == 1 && codec_traits(o.compression.base.codec.method).identity && o.compression.overrides.empty()) return;
+  if (t->size() == 1 && codec_traits(o.compression.base.codec.method).identity && o.compression.overrides.empty())
+    return;
   sync_.emplace(*t, o.compression, sync_tensors(model, model.size()));
   if (o.overlap) {
     overlap_.emplace(*sync_, static_cast<int64_t>(o.bucket_mb * 1e6));
@@ -67,7 +68,8 @@ std::string DataParallelStep::plan() const {
   std::string out = "gradient exchange plan:\n" + sync_->plan();
   if (overlap_) {
     char head[160];
-    std::snprintf(head, sizeof head, "\noverlapped with backward in %zu buckets (parallel.bucket_mb %g):\n", overlap_->buckets(), bucket_mb_);
+    std::snprintf(head, sizeof head, "\noverlapped with backward in %zu buckets (parallel.bucket_mb %g):\n",
+                  overlap_->buckets(), bucket_mb_);
     out += head + overlap_->plan();
   }
   return out;

@@ -14,32 +14,35 @@ namespace {
 
 // Columns [lo, lo + cols) of every row of y [M, P] <-> one contiguous block [M, cols].
 void columns_to_block(const float* y, int64_t M, int64_t P, int64_t lo, int64_t cols, float* block) {
-  for (int64_t i = 0; i < M; ++i) std::memcpy(block + i * cols, y + i * P + lo, sizeof(float) * static_cast<size_t>(cols));
+  for (int64_t i = 0; i < M; ++i)
+    std::memcpy(block + i * cols, y + i * P + lo, sizeof(float) * static_cast<size_t>(cols));
 }
 void block_to_columns(const float* block, int64_t M, int64_t P, int64_t lo, int64_t cols, float* y) {
-  for (int64_t i = 0; i < M; ++i) std::memcpy(y + i * P + lo, block + i * cols, sizeof(float) * static_cast<size_t>(cols));
+  for (int64_t i = 0; i < M; ++i)
+    std::memcpy(y + i * P + lo, block + i * cols, sizeof(float) * static_cast<size_t>(cols));
 }
 
 }  // namespace
 
 struct FcModelParallel::Slice {
   size_t layer = 0;
-  Param w{}, b{};               // the model's full tensors; b.value == nullptr without bias
+  Param w{}, b{};  // the model's full tensors; b.value == nullptr without bias
   int64_t in = 0, out = 0;
-  std::vector<int64_t> lo;      // N+1 row bounds: rank q owns rows [lo[q], lo[q+1])
+  std::vector<int64_t> lo;               // N+1 row bounds: rank q owns rows [lo[q], lo[q+1])
   std::unique_ptr<FullyConnected> mine;  // this rank's rows
   Param mw{}, mb{};
-  Tensor dw_acc, db_acc;        // this rank's gradient rows summed over the sub-batches
-  Tensor y;                     // [M, rows] this sub-batch's output rows
-  Tensor dy;                    // [M, rows]
-  ReduceState st;               // the input-gradient exchange
+  Tensor dw_acc, db_acc;  // this rank's gradient rows summed over the sub-batches
+  Tensor y;               // [M, rows] this sub-batch's output rows
+  Tensor dy;              // [M, rows]
+  ReduceState st;         // the input-gradient exchange
   int64_t rows(int q) const { return lo[q + 1] - lo[q]; }
 };
 
 FcModelParallel::FcModelParallel(Transport& t, Model& model, size_t fc_start, const ModelParallelOptions& o)
     : t_(t), model_(model), start_(fc_start), opt_(o), codec_(make_codec(o.codec)) {
   OCTET_CHECK(codec_->traits().for_activations,
-              "model parallelism: activation codec " << o.codec.method << " does not suit activations (it needs error feedback; activations cross once)");
+              "model parallelism: activation codec "
+                  << o.codec.method << " does not suit activations (it needs error feedback; activations cross once)");
   OCTET_CHECK(o.sub_batches >= 1, "model parallelism: sub_batches must be >= 1");
   const int N = t.size(), r = t.rank();
   for (size_t j = fc_start; j < model.size(); ++j) {
@@ -54,7 +57,8 @@ FcModelParallel::FcModelParallel(Transport& t, Model& model, size_t fc_start, co
     s->w = params.at(0);
     if (params.size() > 1) s->b = params[1];
     s->out = s->w.value->dim(0), s->in = s->w.value->dim(1);
-    OCTET_CHECK(s->out >= N, "model parallelism: layer " << fc->name() << " has " << s->out << " outputs, fewer than the " << N << " ranks");
+    OCTET_CHECK(s->out >= N, "model parallelism: layer " << fc->name() << " has " << s->out
+                                                         << " outputs, fewer than the " << N << " ranks");
     for (int q = 0; q <= N; ++q) s->lo.push_back(s->out * q / N);
     FcParams p;
     p.in_features = s->in, p.out_features = s->rows(r), p.bias = s->b.value != nullptr;
@@ -87,17 +91,19 @@ FcModelParallel::~FcModelParallel() = default;
 
 // The conv->FC input of one sub-batch travels in fixed slots, [payload bytes (8)][labels (m x 4)][payload], so that one
 // collective started beside the others carries it while the previous sub-batch computes.
-void FcModelParallel::start_prefetch(const float* x, int64_t n, const int32_t* labels, int64_t m, uint64_t seed, PhaseTimes& times,
-                                     CommStats& stats) {
+void FcModelParallel::start_prefetch(const float* x, int64_t n, const int32_t* labels, int64_t m, uint64_t seed,
+                                     PhaseTimes& times, CommStats& stats) {
   const double t = now_seconds();
   slot_ = 8 + 4 * static_cast<size_t>(m) + codec_->max_bytes(n);
   prefetch_send_.resize(slot_);
-  const uint64_t bytes = codec_->encode(x, n, prefetch_send_.data() + 8 + 4 * m, {derive_seed(seed, t_.rank()), nullptr});
+  const uint64_t bytes =
+      codec_->encode(x, n, prefetch_send_.data() + 8 + 4 * m, {derive_seed(seed, t_.rank()), nullptr});
   std::memcpy(prefetch_send_.data(), &bytes, 8);
   std::memcpy(prefetch_send_.data() + 8, labels, 4 * static_cast<size_t>(m));
   prefetch_recv_.resize(slot_ * static_cast<size_t>(t_.size()));
   OCTET_CHECK(slot_ < (size_t{1} << 31), "model parallelism: a sub-batch's activations exceed 2 GB");
-  prefetch_ = t_.start_allgather({prefetch_send_.data(), slot_, Device::CPU}, {prefetch_recv_.data(), prefetch_recv_.size(), Device::CPU}, slot_);
+  prefetch_ = t_.start_allgather({prefetch_send_.data(), slot_, Device::CPU},
+                                 {prefetch_recv_.data(), prefetch_recv_.size(), Device::CPU}, slot_);
   const double dt = now_seconds() - t;
   times.add(Phase::Compress, dt), stats.compress_s += dt;
   stats.bytes_sent += static_cast<uint64_t>(t_.size() - 1) * bytes;
@@ -108,7 +114,8 @@ void FcModelParallel::poll_prefetch() {
   if (prefetch_) prefetch_->progress();
 }
 
-void FcModelParallel::finish_prefetch(float* x, int64_t n, int32_t* labels_all, int64_t m, PhaseTimes& times, CommStats& stats) {
+void FcModelParallel::finish_prefetch(float* x, int64_t n, int32_t* labels_all, int64_t m, PhaseTimes& times,
+                                      CommStats& stats) {
   double t = now_seconds();
   prefetch_->finish({step_});
   prefetch_.reset();
@@ -118,8 +125,8 @@ void FcModelParallel::finish_prefetch(float* x, int64_t n, int32_t* labels_all, 
     const uint8_t* slot = prefetch_recv_.data() + slot_ * static_cast<size_t>(q);
     uint64_t bytes = 0;
     std::memcpy(&bytes, slot, 8);
-    OCTET_CHECK(bytes <= slot_ - 8 - 4 * static_cast<size_t>(m), "model parallelism: rank " << q << " sent a payload of " << bytes
-                                                                 << " bytes in a slot of " << slot_);
+    OCTET_CHECK(bytes <= slot_ - 8 - 4 * static_cast<size_t>(m),
+                "model parallelism: rank " << q << " sent a payload of " << bytes << " bytes in a slot of " << slot_);
     std::memcpy(labels_all + q * m, slot + 8, 4 * static_cast<size_t>(m));
     codec_->decode(slot + 8 + 4 * m, bytes, x + q * n, n, false);
   }
@@ -127,8 +134,8 @@ void FcModelParallel::finish_prefetch(float* x, int64_t n, int32_t* labels_all, 
   times.add(Phase::Decompress, t - t2), stats.decompress_s += t - t2;
 }
 
-void FcModelParallel::exchange_gather(const float* mine, int64_t n_mine, const std::vector<int64_t>& n_of, float* all, uint64_t seed,
-                                      PhaseTimes& times, CommStats& stats) {
+void FcModelParallel::exchange_gather(const float* mine, int64_t n_mine, const std::vector<int64_t>& n_of, float* all,
+                                      uint64_t seed, PhaseTimes& times, CommStats& stats) {
   double t = now_seconds();
   send_.resize(codec_->max_bytes(n_mine));
   const size_t bytes = codec_->encode(mine, n_mine, send_.data(), {derive_seed(seed, t_.rank()), nullptr});
@@ -139,7 +146,8 @@ void FcModelParallel::exchange_gather(const float* mine, int64_t n_mine, const s
   times.add(Phase::Communicate, t - t2), stats.communicate_s += t - t2;
   int64_t off = 0;
   for (int q = 0; q < t_.size(); ++q) {  // every rank decodes every payload, its own included: identical inputs
-    codec_->decode(st_.recv.data() + st_.recv_displs[q], static_cast<size_t>(st_.recv_counts[q]), all + off, n_of[q], false);
+    codec_->decode(st_.recv.data() + st_.recv_displs[q], static_cast<size_t>(st_.recv_counts[q]), all + off, n_of[q],
+                   false);
     off += n_of[q];
   }
   t2 = now_seconds();
@@ -148,8 +156,8 @@ void FcModelParallel::exchange_gather(const float* mine, int64_t n_mine, const s
   stats.fp32_bytes += static_cast<uint64_t>(t_.size() - 1) * 4 * static_cast<uint64_t>(n_mine);
 }
 
-LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const StepContext& ctx, float grad_scale, Tensor& da,
-                                 PhaseTimes& times, CommStats& stats) {
+LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const StepContext& ctx, float grad_scale,
+                                 Tensor& da, PhaseTimes& times, CommStats& stats) {
   const int N = t_.size(), r = t_.rank(), K = opt_.sub_batches;
   step_ = static_cast<int64_t>(ctx.step);
   const int64_t B = a.dim(0), m = B / K, feat = a.numel() / B, M = N * m;
@@ -176,7 +184,9 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
     x0.resize(xshape);
     finish_prefetch(x0.data(), m * feat, labels_all_.data(), m, times, stats);
     // Sub-batch k+1's input travels while sub-batch k computes (progressed between layers and by the exchanges).
-    if (k + 1 < K) start_prefetch(a.data() + (k + 1) * m * feat, m * feat, labels + (k + 1) * m, m, derive_seed(sub_seed(k + 1), 0), times, stats);
+    if (k + 1 < K)
+      start_prefetch(a.data() + (k + 1) * m * feat, m * feat, labels + (k + 1) * m, m, derive_seed(sub_seed(k + 1), 0),
+                     times, stats);
     for (size_t j = 0; j < J; ++j) {  // forward
       poll_prefetch();
       const Tensor& x = j == 0 ? x0 : ys_[j - 1];
@@ -253,7 +263,8 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
         packed_.resize({M * P});
         {
           ScopedPhase sp(times, Phase::Compress);
-          for (int q = 0; q < N; ++q) columns_to_block(dx.data(), M, P, b.lo[q], b.rows(q), packed_.data() + M * b.lo[q]);
+          for (int q = 0; q < N; ++q)
+            columns_to_block(dx.data(), M, P, b.lo[q], b.rows(q), packed_.data() + M * b.lo[q]);
         }
         for (int q = 0; q <= N; ++q) bounds[q] = M * b.lo[q];
         reduce_scatter(t_, span_of(packed_), bounds, ro, s.st, cs);
@@ -263,11 +274,13 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
       } else {
         reduce_mean(t_, span_of(dx), ro, s.st, cs);
       }
-      times.add(Phase::Compress, cs.compress_s), times.add(Phase::Communicate, cs.communicate_s), times.add(Phase::Decompress, cs.decompress_s);
+      times.add(Phase::Compress, cs.compress_s), times.add(Phase::Communicate, cs.communicate_s),
+          times.add(Phase::Decompress, cs.decompress_s);
       stats += cs;
     }
     // This rank's samples' rows of the input gradient.
-    std::memcpy(da.data() + k * m * feat, gathered_.data() + r * m * feat, sizeof(float) * static_cast<size_t>(m * feat));
+    std::memcpy(da.data() + k * m * feat, gathered_.data() + r * m * feat,
+                sizeof(float) * static_cast<size_t>(m * feat));
   }
   // The full gradients: this rank's rows (the optimizer updates no others), zero elsewhere. They summed all N*B
   // samples at grad_scale (1/B), so 1/N makes them the global mean, as averaging makes the layers below.
@@ -291,7 +304,8 @@ void FcModelParallel::gather(const std::vector<std::pair<std::string, Tensor*>>&
     const int64_t len = t.numel() / s.out;
     std::vector<int> counts(N), displs(N);
     for (int q = 0; q < N; ++q) {
-      OCTET_CHECK(s.lo[q + 1] * len < (int64_t{1} << 31), "model parallelism: tensor of " << t.numel() << " values is too large to gather");
+      OCTET_CHECK(s.lo[q + 1] * len < (int64_t{1} << 31),
+                  "model parallelism: tensor of " << t.numel() << " values is too large to gather");
       counts[q] = static_cast<int>(s.rows(q) * len), displs[q] = static_cast<int>(s.lo[q] * len);
     }
     t_.allgatherv_floats(span_of(t), counts.data(), displs.data(), {step_});
@@ -301,7 +315,8 @@ void FcModelParallel::gather(const std::vector<std::pair<std::string, Tensor*>>&
       if (!p->value) continue;
       rows_allgather(*s, *p->value);
       for (const auto& [name, t] : optimizer_state)
-        if (name.rfind(p->name, 0) == 0 && name.size() > p->name.size() && t->numel() == p->value->numel()) rows_allgather(*s, *t);
+        if (name.rfind(p->name, 0) == 0 && name.size() > p->name.size() && t->numel() == p->value->numel())
+          rows_allgather(*s, *t);
     }
   }
 }
@@ -323,7 +338,8 @@ std::string FcModelParallel::plan() const {
     for (int q = 0; q < t_.size(); ++q) o << (q ? " | " : " ") << s->lo[q] << "-" << s->lo[q + 1] - 1;
     o << "\n";
   }
-  o << "  " << opt_.sub_batches << " sub-batch" << (opt_.sub_batches > 1 ? "es" : "") << " per step, activations through " << codec_->name();
+  o << "  " << opt_.sub_batches << " sub-batch" << (opt_.sub_batches > 1 ? "es" : "")
+    << " per step, activations through " << codec_->name();
   return o.str();
 }
 

@@ -20,8 +20,8 @@
 namespace octet {
 
 struct ModelParallelOptions {
-  int sub_batches = 1;   // K: the batch is cut into K sub-batches that pass the FC part one after another
-  CodecParams codec;     // activations and their gradients (no error feedback: each value crosses once)
+  int sub_batches = 1;  // K: the batch is cut into K sub-batches that pass the FC part one after another
+  CodecParams codec;    // activations and their gradients (no error feedback: each value crosses once)
 };
 
 class FcModelParallel {
@@ -36,8 +36,8 @@ class FcModelParallel {
   // gradient (other rows zero) and da (the gradient w.r.t. a), and returns the loss over this rank's B samples.
   // grad_scale multiplies dloss/dlogits: 1/B, the scale of data parallelism, whose averaging then makes da's layers
   // see the global-batch mean; the FC gradients are divided by N to match. Phases go to times, traffic to stats.
-  LossResult step(const Tensor& a, const int32_t* labels, const StepContext& ctx, float grad_scale, Tensor& da, PhaseTimes& times,
-                  CommStats& stats);
+  LossResult step(const Tensor& a, const int32_t* labels, const StepContext& ctx, float grad_scale, Tensor& da,
+                  PhaseTimes& times, CommStats& stats);
   // Brings every rank's rows of the FC parameters (and of the given optimizer state tensors, matched by parameter
   // name prefix) into the full tensors on every rank: before evaluation, checkpoints and the end of training.
   void gather(const std::vector<std::pair<std::string, Tensor*>>& optimizer_state);
@@ -53,7 +53,8 @@ class FcModelParallel {
   struct Slice;
   void exchange_gather(const float* mine, int64_t n_mine, const std::vector<int64_t>& n_of, float* all, uint64_t seed,
                        PhaseTimes& times, CommStats& stats);
-  void start_prefetch(const float* x, int64_t n, const int32_t* labels, int64_t m, uint64_t seed, PhaseTimes& times, CommStats& stats);
+  void start_prefetch(const float* x, int64_t n, const int32_t* labels, int64_t m, uint64_t seed, PhaseTimes& times,
+                      CommStats& stats);
   void poll_prefetch();
   void finish_prefetch(float* x, int64_t n, int32_t* labels_all, int64_t m, PhaseTimes& times, CommStats& stats);
 

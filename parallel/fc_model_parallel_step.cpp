@@ -60,9 +60,12 @@ void FcModelParallelStep::verify_identical(int64_t step) { sync_->verify_identic
 std::vector<std::pair<std::string, Tensor*>> FcModelParallelStep::per_rank_state() { return sync_->feedback_state(); }
 
 std::string FcModelParallelStep::plan() const {
-  return "gradient exchange plan:\n" + sync_->plan() + "\nmodel parallelism from layer " + model_.layer(fc_start_).name() + ":\n" + mp_->plan();
+  return "gradient exchange plan:\n" + sync_->plan() + "\nmodel parallelism from layer " +
+         model_.layer(fc_start_).name() + ":\n" + mp_->plan();
 }
 
-std::map<std::string, std::pair<uint64_t, uint64_t>> FcModelParallelStep::bytes_by_kind() const { return sync_->bytes_by_kind(); }
+std::map<std::string, std::pair<uint64_t, uint64_t>> FcModelParallelStep::bytes_by_kind() const {
+  return sync_->bytes_by_kind();
+}
 
 }  // namespace octet

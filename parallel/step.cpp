@@ -13,8 +13,9 @@ StepStats Step::run(const Tensor& x, const int32_t* labels, const StepContext& c
     return run_impl(x, labels, ctx, lr);
   } catch (const NonFiniteError& e) {
     const std::string first = model_.first_nonfinite(&x);
-    OCTET_THROW("step " << ctx.step << ": " << e.message() << (first.empty() ? "" : "; first non-finite value: " + first)
-                        << " (learning rate " << lr << ": too high? lower optimizer.lr)");
+    OCTET_THROW("step " << ctx.step << ": " << e.message()
+                        << (first.empty() ? "" : "; first non-finite value: " + first) << " (learning rate " << lr
+                        << ": too high? lower optimizer.lr)");
   }
 }
 

@@ -13,9 +13,9 @@ struct LayerCase {
   LayerCase(std::string n, std::function<LayerPtr()> m, std::function<Tensor()> in)
       : name(std::move(n)), make(std::move(m)), input(std::move(in)) {}
   std::string name;
-  std::function<LayerPtr()> make;    // the layer, parameters initialized (seeded), on the host
-  std::function<Tensor()> input;     // its input [N, ...], on the host
-  double eps = 1e-2, tol = 2e-2;     // finite differences: step and relative tolerance
+  std::function<LayerPtr()> make;  // the layer, parameters initialized (seeded), on the host
+  std::function<Tensor()> input;   // its input [N, ...], on the host
+  double eps = 1e-2, tol = 2e-2;   // finite differences: step and relative tolerance
   // Input elements on a kink, left out of the dx check (ReLU at 0; max-pool ties are avoided by the input itself).
   std::function<bool(const Tensor& x, int64_t i)> skip;
 };

@@ -38,8 +38,10 @@ TEST_CASE("checkpoint round trip and hostile files", "[checkpoint]") {
   expect_error(good.substr(0, 5), "too short", {{"a", &untouched}, {"b", &b2}});
   CHECK(to_vector(untouched) == std::vector<float>(12, 0.f));  // nothing written on failure
   Tensor wrong({4, 3});
-  CHECK_THROWS_WITH(load_checkpoint(d.file("c.bin"), {{{"a", &wrong}, {"b", &b2}}, {}}), Catch::Contains("has shape [3,4], the model has [4,3]"));
-  CHECK_THROWS_WITH(load_checkpoint(d.file("c.bin"), {{{"x", &a2}, {"b", &b2}}, {}}), Catch::Contains("is 'a', expected 'x'"));
+  CHECK_THROWS_WITH(load_checkpoint(d.file("c.bin"), {{{"a", &wrong}, {"b", &b2}}, {}}),
+                    Catch::Contains("has shape [3,4], the model has [4,3]"));
+  CHECK_THROWS_WITH(load_checkpoint(d.file("c.bin"), {{{"x", &a2}, {"b", &b2}}, {}}),
+                    Catch::Contains("is 'a', expected 'x'"));
   CHECK_THROWS_WITH(load_checkpoint(d.file("c.bin"), {{{"a", &a2}}, {}}), Catch::Contains("holds 2 tensors"));
   CHECK_THROWS_WITH(load_checkpoint(d.file("missing.bin"), {}), Catch::Contains("checkpoint not found"));
 }
@@ -50,19 +52,19 @@ namespace {
 Config small_run(const std::string& out_dir, const std::string& name) {
   TempDir d;
   const std::string path = d.file("c.yaml");
-  std::ofstream(path) << "run: {name: " << name << ", out_dir: " << out_dir
-                      << ", epochs: 3, seed: 5, log_every: 1000, threads: 1}\n"
-                         "data: {dataset: synthetic, synthetic_train: 96, synthetic_test: 40, synthetic_shape: [1, 6, 6],"
-                         " synthetic_classes: 3, batch_size: 16}\n"
-                         "model:\n  layers:\n"
-                         "    - {type: conv, out_channels: 4, kernel: 3}\n"
-                         "    - {type: relu}\n"
-                         "    - {type: dropout, p: 0.3}\n"
-                         "    - {type: fc, out_features: 3}\n"
-                         "optimizer: {lr: 0.05, momentum: 0.9, schedule: {type: step, step_epochs: 1, gamma: 0.5}}\n";
+  std::ofstream(path)
+      << "run: {name: " << name << ", out_dir: " << out_dir
+      << ", epochs: 3, seed: 5, log_every: 1000, threads: 1}\n"
+         "data: {dataset: synthetic, synthetic_train: 96, synthetic_test: 40, synthetic_shape: [1, 6, 6],"
+         " synthetic_classes: 3, batch_size: 16}\n"
+         "model:\n  layers:\n"
+         "    - {type: conv, out_channels: 4, kernel: 3}\n"
+         "    - {type: relu}\n"
+         "    - {type: dropout, p: 0.3}\n"
+         "    - {type: fc, out_features: 3}\n"
+         "optimizer: {lr: 0.05, momentum: 0.9, schedule: {type: step, step_epochs: 1, gamma: 0.5}}\n";
   return load_config(path);
 }
-
 
 }  // namespace
 
@@ -85,7 +87,7 @@ TEST_CASE("resume continues bit-identically, from an epoch boundary and from mid
   }
   SECTION("mid-epoch, from a step checkpoint") {
     Config part = small_run(d.path(), "mid");
-    part.run.max_steps = 8;        // stops inside epoch 2
+    part.run.max_steps = 8;  // stops inside epoch 2
     part.run.checkpoint_steps = 4;
     train(part, {});
     Config rest = small_run(d.path(), "mid");

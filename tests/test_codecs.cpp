@@ -17,16 +17,19 @@ using namespace octet::test;
 
 namespace {
 
-const std::vector<std::string> kAll = {"none", "fp16", "linear8", "mantissa8", "static_tree8", "dynamic_tree8",
-                                       "qsgd", "onebit", "topk", "adacomp"};
+const std::vector<std::string> kAll = {"none",          "fp16", "linear8", "mantissa8", "static_tree8",
+                                       "dynamic_tree8", "qsgd", "onebit",  "topk",      "adacomp"};
 
 std::vector<float> sample(const std::string& dist, int64_t n, uint64_t seed) {
   Rng r(seed);
   std::vector<float> v(static_cast<size_t>(n));
   for (auto& x : v) {
-    if (dist == "normal") x = r.normal();
-    else if (dist == "uniform") x = 2.f * r.uniform() - 1.f;
-    else x = 1e-3f * r.normal() * std::exp(2.f * r.normal());  // heavy-tailed, gradient-like
+    if (dist == "normal")
+      x = r.normal();
+    else if (dist == "uniform")
+      x = 2.f * r.uniform() - 1.f;
+    else
+      x = 1e-3f * r.normal() * std::exp(2.f * r.normal());  // heavy-tailed, gradient-like
   }
   return v;
 }
@@ -96,65 +99,68 @@ TEST_CASE("8-bit code books: 128 magnitudes with exact 0 and 1", "[codec][codebo
 
 TEST_CASE("8-bit encoders pick the nearest code: at, just below and just above every boundary", "[codec][codebook]") {
   for (Isa level : built_levels())
-  for (const char* m : {"linear8", "mantissa8", "static_tree8", "dynamic_tree8"}) {
-    INFO(m << " at level " << isa_name(level));
-    IsaCap cap(level);
-    const auto b = codebook8(m);
-    std::vector<float> mid;  // the decision boundaries; ties go to the larger code
-    for (int c = 0; c < 127; ++c) mid.push_back(0.5f * (b[c] + b[c + 1]));
-    std::vector<float> x = {1.0f};  // block max 1: |x| is encoded as it is
-    Rng r(11);
-    for (float t : mid)
-      for (float v : {t, std::nextafter(t, 0.f), std::nextafter(t, 2.f)}) x.push_back(r.uniform() < 0.5f ? v : -v);
-    for (int i = 0; i < 1000; ++i) x.push_back(std::clamp(r.normal() * (r.uniform() < 0.5f ? 1e-3f : 0.3f), -0.99f, 0.99f));
-    for (int i = 0; i < 7; ++i) x.push_back(-0.f);  // a length that leaves a scalar tail after every vector width
-    CodecParams p;
-    p.method = m;
-    p.block = 0;
-    auto out = roundtrip(*make_codec(p), x).bytes;
-    const uint8_t* code = out.data() + 12 + 4;
-    for (size_t i = 0; i < x.size(); ++i) {
-      const float a = std::min(1.0f, std::fabs(x[i]));
-      int want = 0;
-      while (want < 127 && a >= mid[want]) ++want;
-      INFO("value " << x[i] << " at " << i);
-      if (std::string(m) == "linear8")  // computed as round(a * 127): a tie within float rounding may go either way
-        REQUIRE(std::fabs(a - b[code[i] & 127]) <= std::fabs(a - b[want]) + 1e-6f);
-      else
-        REQUIRE(static_cast<int>(code[i] & 127) == want);
-      REQUIRE(static_cast<int>(code[i] >> 7) == (std::signbit(x[i]) ? 1 : 0));
+    for (const char* m : {"linear8", "mantissa8", "static_tree8", "dynamic_tree8"}) {
+      INFO(m << " at level " << isa_name(level));
+      IsaCap cap(level);
+      const auto b = codebook8(m);
+      std::vector<float> mid;  // the decision boundaries; ties go to the larger code
+      for (int c = 0; c < 127; ++c) mid.push_back(0.5f * (b[c] + b[c + 1]));
+      std::vector<float> x = {1.0f};  // block max 1: |x| is encoded as it is
+      Rng r(11);
+      for (float t : mid)
+        for (float v : {t, std::nextafter(t, 0.f), std::nextafter(t, 2.f)}) x.push_back(r.uniform() < 0.5f ? v : -v);
+      for (int i = 0; i < 1000; ++i)
+        x.push_back(std::clamp(r.normal() * (r.uniform() < 0.5f ? 1e-3f : 0.3f), -0.99f, 0.99f));
+      for (int i = 0; i < 7; ++i) x.push_back(-0.f);  // a length that leaves a scalar tail after every vector width
+      CodecParams p;
+      p.method = m;
+      p.block = 0;
+      auto out = roundtrip(*make_codec(p), x).bytes;
+      const uint8_t* code = out.data() + 12 + 4;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const float a = std::min(1.0f, std::fabs(x[i]));
+        int want = 0;
+        while (want < 127 && a >= mid[want]) ++want;
+        INFO("value " << x[i] << " at " << i);
+        if (std::string(m) == "linear8")  // computed as round(a * 127): a tie within float rounding may go either way
+          REQUIRE(std::fabs(a - b[code[i] & 127]) <= std::fabs(a - b[want]) + 1e-6f);
+        else
+          REQUIRE(static_cast<int>(code[i] & 127) == want);
+        REQUIRE(static_cast<int>(code[i] >> 7) == (std::signbit(x[i]) ? 1 : 0));
+      }
     }
-  }
 }
 
-TEST_CASE("8-bit decoders give sign * magnitude[code] * scale for every code, in the vector body and the tail", "[codec][codebook]") {
+TEST_CASE("8-bit decoders give sign * magnitude[code] * scale for every code, in the vector body and the tail",
+          "[codec][codebook]") {
   for (Isa level : built_levels())
-  for (const char* m : {"linear8", "mantissa8", "static_tree8", "dynamic_tree8"}) {
-    INFO(m << " at level " << isa_name(level));
-    IsaCap cap(level);
-    const auto book = codebook8(m);
-    const int64_t n = 2 * 269 + 256 + 13, block = 256 + 13;  // blocks of 269: a vector body and a scalar tail each
-    const std::vector<float> scales = {0.37f, 0.f, 1234.5f};
-    CodecParams p;
-    p.method = m;
-    p.block = block;
-    auto c = make_codec(p);
-    std::vector<uint8_t> payload(c->max_bytes(n));
-    payload.resize(c->encode(sample("normal", n, 5).data(), n, payload.data(), {1, nullptr}));
-    REQUIRE(payload.size() == 12 + 4 * scales.size() + n);
-    std::memcpy(payload.data() + 12, scales.data(), 4 * scales.size());
-    uint8_t* code = payload.data() + 12 + 4 * scales.size();
-    for (int64_t i = 0; i < n; ++i) code[i] = static_cast<uint8_t>((i * 7 + i / 256) & 255);  // every code, in every lane
-    std::vector<float> out(n), acc(n, 0.25f);
-    c->decode(payload.data(), payload.size(), out.data(), n, false);
-    c->decode(payload.data(), payload.size(), acc.data(), n, true);
-    for (int64_t i = 0; i < n; ++i) {
-      const float mag = book[code[i] & 127] * scales[i / block], want = code[i] & 128 ? -mag : mag;
-      INFO("value " << i << " code " << int{code[i]});
-      REQUIRE(std::memcmp(&out[i], &want, 4) == 0);  // bit-exact, -0 included
-      REQUIRE(acc[i] == 0.25f + out[i]);  // out[i] from memory: no fused multiply-add with the product above
+    for (const char* m : {"linear8", "mantissa8", "static_tree8", "dynamic_tree8"}) {
+      INFO(m << " at level " << isa_name(level));
+      IsaCap cap(level);
+      const auto book = codebook8(m);
+      const int64_t n = 2 * 269 + 256 + 13, block = 256 + 13;  // blocks of 269: a vector body and a scalar tail each
+      const std::vector<float> scales = {0.37f, 0.f, 1234.5f};
+      CodecParams p;
+      p.method = m;
+      p.block = block;
+      auto c = make_codec(p);
+      std::vector<uint8_t> payload(c->max_bytes(n));
+      payload.resize(c->encode(sample("normal", n, 5).data(), n, payload.data(), {1, nullptr}));
+      REQUIRE(payload.size() == 12 + 4 * scales.size() + n);
+      std::memcpy(payload.data() + 12, scales.data(), 4 * scales.size());
+      uint8_t* code = payload.data() + 12 + 4 * scales.size();
+      for (int64_t i = 0; i < n; ++i)
+        code[i] = static_cast<uint8_t>((i * 7 + i / 256) & 255);  // every code, in every lane
+      std::vector<float> out(n), acc(n, 0.25f);
+      c->decode(payload.data(), payload.size(), out.data(), n, false);
+      c->decode(payload.data(), payload.size(), acc.data(), n, true);
+      for (int64_t i = 0; i < n; ++i) {
+        const float mag = book[code[i] & 127] * scales[i / block], want = code[i] & 128 ? -mag : mag;
+        INFO("value " << i << " code " << int{code[i]});
+        REQUIRE(std::memcmp(&out[i], &want, 4) == 0);  // bit-exact, -0 included
+        REQUIRE(acc[i] == 0.25f + out[i]);  // out[i] from memory: no fused multiply-add with the product above
+      }
     }
-  }
 }
 
 TEST_CASE("payload sizes are exact; 8-bit codecs send <= 27% of fp32 at 64K values", "[codec][size]") {
@@ -187,7 +193,7 @@ TEST_CASE("deterministic codecs decode their own encoding bit-exactly", "[codec]
     INFO(m);
     auto c = codec(m);
     auto a = roundtrip(*c, x);
-    auto b = roundtrip(*c, a.out);           // decoded values are codes: re-encoding reproduces them
+    auto b = roundtrip(*c, a.out);             // decoded values are codes: re-encoding reproduces them
     CHECK(roundtrip(*c, x).bytes == a.bytes);  // same input, same bytes
     CHECK(b.out == a.out);
   }
@@ -302,13 +308,15 @@ TEST_CASE("hostile payloads are rejected, never read out of bounds", "[codec][ho
     auto r = roundtrip(*c, x);
     std::vector<float> out(x.size());
     for (size_t cut : {size_t{0}, size_t{5}, size_t{11}, r.bytes.size() / 2, r.bytes.size() - 1}) {
-      std::vector<uint8_t> t(r.bytes.begin(), r.bytes.begin() + static_cast<long>(cut));  // exact-size copy: ASan-visible
+      std::vector<uint8_t> t(r.bytes.begin(),
+                             r.bytes.begin() + static_cast<long>(cut));  // exact-size copy: ASan-visible
       CHECK_THROWS(c->decode(t.data(), t.size(), out.data(), 3000, false));
     }
     auto bad = r.bytes;
     bad[0] ^= 0x7f;
     CHECK_THROWS_WITH(c->decode(bad.data(), bad.size(), out.data(), 3000, false), Catch::Contains("codec id"));
-    CHECK_THROWS_WITH(c->decode(r.bytes.data(), r.bytes.size(), out.data(), 2999, false), Catch::Contains("describes 3000 values"));
+    CHECK_THROWS_WITH(c->decode(r.bytes.data(), r.bytes.size(), out.data(), 2999, false),
+                      Catch::Contains("describes 3000 values"));
     auto longer = r.bytes;
     longer.push_back(0);
     CHECK_THROWS(c->decode(longer.data(), longer.size(), out.data(), 3000, false));
@@ -318,7 +326,8 @@ TEST_CASE("hostile payloads are rejected, never read out of bounds", "[codec][ho
   const uint32_t huge = 1u << 30;
   std::memcpy(t.bytes.data() + 12, &huge, 4);
   std::vector<float> out(x.size());
-  CHECK_THROWS_WITH(codec("topk")->decode(t.bytes.data(), t.bytes.size(), out.data(), 3000, false), Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(codec("topk")->decode(t.bytes.data(), t.bytes.size(), out.data(), 3000, false),
+                    Catch::Contains("out of range"));
 }
 
 TEST_CASE("the integer half conversions match the F16C instructions bit for bit", "[codec][fp16]") {
@@ -329,8 +338,9 @@ TEST_CASE("the integer half conversions match the F16C instructions bit for bit"
     REQUIRE(f32_bits(got) == f32_bits(want));
   }
   Rng r(3);
-  std::vector<uint32_t> patterns = {0u, 0x80000000u, 0x33000000u, 0x33000001u, 0x387fc000u, 0x38800000u, 0x477fe000u, 0x477ff000u,
-                                    0x477fefffu, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f801234u, 0x00000001u, 0x3f800000u};
+  std::vector<uint32_t> patterns = {0u,          0x80000000u, 0x33000000u, 0x33000001u, 0x387fc000u,
+                                    0x38800000u, 0x477fe000u, 0x477ff000u, 0x477fefffu, 0x7f800000u,
+                                    0xff800000u, 0x7fc00000u, 0x7f801234u, 0x00000001u, 0x3f800000u};
   for (int k = 0; k < 2000000; ++k) patterns.push_back(static_cast<uint32_t>(r.next()));
   for (uint32_t b = 0x33000000u; b < 0x38900000u; b += 0x1001u) patterns.push_back(b);  // the subnormal range, densely
   for (uint32_t b : patterns) {
@@ -344,7 +354,8 @@ TEST_CASE("the integer half conversions match the F16C instructions bit for bit"
 #endif
 }
 
-TEST_CASE("every encoder refuses NaN and infinity at every level; every decoder refuses non-finite payload values", "[codec][nonfinite]") {
+TEST_CASE("every encoder refuses NaN and infinity at every level; every decoder refuses non-finite payload values",
+          "[codec][nonfinite]") {
   const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
   for (const auto& m : kAll)
     for (Isa level : built_levels()) {
@@ -357,7 +368,8 @@ TEST_CASE("every encoder refuses NaN and infinity at every level; every decoder 
           x[static_cast<size_t>(at)] = bad;
           std::vector<uint8_t> buf(c->max_bytes(5000));
           CHECK_THROWS_AS(c->encode(x.data(), 5000, buf.data(), {1, nullptr}), NonFiniteError);
-          CHECK_THROWS_WITH(c->encode(x.data(), 5000, buf.data(), {1, nullptr}), Catch::Contains("input value " + std::to_string(at) + " is"));
+          CHECK_THROWS_WITH(c->encode(x.data(), 5000, buf.data(), {1, nullptr}),
+                            Catch::Contains("input value " + std::to_string(at) + " is"));
         }
     }
   // Payload values: a non-finite fp32 value (none, topk) or fp16 half, and a non-finite scale (the others).
@@ -369,7 +381,8 @@ TEST_CASE("every encoder refuses NaN and infinity at every level; every decoder 
     auto c = codec(m);
     for (uint32_t bits : {nan_bits, inf_bits}) {
       auto r = roundtrip(*c, x);
-      const size_t at = m == "topk" ? kHeaderBytes + 4 : kHeaderBytes;  // topk: the first entry's value; others: first value or scale
+      const size_t at =
+          m == "topk" ? kHeaderBytes + 4 : kHeaderBytes;  // topk: the first entry's value; others: first value or scale
       if (m == "fp16") {
         const uint16_t h = bits == nan_bits ? 0x7e00 : 0x7c00;
         std::memcpy(r.bytes.data() + at + 2 * 17, &h, 2);
@@ -392,7 +405,8 @@ TEST_CASE("every instruction-set level built here gives the scalar loops' bytes 
   for (int64_t n : {1, 15, 64, 127, 205, 4429, 12417, 20000})
     for (const char* dist : {"normal", "uniform", "heavy"}) inputs.push_back(sample(dist, n, static_cast<uint64_t>(n)));
   std::vector<float> odd(3000, 0.f);  // zeros of both signs, and a block whose maximum is subnormal (1 / max overflows)
-  for (size_t i = 0; i < odd.size(); ++i) odd[i] = i % 3 == 0 ? -0.f : i < 1000 ? 1e-40f * static_cast<float>(i % 7) : 0.f;
+  for (size_t i = 0; i < odd.size(); ++i)
+    odd[i] = i % 3 == 0 ? -0.f : i < 1000 ? 1e-40f * static_cast<float>(i % 7) : 0.f;
   inputs.push_back(odd);
   std::vector<CodecParams> params;
   for (const auto& m : kAll) {

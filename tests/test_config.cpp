@@ -91,11 +91,14 @@ TEST_CASE("config errors name file, line and key", "[config]") {
   }
   SECTION("unknown layer type lists the known ones") {
     auto p = write_config(d, replace(kValid, "type: maxpool", "type: maxpol"));
-    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":11: model.layers[1].type: unknown layer type 'maxpol' (known: conv, maxpool"));
+    CHECK_THROWS_WITH(
+        load_config(p),
+        Catch::Contains(p + ":11: model.layers[1].type: unknown layer type 'maxpol' (known: conv, maxpool"));
   }
   SECTION("unknown choice lists the options") {
     auto p = write_config(d, replace(kValid, "dataset: synthetic", "dataset: imagenet"));
-    CHECK_THROWS_WITH(load_config(p), Catch::Contains("data.dataset: unknown value 'imagenet' (known: mnist_idx, synthetic)"));
+    CHECK_THROWS_WITH(load_config(p),
+                      Catch::Contains("data.dataset: unknown value 'imagenet' (known: mnist_idx, synthetic)"));
   }
   SECTION("missing data folder") {
     auto p = write_config(d, replace(kValid, "dataset: synthetic", "dataset: mnist_idx\n  path: /nonexistent/mnist"));
@@ -117,14 +120,18 @@ TEST_CASE("command-line overrides (--set) change values, list items and reports 
   CHECK(c.optimizer.lr == Approx(0.05f));
   CHECK(std::get<Conv2dParams>(c.model.layers[0].params).out_channels == 5);
   CHECK(c.run.threads == 1);
-  CHECK_THROWS_WITH(load_config(p, {"run.epochs=abc"}), Catch::Contains("--set run.epochs: run.epochs: expected an integer"));
+  CHECK_THROWS_WITH(load_config(p, {"run.epochs=abc"}),
+                    Catch::Contains("--set run.epochs: run.epochs: expected an integer"));
   CHECK_THROWS_WITH(load_config(p, {"run.epoch=3"}), Catch::Contains("--set run.epoch: run.epoch: unknown key"));
   CHECK_THROWS_WITH(load_config(p, {"model.layers.9.kernel=3"}), Catch::Contains("'9' is not an index of a list of 3"));
   CHECK_THROWS_WITH(load_config(p, {"novalue"}), Catch::Contains("--set novalue: expected key.path=value"));
   CHECK(load_config(p, {"run.warmup_steps=0"}).run.warmup_steps == 0);
-  CHECK_THROWS_WITH(load_config(p, {"run.warmup_steps=-1"}), Catch::Contains("--set run.warmup_steps: run.warmup_steps: must be >= 0, got -1"));
+  CHECK_THROWS_WITH(load_config(p, {"run.warmup_steps=-1"}),
+                    Catch::Contains("--set run.warmup_steps: run.warmup_steps: must be >= 0, got -1"));
   CHECK(load_config(p).data.loader_nice == 19);
   CHECK(load_config(p, {"data.loader_nice=0"}).data.loader_nice == 0);
-  CHECK_THROWS_WITH(load_config(p, {"data.loader_nice=20"}), Catch::Contains("--set data.loader_nice: data.loader_nice: must be in [0, 19], got 20"));
-  CHECK_THROWS_WITH(load_config(p, {"data.loader_nice=-1"}), Catch::Contains("data.loader_nice: must be in [0, 19], got -1"));
+  CHECK_THROWS_WITH(load_config(p, {"data.loader_nice=20"}),
+                    Catch::Contains("--set data.loader_nice: data.loader_nice: must be in [0, 19], got 20"));
+  CHECK_THROWS_WITH(load_config(p, {"data.loader_nice=-1"}),
+                    Catch::Contains("data.loader_nice: must be in [0, 19], got -1"));
 }

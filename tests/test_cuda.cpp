@@ -1,4 +1,5 @@
-// CUDA parity tests: each CUDA op against its CPU twin. Exits 77 (CTest: skipped) with a message when no GPU is visible.
+// CUDA parity tests: each CUDA op against its CPU twin. Exits 77 (CTest: skipped) with a message when no GPU is
+// visible.
 #define CATCH_CONFIG_RUNNER
 #include <cuda_runtime.h>
 

@@ -85,7 +85,8 @@ TEST_CASE("IDX loader rejects malformed files with a clear message", "[data][idx
   }
   SECTION("count mismatch between images and labels") {
     write_bytes(img, idx_images(3, 3, 3));
-    CHECK_THROWS_WITH(load_idx(img, lab, {}), Catch::Contains("holds 3 images but") && Catch::Contains("holds 4 labels"));
+    CHECK_THROWS_WITH(load_idx(img, lab, {}),
+                      Catch::Contains("holds 3 images but") && Catch::Contains("holds 4 labels"));
   }
   SECTION("trailing bytes") {
     auto b = idx_images(4, 3, 3);
@@ -129,9 +130,9 @@ TEST_CASE("sampler: shared shuffled order, disjoint rank shards, per-epoch reshu
     for (auto& s : ranks)
       for (int64_t i : s.indices(0, b)) CHECK(seen.insert(i).second);
   CHECK(static_cast<int64_t>(seen.size()) == batches * batch * world);
-  CHECK(ranks[0].indices(0, 0) != ranks[0].indices(1, 0));            // new epoch, new order
+  CHECK(ranks[0].indices(0, 0) != ranks[0].indices(1, 0));  // new epoch, new order
   Sampler again(n, batch, 0, world, 42, true, true);
-  CHECK(again.indices(1, 2) == ranks[0].indices(1, 2));               // same seed, same order
+  CHECK(again.indices(1, 2) == ranks[0].indices(1, 2));  // same seed, same order
   Sampler eval(10, 4, 0, 1, 0, false, false);
   CHECK(eval.batches_per_epoch() == 3);
   CHECK(eval.indices(0, 2) == std::vector<int64_t>{8, 9});

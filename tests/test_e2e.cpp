@@ -1,4 +1,5 @@
-// End to end: Caffe's LeNet on the real MNIST subset (datasets/mnist-22k, carried in the repository) reaches >= 97% test accuracy in one epoch.
+// End to end: Caffe's LeNet on the real MNIST subset (datasets/mnist-22k, carried in the repository) reaches >= 97%
+// test accuracy in one epoch.
 #include "core/fileio.h"
 #include "trainer/config.h"
 #include "trainer/trainer.h"

@@ -88,8 +88,8 @@ TEST_CASE("dropout masks, scaling and inference identity", "[layers][dropout]") 
   }
   CHECK(kept > 4800);
   CHECK(kept < 5200);
-  CHECK(run_forward(drop, x) == y);                                    // same (seed, step, layer): same mask
-  CHECK(run_forward(drop, x, StepContext{true, 7, 4}) != y);           // next step: new mask
+  CHECK(run_forward(drop, x) == y);                                       // same (seed, step, layer): same mask
+  CHECK(run_forward(drop, x, StepContext{true, 7, 4}) != y);              // next step: new mask
   CHECK(run_forward(drop, x, StepContext{false, 7, 3}) == to_vector(x));  // inference: identity
 }
 
@@ -133,7 +133,8 @@ TEST_CASE("every case of the layer table: backward matches finite differences", 
     INFO(c.name);
     LayerPtr layer = c.make();
     const Tensor x = c.input();
-    check_gradients(*layer, x, c.eps, c.tol, 48, c.skip ? std::function<bool(int64_t)>([&](int64_t i) { return c.skip(x, i); }) : nullptr);
+    check_gradients(*layer, x, c.eps, c.tol, 48,
+                    c.skip ? std::function<bool(int64_t)>([&](int64_t i) { return c.skip(x, i); }) : nullptr);
   }
 }
 

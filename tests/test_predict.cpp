@@ -11,9 +11,11 @@ using namespace octet;
 
 namespace {
 
-LayerProfile layer(const std::string& name, const std::string& kind, double f, double b, int64_t params, int64_t in = 0, int64_t out = 0) {
+LayerProfile layer(const std::string& name, const std::string& kind, double f, double b, int64_t params, int64_t in = 0,
+                   int64_t out = 0) {
   LayerProfile L;
-  L.name = name, L.kind = kind, L.forward_ms = f, L.backward_ms = b, L.params = params, L.in_per_sample = in, L.out_per_sample = out;
+  L.name = name, L.kind = kind, L.forward_ms = f, L.backward_ms = b, L.params = params, L.in_per_sample = in,
+  L.out_per_sample = out;
   return L;
 }
 
@@ -25,11 +27,13 @@ CodecProfile codec(const std::string& name, double ratio, const std::string& alg
 
 }  // namespace
 
-TEST_CASE("predict: the paper's 4-GPU AlexNet prediction from its inputs (3.53x at 32-bit, 3.67x at 8-bit)", "[predict]") {
+TEST_CASE("predict: the paper's 4-GPU AlexNet prediction from its inputs (3.53x at 32-bit, 3.67x at 8-bit)",
+          "[predict]") {
   const Profile p = read_profile(test::source_dir() + "/configs/predict/dettmers2016_alexnet_4gpu.yaml");
   REQUIRE(p.codecs.size() == 2);
   const Link link{5.0, 30.0};  // not used where the paper gives the penalties
-  const Terms t32 = predict_model_parallel(p, p.codecs[0], link, 4, 4), t8 = predict_model_parallel(p, p.codecs[1], link, 4, 4);
+  const Terms t32 = predict_model_parallel(p, p.codecs[0], link, 4, 4),
+              t8 = predict_model_parallel(p, p.codecs[1], link, 4, 4);
   CHECK(t32.t_total == Approx(104.1));
   CHECK(t32.t_fc == Approx(6.5));
   CHECK(t32.t_fc_parallel == Approx(3.34));
@@ -76,7 +80,8 @@ TEST_CASE("predict: data-parallel exchange costs per algorithm, by hand", "[pred
   p.step_alone_ms = 2.5;  // ranks slowed by sharing cores while profiled
   CHECK(predict_data_parallel(p, codec("none", 1.0), Link{1e9, 0}, 2, false).speedup() == Approx(2 * 2.5 / 3.75));
   p.straggler = 1.2;  // every synchronous step waits for the slowest rank
-  CHECK(predict_data_parallel(p, codec("none", 1.0), Link{1e9, 0}, 2, false).speedup() == Approx(2 * 2.5 / (1.2 * 3.75)));
+  CHECK(predict_data_parallel(p, codec("none", 1.0), Link{1e9, 0}, 2, false).speedup() ==
+        Approx(2 * 2.5 / (1.2 * 3.75)));
 }
 
 TEST_CASE("predict: model parallelism pipelines the activation exchange against the FC compute", "[predict]") {
@@ -91,7 +96,8 @@ TEST_CASE("predict: model parallelism pipelines the activation exchange against 
   const int N = 2, K = 4;
   const Terms t = predict_model_parallel(p, c, link, N, K);
   CHECK(t.t_fc == Approx(4.5));
-  // fc2 has no slice figures: (forward, backward) / K (it has no update); the relu runs whole on N*B/K samples: x N / K.
+  // fc2 has no slice figures: (forward, backward) / K (it has no update); the relu runs whole on N*B/K samples: x N /
+  // K.
   const double comp_f = 0.3 + 0.25 * N / K + 0.5 / K, comp_b = 0.6 + 0.25 * N / K + 0.5 / K;
   CHECK(t.t_fc_parallel == Approx(comp_f + comp_b));
   // Forward each rank sends (N-1) x its B/K samples' worth: fc1 input 1000, fc2 input 100, logits 10 values per
@@ -107,7 +113,8 @@ TEST_CASE("predict: model parallelism pipelines the activation exchange against 
     Profile q = p;
     q.layers[0].params = 200000, q.layers[0].tensors = {200000};
     q.layers.insert(q.layers.begin(), layer("conv0", "conv", 4.0, 8.0, 0, 100, 100));
-    const double blocking = dp_penalty_ms(q, c, link, N, false, 0, 2), overlapped = dp_penalty_ms(q, c, link, N, true, 0, 2);
+    const double blocking = dp_penalty_ms(q, c, link, N, false, 0, 2),
+                 overlapped = dp_penalty_ms(q, c, link, N, true, 0, 2);
     CHECK(blocking > overlapped);
     CHECK(predict_model_parallel(q, c, link, N, K).conv_penalty == Approx(blocking));
   }
@@ -119,7 +126,8 @@ TEST_CASE("predict: model parallelism pipelines the activation exchange against 
     const Terms u = predict_model_parallel(p, c, Link{0.01, 100.0, 50.0}, N, K);
     const double lat = (N - 1) * 0.1, in = 100 * xin + lat, inside = 100 * (xf + xb) + 4 * lat;
     REQUIRE(in - comp_f - comp_b - 4 * lat - 4 * 0.05 > 0);  // partly exposed
-    CHECK(u.fc_penalty == Approx(in + (K - 1) * (in - comp_f - comp_b - 4 * lat - 4 * 0.05) + K * inside + K * 5 * 0.05));
+    CHECK(u.fc_penalty ==
+          Approx(in + (K - 1) * (in - comp_f - comp_b - 4 * lat - 4 * 0.05) + K * inside + K * 5 * 0.05));
   }
   {  // The activation exchanges' bandwidth, when given, carries their bytes (and only theirs): at 0.01 GB/s for the
      // gradients and 1 GB/s for the activations, the FC part costs what it did on the 1 GB/s link; the conv
@@ -132,7 +140,8 @@ TEST_CASE("predict: model parallelism pipelines the activation exchange against 
     const Terms u = predict_model_parallel(q, c, split, N, K);
     CHECK(u.fc_penalty == Approx(predict_model_parallel(q, c, link, N, K).fc_penalty));
     CHECK(u.conv_penalty == Approx(predict_model_parallel(q, c, Link{0.01, 0.0}, N, K).conv_penalty));
-    CHECK(predict_data_parallel(q, c, split, N, false).conv_penalty == Approx(predict_data_parallel(q, c, Link{0.01, 0.0}, N, false).conv_penalty));
+    CHECK(predict_data_parallel(q, c, split, N, false).conv_penalty ==
+          Approx(predict_data_parallel(q, c, Link{0.01, 0.0}, N, false).conv_penalty));
     CHECK(largest_activation_exchange(q, N, K) == N * (64 / K) * 1000);
     CHECK(largest_activation_exchange(q, N, 1) == N * 64 * 1000);
     q.layers.resize(1);  // no FC part: no activation exchange
@@ -151,12 +160,15 @@ TEST_CASE("predict: a bad profile file names the file, line and key", "[predict]
   const std::string f = dir.file("p.yaml");
   auto write = [&](const std::string& text) { std::ofstream(f) << text; };
   write("batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: 1}\ncodecs:\n  - {name: none, encode_gbs: fast}\n");
-  CHECK_THROWS_WITH(read_profile(f), Catch::Contains(f + ":5: codecs[0].encode_gbs: expected a finite number, got 'fast'"));
+  CHECK_THROWS_WITH(read_profile(f),
+                    Catch::Contains(f + ":5: codecs[0].encode_gbs: expected a finite number, got 'fast'"));
   write("batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: -1}\ncodecs:\n  - {name: none}\n");
   CHECK_THROWS_WITH(read_profile(f), Catch::Contains(f + ":3: layers[0].forward_ms: must be >= 0"));
   write("batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: 1, fwd: 2}\ncodecs:\n  - {name: none}\n");
   CHECK_THROWS_WITH(read_profile(f), Catch::Contains("layers[0].fwd: unknown key"));
-  write("batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: 1, params: 10, tensors: [4, 5]}\ncodecs:\n  - {name: none}\n");
+  write(
+      "batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: 1, params: 10, tensors: [4, 5]}\ncodecs:\n  - {name: "
+      "none}\n");
   CHECK_THROWS_WITH(read_profile(f), Catch::Contains(f + ":3: layers[0].tensors: must add up to params (10)"));
   write("layers:\n  - {name: a, kind: conv, forward_ms: 1}\ncodecs:\n  - {name: none}\n");
   CHECK_THROWS_WITH(read_profile(f), Catch::Contains("batch: missing required key"));

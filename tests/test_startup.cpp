@@ -33,15 +33,21 @@ void write_idx(const std::string& dir, const std::string& prefix, uint32_t n, ui
   write_bytes(dir + "/" + prefix + "-labels-idx1-ubyte", lab);
 }
 
-Config config(const TempDir& d, const std::string& data_yaml, const std::string& layers, const std::string& name = "r") {
+Config config(const TempDir& d, const std::string& data_yaml, const std::string& layers,
+              const std::string& name = "r") {
   const std::string path = d.file("c.yaml");
-  std::ofstream(path) << "run: {name: " << name << ", out_dir: " << d.file("runs") << ", epochs: 2, log_every: 1000, threads: 1}\n"
-                      << "data: " << data_yaml << "\nmodel:\n  layers:\n" << layers << "optimizer: {lr: 0.05, momentum: 0.9}\n";
+  std::ofstream(path) << "run: {name: " << name << ", out_dir: " << d.file("runs")
+                      << ", epochs: 2, log_every: 1000, threads: 1}\n"
+                      << "data: " << data_yaml << "\nmodel:\n  layers:\n"
+                      << layers << "optimizer: {lr: 0.05, momentum: 0.9}\n";
   return load_config(path);
 }
 
-const char* kSynthetic = "{dataset: synthetic, synthetic_train: 64, synthetic_test: 16, synthetic_shape: [1, 8, 8], synthetic_classes: 4, batch_size: 8}";
-const char* kLayers = "    - {type: conv, out_channels: 3, kernel: 3}\n    - {type: relu}\n    - {type: fc, out_features: 4}\n";
+const char* kSynthetic =
+    "{dataset: synthetic, synthetic_train: 64, synthetic_test: 16, synthetic_shape: [1, 8, 8], synthetic_classes: 4, "
+    "batch_size: 8}";
+const char* kLayers =
+    "    - {type: conv, out_channels: 3, kernel: 3}\n    - {type: relu}\n    - {type: fc, out_features: 4}\n";
 
 std::string snapshot(const std::string& dir) {
   std::string s;
@@ -61,22 +67,31 @@ TEST_CASE("data and model problems of either split fail before the run directory
     write_idx(data, "t10k", 10, 10);
     Config c = config(d, "{dataset: mnist_idx, path: " + data + ", batch_size: 8}",
                       "    - {type: conv, out_channels: 3, kernel: 3}\n    - {type: fc, out_features: 10}\n");
-    CHECK_THROWS_WITH(train(c, {}), Catch::Contains("t10k-images-idx3-ubyte: test samples are [1,10,10], the training samples [1,8,8]"));
+    CHECK_THROWS_WITH(
+        train(c, {}),
+        Catch::Contains("t10k-images-idx3-ubyte: test samples are [1,10,10], the training samples [1,8,8]"));
   }
   SECTION("a training set smaller than one batch") {
     Config c = config(d, kSynthetic, kLayers);
     c.data.train_limit = 5;
-    CHECK_THROWS_WITH(train(c, {}), Catch::Contains("5 training samples make no global batch of 8 (data.batch_size) x 1 ranks (data.train_limit)"));
+    CHECK_THROWS_WITH(
+        train(c, {}),
+        Catch::Contains("5 training samples make no global batch of 8 (data.batch_size) x 1 ranks (data.train_limit)"));
   }
   SECTION("a pooling window larger than its input") {
-    Config c = config(d, kSynthetic, "    - {type: maxpool, kernel: 3, stride: 3}\n    - {type: maxpool, kernel: 3, stride: 3}\n"
-                                     "    - {type: fc, out_features: 4}\n");
-    CHECK_THROWS_WITH(train(c, {}), Catch::Contains("model.layers[1] (maxpool2): input [1,1,2,2]: maxpool maxpool2: window 3 larger than padded input"));
+    Config c = config(d, kSynthetic,
+                      "    - {type: maxpool, kernel: 3, stride: 3}\n    - {type: maxpool, kernel: 3, stride: 3}\n"
+                      "    - {type: fc, out_features: 4}\n");
+    CHECK_THROWS_WITH(
+        train(c, {}),
+        Catch::Contains(
+            "model.layers[1] (maxpool2): input [1,1,2,2]: maxpool maxpool2: window 3 larger than padded input"));
   }
   CHECK_FALSE(path_exists(d.file("runs")));
 }
 
-TEST_CASE("an earlier run's directory is refused, overwritten only when asked, and a finished run is left alone", "[startup]") {
+TEST_CASE("an earlier run's directory is refused, overwritten only when asked, and a finished run is left alone",
+          "[startup]") {
   TempDir d;
   Config c = config(d, kSynthetic, kLayers);
   train(c, {});
@@ -84,7 +99,9 @@ TEST_CASE("an earlier run's directory is refused, overwritten only when asked, a
   const std::string before = snapshot(run);
   SECTION("a fresh run refuses it and changes nothing") {
     c.optimizer.lr = 0.01f;
-    CHECK_THROWS_WITH(train(c, {}), Catch::Contains(run + " already holds a run (checkpoint.bin, summary.json, metrics.jsonl): pass --resume"));
+    CHECK_THROWS_WITH(
+        train(c, {}),
+        Catch::Contains(run + " already holds a run (checkpoint.bin, summary.json, metrics.jsonl): pass --resume"));
     CHECK(snapshot(run) == before);
   }
   SECTION("--resume of the finished run says so and writes nothing") {
@@ -100,7 +117,8 @@ TEST_CASE("an earlier run's directory is refused, overwritten only when asked, a
     const std::string p = d.file("runs/p"), kept = snapshot(p);
     part.run.max_steps = 0;
     part.data.batch_size = 16;  // 4 batches an epoch
-    CHECK_THROWS_WITH(train(part, {p}), Catch::Contains("resumes at batch 7 of epoch 1, but an epoch has 4 batches of 16 x 1 ranks"));
+    CHECK_THROWS_WITH(train(part, {p}),
+                      Catch::Contains("resumes at batch 7 of epoch 1, but an epoch has 4 batches of 16 x 1 ranks"));
     CHECK(snapshot(p) == kept);
   }
   SECTION("--overwrite starts afresh and removes the earlier outputs first") {
@@ -131,7 +149,7 @@ TEST_CASE("an earlier run's directory is refused, overwritten only when asked, a
       if (ch == '.' || ch == '/') ch = '_';
     const std::string live = q + "/other.bin.tmp." + h + "." + std::to_string(getpid());
     write_bytes(q + "/checkpoint.bin.tmp." + h + ".999999999", {1, 2, 3});  // no such pid
-    write_bytes(q + "/summary.json.tmp.999999998", {1});                   // octet 0.1's naming
+    write_bytes(q + "/summary.json.tmp.999999998", {1});                    // octet 0.1's naming
     write_bytes(live, {1});                                                 // a live writer's: kept
     part.run.max_steps = 0;
     train(part, {q});
@@ -141,7 +159,8 @@ TEST_CASE("an earlier run's directory is refused, overwritten only when asked, a
     std::vector<int> steps;  // of the "train" lines, in file order
     std::istringstream lines(read_file(q + "/metrics.jsonl"));
     for (std::string line; std::getline(lines, line);)
-      if (line.find("\"event\":\"train\"") != std::string::npos) steps.push_back(std::atoi(line.c_str() + line.find("\"step\":") + 7));
+      if (line.find("\"event\":\"train\"") != std::string::npos)
+        steps.push_back(std::atoi(line.c_str() + line.find("\"step\":") + 7));
     std::vector<int> want;
     for (int k = 1; k <= 16; ++k) want.push_back(k);
     CHECK(steps == want);  // steps 9-11 once: the first run's lines past the checkpoint were dropped
@@ -150,17 +169,21 @@ TEST_CASE("an earlier run's directory is refused, overwritten only when asked, a
 
 TEST_CASE("a learning rate that blows up stops at its step, naming the first layer affected", "[startup][nonfinite]") {
   TempDir d;
-  const char* lenet_data = "{dataset: synthetic, synthetic_train: 640, synthetic_test: 64, synthetic_shape: [1, 28, 28], batch_size: 64}";
-  const char* lenet = "    - {type: conv, out_channels: 20, kernel: 5}\n    - {type: maxpool, kernel: 2}\n"
-                      "    - {type: conv, out_channels: 50, kernel: 5}\n    - {type: maxpool, kernel: 2}\n"
-                      "    - {type: fc, out_features: 500}\n    - {type: relu}\n    - {type: fc, out_features: 10}\n";
+  const char* lenet_data =
+      "{dataset: synthetic, synthetic_train: 640, synthetic_test: 64, synthetic_shape: [1, 28, 28], batch_size: 64}";
+  const char* lenet =
+      "    - {type: conv, out_channels: 20, kernel: 5}\n    - {type: maxpool, kernel: 2}\n"
+      "    - {type: conv, out_channels: 50, kernel: 5}\n    - {type: maxpool, kernel: 2}\n"
+      "    - {type: fc, out_features: 500}\n    - {type: relu}\n    - {type: fc, out_features: 10}\n";
   for (float lr : {50.f, 1e5f, 1e8f}) {
     INFO("lr " << lr);
     Config c = config(d, lenet_data, lenet, "nan" + std::to_string(static_cast<int>(lr)));
     c.optimizer.lr = lr;
     c.run.checkpoint_steps = 1;  // a checkpoint after every good step: none may hold a non-finite value
-    CHECK_THROWS_WITH(train(c, {}), Catch::Matches("step [0-9]+: .*non-finite.*; first non-finite value: layer [a-z0-9]+ \\((conv|fc)\\): .*") &&
-                                        Catch::Contains("lower optimizer.lr"));
+    CHECK_THROWS_WITH(
+        train(c, {}),
+        Catch::Matches("step [0-9]+: .*non-finite.*; first non-finite value: layer [a-z0-9]+ \\((conv|fc)\\): .*") &&
+            Catch::Contains("lower optimizer.lr"));
     const std::string ck = d.file("runs/" + c.run.name + "/checkpoint.bin");
     REQUIRE(path_exists(ck));
     const auto v = checkpoint_values(ck, c, {1, 28, 28}, true);

@@ -101,7 +101,8 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
 
 std::string source_dir() { return OCTET_SOURCE_DIR; }
 
-std::vector<float> checkpoint_values(const std::string& ckpt, const Config& cfg, const Shape& input, bool optimizer_state) {
+std::vector<float> checkpoint_values(const std::string& ckpt, const Config& cfg, const Shape& input,
+                                     bool optimizer_state) {
   Model m = build_model(cfg.model, input);
   NamedTensors t;
   for (auto& p : m.params()) t.push_back({p.name, p.value});

@@ -35,8 +35,10 @@ class TempDir {
 };
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
-// Every parameter value (and, with optimizer_state, the optimizer's buffers) stored in a checkpoint of the config's model.
-std::vector<float> checkpoint_values(const std::string& ckpt, const Config& cfg, const Shape& input, bool optimizer_state);
+// Every parameter value (and, with optimizer_state, the optimizer's buffers) stored in a checkpoint of the config's
+// model.
+std::vector<float> checkpoint_values(const std::string& ckpt, const Config& cfg, const Shape& input,
+                                     bool optimizer_state);
 std::string source_dir();  // the project's top folder
 
 }  // namespace octet::test

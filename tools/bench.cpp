@@ -30,7 +30,8 @@ namespace octet {
 namespace {
 
 // Best of `reps` timings of f().
-template <typename F> double best_time(int reps, F&& f) {
+template <typename F>
+double best_time(int reps, F&& f) {
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
     const double t = now_seconds();
@@ -63,7 +64,8 @@ int bench_compress(const std::vector<std::string>& args) {
            {"reps", "N", "repetitions; the best time of each is kept", "5"},
            {"codecs", "a,b,...", "codecs to measure", codec_list(CodecList::All)},
            {"bits", "2|4|8", "qsgd bits", "8"},
-           {"config", "CFG", "also measure the error on this config's real gradients ('' = skip)", "configs/fashion-mnist/lenet.yaml"},
+           {"config", "CFG", "also measure the error on this config's real gradients ('' = skip)",
+            "configs/fashion-mnist/lenet.yaml"},
            {"grad-steps", "N", "SGD steps before the real gradients are taken", "100"},
            {"isa", "scalar|avx2|avx512", "highest instruction-set level of the codec kernels", isa_name(kBuiltIsa)}});
   f.parse(args);
@@ -87,16 +89,19 @@ int bench_compress(const std::vector<std::string>& args) {
   Rng rng(1);
   for (int64_t i = 0; i < n; ++i) x[i] = rng.normal();
   const double mb = 4.0 * static_cast<double>(n);
-  std::printf("octet bench compress: %.0f MB of fp32 N(0,1), one core, best of %d, codec kernels %s (built: %s); x memcpy = "
-              "against a memcpy of the same buffer timed in the same repetitions\n", mb / 1e6, reps, isa_name(level), isa_name(kBuiltIsa));
+  std::printf(
+      "octet bench compress: %.0f MB of fp32 N(0,1), one core, best of %d, codec kernels %s (built: %s); x memcpy = "
+      "against a memcpy of the same buffer timed in the same repetitions\n",
+      mb / 1e6, reps, isa_name(level), isa_name(kBuiltIsa));
   const bool have_grads = !config.empty();
   std::vector<float> grads;
   if (have_grads) {
     grads = real_gradients(config, grad_steps);
-    std::printf("real gradients: %zu values from %s after %lld SGD steps\n", grads.size(), config.c_str(), static_cast<long long>(grad_steps));
+    std::printf("real gradients: %zu values from %s after %lld SGD steps\n", grads.size(), config.c_str(),
+                static_cast<long long>(grad_steps));
   }
-  std::printf("%-14s %11s %10s %8s %10s %8s %9s %11s %11s\n", "codec", "memcpy GB/s", "comp GB/s", "x memcpy", "decomp GB/s", "x memcpy",
-              "bytes/fp32", "err N(0,1)", "err grads");
+  std::printf("%-14s %11s %10s %8s %10s %8s %9s %11s %11s\n", "codec", "memcpy GB/s", "comp GB/s", "x memcpy",
+              "decomp GB/s", "x memcpy", "bytes/fp32", "err N(0,1)", "err grads");
   for (const std::string& m : codecs) {
     CodecParams p;
     p.method = m;
@@ -123,8 +128,9 @@ int bench_compress(const std::vector<std::string>& args) {
     }
     char gbuf[32] = "          -";
     if (gerr >= 0) std::snprintf(gbuf, sizeof gbuf, "%10.2f%%", 100 * gerr);
-    std::printf("%-14s %11.2f %10.2f %8.2f %10.2f %8.2f %9.4f %10.2f%% %s\n", m.c_str(), mb / t_copy / 1e9, mb / tc / 1e9, t_copy / tc, mb / td / 1e9,
-                t_copy / td, static_cast<double>(bytes) / mb, 100 * err, gbuf);
+    std::printf("%-14s %11.2f %10.2f %8.2f %10.2f %8.2f %9.4f %10.2f%% %s\n", m.c_str(), mb / t_copy / 1e9,
+                mb / tc / 1e9, t_copy / tc, mb / td / 1e9, t_copy / td, static_cast<double>(bytes) / mb, 100 * err,
+                gbuf);
   }
   return 0;
 }
@@ -134,7 +140,8 @@ Flags allreduce_flags() {
                {{"min", "BYTES", "smallest buffer", "4K"},
                 {"max", "BYTES", "largest buffer", "256M"},
                 {"factor", "N", "each size is the previous one times N (>= 2)", "4"},
-                {"codecs", "a,b,...", "codecs through octet's collectives, beside dense MPI_Allreduce", codec_list(CodecList::Allreduce)},
+                {"codecs", "a,b,...", "codecs through octet's collectives, beside dense MPI_Allreduce",
+                 codec_list(CodecList::Allreduce)},
                 {"iters", "N", "calls timed per size and codec (0: from 3 to 50, fewer for larger buffers)", "0"},
                 {"bits", "2|4|8", "qsgd bits", "8"}});
 }
@@ -158,9 +165,11 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
   const int N = w.size;
   MpiTransport transport(w);
   if (w.rank == 0) {
-    std::printf("octet bench allreduce: %d ranks; time is the mean per call; algbw = bytes/time; busbw = algbw * 2(N-1)/N\n", N);
-    std::printf("%12s %-14s %-18s %10s %10s %10s %9s %9s\n", "bytes", "codec", "algorithm", "time us", "algbw GB/s", "busbw GB/s",
-                "vs dense", "sent/rank");
+    std::printf(
+        "octet bench allreduce: %d ranks; time is the mean per call; algbw = bytes/time; busbw = algbw * 2(N-1)/N\n",
+        N);
+    std::printf("%12s %-14s %-18s %10s %10s %10s %9s %9s\n", "bytes", "codec", "algorithm", "time us", "algbw GB/s",
+                "busbw GB/s", "vs dense", "sent/rank");
   }
   for (int64_t bytes = lo; bytes <= hi; bytes *= factor) {
     const int64_t n = bytes / 4;
@@ -177,7 +186,8 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       p.bits = bits;
       CodecPtr c = make_codec(p);
       ReduceOptions opt{dense ? Algorithm::Allreduce : default_algorithm(*c), c.get(), false, 3};
-      if (!dense && opt.algorithm == Algorithm::Allreduce) opt.algorithm = Algorithm::ScatterAllgather;  // fp32 through our path
+      if (!dense && opt.algorithm == Algorithm::Allreduce)
+        opt.algorithm = Algorithm::ScatterAllgather;  // fp32 through our path
       ReduceState st;
       CommStats stats;
       double total = 0;

@@ -17,7 +17,10 @@ bool parse_number(const std::string& s, double& out) {
 }
 
 Flags::Flags(std::string command, std::string synopsis, std::vector<FlagSpec> specs, size_t max_positionals)
-    : usage_name_(std::move(command)), synopsis_(std::move(synopsis)), specs_(std::move(specs)), max_positionals_(max_positionals) {
+    : usage_name_(std::move(command)),
+      synopsis_(std::move(synopsis)),
+      specs_(std::move(specs)),
+      max_positionals_(max_positionals) {
   // Errors name the command alone: "octet train", not the launcher of the usage line ("[mpirun -np N] octet train").
   const size_t at = usage_name_.find("octet");
   command_ = at == std::string::npos ? usage_name_ : usage_name_.substr(at);
@@ -39,7 +42,8 @@ void Flags::parse(const std::vector<std::string>& args) {
     // A flag starts with "--" or "-" and a letter; anything else ("x.yaml", "-5") is a positional argument.
     if (a.size() < 2 || a[0] != '-' || (a[1] != '-' && !std::isalpha(static_cast<unsigned char>(a[1])))) {
       OCTET_CHECK(positionals_.size() < max_positionals_,
-                  command_ << ": unexpected argument '" << a << "'" << (max_positionals_ ? " (" + synopsis_ + " only once)" : ""));
+                  command_ << ": unexpected argument '" << a << "'"
+                           << (max_positionals_ ? " (" + synopsis_ + " only once)" : ""));
       positionals_.push_back(a);
       continue;
     }
@@ -53,7 +57,8 @@ void Flags::parse(const std::vector<std::string>& args) {
     if (!s) {
       std::string known;
       for (const auto& f : specs_) known += (known.empty() ? "--" : ", --") + f.name;
-      OCTET_THROW(command_ << ": unknown flag '" << a << "' (known: " << (known.empty() ? "none" : known) << ", --help)");
+      OCTET_THROW(command_ << ": unknown flag '" << a << "' (known: " << (known.empty() ? "none" : known)
+                           << ", --help)");
     }
     if (s->arg.empty()) {
       OCTET_CHECK(!inline_value, command_ << ": --" << name << " takes no value");
@@ -70,10 +75,13 @@ void Flags::parse(const std::vector<std::string>& args) {
 
 std::string Flags::usage() const {
   std::ostringstream o;
-  o << "usage: " << usage_name_ << (synopsis_.empty() ? "" : " " + synopsis_) << (specs_.empty() ? "" : " [flags]") << "\n";
+  o << "usage: " << usage_name_ << (synopsis_.empty() ? "" : " " + synopsis_) << (specs_.empty() ? "" : " [flags]")
+    << "\n";
   auto line = [&](std::string left, const std::string& help) {
-    if (left.size() < 28) left.resize(28, ' ');
-    else left += "  ";
+    if (left.size() < 28)
+      left.resize(28, ' ');
+    else
+      left += "  ";
     o << left << help << "\n";
   };
   for (const auto& s : specs_)
@@ -101,7 +109,9 @@ std::vector<std::string> Flags::all(const std::string& name) const {
   return it != values_.end() ? it->second : std::vector<std::string>{};
 }
 
-void Flags::fail(const std::string& name, const std::string& message) const { OCTET_THROW(command_ << ": --" << name << " " << message); }
+void Flags::fail(const std::string& name, const std::string& message) const {
+  OCTET_THROW(command_ << ": --" << name << " " << message);
+}
 
 int64_t Flags::integer(const std::string& name, int64_t lo, int64_t hi) const {
   const std::string v = str(name);
@@ -127,13 +137,17 @@ int64_t Flags::bytes(const std::string& name, int64_t lo, int64_t hi) const {
   size_t split = v.size();
   while (split > 0 && std::isalpha(static_cast<unsigned char>(v[split - 1]))) --split;
   const std::string unit = v.substr(split);
-  const int64_t mult = unit.empty() || unit == "B" ? 1 : unit == "K" || unit == "KB" ? 1 << 10 : unit == "M" || unit == "MB" ? 1 << 20
-                       : unit == "G" || unit == "GB" ? int64_t{1} << 30 : -1;
+  const int64_t mult = unit.empty() || unit == "B"   ? 1
+                       : unit == "K" || unit == "KB" ? 1 << 10
+                       : unit == "M" || unit == "MB" ? 1 << 20
+                       : unit == "G" || unit == "GB" ? int64_t{1} << 30
+                                                     : -1;
   double x = 0;
   const bool ok = mult > 0 && parse_number(v.substr(0, split), x);
   const double b = x * static_cast<double>(mult);
   if (!ok || b < static_cast<double>(lo) || b > static_cast<double>(hi))
-    fail(name, "expects a size in bytes between " + std::to_string(lo) + " and " + std::to_string(hi) + " (examples: 512, 4K, 64M, 1G), got '" + v + "'");
+    fail(name, "expects a size in bytes between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                   " (examples: 512, 4K, 64M, 1G), got '" + v + "'");
   return static_cast<int64_t>(b);
 }
 

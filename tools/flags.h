@@ -10,7 +10,11 @@ namespace octet {
 
 struct FlagSpec {
   FlagSpec(std::string name_, std::string arg_, std::string help_, std::string dflt_ = "", bool repeatable_ = false)
-      : name(std::move(name_)), arg(std::move(arg_)), help(std::move(help_)), dflt(std::move(dflt_)), repeatable(repeatable_) {}
+      : name(std::move(name_)),
+        arg(std::move(arg_)),
+        help(std::move(help_)),
+        dflt(std::move(dflt_)),
+        repeatable(repeatable_) {}
   std::string name;  // without the dashes: "reps"
   std::string arg;   // what the value is, for the usage text ("N", "GB/s|measure"); empty: a switch
   std::string help;  // one line
@@ -30,15 +34,15 @@ class Flags {
   bool help() const { return help_; }
   std::string usage() const;  // for stdout on --help
 
-  bool given(const std::string& name) const;            // on the command line (not only a default)
-  std::string str(const std::string& name) const;       // the value (or the default)
-  std::vector<std::string> all(const std::string& name) const;  // every value of a repeatable flag
+  bool given(const std::string& name) const;                      // on the command line (not only a default)
+  std::string str(const std::string& name) const;                 // the value (or the default)
+  std::vector<std::string> all(const std::string& name) const;    // every value of a repeatable flag
   bool on(const std::string& name) const { return given(name); }  // a switch
   // Typed reads, range-checked; errors: "octet bench compress: --reps expects an integer in [1, 1000000], got '0'".
   int64_t integer(const std::string& name, int64_t lo, int64_t hi) const;
-  double number(const std::string& name, double lo, double hi) const;  // finite, lo <= v <= hi
+  double number(const std::string& name, double lo, double hi) const;    // finite, lo <= v <= hi
   int64_t bytes(const std::string& name, int64_t lo, int64_t hi) const;  // "4K", "64M", "1G", "512"
-  std::vector<std::string> list(const std::string& name) const;        // "a,b,c": non-empty, no empty items
+  std::vector<std::string> list(const std::string& name) const;          // "a,b,c": non-empty, no empty items
   const std::vector<std::string>& positionals() const { return positionals_; }
 
   [[noreturn]] void fail(const std::string& name, const std::string& message) const;  // "<command>: --name <message>"

@@ -22,7 +22,8 @@ double ms_for_bytes(double bytes, double gbs) { return gbs > 0 ? bytes / (gbs * 
 // each rank encodes its tensor and its reduced chunk, and decodes N-1 chunks plus the gathered tensor. allgather: N-1
 // messages carrying N-1 payloads (ring); every rank encodes once and decodes all N payloads. Tensors under
 // min_numel: MPI_Allreduce of fp32, log2(N) latency rounds.
-double tensor_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N, int64_t min_numel) {
+double tensor_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N,
+                      int64_t min_numel) {
   const double fp32 = 4.0 * static_cast<double>(numel), lat = l.latency_us * 1e-3, n = N;
   if (numel < min_numel) return std::ceil(std::log2(n)) * lat + ms_for_bytes(2 * (n - 1) / n * fp32, l.bandwidth_gbs);
   const double payload = fp32 * c.ratio_for(kind);
@@ -92,7 +93,8 @@ size_t fc_start(const Profile& p) {
   return p.layers.size();
 }
 
-double dp_penalty_ms(const Profile& p, const CodecProfile& c, const Link& l, int ranks, bool overlap, size_t begin, size_t end) {
+double dp_penalty_ms(const Profile& p, const CodecProfile& c, const Link& l, int ranks, bool overlap, size_t begin,
+                     size_t end) {
   double bwd = 0, comm_end = 0, serial = 0;
   for (size_t i = end; i-- > begin;) {  // backward order
     const double s = sync_ms(p.layers[i], c, l, ranks, p.min_numel);
@@ -123,9 +125,11 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
   t.sub_batches = K;
   // The conv layers' gradients are exchanged after backward, as octet runs model parallelism (parallel.overlap does
   // not combine with it); Dettmers' figures, when given, may assume otherwise.
-  t.conv_penalty = given && given->conv_penalty_ms >= 0 ? given->conv_penalty_ms : dp_penalty_ms(p, c, l, ranks, false, 0, s);
+  t.conv_penalty =
+      given && given->conv_penalty_ms >= 0 ? given->conv_penalty_ms : dp_penalty_ms(p, c, l, ranks, false, 0, s);
   double comp_f = 0, comp_b = 0;
-  ExchangeMs xfer_in, inside;  // the conv->FC input; the exchanges inside the FC part (each FC layer's output, input gradient)
+  ExchangeMs xfer_in,
+      inside;  // the conv->FC input; the exchanges inside the FC part (each FC layer's output, input gradient)
   const double per_rank = static_cast<double>(p.batch) / K;  // samples each rank contributes to one sub-batch
   for (size_t i = s; i < p.layers.size(); ++i) {
     const LayerProfile& L = p.layers[i];
@@ -136,7 +140,8 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
     const bool fc = L.kind == "fc";
     const double share = fc ? 1.0 / K : static_cast<double>(ranks) / K;
     comp_f += L.slice_forward_ms >= 0 ? L.slice_forward_ms : L.forward_ms * share;
-    comp_b += L.slice_backward_ms >= 0 ? L.slice_backward_ms : L.backward_ms * share + L.update_ms / (fc ? ranks : 1) / K;
+    comp_b +=
+        L.slice_backward_ms >= 0 ? L.slice_backward_ms : L.backward_ms * share + L.update_ms / (fc ? ranks : 1) / K;
     if (L.kind != "fc") continue;
     // Each FC layer's input is gathered whole forward (what this rank contributes: its B/K samples of the first
     // layer's input, its slice of the later ones), and its partial input gradient reduce-scattered backward.
@@ -158,7 +163,8 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
     // sub-batch, each FC layer's output gather and input-gradient sum, and the input's arrival.
     const double sync = l.sync_us * 1e-3;
     const int waits = mp_exchanges_per_sub_batch(p);  // the input's and those inside
-    t.fc_penalty = xfer_in.total() + (K - 1) * std::max(0.0, xfer_in.total() - comp_f - comp_b - inside.other - (waits - 1) * sync) +
+    t.fc_penalty = xfer_in.total() +
+                   (K - 1) * std::max(0.0, xfer_in.total() - comp_f - comp_b - inside.other - (waits - 1) * sync) +
                    K * inside.total() + K * waits * sync;
   }
   return t;
@@ -203,7 +209,8 @@ Profile read_profile(const std::string& file) {
       if (n <= 0) s.fail("tensors", "sizes must be > 0");
       sum += n;
     }
-    if (!L.tensors.empty() && sum != L.params) s.fail("tensors", "must add up to params (" + std::to_string(L.params) + ")");
+    if (!L.tensors.empty() && sum != L.params)
+      s.fail("tensors", "must add up to params (" + std::to_string(L.params) + ")");
     L.in_per_sample = s.get<int64_t>("in_per_sample", 0);
     L.out_per_sample = s.get<int64_t>("out_per_sample", 0);
     if (L.params < 0 || L.in_per_sample < 0 || L.out_per_sample < 0) s.fail("params", "sizes must be >= 0");
@@ -222,7 +229,8 @@ Profile read_profile(const std::string& file) {
     c.ratio_fc = s.get<double>("ratio_fc", 1.0);
     c.ratio_other = s.get<double>("ratio_other", 1.0);
     c.ratio_act = s.get<double>("ratio_act", -1.0);
-    if (!(c.ratio_act > 0 || c.ratio_act == -1)) s.fail("ratio_act", "must be > 0, or -1 where the codec does not suit activations");
+    if (!(c.ratio_act > 0 || c.ratio_act == -1))
+      s.fail("ratio_act", "must be > 0, or -1 where the codec does not suit activations");
     for (double r : {c.ratio_conv, c.ratio_fc, c.ratio_other})
       if (!(r > 0)) s.fail("ratio_conv", "gradient ratios must be > 0");
     c.encode_gbs = nonneg(s, "encode_gbs", s.get<double>("encode_gbs", 0.0));
@@ -240,7 +248,8 @@ Profile read_profile(const std::string& file) {
       g.conv_penalty_ms = unset_or_nonneg(s, "conv_penalty_ms", s.get<double>("conv_penalty_ms", -1.0));
       if (s.has("fc_transfers"))
         for (Section& x : s.list("fc_transfers")) {
-          g.fc_transfers.push_back({nonneg(x, "ms", x.get<double>("ms")), nonneg(x, "hidden_ms", x.get<double>("hidden_ms", 0.0))});
+          g.fc_transfers.push_back(
+              {nonneg(x, "ms", x.get<double>("ms")), nonneg(x, "hidden_ms", x.get<double>("hidden_ms", 0.0))});
           x.finish();
         }
       s.finish();
@@ -256,24 +265,24 @@ void write_profile(const Profile& p, const std::string& file) {
   o.precision(12);  // enough that a saved profile predicts what the live one did
   o << "# octet predict profile: per-layer compute (ms per step at batch " << p.batch << " per rank) and codec costs\n"
     << "name: " << p.name << "\nbatch: " << p.batch << "\nprofiled_ranks: " << p.profiled_ranks
-    << "\nstep_alone_ms: " << p.step_alone_ms << "\nstraggler: " << p.straggler << "\nmin_numel: " << p.min_numel << "\nlayers:\n";
+    << "\nstep_alone_ms: " << p.step_alone_ms << "\nstraggler: " << p.straggler << "\nmin_numel: " << p.min_numel
+    << "\nlayers:\n";
   for (const auto& L : p.layers) {
-    o << "  - {name: " << L.name << ", kind: " << L.kind << ", forward_ms: " << L.forward_ms << ", backward_ms: " << L.backward_ms
-      << ", update_ms: " << L.update_ms << ", params: " << L.params;
+    o << "  - {name: " << L.name << ", kind: " << L.kind << ", forward_ms: " << L.forward_ms
+      << ", backward_ms: " << L.backward_ms << ", update_ms: " << L.update_ms << ", params: " << L.params;
     if (!L.tensors.empty()) {
       o << ", tensors: [";
       for (size_t i = 0; i < L.tensors.size(); ++i) o << (i ? ", " : "") << L.tensors[i];
       o << "]";
     }
-    o << ", in_per_sample: " << L.in_per_sample
-      << ", out_per_sample: " << L.out_per_sample << ", slice_forward_ms: " << L.slice_forward_ms
-      << ", slice_backward_ms: " << L.slice_backward_ms << "}\n";
+    o << ", in_per_sample: " << L.in_per_sample << ", out_per_sample: " << L.out_per_sample
+      << ", slice_forward_ms: " << L.slice_forward_ms << ", slice_backward_ms: " << L.slice_backward_ms << "}\n";
   }
   o << "codecs:\n";
   for (const auto& c : p.codecs)
-    o << "  - {name: " << c.name << ", algorithm: " << c.algorithm << ", ratio_conv: " << c.ratio_conv << ", ratio_fc: " << c.ratio_fc
-      << ", ratio_other: " << c.ratio_other << ", ratio_act: " << c.ratio_act << ", encode_gbs: " << c.encode_gbs
-      << ", decode_gbs: " << c.decode_gbs << "}\n";
+    o << "  - {name: " << c.name << ", algorithm: " << c.algorithm << ", ratio_conv: " << c.ratio_conv
+      << ", ratio_fc: " << c.ratio_fc << ", ratio_other: " << c.ratio_other << ", ratio_act: " << c.ratio_act
+      << ", encode_gbs: " << c.encode_gbs << ", decode_gbs: " << c.decode_gbs << "}\n";
   write_file_atomic(file, o.str());
 }
 
@@ -283,27 +292,30 @@ std::string prediction_table(const Profile& p, const Link& l, int ranks, int sub
   double t_total = 0, t_fc = 0;
   for (size_t i = 0; i < p.layers.size(); ++i) (i >= fc_start(p) ? t_fc : t_total) += layer_ms(p.layers[i]);
   t_total += t_fc;
-  std::snprintf(buf, sizeof buf,
-                "octet predict: %s on %d ranks, link %.4g GB/s (activation exchanges %.4g GB/s), %.4g us per message and %.4g us "
-                "arrival skew, batch %lld per "
-                "rank, %d sub-batches\n"
-                "compute per step: T_total %.3f ms (one rank alone: %.3f ms; profiled with %d ranks sharing the machine; "
-                "slowest rank x%.3f), T_fc %.3f ms\n",
-                p.name.c_str(), ranks, l.bandwidth_gbs, l.act_gbs(), l.latency_us, l.sync_us, static_cast<long long>(p.batch), sub_batches, t_total,
-                p.step_alone_ms > 0 ? p.step_alone_ms : t_total, p.profiled_ranks, p.straggler, t_fc);
+  std::snprintf(
+      buf, sizeof buf,
+      "octet predict: %s on %d ranks, link %.4g GB/s (activation exchanges %.4g GB/s), %.4g us per message and %.4g us "
+      "arrival skew, batch %lld per "
+      "rank, %d sub-batches\n"
+      "compute per step: T_total %.3f ms (one rank alone: %.3f ms; profiled with %d ranks sharing the machine; "
+      "slowest rank x%.3f), T_fc %.3f ms\n",
+      p.name.c_str(), ranks, l.bandwidth_gbs, l.act_gbs(), l.latency_us, l.sync_us, static_cast<long long>(p.batch),
+      sub_batches, t_total, p.step_alone_ms > 0 ? p.step_alone_ms : t_total, p.profiled_ranks, p.straggler, t_fc);
   out += buf;
-  std::snprintf(buf, sizeof buf, "%-14s %-18s %9s %11s %10s %10s | %9s %9s %9s %10s\n", "codec", "algorithm", "bytes/fp32", "dp comm ms",
-                "dp speedup", "dp+overlap", "mp conv", "mp fc", "mp Tfc,p", "mp speedup");
+  std::snprintf(buf, sizeof buf, "%-14s %-18s %9s %11s %10s %10s | %9s %9s %9s %10s\n", "codec", "algorithm",
+                "bytes/fp32", "dp comm ms", "dp speedup", "dp+overlap", "mp conv", "mp fc", "mp Tfc,p", "mp speedup");
   out += buf;
   for (const auto& c : p.codecs) {
     double fp32 = 0, sent = 0;
-    for (const auto& L : p.layers) fp32 += static_cast<double>(L.params), sent += static_cast<double>(L.params) * c.ratio_for(L.kind);
+    for (const auto& L : p.layers)
+      fp32 += static_cast<double>(L.params), sent += static_cast<double>(L.params) * c.ratio_for(L.kind);
     const Terms dp = predict_data_parallel(p, c, l, ranks, false), ov = predict_data_parallel(p, c, l, ranks, true);
     const bool mp_ok = fc_start(p) < p.layers.size() && (c.ratio_act > 0 || p.given.count(c.name));
     const Terms mp = mp_ok ? predict_model_parallel(p, c, l, ranks, sub_batches) : Terms{};
     char mp_cols[96] = "        -         -         -          -  (codec unsuited to activations)";
     if (mp_ok)
-      std::snprintf(mp_cols, sizeof mp_cols, "%9.3f %9.3f %9.3f %9.2fx", mp.conv_penalty, mp.fc_penalty, mp.t_fc_parallel, mp.speedup());
+      std::snprintf(mp_cols, sizeof mp_cols, "%9.3f %9.3f %9.3f %9.2fx", mp.conv_penalty, mp.fc_penalty,
+                    mp.t_fc_parallel, mp.speedup());
     std::snprintf(buf, sizeof buf, "%-14s %-18s %9.4f %11.3f %9.2fx %9.2fx | %s\n", c.name.c_str(), c.algorithm.c_str(),
                   fp32 > 0 ? sent / fp32 : 1.0, dp.conv_penalty, dp.speedup(), ov.speedup(), mp_cols);
     out += buf;

@@ -16,10 +16,10 @@ namespace octet {
 struct LayerProfile {
   std::string name, kind;  // kind: the registry type (conv, fc, relu, ...)
   double forward_ms = 0, backward_ms = 0, update_ms = 0;
-  int64_t params = 0;          // gradient values this layer exchanges in data parallelism
+  int64_t params = 0;            // gradient values this layer exchanges in data parallelism
   std::vector<int64_t> tensors;  // their split into tensors (weight, bias), each synced alone; empty = one tensor
-  int64_t in_per_sample = 0;   // input values per sample (what crosses ranks at an FC layer's input)
-  int64_t out_per_sample = 0;  // output values per sample
+  int64_t in_per_sample = 0;     // input values per sample (what crosses ranks at an FC layer's input)
+  int64_t out_per_sample = 0;    // output values per sample
   // Model parallelism: this layer's 1/N slice run on one sub-batch of N*B/K samples (ms, the backward with the
   // per-sub-batch share of the update); < 0 = not measured, then (forward, backward) / K and update / (N K) are
   // assumed for an FC layer (perfect scaling) and x N / K for the layers between FC layers (they run on all N*B/K
@@ -35,22 +35,24 @@ struct CodecProfile {
   // activations at the conv->FC boundary (< 0: the codec does not suit activations, e.g. the error-feedback ones).
   double ratio_conv = 1, ratio_fc = 1, ratio_other = 1, ratio_act = -1;
   double encode_gbs = 0, decode_gbs = 0;  // GB/s of fp32 values; 0 = free
-  double ratio_for(const std::string& kind) const { return kind == "conv" ? ratio_conv : kind == "fc" ? ratio_fc : ratio_other; }
+  double ratio_for(const std::string& kind) const {
+    return kind == "conv" ? ratio_conv : kind == "fc" ? ratio_fc : ratio_other;
+  }
 };
 
 // Terms measured elsewhere that replace the computed ones for one codec (how the paper's worked example is given).
 struct GivenTerms {
-  double conv_penalty_ms = -1;                         // < 0: computed
+  double conv_penalty_ms = -1;                          // < 0: computed
   std::vector<std::pair<double, double>> fc_transfers;  // {transfer ms, compute ms that hides it}; empty: computed
 };
 
 struct Profile {
   std::string name;
-  int64_t batch = 0;           // per-rank batch B
-  int profiled_ranks = 1;      // ranks that shared the machine while the layer times were taken
-  double step_alone_ms = 0;    // one rank alone on the machine, compute of one step (0: the layers' sum)
-  double straggler = 1;        // the slowest rank's step / the mean rank's (synchronous steps wait for the slowest)
-  int64_t min_numel = 10000;   // smaller tensors travel as dense fp32
+  int64_t batch = 0;          // per-rank batch B
+  int profiled_ranks = 1;     // ranks that shared the machine while the layer times were taken
+  double step_alone_ms = 0;   // one rank alone on the machine, compute of one step (0: the layers' sum)
+  double straggler = 1;       // the slowest rank's step / the mean rank's (synchronous steps wait for the slowest)
+  int64_t min_numel = 10000;  // smaller tensors travel as dense fp32
   std::vector<LayerProfile> layers;
   std::vector<CodecProfile> codecs;
   std::map<std::string, GivenTerms> given;  // by codec name
@@ -86,14 +88,16 @@ int mp_exchanges_per_sub_batch(const Profile& p);
 // Exposed communication (ms) of data-parallel gradient exchange over layers [begin, end): each layer's sync as
 // messages * latency + bytes / bandwidth plus codec time. overlap: a communication thread syncs each layer as soon
 // as backward has passed it, so only what outlasts the backward of the layers below is exposed.
-double dp_penalty_ms(const Profile& p, const CodecProfile& c, const Link& l, int ranks, bool overlap, size_t begin, size_t end);
+double dp_penalty_ms(const Profile& p, const CodecProfile& c, const Link& l, int ranks, bool overlap, size_t begin,
+                     size_t end);
 // Data parallelism for every layer.
 Terms predict_data_parallel(const Profile& p, const CodecProfile& c, const Link& l, int ranks, bool overlap);
 // Conv part data parallel (overlapped), FC part split by output neurons over the ranks, activations and their
 // gradients exchanged through the codec, K sub-batches pipelined against the FC compute.
 Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link& l, int ranks, int sub_batches);
 
-// Profiles as YAML: the format `octet predict --save-profile` writes and `--profile` reads (errors name file:line and key).
+// Profiles as YAML: the format `octet predict --save-profile` writes and `--profile` reads (errors name file:line and
+// key).
 Profile read_profile(const std::string& file);
 void write_profile(const Profile& p, const std::string& file);  // atomic
 

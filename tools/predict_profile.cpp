@@ -32,9 +32,8 @@ namespace octet {
 
 namespace {
 
-// Waits at a barrier without spinning, so a rank that profiles alone gets the cores. The waiting ranks look every
-// 100 ms: looking every 2 ms took ~6% of a core per rank and put LeNet's solo step at 13-17 ms against 11.9 ms in a
-// one-rank run (the wait costs at most 0.1 s a round).
+// Waits at a barrier without spinning, so a rank that profiles alone gets the cores; the waiting ranks look every
+// 100 ms (why so seldom: docs/design_notes.md).
 void quiet_barrier(const World& w) {
   MPI_Request req;
   CHECK_MPI(MPI_Ibarrier(w.comm, &req));
@@ -57,9 +56,9 @@ double mean_over_ranks(const World& w, double v) {
 
 // Forward and backward (ms) of one FC layer's 1/N output slice on one sub-batch of N*B/K samples: the mean over
 // reps, every rank computing at once (each rep starts at a barrier), as the ranks do in training; so the slices share
-// the cores as the profiled layers did. (The fastest rep of each rank alone measured LeNet's slices at half the
-// time the same work took inside training on 4 ranks sharing 2 cores.)
-std::pair<double, double> time_slice(const World& w, const std::string& name, int64_t in, int64_t out, int64_t samples, int reps) {
+// the cores as the profiled layers did (timed alone they came out at half: docs/design_notes.md).
+std::pair<double, double> time_slice(const World& w, const std::string& name, int64_t in, int64_t out, int64_t samples,
+                                     int reps) {
   FcParams p;
   p.in_features = in, p.out_features = out;
   FullyConnected fc(name, p);
@@ -86,7 +85,8 @@ std::pair<double, double> time_slice(const World& w, const std::string& name, in
 
 // Codec cost and payload ratio on the model's current gradients (with error feedback, a few rounds so the residue is
 // in its steady state) and, for codecs that suit activations, on the conv->FC boundary activations.
-CodecProfile profile_codec(const std::string& method, const Config& cfg, Model& model, const Tensor* acts, int sub_batches) {
+CodecProfile profile_codec(const std::string& method, const Config& cfg, Model& model, const Tensor* acts,
+                           int sub_batches) {
   CodecParams cp = cfg.compression.base.codec;
   cp.method = method;
   CodecPtr c = make_codec(cp);
@@ -110,7 +110,7 @@ CodecProfile profile_codec(const std::string& method, const Config& cfg, Model& 
       for (int r = 0; r < rounds; ++r) {
         double t = now_seconds();
         bytes = feedback ? encode_with_feedback(*c, p.grad->data(), n, residual.data(), buf.data(), r, scratch.data())
-                                    : c->encode(p.grad->data(), n, buf.data(), {static_cast<uint64_t>(r), nullptr});
+                         : c->encode(p.grad->data(), n, buf.data(), {static_cast<uint64_t>(r), nullptr});
         te = std::min(te, now_seconds() - t);
         t = now_seconds();
         c->decode(buf.data(), bytes, y.data(), n, false);
@@ -129,12 +129,14 @@ CodecProfile profile_codec(const std::string& method, const Config& cfg, Model& 
     // Model parallelism sends each rank's share of one sub-batch; its size decides the per-payload overhead.
     const int64_t n = std::max<int64_t>(1, acts->numel() / sub_batches);
     buf.resize(c->max_bytes(n));
-    out.ratio_act = static_cast<double>(c->encode(acts->data(), n, buf.data(), {1, nullptr})) / (4.0 * static_cast<double>(n));
+    out.ratio_act =
+        static_cast<double>(c->encode(acts->data(), n, buf.data(), {1, nullptr})) / (4.0 * static_cast<double>(n));
   }
   return out;
 }
 
-Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_batches, int steps, const std::vector<std::string>& codecs) {
+Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_batches, int steps,
+                       const std::vector<std::string>& codecs) {
   set_cpu_threads(cfg.run.threads);
   StepHarness run(cfg, w.rank, w.size);
   const int warmup = 3;
@@ -144,13 +146,11 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
   p.profiled_ranks = w.size;
   p.min_numel = cfg.compression.min_numel;
   // Rank 0 alone (the one-rank step; the others wait without using a core), then all ranks together, per layer.
-  // The two alternate over a few rounds, so that a drift of the machine's speed touches both figures alike (one
-  // block each measured T_alone up to 40% apart from run to run of LeNet on this VM).
+  // The two alternate over a few rounds, so that a drift of the machine's speed touches both figures alike.
   for (int s = 0; s < warmup; ++s) run.run();
   const int rounds = std::min(steps, 3);
-  // Rank 0's steps alone: their median. Inside the job a solo step meets what a one-rank run does not (the other
-  // ranks' MPI daemons beside it, a cache-cold first step in each round): on the AlexNet-shaped model every ~12th
-  // step took 52-56 ms against 40, which put the mean 2.5% above the median and 5% above a one-rank run's step.
+  // Rank 0's steps alone: their median (a solo step inside the job meets outliers a one-rank run does not:
+  // docs/design_notes.md).
   std::vector<double> alone;
   double loss_s = 0, update_s = 0;
   Model::LayerTimes lt;
@@ -191,7 +191,8 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
     const bool last = i + 1 == run.model().size();  // the loss is counted with the last layer
     L.forward_ms = mean_over_ranks(w, 1e3 * (lt.forward_s[i] + (last ? loss_s : 0)) / steps);
     L.backward_ms = mean_over_ranks(w, 1e3 * lt.backward_s[i] / steps);
-    L.update_ms = mean_over_ranks(w, 1e3 * update_s / steps * static_cast<double>(L.params) / static_cast<double>(params_total));
+    L.update_ms =
+        mean_over_ranks(w, 1e3 * update_s / steps * static_cast<double>(L.params) / static_cast<double>(params_total));
     p.layers.push_back(L);
   }
   if (w.size == 1) p.step_alone_ms = 0;  // the layers' sum is the alone figure
@@ -271,9 +272,11 @@ Link measure_link(const World& w, int64_t probe, int64_t act_probe, double compu
   const int loop = static_cast<int>(std::clamp(std::round(big / act), 1.0, 64.0));
   if (act_probe > 0) l.act_bandwidth_gbs = gbs(act, median_time(static_cast<int64_t>(act), 7, 0, loop));
   if (w.rank == 0)
-    std::printf("measured link (%d ranks, codec-none scatter-allgather of %.0f values): %.4g GB/s per rank, %.4g us per message, "
-                "%.4g us arrival skew after compute; activation exchanges (%.0f values): %.4g GB/s\n", w.size, big, l.bandwidth_gbs,
-                l.latency_us, l.sync_us, act_probe > 0 ? act : 0.0, l.act_gbs());
+    std::printf(
+        "measured link (%d ranks, codec-none scatter-allgather of %.0f values): %.4g GB/s per rank, %.4g us per "
+        "message, "
+        "%.4g us arrival skew after compute; activation exchanges (%.0f values): %.4g GB/s\n",
+        w.size, big, l.bandwidth_gbs, l.latency_us, l.sync_us, act_probe > 0 ? act : 0.0, l.act_gbs());
   return l;
 }
 
@@ -282,8 +285,10 @@ Link measure_link(const World& w, int64_t probe, int64_t act_probe, double compu
 int cmd_predict(const std::vector<std::string>& args, const World& w) {
   Flags f("[mpirun -np N] octet predict", "CONFIG.yaml | --profile FILE",
           {{"ranks", "N", "ranks to predict for (default: the mpirun world when it has >= 2)"},
-           {"bandwidth", "GB/s|measure", "link bandwidth per rank and direction, or measure it with the collectives (mpirun, one rank per host)"},
-           {"act-bandwidth", "GB/s", "bandwidth of model parallelism's activation exchanges (default: measured, or --bandwidth)"},
+           {"bandwidth", "GB/s|measure",
+            "link bandwidth per rank and direction, or measure it with the collectives (mpirun, one rank per host)"},
+           {"act-bandwidth", "GB/s",
+            "bandwidth of model parallelism's activation exchanges (default: measured, or --bandwidth)"},
            {"latency", "us|measure", "per-message latency, or measure it (also measures the arrival skew)"},
            {"skew", "us", "ranks' arrival skew per exchange that follows compute", "0"},
            {"sub-batches", "K", "model parallelism's sub-batches", "4"},
@@ -300,7 +305,8 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
   }
   const std::string config = f.positionals().empty() ? "" : f.positionals()[0];
   const std::string profile_in = f.str("profile"), profile_out = f.str("save-profile");
-  OCTET_CHECK(config.empty() != profile_in.empty(), "octet predict needs a config file or --profile FILE (one of them)");
+  OCTET_CHECK(config.empty() != profile_in.empty(),
+              "octet predict needs a config file or --profile FILE (one of them)");
   const int ranks = f.given("ranks") ? static_cast<int>(f.integer("ranks", 2, 1 << 20)) : w.size;
   OCTET_CHECK(ranks >= 2, "octet predict: --ranks N (N >= 2) is required when not run under mpirun with several ranks");
   const int sub_batches = static_cast<int>(f.integer("sub-batches", 1, 1 << 16));
@@ -316,7 +322,8 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
   if (f.given("act-bandwidth")) link.act_bandwidth_gbs = f.number("act-bandwidth", 1e-9, 1e9);
   link.sync_us = f.number("skew", 0, 1e9);
   if (measure_bw || measure_lat)
-    OCTET_CHECK(w.size >= 2, "octet predict: --bandwidth/--latency measure needs mpirun with at least 2 ranks (one per host)");
+    OCTET_CHECK(w.size >= 2,
+                "octet predict: --bandwidth/--latency measure needs mpirun with at least 2 ranks (one per host)");
   Profile p;
   if (!profile_in.empty()) {
     p = read_profile(profile_in);
@@ -330,7 +337,8 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
     CodecProfile none;
     none.name = identity_codec(), none.ratio_act = 1;
     const Terms mp = predict_model_parallel(p, none, Link{1e9, 0, 0}, ranks, sub_batches);
-    const Link m = measure_link(w, largest, largest_activation_exchange(p, ranks, sub_batches), mp.t_fc_parallel / mp_exchanges_per_sub_batch(p));
+    const Link m = measure_link(w, largest, largest_activation_exchange(p, ranks, sub_batches),
+                                mp.t_fc_parallel / mp_exchanges_per_sub_batch(p));
     if (measure_bw) link.bandwidth_gbs = m.bandwidth_gbs;
     if (measure_bw && link.act_bandwidth_gbs <= 0) link.act_bandwidth_gbs = m.act_bandwidth_gbs;
     if (measure_lat) link.latency_us = m.latency_us, link.sync_us = m.sync_us;

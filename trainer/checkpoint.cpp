@@ -22,7 +22,8 @@ void send_bytes(const World& w, const std::string& bytes, int to, const char* op
   CHECK_MPI(MPI_Isend(&size, 1, MPI_UINT64_T, to, kTag, w.comm, &req));
   wait_request(req, w, {op});
   for (size_t off = 0; off < bytes.size(); off += kChunk) {
-    CHECK_MPI(MPI_Isend(bytes.data() + off, static_cast<int>(std::min(kChunk, bytes.size() - off)), MPI_BYTE, to, kTag, w.comm, &req));
+    CHECK_MPI(MPI_Isend(bytes.data() + off, static_cast<int>(std::min(kChunk, bytes.size() - off)), MPI_BYTE, to, kTag,
+                        w.comm, &req));
     wait_request(req, w, {op});
   }
 }
@@ -34,7 +35,8 @@ std::string recv_bytes(const World& w, int from, const char* op) {
   wait_request(req, w, {op});
   std::string bytes(size, '\0');
   for (size_t off = 0; off < bytes.size(); off += kChunk) {
-    CHECK_MPI(MPI_Irecv(bytes.data() + off, static_cast<int>(std::min(kChunk, bytes.size() - off)), MPI_BYTE, from, kTag, w.comm, &req));
+    CHECK_MPI(MPI_Irecv(bytes.data() + off, static_cast<int>(std::min(kChunk, bytes.size() - off)), MPI_BYTE, from,
+                        kTag, w.comm, &req));
     wait_request(req, w, {op});
   }
   return bytes;
@@ -42,11 +44,14 @@ std::string recv_bytes(const World& w, int from, const char* op) {
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const TrainPosition& pos, const CheckpointState& state, const World* world) {
+void save_checkpoint(const std::string& path, const TrainPosition& pos, const CheckpointState& state,
+                     const World* world) {
   const int N = world ? world->size : 1, rank = world ? world->rank : 0;
   const std::string mine = checkpoint_section(rank, state.per_rank);
   int any = state.per_rank.empty() ? 0 : 1;
-  if (world) allreduce_bounded(*world, &any, 1, MPI_INT, MPI_MAX, {"MPI_Iallreduce (checkpoint: per-rank state?)", pos.global_step});
+  if (world)
+    allreduce_bounded(*world, &any, 1, MPI_INT, MPI_MAX,
+                      {"MPI_Iallreduce (checkpoint: per-rank state?)", pos.global_step});
   if (rank != 0) {
     if (any) send_bytes(*world, mine, 0, "MPI_Isend (checkpoint: this rank's state to rank 0)");
     return;
@@ -71,21 +76,26 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
   std::string buf;
   CheckpointFile file;
   int64_t info[7] = {};  // epoch, batch, step, seed, ranks, per_rank, per_rank_used
-  check_on_root(world, [&] {
-    OCTET_CHECK(path_exists(path), path << ": checkpoint not found");
-    buf = read_file(path);
-    file = parse_checkpoint(path, buf);
-    check_match(path, file.shared, state.shared, "parameters and optimizer state");
-    const bool sections = !file.sections.empty();
-    if (sections && any)
-      OCTET_CHECK(static_cast<int>(file.ranks) == N, path << ": written by " << file.ranks << " ranks with per-rank error-feedback state; "
-                                                          << "resume it with " << file.ranks << " ranks (mpirun -np " << file.ranks << ")");
-    if (sections && any && N == 1) check_match(path, file.sections[0].entries, state.per_rank, "rank 0's error-feedback state");
-    copy_into(file.shared, state.shared);
-    info[0] = file.pos.epoch, info[1] = file.pos.batch, info[2] = file.pos.global_step;
-    std::memcpy(&info[3], &file.pos.seed, 8);
-    info[4] = file.ranks, info[5] = sections, info[6] = sections && any;
-  }, "MPI_Ibcast (resume: reading the checkpoint)");
+  check_on_root(
+      world,
+      [&] {
+        OCTET_CHECK(path_exists(path), path << ": checkpoint not found");
+        buf = read_file(path);
+        file = parse_checkpoint(path, buf);
+        check_match(path, file.shared, state.shared, "parameters and optimizer state");
+        const bool sections = !file.sections.empty();
+        if (sections && any)
+          OCTET_CHECK(static_cast<int>(file.ranks) == N,
+                      path << ": written by " << file.ranks << " ranks with per-rank error-feedback state; "
+                           << "resume it with " << file.ranks << " ranks (mpirun -np " << file.ranks << ")");
+        if (sections && any && N == 1)
+          check_match(path, file.sections[0].entries, state.per_rank, "rank 0's error-feedback state");
+        copy_into(file.shared, state.shared);
+        info[0] = file.pos.epoch, info[1] = file.pos.batch, info[2] = file.pos.global_step;
+        std::memcpy(&info[3], &file.pos.seed, 8);
+        info[4] = file.ranks, info[5] = sections, info[6] = sections && any;
+      },
+      "MPI_Ibcast (resume: reading the checkpoint)");
   if (world) bcast_bounded(*world, info, 7, MPI_INT64_T, 0, {"MPI_Ibcast (resume: checkpoint position)"});
   LoadedCheckpoint out;
   out.pos = {info[0], info[1], info[2], 0};
@@ -94,8 +104,8 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
   if (world)
     for (const auto& [name, t] : state.shared)
       for (int64_t off = 0; off < t->numel(); off += int64_t{1} << 28)
-        bcast_bounded(*world, t->data() + off, static_cast<int>(std::min<int64_t>(int64_t{1} << 28, t->numel() - off)), MPI_FLOAT, 0,
-                      {"MPI_Ibcast (resume: shared tensors)"});
+        bcast_bounded(*world, t->data() + off, static_cast<int>(std::min<int64_t>(int64_t{1} << 28, t->numel() - off)),
+                      MPI_FLOAT, 0, {"MPI_Ibcast (resume: shared tensors)"});
   if (!out.per_rank_used) return out;
   if (N == 1) {
     copy_into(file.sections[0].entries, state.per_rank);

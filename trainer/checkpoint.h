@@ -15,7 +15,8 @@ struct CheckpointState {
 
 // Writes path atomically. With a world it is collective: each rank's per_rank tensors travel to rank 0 one rank at a
 // time and rank 0 writes the one file (no folder shared between hosts needed). world == nullptr: one process.
-void save_checkpoint(const std::string& path, const TrainPosition& pos, const CheckpointState& state, const World* world = nullptr);
+void save_checkpoint(const std::string& path, const TrainPosition& pos, const CheckpointState& state,
+                     const World* world = nullptr);
 
 struct LoadedCheckpoint {
   TrainPosition pos;

@@ -53,7 +53,8 @@ CheckpointFile parse_checkpoint(const std::string& path, const std::string& byte
 // A section's bytes on their own (as a rank receives them); base: their offset in the file, for errors.
 std::vector<CheckpointEntry> parse_section(const std::string& path, const std::string& bytes, size_t base, int rank);
 // Names in order, count and shapes must match (what: "parameters and optimizer state", for the error); copies nothing.
-void check_match(const std::string& path, const std::vector<CheckpointEntry>& entries, const NamedTensors& tensors, const std::string& what);
+void check_match(const std::string& path, const std::vector<CheckpointEntry>& entries, const NamedTensors& tensors,
+                 const std::string& what);
 void copy_into(const std::vector<CheckpointEntry>& entries, const NamedTensors& tensors);
 
 }  // namespace octet

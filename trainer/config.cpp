@@ -112,9 +112,10 @@ void read_optimizer(Section s, OptimizerConfig& o, ScheduleConfig& sc, int64_t e
   }
   Section q = s.section("schedule");
   const std::string type = q.choice("type", "constant", {"constant", "step", "multistep", "cosine"});
-  sc.type = type == "constant" ? ScheduleType::Constant
-            : type == "step"   ? ScheduleType::Step
-            : type == "multistep" ? ScheduleType::Multistep : ScheduleType::Cosine;
+  sc.type = type == "constant"    ? ScheduleType::Constant
+            : type == "step"      ? ScheduleType::Step
+            : type == "multistep" ? ScheduleType::Multistep
+                                  : ScheduleType::Cosine;
   if (sc.type == ScheduleType::Step) {
     sc.step_epochs = q.get<double>("step_epochs");
     if (!(sc.step_epochs > 0)) q.fail("step_epochs", "must be positive");
@@ -176,8 +177,10 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base) {
   t.codec.error_feedback = s.get<bool>("error_feedback", base.codec.error_feedback);
   const CodecTraits& traits = codec_traits(t.codec.method);
   if (t.algorithm == "allreduce" && !traits.identity)
-    s.fail("algorithm", "allreduce sums fp32 in MPI; method " + t.codec.method + " needs scatter_allgather or allgather");
-  if (traits.sparse && t.algorithm == "scatter_allgather") s.fail("algorithm", "sparse method " + t.codec.method + " needs allgather");
+    s.fail("algorithm",
+           "allreduce sums fp32 in MPI; method " + t.codec.method + " needs scatter_allgather or allgather");
+  if (traits.sparse && t.algorithm == "scatter_allgather")
+    s.fail("algorithm", "sparse method " + t.codec.method + " needs allgather");
   return t;
 }
 
@@ -199,10 +202,12 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
   c.activations.method = a.choice("method", c.activations.method, fit);
   c.activations.block = at_least(a, "block", c.activations.block, 0);
   c.activations.bits = static_cast<int>(a.get<int64_t>("bits", c.activations.bits));
-  if (c.activations.bits != 2 && c.activations.bits != 4 && c.activations.bits != 8) a.fail("bits", "must be 2, 4 or 8");
+  if (c.activations.bits != 2 && c.activations.bits != 4 && c.activations.bits != 8)
+    a.fail("bits", "must be 2, 4 or 8");
   c.activations.bucket = at_least(a, "bucket", c.activations.bucket, 1);
   c.activations.mantissa_offset = static_cast<int>(a.get<int64_t>("mantissa_offset", c.activations.mantissa_offset));
-  if (c.activations.mantissa_offset < 0 || c.activations.mantissa_offset > 8) a.fail("mantissa_offset", "must be in [0, 8]");
+  if (c.activations.mantissa_offset < 0 || c.activations.mantissa_offset > 8)
+    a.fail("mantissa_offset", "must be in [0, 8]");
   a.finish();
   s.finish();
 }
@@ -228,7 +233,8 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
     for (const auto& l : c.model.layers) has_fc = has_fc || l.type == "fc";
     OCTET_CHECK(has_fc, file << ": parallel.model_parallel_fc: the model has no fc layer to split");
     OCTET_CHECK(c.data.batch_size % c.parallel.sub_batches == 0,
-                file << ": parallel.sub_batches: " << c.parallel.sub_batches << " does not divide data.batch_size " << c.data.batch_size);
+                file << ": parallel.sub_batches: " << c.parallel.sub_batches << " does not divide data.batch_size "
+                     << c.data.batch_size);
   }
   return c;
 }

@@ -30,8 +30,8 @@ struct RunConfig {
   int64_t checkpoint_every = 1;  // epochs between checkpoints (0 = none)
   int64_t checkpoint_steps = 0;  // also checkpoint every this many steps (0 = off)
   int64_t log_every = 100;       // steps between progress lines
-  int64_t warmup_steps = 5;      // first steps of an invocation that the steady throughput (images_per_s_steady) leaves out
-  int threads = 0;               // CPU threads for compute (0 = all cores)
+  int64_t warmup_steps = 5;  // first steps of an invocation that the steady throughput (images_per_s_steady) leaves out
+  int threads = 0;           // CPU threads for compute (0 = all cores)
 };
 
 struct DataConfig {
@@ -40,10 +40,10 @@ struct DataConfig {
   int64_t batch_size = 64;            // per rank
   int64_t eval_batch_size = 1000;
   bool shuffle = true;
-  int prefetch = 4;                   // batches prepared ahead by the loader thread
-  int loader_nice = 19;               // the loader thread's priority below the trainer's (nice increment, 0..19)
+  int prefetch = 4;      // batches prepared ahead by the loader thread
+  int loader_nice = 19;  // the loader thread's priority below the trainer's (nice increment, 0..19)
   Normalize normalize;
-  int64_t train_limit = 0;            // use only the first N training samples (0 = all)
+  int64_t train_limit = 0;  // use only the first N training samples (0 = all)
   int64_t test_limit = 0;
   // synthetic only
   int64_t synthetic_train = 10000, synthetic_test = 2000;
@@ -65,11 +65,11 @@ struct ModelConfig {
 struct ParallelConfig {
   Device device = Device::CPU;
   int64_t checksum_every = 100;  // steps between cross-rank parameter checksums (0 = only at the end)
-  double timeout_s = 600;        // longest wait for any collective before the job fails naming it (a stopped or wedged peer)
-  bool overlap = false;          // exchange gradient buckets on a thread while backward runs (wants a spare core per rank)
-  double bucket_mb = 1.0;        // a bucket closes once it holds this many MB of fp32 gradients (0: one per tensor)
+  double timeout_s = 600;  // longest wait for any collective before the job fails naming it (a stopped or wedged peer)
+  bool overlap = false;    // exchange gradient buckets on a thread while backward runs (wants a spare core per rank)
+  double bucket_mb = 1.0;  // a bucket closes once it holds this many MB of fp32 gradients (0: one per tensor)
   bool model_parallel_fc = false;  // FC layers split by output neurons over the ranks; layers below stay data parallel
-  int64_t sub_batches = 1;       // model parallelism: the batch passes the FC part in this many pieces
+  int64_t sub_batches = 1;         // model parallelism: the batch passes the FC part in this many pieces
 };
 
 struct Config {

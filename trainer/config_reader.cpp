@@ -14,19 +14,48 @@ namespace octet {
 
 namespace {
 
-template <typename T> const char* type_name();
-template <> const char* type_name<int64_t>() { return "an integer"; }
-template <> const char* type_name<int>() { return "an integer"; }
-template <> const char* type_name<uint64_t>() { return "a non-negative integer"; }
-template <> const char* type_name<double>() { return "a finite number"; }
-template <> const char* type_name<float>() { return "a finite number"; }
-template <> const char* type_name<bool>() { return "true or false"; }
-template <> const char* type_name<std::string>() { return "a string"; }
-template <> const char* type_name<std::vector<int64_t>>() { return "a list of integers"; }
-template <> const char* type_name<std::vector<double>>() { return "a list of finite numbers"; }
+template <typename T>
+const char* type_name();
+template <>
+const char* type_name<int64_t>() {
+  return "an integer";
+}
+template <>
+const char* type_name<int>() {
+  return "an integer";
+}
+template <>
+const char* type_name<uint64_t>() {
+  return "a non-negative integer";
+}
+template <>
+const char* type_name<double>() {
+  return "a finite number";
+}
+template <>
+const char* type_name<float>() {
+  return "a finite number";
+}
+template <>
+const char* type_name<bool>() {
+  return "true or false";
+}
+template <>
+const char* type_name<std::string>() {
+  return "a string";
+}
+template <>
+const char* type_name<std::vector<int64_t>>() {
+  return "a list of integers";
+}
+template <>
+const char* type_name<std::vector<double>>() {
+  return "a list of finite numbers";
+}
 
 // NaN and infinities are never a sensible setting (a NaN mean or lr trains to NaN weights); YAML spells them .nan/.inf.
-template <typename T> bool finite_value(const T& v) {
+template <typename T>
+bool finite_value(const T& v) {
   if constexpr (std::is_floating_point_v<T>) return std::isfinite(v);
   if constexpr (std::is_same_v<T, std::vector<double>>) {
     for (double d : v)
@@ -48,9 +77,14 @@ std::string mark_of(const YAML::Node& n, const std::string& file, const std::str
 
 Section::Section(YAML::Node node, std::string path, std::string file, YAML::Node resolved,
                  std::shared_ptr<const std::set<std::string>> overridden)
-    : node_(node), path_(std::move(path)), file_(std::move(file)), resolved_(resolved), overridden_(std::move(overridden)) {
+    : node_(node),
+      path_(std::move(path)),
+      file_(std::move(file)),
+      resolved_(resolved),
+      overridden_(std::move(overridden)) {
   if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap())
-    throw_error(__FILE__, __LINE__, mark_of(node_, file_, path_, overridden_.get()) + ": " + path_ + ": expected a map of keys");
+    throw_error(__FILE__, __LINE__,
+                mark_of(node_, file_, path_, overridden_.get()) + ": " + path_ + ": expected a map of keys");
 }
 
 bool Section::has(const std::string& key) const {
@@ -77,14 +111,17 @@ void Section::fail(const std::string& key, const std::string& message) const {
   throw_error(__FILE__, __LINE__, where(key) + ": " + full(key) + ": " + message);
 }
 
-template <typename T> T Section::get(const std::string& key) {
+template <typename T>
+T Section::get(const std::string& key) {
   YAML::Node n = lookup(key);
   if (!n.IsDefined() || n.IsNull()) fail(key, std::string("missing required key (") + type_name<T>() + ")");
   T v{};
   bool ok = true;
   try {
-    if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<double>>) ok = n.IsSequence();
-    else ok = n.IsScalar();
+    if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<double>>)
+      ok = n.IsSequence();
+    else
+      ok = n.IsScalar();
     if (ok) v = n.as<T>();
     ok = ok && finite_value(v);
     if constexpr (std::is_same_v<T, uint64_t>) ok = ok && n.Scalar().find('-') == std::string::npos;
@@ -100,7 +137,8 @@ template <typename T> T Section::get(const std::string& key) {
   return v;
 }
 
-template <typename T> T Section::get(const std::string& key, const T& dflt) {
+template <typename T>
+T Section::get(const std::string& key, const T& dflt) {
   if (!has(key)) {
     used_.insert(key);
     resolved_[key] = dflt;
@@ -169,7 +207,8 @@ void Section::finish() {
     std::string list;
     for (const auto& u : known) list += (list.empty() ? "" : ", ") + u;
     throw_error(__FILE__, __LINE__,
-                mark_of(it->first, file_, full(k), overridden_.get()) + ": " + full(k) + ": unknown key (known here: " + list + ")");
+                mark_of(it->first, file_, full(k), overridden_.get()) + ": " + full(k) +
+                    ": unknown key (known here: " + list + ")");
   }
 }
 
@@ -207,12 +246,15 @@ YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<s
         OCTET_CHECK(*end == 0 && idx >= 0 && static_cast<size_t>(idx) < cur.size(),
                     "--set " << path << ": '" << p << "' is not an index of a list of " << cur.size());
         canonical += "[" + p + "]";
-        if (last) cur[static_cast<size_t>(idx)] = value;
-        else cur.reset(cur[static_cast<size_t>(idx)]);
+        if (last)
+          cur[static_cast<size_t>(idx)] = value;
+        else
+          cur.reset(cur[static_cast<size_t>(idx)]);
       } else {
         OCTET_CHECK(cur.IsMap() || cur.IsNull(), "--set " << path << ": '" << p << "' is inside a scalar");
         canonical += (canonical.empty() ? "" : ".") + p;
-        if (last) cur[p] = value;
+        if (last)
+          cur[p] = value;
         else {
           if (!cur[p].IsDefined() || cur[p].IsNull()) cur[p] = YAML::Node(YAML::NodeType::Map);
           YAML::Node next = cur[p];
@@ -249,15 +291,20 @@ void check_nesting(const std::string& text, const std::string& file) {
         if (c == quote) quote = 0;
         continue;
       }
-      if (c == '\'' || c == '"') quote = c;
+      if (c == '\'' || c == '"')
+        quote = c;
       else if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
         while (i < text.size() && text[i] != '\n') ++i;
         break;
-      } else if (c == '[' || c == '{') ++flow;
-      else if ((c == ']' || c == '}') && flow > 0) --flow;
-      else if (c == ':' && flow == 0 && (i + 1 == text.size() || text[i + 1] == ' ' || text[i + 1] == '\n')) key = true;
+      } else if (c == '[' || c == '{')
+        ++flow;
+      else if ((c == ']' || c == '}') && flow > 0)
+        --flow;
+      else if (c == ':' && flow == 0 && (i + 1 == text.size() || text[i + 1] == ' ' || text[i + 1] == '\n'))
+        key = true;
       if (bound + flow + (key ? 1 : 0) > 4 * kMaxYamlDepth)
-        OCTET_THROW(file << ":" << line << ": nesting deeper than " << kMaxYamlDepth << " levels (a config needs a few)");
+        OCTET_THROW(file << ":" << line << ": nesting deeper than " << kMaxYamlDepth
+                         << " levels (a config needs a few)");
     }
     ++i, ++line;
   }
@@ -276,7 +323,8 @@ void walk(const YAML::Node& n, const std::string& file, int depth, int64_t& budg
         const std::string key = it->first.Scalar();
         const int at = it->first.Mark().is_null() ? 0 : it->first.Mark().line + 1;
         for (const auto& [k, first] : seen)
-          if (k == key) OCTET_THROW(file << ":" << at << ": duplicate key '" << key << "' (first at line " << first << ")");
+          if (k == key)
+            OCTET_THROW(file << ":" << at << ": duplicate key '" << key << "' (first at line " << first << ")");
         seen.push_back({key, at});
       }
       walk(it->first, file, depth + 1, budget);

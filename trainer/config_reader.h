@@ -18,8 +18,10 @@ class Section {
           std::shared_ptr<const std::set<std::string>> overridden = nullptr);
 
   bool has(const std::string& key) const;
-  template <typename T> T get(const std::string& key);                // required
-  template <typename T> T get(const std::string& key, const T& dflt);  // optional with default
+  template <typename T>
+  T get(const std::string& key);  // required
+  template <typename T>
+  T get(const std::string& key, const T& dflt);  // optional with default
   // A string restricted to a list of choices; the error lists them.
   std::string choice(const std::string& key, const std::string& dflt, const std::vector<std::string>& choices);
   Section section(const std::string& key, bool required = false);
@@ -44,9 +46,9 @@ class Section {
 
 // Limits every YAML file octet reads (configs, profiles) is held to before and while it is parsed, so that a huge or
 // hostile file fails early with one line instead of exhausting memory or the stack.
-constexpr size_t kMaxYamlBytes = 1 << 20;   // 1 MiB: a layer-by-layer ImageNet config is tens of kB
-constexpr int kMaxYamlDepth = 64;           // nesting of maps and lists
-constexpr int64_t kMaxYamlNodes = 200000;   // nodes visited, aliases expanded
+constexpr size_t kMaxYamlBytes = 1 << 20;  // 1 MiB: a layer-by-layer ImageNet config is tens of kB
+constexpr int kMaxYamlDepth = 64;          // nesting of maps and lists
+constexpr int64_t kMaxYamlNodes = 200000;  // nodes visited, aliases expanded
 
 // Reads and parses a YAML file within the limits above and rejects duplicate keys in any map; errors name the file
 // and line. what: "config file", "profile file" (for the not-found message).

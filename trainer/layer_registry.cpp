@@ -7,7 +7,9 @@ namespace octet {
 
 namespace {
 
-Init parse_init(Section& s, const char* dflt) { return s.choice("init", dflt, {"he", "xavier"}) == "he" ? Init::He : Init::Xavier; }
+Init parse_init(Section& s, const char* dflt) {
+  return s.choice("init", dflt, {"he", "xavier"}) == "he" ? Init::He : Init::Xavier;
+}
 
 int64_t positive(Section& s, const std::string& key, int64_t dflt = 0) {
   int64_t v = dflt ? s.get<int64_t>(key, dflt) : s.get<int64_t>(key);
@@ -83,17 +85,19 @@ LayerPtr build_relu(const LayerSpec& spec, const Shape&, size_t) { return std::m
 LayerPtr build_dropout(const LayerSpec& spec, const Shape&, size_t index) {
   return std::make_unique<Dropout>(spec.name, std::get<DropoutParams>(spec.params), index);
 }
-LayerPtr build_lrn(const LayerSpec& spec, const Shape&, size_t) { return std::make_unique<Lrn>(spec.name, std::get<LrnParams>(spec.params)); }
+LayerPtr build_lrn(const LayerSpec& spec, const Shape&, size_t) {
+  return std::make_unique<Lrn>(spec.name, std::get<LrnParams>(spec.params));
+}
 LayerPtr build_flatten(const LayerSpec& spec, const Shape&, size_t) { return std::make_unique<Flatten>(spec.name); }
 
 }  // namespace
 
 const std::vector<LayerEntry>& layer_registry() {
   static const std::vector<LayerEntry> table = {
-      {"conv", parse_conv, build_conv},          {"maxpool", parse_pool, build_pool},
-      {"avgpool", parse_pool, build_pool},       {"fc", parse_fc, build_fc},
-      {"relu", parse_none, build_relu},          {"dropout", parse_dropout, build_dropout},
-      {"lrn", parse_lrn, build_lrn},             {"flatten", parse_none, build_flatten},
+      {"conv", parse_conv, build_conv},    {"maxpool", parse_pool, build_pool},
+      {"avgpool", parse_pool, build_pool}, {"fc", parse_fc, build_fc},
+      {"relu", parse_none, build_relu},    {"dropout", parse_dropout, build_dropout},
+      {"lrn", parse_lrn, build_lrn},       {"flatten", parse_none, build_flatten},
   };
   return table;
 }
@@ -121,7 +125,9 @@ Model build_model(const ModelConfig& cfg, const Shape& input) {
       layers.push_back(entry->build(spec, s, i));
       s = layers.back()->output_shape(s);
     } catch (const Error& e) {  // say which config entry: the layer's own message names only the layer
-      throw Error("model.layers[" + std::to_string(i) + "] (" + spec.name + "): input " + shape_str(s) + ": " + e.message(), e.where());
+      throw Error(
+          "model.layers[" + std::to_string(i) + "] (" + spec.name + "): input " + shape_str(s) + ": " + e.message(),
+          e.where());
     }
   }
   return Model(input, std::move(layers));

@@ -11,7 +11,7 @@ namespace octet {
 
 struct LayerEntry {
   const char* type;
-  void (*parse)(Section& s, LayerSpec& spec);  // reads the layer's keys into spec.params
+  void (*parse)(Section& s, LayerSpec& spec);                               // reads the layer's keys into spec.params
   LayerPtr (*build)(const LayerSpec& spec, const Shape& in, size_t index);  // in: full input shape [N,...]
 };
 

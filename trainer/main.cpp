@@ -28,17 +28,19 @@ const char* kUsage =
     "  octet version\n";
 
 int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
-  octet::Flags f("[mpirun -np N] octet train", "CONFIG.yaml",
-                 {{"set", "key.path=value", "override one config key, e.g. --set optimizer.lr=0.05", "", true},
-                  {"resume", "CHECKPOINT|RUN_DIR", "continue a run from its checkpoint; the result matches the uninterrupted run"},
-                  {"overwrite", "", "start afresh in a run directory that holds an earlier run (its outputs are removed)"}},
-                 1);
+  octet::Flags f(
+      "[mpirun -np N] octet train", "CONFIG.yaml",
+      {{"set", "key.path=value", "override one config key, e.g. --set optimizer.lr=0.05", "", true},
+       {"resume", "CHECKPOINT|RUN_DIR", "continue a run from its checkpoint; the result matches the uninterrupted run"},
+       {"overwrite", "", "start afresh in a run directory that holds an earlier run (its outputs are removed)"}},
+      1);
   f.parse(args);
   if (f.help()) {
     std::fputs(f.usage().c_str(), stdout);
     return 0;
   }
-  OCTET_CHECK(!f.positionals().empty(), "octet train needs a config file (usage: octet train CONFIG.yaml [--set k=v]... [--resume PATH])");
+  OCTET_CHECK(!f.positionals().empty(),
+              "octet train needs a config file (usage: octet train CONFIG.yaml [--set k=v]... [--resume PATH])");
   octet::TrainOptions opts;
   opts.resume = f.str("resume");
   opts.overwrite = f.on("overwrite");
@@ -50,7 +52,8 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
 }
 
 int cmd_bench(const std::vector<std::string>& args, int* argc, char*** argv) {
-  const char* usage = "usage: octet bench compress|allreduce [flags]   (octet bench compress --help, octet bench allreduce --help)\n";
+  const char* usage =
+      "usage: octet bench compress|allreduce [flags]   (octet bench compress --help, octet bench allreduce --help)\n";
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
     std::fputs(usage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
@@ -85,8 +88,10 @@ int fail(const std::exception& e) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   }
   const bool shared = dynamic_cast<const octet::SharedError*>(&e) != nullptr;  // every rank holds the same one
-  if (size > 1 && !shared) std::fprintf(stderr, "octet: error: rank %d of %d: %s\n", rank, size, e.what());
-  else if (rank == 0) std::fprintf(stderr, "octet: error: %s\n", e.what());
+  if (size > 1 && !shared)
+    std::fprintf(stderr, "octet: error: rank %d of %d: %s\n", rank, size, e.what());
+  else if (rank == 0)
+    std::fprintf(stderr, "octet: error: %s\n", e.what());
   std::fflush(stderr);
   if (initialized && !finalized) {
     // A shared error: rank 0 prints it and takes the job down; the others give it the time to (an abort from them

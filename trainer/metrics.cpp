@@ -20,7 +20,8 @@ std::string json_num(double v) {
 
 std::string json_object(const Fields& fields) {
   std::string s = "{";
-  for (size_t i = 0; i < fields.size(); ++i) s += (i ? ",\"" : "\"") + fields[i].first + "\":" + json_num(fields[i].second);
+  for (size_t i = 0; i < fields.size(); ++i)
+    s += (i ? ",\"" : "\"") + fields[i].first + "\":" + json_num(fields[i].second);
   return s + "}";
 }
 
@@ -44,16 +45,18 @@ void Window::add(const StepStats& s) {
 
 namespace {
 
-double ratio(const CommStats& c) { return c.bytes_sent ? static_cast<double>(c.fp32_bytes) / static_cast<double>(c.bytes_sent) : 1.0; }
+double ratio(const CommStats& c) {
+  return c.bytes_sent ? static_cast<double>(c.fp32_bytes) / static_cast<double>(c.bytes_sent) : 1.0;
+}
 
 }  // namespace
 
 std::string progress_line(const Window& w, const LineInfo& p, const double sums[3]) {
   const double steps = static_cast<double>(w.steps), ips = sums[2] / (now_seconds() - w.start);
   char buf[256];
-  std::snprintf(buf, sizeof buf, "epoch %lld/%lld step %lld/%lld loss %.4f acc %.2f%% lr %.4g %.0f img/s", static_cast<long long>(p.epoch),
-                static_cast<long long>(p.epochs), static_cast<long long>(p.batch), static_cast<long long>(p.batches), sums[0] / sums[2],
-                100.0 * sums[1] / sums[2], p.lr, ips);
+  std::snprintf(buf, sizeof buf, "epoch %lld/%lld step %lld/%lld loss %.4f acc %.2f%% lr %.4g %.0f img/s",
+                static_cast<long long>(p.epoch), static_cast<long long>(p.epochs), static_cast<long long>(p.batch),
+                static_cast<long long>(p.batches), sums[0] / sums[2], 100.0 * sums[1] / sums[2], p.lr, ips);
   std::string line = buf;
   if (p.comm) {
     std::snprintf(buf, sizeof buf, " %.0f kB/step sent x%.1f", w.comm.bytes_sent / steps / 1e3, ratio(w.comm));
@@ -64,8 +67,12 @@ std::string progress_line(const Window& w, const LineInfo& p, const double sums[
 
 Fields progress_fields(const Window& w, const LineInfo& p, const double sums[3]) {
   const double steps = static_cast<double>(w.steps), ips = sums[2] / (now_seconds() - w.start);
-  Fields f = {{"epoch", static_cast<double>(p.epoch)}, {"step", static_cast<double>(p.step)}, {"loss", sums[0] / sums[2]},
-              {"accuracy", sums[1] / sums[2]},         {"lr", p.lr},                         {"images_per_s", ips}};
+  Fields f = {{"epoch", static_cast<double>(p.epoch)},
+              {"step", static_cast<double>(p.step)},
+              {"loss", sums[0] / sums[2]},
+              {"accuracy", sums[1] / sums[2]},
+              {"lr", p.lr},
+              {"images_per_s", ips}};
   if (p.comm) {
     f.push_back({"bytes_sent_per_step", w.comm.bytes_sent / steps});
     f.push_back({"compression_ratio", ratio(w.comm)});
@@ -90,21 +97,24 @@ Fields summary_fields(const TrainTotals& t) {
               {"images_per_s", images_per_s},
               {"peak_rss_mb", t.peak_rss_mb},
               {"threads", static_cast<double>(t.threads)}};
-  if (t.steady_images > 0) f.push_back({"images_per_s_steady", static_cast<double>(t.steady_images) / t.steady_seconds});
+  if (t.steady_images > 0)
+    f.push_back({"images_per_s_steady", static_cast<double>(t.steady_images) / t.steady_seconds});
   const double steps = steps_run(t);
   if (t.exchanges) {
     f.push_back({"bytes_sent_per_step", static_cast<double>(t.comm.bytes_sent) / steps});
     f.push_back({"fp32_bytes_per_step", static_cast<double>(t.comm.fp32_bytes) / steps});
     f.push_back({"compression_ratio", ratio(t.comm)});
     for (const auto& [kind, b] : t.bytes_by_kind)
-      if (b.first) f.push_back({"compression_ratio_" + kind, static_cast<double>(b.second) / static_cast<double>(b.first)});
+      if (b.first)
+        f.push_back({"compression_ratio_" + kind, static_cast<double>(b.second) / static_cast<double>(b.first)});
   }
   Fields ph = phase_fields(t.times, steps);
   f.insert(f.end(), ph.begin(), ph.end());
   return f;
 }
 
-MetricsFile::MetricsFile(const std::string& path, bool append) : path_(path), f_(path, append ? std::ios::app : std::ios::trunc) {
+MetricsFile::MetricsFile(const std::string& path, bool append)
+    : path_(path), f_(path, append ? std::ios::app : std::ios::trunc) {
   OCTET_CHECK(f_, path << ": cannot open metrics file");
 }
 
@@ -130,8 +140,10 @@ void truncate_metrics(const std::string& path, int64_t step) {
       const size_t k = line.find(key);
       if (k != std::string::npos) at = std::atof(line.c_str() + k + std::strlen(key));
     }
-    if (at > static_cast<double>(step)) ++dropped;
-    else kept += line;
+    if (at > static_cast<double>(step))
+      ++dropped;
+    else
+      kept += line;
   }
   if (dropped) write_file_atomic(path, kept);
 }

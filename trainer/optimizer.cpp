@@ -14,8 +14,11 @@ double lr_at(const OptimizerConfig& opt, const ScheduleConfig& s, int64_t step, 
   const double epoch = static_cast<double>(step) / static_cast<double>(steps_per_epoch);
   double lr = opt.lr;
   switch (s.type) {
-    case ScheduleType::Constant: break;
-    case ScheduleType::Step: lr *= std::pow(s.gamma, std::floor(epoch / s.step_epochs)); break;
+    case ScheduleType::Constant:
+      break;
+    case ScheduleType::Step:
+      lr *= std::pow(s.gamma, std::floor(epoch / s.step_epochs));
+      break;
     case ScheduleType::Multistep:
       for (double m : s.milestones)
         if (epoch >= m) lr *= s.gamma;
@@ -46,7 +49,8 @@ void Optimizer::restrict(const std::string& name, int64_t offset, int64_t count)
   for (size_t i = 0; i < params_.size(); ++i) {
     if (params_[i].name != name) continue;
     OCTET_CHECK(offset >= 0 && count >= 0 && offset + count <= params_[i].value->numel(),
-                "optimizer: range [" << offset << ", " << offset + count << ") outside " << name << " of " << params_[i].value->numel());
+                "optimizer: range [" << offset << ", " << offset + count << ") outside " << name << " of "
+                                     << params_[i].value->numel());
     range_[i] = {offset, count};
     return;
   }
@@ -66,7 +70,8 @@ void Optimizer::step(float lr) {
 #ifdef OCTET_WITH_CUDA
     auto sgd = gpu ? sgd_update_cuda : sgd_update_cpu;
     auto rmsprop = gpu ? rmsprop_update_cuda : rmsprop_update_cpu;
-    if (gpu && flags_dev_.numel() != static_cast<int64_t>(params_.size())) flags_dev_ = Tensor({static_cast<int64_t>(params_.size())}, Device::CUDA);
+    if (gpu && flags_dev_.numel() != static_cast<int64_t>(params_.size()))
+      flags_dev_ = Tensor({static_cast<int64_t>(params_.size())}, Device::CUDA);
     uint32_t* flag = gpu ? reinterpret_cast<uint32_t*>(flags_dev_.data()) + i : &flags_[i];
 #else
     OCTET_CHECK(!gpu, "parameter " << p.name << " is on the GPU in a CPU-only build");
@@ -77,9 +82,11 @@ void Optimizer::step(float lr) {
     if (n == 0) continue;
     const Stream stream = gpu ? exec_->compute() : Stream{};
     if (cfg_.type == OptimizerType::Sgd)
-      sgd(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov}, flag, stream);
+      sgd(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov},
+          flag, stream);
     else
-      rmsprop(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.alpha, cfg_.eps, cfg_.weight_decay}, flag, stream);
+      rmsprop(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.alpha, cfg_.eps, cfg_.weight_decay},
+              flag, stream);
   }
   if (any_gpu) {  // the device flags (zeroed after each read) OR into the host ones, once the updates are done
     Tensor host(flags_dev_.shape());
@@ -94,8 +101,8 @@ void Optimizer::step(float lr) {
   }
   for (size_t i = 0; i < params_.size(); ++i)
     if (flags_[i])
-      OCTET_THROW_NONFINITE("the update left non-finite values in " << params_[i].name
-                                                                     << " (a NaN or infinite gradient, or a step too large for fp32)");
+      OCTET_THROW_NONFINITE("the update left non-finite values in "
+                            << params_[i].name << " (a NaN or infinite gradient, or a step too large for fp32)");
 }
 
 std::vector<std::pair<std::string, Tensor*>> Optimizer::state() {

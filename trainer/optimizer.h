@@ -15,22 +15,22 @@ enum class OptimizerType { Sgd, Rmsprop };
 struct OptimizerConfig {
   OptimizerType type = OptimizerType::Sgd;
   float lr = 0.01f;
-  float momentum = 0.f;  // sgd
-  bool nesterov = false; // sgd
+  float momentum = 0.f;   // sgd
+  bool nesterov = false;  // sgd
   float weight_decay = 0.f;
-  float alpha = 0.9f;    // rmsprop: running-average decay of the squared gradient
-  float eps = 1e-8f;     // rmsprop
+  float alpha = 0.9f;  // rmsprop: running-average decay of the squared gradient
+  float eps = 1e-8f;   // rmsprop
 };
 
 enum class ScheduleType { Constant, Step, Multistep, Cosine };
 
 struct ScheduleConfig {
   ScheduleType type = ScheduleType::Constant;
-  double step_epochs = 1;              // step: decay every step_epochs epochs
-  std::vector<double> milestones;      // multistep: epochs at which lr *= gamma
+  double step_epochs = 1;          // step: decay every step_epochs epochs
+  std::vector<double> milestones;  // multistep: epochs at which lr *= gamma
   double gamma = 0.1;
-  double min_lr = 0;                   // cosine: floor reached at the end of training
-  double warmup_epochs = 0;            // linear warm-up from warmup_start*lr to lr, any schedule
+  double min_lr = 0;         // cosine: floor reached at the end of training
+  double warmup_epochs = 0;  // linear warm-up from warmup_start*lr to lr, any schedule
   double warmup_start = 0.0;
 };
 
@@ -56,10 +56,10 @@ class Optimizer {
   OptimizerConfig cfg_;
   std::vector<Param> params_;
   Exec* exec_;
-  std::vector<Tensor> buf_;  // one per param when the method keeps state
+  std::vector<Tensor> buf_;                         // one per param when the method keeps state
   std::vector<std::pair<int64_t, int64_t>> range_;  // per param: {offset, count} updated by step()
-  std::vector<uint32_t> flags_;  // per param: the update left a non-finite value
-  Tensor flags_dev_;             // the same for parameters on the GPU (uint32 bits in float slots, zero between steps)
+  std::vector<uint32_t> flags_;                     // per param: the update left a non-finite value
+  Tensor flags_dev_;  // the same for parameters on the GPU (uint32 bits in float slots, zero between steps)
 };
 
 }  // namespace octet

@@ -18,9 +18,13 @@ struct RmspropHyper {
 
 // nonfinite: set to 1 when an updated weight is NaN or infinite (left as it is otherwise); a host pointer for the CPU
 // kernels, a device pointer for the CUDA ones. stream: where the CUDA kernel is queued (the CPU twin runs at once).
-void sgd_update_cpu(float* w, const float* g, float* v, int64_t n, const SgdHyper& h, uint32_t* nonfinite, const Stream& stream);
-void rmsprop_update_cpu(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h, uint32_t* nonfinite, const Stream& stream);
-void sgd_update_cuda(float* w, const float* g, float* v, int64_t n, const SgdHyper& h, uint32_t* nonfinite, const Stream& stream);
-void rmsprop_update_cuda(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h, uint32_t* nonfinite, const Stream& stream);
+void sgd_update_cpu(float* w, const float* g, float* v, int64_t n, const SgdHyper& h, uint32_t* nonfinite,
+                    const Stream& stream);
+void rmsprop_update_cpu(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h, uint32_t* nonfinite,
+                        const Stream& stream);
+void sgd_update_cuda(float* w, const float* g, float* v, int64_t n, const SgdHyper& h, uint32_t* nonfinite,
+                     const Stream& stream);
+void rmsprop_update_cuda(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h, uint32_t* nonfinite,
+                         const Stream& stream);
 
 }  // namespace octet

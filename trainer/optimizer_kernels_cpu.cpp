@@ -45,8 +45,8 @@ void sgd_update_cpu(float* __restrict w, const float* __restrict g, float* __res
   *nonfinite |= bad;
 }
 
-void rmsprop_update_cpu(float* __restrict w, const float* __restrict g, float* __restrict s, int64_t n, const RmspropHyper& h,
-                        uint32_t* nonfinite, const Stream&) {
+void rmsprop_update_cpu(float* __restrict w, const float* __restrict g, float* __restrict s, int64_t n,
+                        const RmspropHyper& h, uint32_t* nonfinite, const Stream&) {
   uint32_t bad = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float d = g[i] + h.weight_decay * w[i];

@@ -44,7 +44,8 @@ static unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
 }
 
-void sgd_update_cuda(float* w, const float* g, float* v, int64_t n, const SgdHyper& h, uint32_t* nonfinite, const Stream& stream) {
+void sgd_update_cuda(float* w, const float* g, float* v, int64_t n, const SgdHyper& h, uint32_t* nonfinite,
+                     const Stream& stream) {
   sgd_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream.handle)>>>(w, g, v, n, h, nonfinite);
   CHECK_CUDA(cudaGetLastError());
 }

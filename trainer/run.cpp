@@ -28,14 +28,17 @@ bool reached_end(const TrainPosition& p, const RunConfig& r) {
 
 // Both splits, checked for everything that would otherwise fail after training has started.
 void check_data(const Config& cfg, const Dataset& train, const Dataset& test, int ranks) {
-  OCTET_CHECK(test.sample_shape() == train.sample_shape(), test.describe() << ": test samples are " << shape_str(test.sample_shape())
-                                                                           << ", the training samples " << shape_str(train.sample_shape()));
-  OCTET_CHECK(test.num_classes() == train.num_classes(), test.describe() << ": " << test.num_classes() << " classes, the training set has "
+  OCTET_CHECK(test.sample_shape() == train.sample_shape(),
+              test.describe() << ": test samples are " << shape_str(test.sample_shape()) << ", the training samples "
+                              << shape_str(train.sample_shape()));
+  OCTET_CHECK(test.num_classes() == train.num_classes(), test.describe() << ": " << test.num_classes()
+                                                                         << " classes, the training set has "
                                                                          << train.num_classes());
   const int64_t global = cfg.data.batch_size * ranks;
-  OCTET_CHECK(train.size() >= global, train.describe() << ": " << train.size() << " training samples make no global batch of "
-                                                       << cfg.data.batch_size << " (data.batch_size) x " << ranks << " ranks"
-                                                       << (cfg.data.train_limit > 0 ? " (data.train_limit)" : ""));
+  OCTET_CHECK(train.size() >= global, train.describe()
+                                          << ": " << train.size() << " training samples make no global batch of "
+                                          << cfg.data.batch_size << " (data.batch_size) x " << ranks << " ranks"
+                                          << (cfg.data.train_limit > 0 ? " (data.train_limit)" : ""));
   OCTET_CHECK(test.size() >= ranks, test.describe() << ": " << test.size() << " test samples for " << ranks
                                                     << " ranks: each rank evaluates at least one"
                                                     << (cfg.data.test_limit > 0 ? " (raise data.test_limit)" : ""));
@@ -64,24 +67,28 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
   set_cpu_threads(cfg.run.threads);
   const unsigned cores = std::thread::hardware_concurrency();
   if (cfg.run.threads > 0 && cores > 0 && static_cast<unsigned>(cfg.run.threads) > cores)
-    OCTET_LOG("warning: run.threads " << cfg.run.threads << " exceeds the " << cores << " cores of this machine: threads will share cores");
+    OCTET_LOG("warning: run.threads " << cfg.run.threads << " exceeds the " << cores
+                                      << " cores of this machine: threads will share cores");
 
   // 1. Data and model, checked on both splits.
   train_set_ = load_split(cfg.data, true, cfg.run.seed);
   test_set_ = load_split(cfg.data, false, cfg.run.seed);
   check_data(cfg, *train_set_, *test_set_, size_);
   const Shape input = cfg.model.input.empty() ? train_set_->sample_shape() : cfg.model.input;
-  OCTET_CHECK(input == train_set_->sample_shape(), cfg.file << ": model.input " << shape_str(input) << " does not match the data's "
-                                                          << shape_str(train_set_->sample_shape()));
+  OCTET_CHECK(input == train_set_->sample_shape(), cfg.file << ": model.input " << shape_str(input)
+                                                            << " does not match the data's "
+                                                            << shape_str(train_set_->sample_shape()));
   model_ = std::make_unique<Model>(build_model(cfg.model, input));
   {
     Shape probe = {1};
     probe.insert(probe.end(), input.begin(), input.end());
     for (size_t i = 0; i < model_->size(); ++i) probe = model_->layer(i).output_shape(probe);
-    OCTET_CHECK(probe[1] == train_set_->num_classes(), cfg.file << ": the last layer outputs " << probe[1] << " values but the data has "
-                                                             << train_set_->num_classes() << " classes");
+    OCTET_CHECK(probe[1] == train_set_->num_classes(), cfg.file << ": the last layer outputs " << probe[1]
+                                                                << " values but the data has "
+                                                                << train_set_->num_classes() << " classes");
   }
-  sampler_ = std::make_unique<Sampler>(train_set_->size(), cfg.data.batch_size, rank_, size_, cfg.run.seed, cfg.data.shuffle, true);
+  sampler_ = std::make_unique<Sampler>(train_set_->size(), cfg.data.batch_size, rank_, size_, cfg.run.seed,
+                                       cfg.data.shuffle, true);
   steps_per_epoch_ = sampler_->batches_per_epoch();
 
   // 2. The run directory: a fresh run never writes over an earlier run's outputs unless asked to.
@@ -91,14 +98,19 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
   const bool resume_in_place = !resume_from_.empty() && same_file(parent_dir(resume_from_), result.run_dir);
   for (const char* f : kOutputs)
     if (path_exists(result.run_dir + "/" + f)) earlier_.push_back(f);
-  check_on_root(world_, [&] {
-    if (earlier_.empty()) return;
-    std::string list;
-    for (const auto& f : earlier_) list += (list.empty() ? "" : ", ") + f;
-    OCTET_CHECK(!(opts.overwrite && resume_in_place), result.run_dir << ": --overwrite would delete the checkpoint --resume reads");
-    OCTET_CHECK(opts.overwrite || resume_in_place, result.run_dir << " already holds a run (" << list << "): pass --resume " << result.run_dir
-                                                                  << " to continue it, --overwrite to start over, or another run.name");
-  }, "MPI_Ibcast (start-up: the run directory check)");
+  check_on_root(
+      world_,
+      [&] {
+        if (earlier_.empty()) return;
+        std::string list;
+        for (const auto& f : earlier_) list += (list.empty() ? "" : ", ") + f;
+        OCTET_CHECK(!(opts.overwrite && resume_in_place),
+                    result.run_dir << ": --overwrite would delete the checkpoint --resume reads");
+        OCTET_CHECK(opts.overwrite || resume_in_place,
+                    result.run_dir << " already holds a run (" << list << "): pass --resume " << result.run_dir
+                                   << " to continue it, --overwrite to start over, or another run.name");
+      },
+      "MPI_Ibcast (start-up: the run directory check)");
 
   // 3. The parallel step (collective from here on).
   model_->init_params(cfg.run.seed);
@@ -114,24 +126,30 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
   if (!resume_from_.empty()) {
     const LoadedCheckpoint ck = load_checkpoint(resume_from_, state_, world_);
     pos = ck.pos;
-    OCTET_CHECK(pos.seed == cfg.run.seed, resume_from_ << ": written with run.seed " << pos.seed << ", the config says " << cfg.run.seed);
-    OCTET_CHECK(pos.batch < steps_per_epoch_, resume_from_ << ": resumes at batch " << pos.batch << " of epoch " << pos.epoch + 1
-                                                           << ", but an epoch has " << steps_per_epoch_ << " batches of " << cfg.data.batch_size
-                                                           << " x " << size_ << " ranks (data.batch_size, the training set or the ranks changed?)");
+    OCTET_CHECK(pos.seed == cfg.run.seed,
+                resume_from_ << ": written with run.seed " << pos.seed << ", the config says " << cfg.run.seed);
+    OCTET_CHECK(pos.batch < steps_per_epoch_,
+                resume_from_ << ": resumes at batch " << pos.batch << " of epoch " << pos.epoch + 1
+                             << ", but an epoch has " << steps_per_epoch_ << " batches of " << cfg.data.batch_size
+                             << " x " << size_ << " ranks (data.batch_size, the training set or the ranks changed?)");
     OCTET_CHECK(pos.batch == 0 || ck.ranks == 0 || ck.ranks == size_,
                 resume_from_ << ": stopped inside an epoch with " << ck.ranks << " ranks; resume it with " << ck.ranks
                              << " (a batch index means another sample range with " << size_ << ")");
-    if (ck.per_rank && !ck.per_rank_used) OCTET_LOG("resume: this config keeps no error-feedback state; the checkpoint's is not used");
-    if (!ck.per_rank && !state_.per_rank.empty()) OCTET_LOG("resume: the checkpoint holds no error-feedback state; residuals start at zero");
+    if (ck.per_rank && !ck.per_rank_used)
+      OCTET_LOG("resume: this config keeps no error-feedback state; the checkpoint's is not used");
+    if (!ck.per_rank && !state_.per_rank.empty())
+      OCTET_LOG("resume: the checkpoint holds no error-feedback state; residuals start at zero");
     if (reached_end(pos, cfg.run)) {
-      OCTET_LOG(resume_from_ << ": the run already finished (epoch " << pos.epoch << " of run.epochs " << cfg.run.epochs << ", step "
-                             << pos.global_step << (cfg.run.max_steps > 0 ? " of run.max_steps " + std::to_string(cfg.run.max_steps) : "")
+      OCTET_LOG(resume_from_ << ": the run already finished (epoch " << pos.epoch << " of run.epochs " << cfg.run.epochs
+                             << ", step " << pos.global_step
+                             << (cfg.run.max_steps > 0 ? " of run.max_steps " + std::to_string(cfg.run.max_steps) : "")
                              << "); nothing to train. Raise run.epochs or run.max_steps (--set) to continue it.");
       result.already_finished = true;
       result.steps = pos.global_step;
       return;
     }
-    OCTET_LOG("resumed from " << resume_from_ << " at epoch " << pos.epoch + 1 << " batch " << pos.batch << " step " << pos.global_step);
+    OCTET_LOG("resumed from " << resume_from_ << " at epoch " << pos.epoch + 1 << " batch " << pos.batch << " step "
+                              << pos.global_step);
   }
   stop_ = cfg.run.max_steps > 0 && pos.global_step >= cfg.run.max_steps;
 }
@@ -139,24 +157,25 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
 void Run::open_outputs() {
   if (rank_ == 0) {
     make_dirs(result.run_dir);
-    for (const auto& f : remove_orphan_temps(result.run_dir)) OCTET_LOG("removed " << result.run_dir << "/" << f << " (left by a writer that died)");
+    for (const auto& f : remove_orphan_temps(result.run_dir))
+      OCTET_LOG("removed " << result.run_dir << "/" << f << " (left by a writer that died)");
     if (opts_.overwrite)
       for (const auto& f : earlier_) remove_file(result.run_dir + "/" + f);
     if (!resume_from_.empty()) truncate_metrics(result.run_dir + "/metrics.jsonl", pos.global_step);
     write_file_atomic(result.run_dir + "/config.yaml", to_yaml(cfg_.resolved));
     metrics_.emplace(result.run_dir + "/metrics.jsonl", !resume_from_.empty());
   }
-  OCTET_LOG("octet: " << train_set_->describe() << " (" << train_set_->size() << " train, " << test_set_->size() << " test), " << size_
-                      << " rank" << (size_ > 1 ? "s" : "") << " x batch " << cfg_.data.batch_size << ", " << steps_per_epoch_
-                      << " steps/epoch, " << cpu_threads() << " threads/rank");
+  OCTET_LOG("octet: " << train_set_->describe() << " (" << train_set_->size() << " train, " << test_set_->size()
+                      << " test), " << size_ << " rank" << (size_ > 1 ? "s" : "") << " x batch " << cfg_.data.batch_size
+                      << ", " << steps_per_epoch_ << " steps/epoch, " << cpu_threads() << " threads/rank");
   OCTET_LOG(model_->summary());
   const std::string plan = step_->plan();
   if (!plan.empty()) OCTET_LOG(plan);
 }
 
 std::unique_ptr<Prefetcher> Run::loader(int64_t epoch) {
-  return std::make_unique<Prefetcher>(*train_set_, *sampler_, epoch, epoch == pos.epoch ? pos.batch : 0, cfg_.data.prefetch,
-                                      cfg_.data.loader_nice);
+  return std::make_unique<Prefetcher>(*train_set_, *sampler_, epoch, epoch == pos.epoch ? pos.batch : 0,
+                                      cfg_.data.prefetch, cfg_.data.loader_nice);
 }
 
 void Run::save(const TrainPosition& at) {
@@ -185,8 +204,10 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
     step_->verify_identical(pos.global_step);
   if (pos.global_step % cfg_.run.log_every == 0 || pos.batch == steps_per_epoch_) {
     double sums[3] = {win_.loss, win_.correct, win_.count};
-    if (world_) allreduce_bounded(*world_, sums, 3, MPI_DOUBLE, MPI_SUM, {"MPI_Iallreduce (progress line)", pos.global_step});
-    const LineInfo line{epoch + 1, cfg_.run.epochs, pos.batch, steps_per_epoch_, pos.global_step, rate, step_->exchanges()};
+    if (world_)
+      allreduce_bounded(*world_, sums, 3, MPI_DOUBLE, MPI_SUM, {"MPI_Iallreduce (progress line)", pos.global_step});
+    const LineInfo line{epoch + 1, cfg_.run.epochs,   pos.batch, steps_per_epoch_, pos.global_step,
+                        rate,      step_->exchanges()};
     OCTET_LOG(progress_line(win_, line, sums));
     if (metrics_) metrics_->write("train", progress_fields(win_, line, sums));
     win_.reset();
@@ -201,11 +222,13 @@ void Run::evaluate_now(int64_t epoch) {
   step_->gather();
   const EvalResult e = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_);
   result.test = e;
-  OCTET_LOG("epoch " << epoch + 1 << " test loss " << json_num(e.loss) << " accuracy " << json_num(100.0 * e.accuracy) << "% (" << e.count
-                     << " images)");
+  OCTET_LOG("epoch " << epoch + 1 << " test loss " << json_num(e.loss) << " accuracy " << json_num(100.0 * e.accuracy)
+                     << "% (" << e.count << " images)");
   if (metrics_)
-    metrics_->write("eval", {{"epoch", static_cast<double>(epoch + 1)}, {"step", static_cast<double>(pos.global_step)},
-                             {"test_loss", e.loss}, {"test_accuracy", e.accuracy}});
+    metrics_->write("eval", {{"epoch", static_cast<double>(epoch + 1)},
+                             {"step", static_cast<double>(pos.global_step)},
+                             {"test_loss", e.loss},
+                             {"test_accuracy", e.accuracy}});
 }
 
 bool Run::end_epoch(int64_t epoch) {
@@ -235,7 +258,8 @@ TrainResult Run::finish() {
   result.train_images = totals_.train_images, result.train_seconds = totals_.train_seconds;
   result.steady_images = totals_.steady_images, result.steady_seconds = totals_.steady_seconds;
   result.images_per_s = result.train_seconds > 0 ? static_cast<double>(result.train_images) / result.train_seconds : 0;
-  result.steady_images_per_s = result.steady_seconds > 0 ? static_cast<double>(result.steady_images) / result.steady_seconds : 0;
+  result.steady_images_per_s =
+      result.steady_seconds > 0 ? static_cast<double>(result.steady_images) / result.steady_seconds : 0;
   result.bytes_sent = totals_.comm.bytes_sent, result.fp32_bytes = totals_.comm.fp32_bytes;
   const Fields fields = summary_fields(totals_);
   if (rank_ == 0) {
@@ -243,9 +267,9 @@ TrainResult Run::finish() {
     write_file_atomic(result.run_dir + "/summary.json", json_object(fields) + "\n");
   }
   OCTET_LOG("done: " << result.steps << " steps, test accuracy " << json_num(100.0 * result.test.accuracy) << "%, "
-                     << json_num(result.images_per_s) << " img/s over " << json_num(result.train_seconds) << " s of training, "
-                     << totals_.times.summary_ms(steps_run(totals_)) << ", peak RSS " << json_num(result.peak_rss_mb) << " MB, run dir "
-                     << result.run_dir);
+                     << json_num(result.images_per_s) << " img/s over " << json_num(result.train_seconds)
+                     << " s of training, " << totals_.times.summary_ms(steps_run(totals_)) << ", peak RSS "
+                     << json_num(result.peak_rss_mb) << " MB, run dir " << result.run_dir);
   return result;
 }
 

@@ -18,8 +18,8 @@ std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t se
     ds = load_mnist_dir(d.path, train ? "train" : "t10k", d.normalize);
   } else {
     // One draw of train+test samples from the same class prototypes; the test split is the tail.
-    auto all = make_synthetic(d.synthetic_train + d.synthetic_test, d.synthetic_shape, static_cast<int>(d.synthetic_classes),
-                              seed, d.normalize);
+    auto all = make_synthetic(d.synthetic_train + d.synthetic_test, d.synthetic_shape,
+                              static_cast<int>(d.synthetic_classes), seed, d.normalize);
     ds = train ? all->slice(0, d.synthetic_train) : all->slice(d.synthetic_train, all->size());
   }
   const int64_t limit = train ? d.train_limit : d.test_limit;
@@ -34,7 +34,8 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
   ctx.train = false;
   double sums[3] = {0, 0, 0};  // loss, correct, count
   if (data.size() >= size) {
-    Sampler sampler(data.size(), std::max<int64_t>(1, std::min(batch_size, data.size() / size)), rank, size, 0, false, false);
+    Sampler sampler(data.size(), std::max<int64_t>(1, std::min(batch_size, data.size() / size)), rank, size, 0, false,
+                    false);
     Batch batch;
     for (int64_t b = 0; b < sampler.batches_per_epoch(); ++b) {
       std::vector<int64_t> idx = sampler.indices(0, b);

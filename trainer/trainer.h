@@ -22,17 +22,17 @@ struct EvalResult {
 
 struct TrainResult {
   EvalResult test;
-  int64_t steps = 0;            // global steps at the end
-  int64_t train_images = 0;     // images trained in this invocation
-  double train_seconds = 0;     // wall time of those training steps (evaluation and checkpoints excluded)
+  int64_t steps = 0;         // global steps at the end
+  int64_t train_images = 0;  // images trained in this invocation
+  double train_seconds = 0;  // wall time of those training steps (evaluation and checkpoints excluded)
   double images_per_s = 0;
   // The same after the first run.warmup_steps steps (oneDNN builds its primitives and memory is touched first
   // there); 0 when the invocation ran no more steps than that.
   int64_t steady_images = 0;
   double steady_seconds = 0, steady_images_per_s = 0;
   double peak_rss_mb = 0;
-  uint64_t bytes_sent = 0;      // gradient payload bytes this rank sent (this invocation)
-  uint64_t fp32_bytes = 0;      // the same exchanges uncompressed
+  uint64_t bytes_sent = 0;  // gradient payload bytes this rank sent (this invocation)
+  uint64_t fp32_bytes = 0;  // the same exchanges uncompressed
   std::string run_dir;
   bool already_finished = false;  // --resume of a run that had reached its end: nothing was trained or written
 };

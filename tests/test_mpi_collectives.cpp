@@ -1,0 +1,147 @@
+// MPI tests of the collectives (under mpirun -np 2 and -np 4): every algorithm with every codec (rank r contributes
+// r+1, so the exact mean is known), bit-identical results across ranks, the gradient exchange plan, checksum divergence
+// detection and the initial broadcast.
+#include "comm/grad_sync.h"
+#include "comm/mpi_transport.h"
+#include "compress/codecs.h"
+#include "core/rng.h"
+#include "tests/mpi_util.h"
+#include "tests/test_util.h"
+
+using namespace octet;
+using namespace octet::test;
+
+namespace {
+
+struct Case {
+  std::string method;
+  Algorithm alg;
+};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> c = {{"none", Algorithm::Allreduce}};
+  for (const char* m : {"none", "fp16", "linear8", "mantissa8", "static_tree8", "dynamic_tree8", "qsgd", "onebit"}) {
+    c.push_back({m, Algorithm::ScatterAllgather});
+    c.push_back({m, Algorithm::Allgather});
+  }
+  c.push_back({"topk", Algorithm::Allgather});
+  c.push_back({"adacomp", Algorithm::Allgather});
+  return c;
+}
+
+
+}  // namespace
+
+TEST_CASE("collectives: rank r contributes r+1, every rank ends with the exact mean", "[mpi][collective]") {
+  const int N = g_world.size;
+  for (const Case& k : all_cases()) {
+    for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{100000}}) {
+      CodecParams p;
+      p.method = k.method;
+      p.fraction = 1.0;  // topk sends everything: exact
+      auto codec = make_codec(p);
+      std::vector<float> x(static_cast<size_t>(n), static_cast<float>(g_world.rank + 1));
+      ReduceState st;
+      CommStats stats;
+      MpiTransport t(g_world);
+      reduce_mean(t, {x.data(), x.size(), Device::CPU}, {k.alg, codec.get(), false, 7}, st, stats);
+      INFO(k.method << " " << algorithm_name(k.alg) << " n=" << n);
+      const float want = static_cast<float>(N + 1) / 2.0f;
+      int64_t wrong = 0;
+      for (float v : x) wrong += v != want;
+      CHECK(wrong == 0);
+      CHECK(identical_across_ranks(x));
+      if (N > 1) CHECK(stats.bytes_sent > 0);
+    }
+  }
+}
+
+TEST_CASE("reduce-scatter: each rank gets the exact sum of its own chunk, uneven and empty chunks included", "[mpi][collective]") {
+  const int N = g_world.size, r = g_world.rank;
+  for (const char* m : {"none", "fp16", "linear8", "mantissa8", "static_tree8", "dynamic_tree8", "qsgd"}) {
+    CodecParams p;
+    p.method = m;
+    auto codec = make_codec(p);
+    for (bool average : {false, true}) {
+      // Chunk q holds 1000 q^2 values: rank 0's is empty, the others grow.
+      std::vector<int64_t> lo(static_cast<size_t>(N) + 1, 0);
+      for (int q = 0; q < N; ++q) lo[q + 1] = lo[q] + 1000 * q * q;
+      const int64_t n = lo[N];
+      std::vector<float> x(static_cast<size_t>(n), static_cast<float>(r + 1));
+      ReduceState st;
+      CommStats stats;
+      ReduceOptions o{Algorithm::ScatterAllgather, codec.get(), false, 5};
+      o.average = average;
+      MpiTransport t(g_world);
+      reduce_scatter(t, {x.data(), x.size(), Device::CPU}, lo, o, st, stats);
+      INFO(m << (average ? " mean" : " sum"));
+      const float sum = static_cast<float>(N * (N + 1) / 2), want = average ? sum / static_cast<float>(N) : sum;
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < n; ++i) wrong += x[i] != (i >= lo[r] && i < lo[r + 1] ? want : static_cast<float>(r + 1));
+      CHECK(wrong == 0);
+      // It sends every other rank's chunk once: (n - own chunk) values' worth of fp32.
+      CHECK(stats.fp32_bytes == 4 * static_cast<uint64_t>(n - (lo[r + 1] - lo[r])));
+    }
+  }
+  CodecParams p;
+  p.method = "none";
+  auto codec = make_codec(p);
+  std::vector<float> x(10, 1.f);
+  ReduceState st;
+  CommStats stats;
+  MpiTransport t(g_world);
+  CHECK_THROWS_WITH(reduce_scatter(t, {x.data(), x.size(), Device::CPU}, std::vector<int64_t>(static_cast<size_t>(N) + 2, 0), {Algorithm::ScatterAllgather, codec.get(), false, 5}, st, stats),
+                    Catch::Contains("chunk bounds for"));
+}
+
+TEST_CASE("collectives: random data ends bit-identical on every rank, close to the true mean", "[mpi][collective]") {
+  const int64_t n = 50000;
+  for (const Case& k : all_cases()) {
+    CodecParams p;
+    p.method = k.method;
+    p.bits = 8;
+    auto codec = make_codec(p);
+    std::vector<float> x(n), truth(n, 0.f);
+    for (int r = 0; r < g_world.size; ++r) {
+      Rng rng(derive_seed(3, r));
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = rng.normal();
+        truth[i] += v / g_world.size;
+        if (r == g_world.rank) x[i] = v;
+      }
+    }
+    ReduceState st;
+    CommStats stats;
+    MpiTransport t(g_world);
+    reduce_mean(t, {x.data(), x.size(), Device::CPU}, {k.alg, codec.get(), false, 11}, st, stats);
+    INFO(k.method << " " << algorithm_name(k.alg));
+    CHECK(identical_across_ranks(x));
+    if (k.method == "none") CHECK(std::abs(x[123] - truth[123]) < 1e-5f);
+    if (k.method == "fp16" || k.method == "linear8" || k.method == "dynamic_tree8") {
+      double err = 0;
+      for (int64_t i = 0; i < n; ++i) err += std::abs(x[i] - truth[i]);
+      CHECK(err / n < 0.05);
+    }
+  }
+}
+
+TEST_CASE("gradient sync plan, checksum divergence detection and broadcast", "[mpi][sync]") {
+  Tensor w = random_tensor({30000}, 5 + g_world.rank), g = random_tensor({30000}, 9 + g_world.rank);
+  Tensor b = random_tensor({10}, 1), db = random_tensor({10}, 2 + g_world.rank);
+  CompressionConfig cfg;
+  cfg.base.codec.method = "dynamic_tree8";
+  MpiTransport t(g_world);
+  GradSync sync(t, cfg, {{{"fc.weight", &w, &g}, "fc", "fc"}, {{"fc.bias", &b, &db}, "fc", "fc"}});
+  CHECK_THAT(sync.plan(), Catch::Contains("dynamic_tree8  scatter_allgather") && Catch::Contains("none           allreduce"));
+  sync.broadcast_values(0);
+  sync.verify_identical(1);
+  CommStats st;
+  sync.sync(1, st);
+  CHECK(identical_across_ranks(to_vector(g)));
+  CHECK(identical_across_ranks(to_vector(db)));
+  if (g_world.size > 1) {
+    if (g_world.rank == 1) w.data()[7] += 1e-3f;
+    CHECK_THROWS_WITH(sync.verify_identical(42), Catch::Contains("parameters diverged across ranks at step 42: rank 1"));
+  }
+}
+

@@ -1,0 +1,213 @@
+// MPI tests of training (under mpirun -np 2 and -np 4): N-rank fp32 data parallelism equals one rank on the same
+// global batch, compressed training keeps ranks identical and learns, overlap equals the blocking path bit for bit,
+// model parallelism equals one rank (codec none) and resumes exactly, every codec's resume is byte-identical, and
+// start-up errors reach every rank.
+#include <fstream>
+
+#include "core/error.h"
+#include "core/fileio.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/trainer.h"
+#include "tests/mpi_util.h"
+#include "tests/test_util.h"
+
+using namespace octet;
+using namespace octet::test;
+
+TEST_CASE("fp32 data parallel on N ranks equals one rank on the same global batch", "[mpi][train]") {
+  const int N = g_world.size;
+  const std::string dir = shared_temp_dir();
+  Config dist = dp_config(dir, 8);
+  TrainResult rd = train(dist, {}, &g_world);
+  MPI_Barrier(g_world.comm);
+  if (g_world.rank == 0) {
+    World self{MPI_COMM_SELF, 0, 1};
+    Config single = dp_config(dir, 8 * N);
+    TrainResult rs = train(single, {}, &self);
+    CHECK(rs.steps == rd.steps);
+    auto a = checkpoint_values(dir + "/r8/checkpoint.bin", dist, {1, 8, 8}, false);
+    auto b = checkpoint_values(dir + "/r" + std::to_string(8 * N) + "/checkpoint.bin", single, {1, 8, 8}, false);
+    check_matches_single(a, b, rd, rs);
+    std::system(("rm -rf " + dir).c_str());
+  }
+  MPI_Barrier(g_world.comm);
+}
+
+TEST_CASE("compressed data-parallel training keeps ranks identical and learns", "[mpi][train]") {
+  const std::string dir = shared_temp_dir();
+  for (const char* m : {"dynamic_tree8", "qsgd", "adacomp"}) {
+    Config c = dp_config(dir, 8, std::string("compression: {method: ") + m + ", min_numel: 1}\nparallel: {checksum_every: 1}\n");
+    c.run.epochs = 6;
+    c.run.name = m;
+    INFO(m);
+    TrainResult r = train(c, {}, &g_world);  // checksum every step: throws on any divergence
+    CHECK(r.test.accuracy > 0.6);  // 4 classes: chance is 0.25
+    if (g_world.size > 1) CHECK(r.fp32_bytes > r.bytes_sent);
+  }
+  MPI_Barrier(g_world.comm);
+  if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("overlapped and blocking gradient exchange give bit-identical parameters", "[mpi][train][overlap]") {
+  const std::string dir = shared_temp_dir();
+  for (const char* m : {"none", "dynamic_tree8", "qsgd", "adacomp"}) {
+    INFO(m);
+    std::string names[2];
+    for (int ov = 0; ov < 2; ++ov) {
+      Config c = dp_config(dir, 8, std::string("compression: {method: ") + m + ", min_numel: 1}\n");
+      c.parallel.overlap = ov == 1;
+      c.parallel.bucket_mb = 0;  // one bucket per layer: the most interleaving
+      c.run.name = names[ov] = std::string(m) + (ov ? "-overlap" : "-blocking");
+      TrainResult r = train(c, {}, &g_world);
+      CHECK(r.steps > 0);
+    }
+    MPI_Barrier(g_world.comm);
+    if (g_world.rank == 0) {
+      std::ifstream a(dir + "/" + names[0] + "/checkpoint.bin", std::ios::binary), b(dir + "/" + names[1] + "/checkpoint.bin", std::ios::binary);
+      const std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
+      REQUIRE(!sa.empty());
+      CHECK(sa == sb);
+    }
+  }
+  MPI_Barrier(g_world.comm);
+  if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
+}
+
+namespace {
+
+// A conv layer below two FC layers (no dropout after them, so model parallelism can match one rank exactly).
+Config mp_config(const std::string& dir, const std::string& name, int64_t batch, const std::string& extra) {
+  return small_config(dir, name, batch, 5,
+                      "    - {type: conv, out_channels: 4, kernel: 3}\n"
+                      "    - {type: maxpool, kernel: 2}\n"
+                      "    - {type: relu}\n"
+                      "    - {type: fc, out_features: 12}\n"
+                      "    - {type: relu}\n"
+                      "    - {type: fc, out_features: 4}\n"
+                      "optimizer: {lr: 0.05, momentum: 0.9, weight_decay: 0.001}\n" + extra);
+}
+
+}  // namespace
+
+TEST_CASE("model-parallel FC training with codec none equals one rank on the same global batch", "[mpi][train][model_parallel]") {
+  const int N = g_world.size;
+  const std::string dir = shared_temp_dir();
+  for (int K : {1, 2}) {
+    INFO("sub_batches " << K);
+    const std::string name = "mp" + std::to_string(K);
+    Config c = mp_config(dir, name, 8, "parallel: {model_parallel_fc: true, sub_batches: " + std::to_string(K) +
+                                           ", checksum_every: 1}\ncompression: {activations: {method: none}}\n");
+    TrainResult rd = train(c, {}, &g_world);
+    MPI_Barrier(g_world.comm);
+    if (g_world.rank == 0) {
+      World self{MPI_COMM_SELF, 0, 1};
+      Config single = mp_config(dir, "single" + std::to_string(K), 8 * N, "");
+      TrainResult rs = train(single, {}, &self);
+      CHECK(rs.steps == rd.steps);
+      // Parameters and momentum: the FC rows of every rank were gathered into the checkpoint.
+      auto a = checkpoint_values(dir + "/" + name + "/checkpoint.bin", c, {1, 8, 8}, true);
+      auto b = checkpoint_values(dir + "/single" + std::to_string(K) + "/checkpoint.bin", single, {1, 8, 8}, true);
+      check_matches_single(a, b, rd, rs);
+    }
+    MPI_Barrier(g_world.comm);
+  }
+  if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
+  MPI_Barrier(g_world.comm);
+}
+
+TEST_CASE("model-parallel FC training with 8-bit activations learns and resumes exactly", "[mpi][train][model_parallel]") {
+  const std::string dir = shared_temp_dir();
+  const std::string mp = "parallel: {model_parallel_fc: true, sub_batches: 2, checksum_every: 1}\n"
+                         "compression: {method: dynamic_tree8, min_numel: 1, activations: {method: dynamic_tree8}}\n";
+  Config c = mp_config(dir, "lossy", 8, mp);
+  c.run.epochs = 6;
+  TrainResult r = train(c, {}, &g_world);  // conv part checksummed every step
+  CHECK(r.test.accuracy > 0.6);            // 4 classes: chance is 0.25
+  if (g_world.size > 1) CHECK(r.fp32_bytes > 3 * r.bytes_sent);
+  // Stopped after 30 steps and resumed: the same parameters as the uninterrupted run (FC rows and momentum included).
+  Config part = mp_config(dir, "resumed", 8, mp);
+  part.run.epochs = 6;
+  part.run.max_steps = 30;
+  train(part, {}, &g_world);
+  part.run.max_steps = 0;
+  train(part, {dir + "/resumed"}, &g_world);
+  MPI_Barrier(g_world.comm);
+  if (g_world.rank == 0) {
+    auto a = checkpoint_values(dir + "/lossy/checkpoint.bin", c, {1, 8, 8}, true);
+    auto b = checkpoint_values(dir + "/resumed/checkpoint.bin", c, {1, 8, 8}, true);
+    CHECK(a == b);
+    std::system(("rm -rf " + dir).c_str());
+  }
+  MPI_Barrier(g_world.comm);
+}
+
+namespace {
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
+// Trains `name` uninterrupted and `name`-resumed stopped mid-epoch 2 and resumed, on world w; true when the two final
+// checkpoints (parameters, optimizer state, position and every rank's error-feedback residuals) are the same bytes.
+bool resume_matches(const World& w, const std::string& dir, const std::string& name, const std::string& compression) {
+  Config full = dp_config(dir, 8, compression);
+  full.run.name = name;
+  full.parallel.checksum_every = 1;
+  train(full, {}, &w);
+  Config part = full;
+  part.run.name = name + "-resumed";
+  part.run.max_steps = 192 / (8 * w.size) + 3;  // three steps into epoch 2
+  train(part, {}, &w);
+  part.run.max_steps = 0;
+  train(part, {dir + "/" + part.run.name}, &w);
+  int same = 1;
+  if (w.rank == 0) {
+    const std::string a = file_bytes(dir + "/" + name + "/checkpoint.bin"), b = file_bytes(dir + "/" + part.run.name + "/checkpoint.bin");
+    same = !a.empty() && a == b;
+  }
+  MPI_Bcast(&same, 1, MPI_INT, 0, w.comm);
+  return same == 1;
+}
+
+}  // namespace
+
+TEST_CASE("resume is byte-identical to the uninterrupted run for every codec, on 1 rank and on N", "[mpi][train][resume]") {
+  const std::string dir = shared_temp_dir();
+  World self{MPI_COMM_SELF, 0, 1, g_world.thread_level, g_world.timeout_s};
+  std::vector<std::string> cases;
+  for (const auto& e : codec_registry()) cases.push_back(std::string("{method: ") + e.name + ", min_numel: 1}");
+  cases.push_back("{method: linear8, error_feedback: true, min_numel: 1}");    // feedback on a dense codec: owner residuals
+  cases.push_back("{method: fp16, algorithm: allgather, error_feedback: true, min_numel: 1}");
+  for (size_t k = 0; k < cases.size(); ++k) {
+    INFO("compression: " << cases[k]);
+    const std::string c = "compression: " + cases[k] + "\n";
+    CHECK(resume_matches(self, dir, "c" + std::to_string(k) + "-r" + std::to_string(g_world.rank), c));
+    CHECK(resume_matches(g_world, dir, "c" + std::to_string(k) + "-world", c));
+  }
+  MPI_Barrier(g_world.comm);
+  if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("start-up errors reach every rank alike, before any rank writes", "[mpi][startup]") {
+  const std::string dir = shared_temp_dir();
+  Config c = dp_config(dir, 8);
+  c.run.name = "twice";
+  c.run.epochs = 1;
+  train(c, {}, &g_world);
+  // Only rank 0 looks at the run directory; every rank throws its verdict.
+  CHECK_THROWS_AS(train(c, {}, &g_world), SharedError);
+  Config t = dp_config(dir, 8);
+  t.run.name = "few";
+  t.data.test_limit = 1;
+  if (g_world.size > 1)
+    CHECK_THROWS_WITH(train(t, {}, &g_world), Catch::Contains("1 test samples for " + std::to_string(g_world.size) +
+                                                                  " ranks: each rank evaluates at least one (raise data.test_limit)"));
+  MPI_Barrier(g_world.comm);
+  if (g_world.rank == 0) {
+    CHECK_FALSE(path_exists(dir + "/few"));
+    std::system(("rm -rf " + dir).c_str());
+  }
+}
+
