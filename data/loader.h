@@ -31,9 +31,9 @@ class Sampler {
 };
 
 struct Batch {
-  Tensor x;                     // [B,C,H,W]
-  std::vector<int32_t> labels;  // B
-  int64_t index = 0;            // batch index within the epoch
+  Tensor x;                // [B,C,H,W]
+  Buffer<int32_t> labels;  // B
+  int64_t index = 0;       // batch index within the epoch
 };
 
 // Produces the batches [first, batches_per_epoch) of one epoch on a background thread, at most depth ahead. The

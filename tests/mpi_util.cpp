@@ -33,14 +33,19 @@ bool identical_across_ranks(const std::vector<float>& v) {
   return lo == hi;
 }
 
-Config small_config(const std::string& dir, const std::string& name, int64_t batch, int seed, const std::string& layers_and_more) {
+Config small_config(const std::string& dir, const std::string& name, int64_t batch, int seed,
+                    const std::string& layers_and_more) {
   // Each rank writes and reads its own copy, so no rank reads a file another is still writing.
   const std::string path = dir + "/" + name + ".rank" + std::to_string(g_world.rank) + ".yaml";
-  std::ofstream(path) << "run: {name: " << name << ", out_dir: " << dir << ", epochs: 2, seed: " << seed
-                      << ", log_every: 1000, threads: 1}\n"
-                         "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 48, synthetic_shape: [1, 8, 8],"
-                         " synthetic_classes: 4, batch_size: " << batch << "}\n"
-                         "model:\n  layers:\n" << layers_and_more;
+  std::ofstream(path)
+      << "run: {name: " << name << ", out_dir: " << dir << ", epochs: 2, seed: " << seed
+      << ", log_every: 1000, threads: 1}\n"
+         "data: {dataset: synthetic, synthetic_train: 192, synthetic_test: 48, synthetic_shape: [1, 8, 8],"
+         " synthetic_classes: 4, batch_size: "
+      << batch
+      << "}\n"
+         "model:\n  layers:\n"
+      << layers_and_more;
   Config c = load_config(path);
   c.parallel.timeout_s = g_world.timeout_s;
   return c;
@@ -53,10 +58,12 @@ Config dp_config(const std::string& dir, int64_t batch, const std::string& extra
                       "    - {type: relu}\n"
                       "    - {type: dropout, p: 0.25}\n"
                       "    - {type: fc, out_features: 4}\n"
-                      "optimizer: {lr: 0.05, momentum: 0.9}\n" + extra);
+                      "optimizer: {lr: 0.05, momentum: 0.9}\n" +
+                          extra);
 }
 
-void check_matches_single(const std::vector<float>& a, const std::vector<float>& b, const TrainResult& rd, const TrainResult& rs) {
+void check_matches_single(const std::vector<float>& a, const std::vector<float>& b, const TrainResult& rd,
+                          const TrainResult& rs) {
   REQUIRE(a.size() == b.size());
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));

@@ -19,11 +19,13 @@ bool identical_across_ranks(const std::vector<float>& v);
 // A fresh folder that every rank sees (same machine): rank 0 creates it and broadcasts the name.
 std::string shared_temp_dir();
 // A 4-class synthetic 8x8 run named `name` in dir with the given layers and what follows them in the file.
-Config small_config(const std::string& dir, const std::string& name, int64_t batch, int seed, const std::string& layers_and_more);
+Config small_config(const std::string& dir, const std::string& name, int64_t batch, int seed,
+                    const std::string& layers_and_more);
 // A conv/pool/relu/dropout/fc model for data parallelism, batch per rank; run name "r<batch>".
 Config dp_config(const std::string& dir, int64_t batch, const std::string& extra = "");
 // N-rank training (values a, result rd) against one rank on the same global batch (b, rs): float rounding apart,
 // the same parameters, and test accuracy within one of the 48 test images.
-void check_matches_single(const std::vector<float>& a, const std::vector<float>& b, const TrainResult& rd, const TrainResult& rs);
+void check_matches_single(const std::vector<float>& a, const std::vector<float>& b, const TrainResult& rd,
+                          const TrainResult& rs);
 
 }  // namespace octet::test

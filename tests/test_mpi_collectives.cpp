@@ -29,7 +29,6 @@ std::vector<Case> all_cases() {
   return c;
 }
 
-
 }  // namespace
 
 TEST_CASE("collectives: rank r contributes r+1, every rank ends with the exact mean", "[mpi][collective]") {
@@ -56,7 +55,8 @@ TEST_CASE("collectives: rank r contributes r+1, every rank ends with the exact m
   }
 }
 
-TEST_CASE("reduce-scatter: each rank gets the exact sum of its own chunk, uneven and empty chunks included", "[mpi][collective]") {
+TEST_CASE("reduce-scatter: each rank gets the exact sum of its own chunk, uneven and empty chunks included",
+          "[mpi][collective]") {
   const int N = g_world.size, r = g_world.rank;
   for (const char* m : {"none", "fp16", "linear8", "mantissa8", "static_tree8", "dynamic_tree8", "qsgd"}) {
     CodecParams p;
@@ -90,8 +90,10 @@ TEST_CASE("reduce-scatter: each rank gets the exact sum of its own chunk, uneven
   ReduceState st;
   CommStats stats;
   MpiTransport t(g_world);
-  CHECK_THROWS_WITH(reduce_scatter(t, {x.data(), x.size(), Device::CPU}, std::vector<int64_t>(static_cast<size_t>(N) + 2, 0), {Algorithm::ScatterAllgather, codec.get(), false, 5}, st, stats),
-                    Catch::Contains("chunk bounds for"));
+  CHECK_THROWS_WITH(
+      reduce_scatter(t, {x.data(), x.size(), Device::CPU}, std::vector<int64_t>(static_cast<size_t>(N) + 2, 0),
+                     {Algorithm::ScatterAllgather, codec.get(), false, 5}, st, stats),
+      Catch::Contains("chunk bounds for"));
 }
 
 TEST_CASE("collectives: random data ends bit-identical on every rank, close to the true mean", "[mpi][collective]") {
@@ -132,7 +134,8 @@ TEST_CASE("gradient sync plan, checksum divergence detection and broadcast", "[m
   cfg.base.codec.method = "dynamic_tree8";
   MpiTransport t(g_world);
   GradSync sync(t, cfg, {{{"fc.weight", &w, &g}, "fc", "fc"}, {{"fc.bias", &b, &db}, "fc", "fc"}});
-  CHECK_THAT(sync.plan(), Catch::Contains("dynamic_tree8  scatter_allgather") && Catch::Contains("none           allreduce"));
+  CHECK_THAT(sync.plan(),
+             Catch::Contains("dynamic_tree8  scatter_allgather") && Catch::Contains("none           allreduce"));
   sync.broadcast_values(0);
   sync.verify_identical(1);
   CommStats st;
@@ -141,7 +144,7 @@ TEST_CASE("gradient sync plan, checksum divergence detection and broadcast", "[m
   CHECK(identical_across_ranks(to_vector(db)));
   if (g_world.size > 1) {
     if (g_world.rank == 1) w.data()[7] += 1e-3f;
-    CHECK_THROWS_WITH(sync.verify_identical(42), Catch::Contains("parameters diverged across ranks at step 42: rank 1"));
+    CHECK_THROWS_WITH(sync.verify_identical(42),
+                      Catch::Contains("parameters diverged across ranks at step 42: rank 1"));
   }
 }
-

@@ -37,12 +37,13 @@ TEST_CASE("fp32 data parallel on N ranks equals one rank on the same global batc
 TEST_CASE("compressed data-parallel training keeps ranks identical and learns", "[mpi][train]") {
   const std::string dir = shared_temp_dir();
   for (const char* m : {"dynamic_tree8", "qsgd", "adacomp"}) {
-    Config c = dp_config(dir, 8, std::string("compression: {method: ") + m + ", min_numel: 1}\nparallel: {checksum_every: 1}\n");
+    Config c = dp_config(
+        dir, 8, std::string("compression: {method: ") + m + ", min_numel: 1}\nparallel: {checksum_every: 1}\n");
     c.run.epochs = 6;
     c.run.name = m;
     INFO(m);
     TrainResult r = train(c, {}, &g_world);  // checksum every step: throws on any divergence
-    CHECK(r.test.accuracy > 0.6);  // 4 classes: chance is 0.25
+    CHECK(r.test.accuracy > 0.6);            // 4 classes: chance is 0.25
     if (g_world.size > 1) CHECK(r.fp32_bytes > r.bytes_sent);
   }
   MPI_Barrier(g_world.comm);
@@ -64,7 +65,8 @@ TEST_CASE("overlapped and blocking gradient exchange give bit-identical paramete
     }
     MPI_Barrier(g_world.comm);
     if (g_world.rank == 0) {
-      std::ifstream a(dir + "/" + names[0] + "/checkpoint.bin", std::ios::binary), b(dir + "/" + names[1] + "/checkpoint.bin", std::ios::binary);
+      std::ifstream a(dir + "/" + names[0] + "/checkpoint.bin", std::ios::binary),
+          b(dir + "/" + names[1] + "/checkpoint.bin", std::ios::binary);
       const std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
       REQUIRE(!sa.empty());
       CHECK(sa == sb);
@@ -85,19 +87,22 @@ Config mp_config(const std::string& dir, const std::string& name, int64_t batch,
                       "    - {type: fc, out_features: 12}\n"
                       "    - {type: relu}\n"
                       "    - {type: fc, out_features: 4}\n"
-                      "optimizer: {lr: 0.05, momentum: 0.9, weight_decay: 0.001}\n" + extra);
+                      "optimizer: {lr: 0.05, momentum: 0.9, weight_decay: 0.001}\n" +
+                          extra);
 }
 
 }  // namespace
 
-TEST_CASE("model-parallel FC training with codec none equals one rank on the same global batch", "[mpi][train][model_parallel]") {
+TEST_CASE("model-parallel FC training with codec none equals one rank on the same global batch",
+          "[mpi][train][model_parallel]") {
   const int N = g_world.size;
   const std::string dir = shared_temp_dir();
   for (int K : {1, 2}) {
     INFO("sub_batches " << K);
     const std::string name = "mp" + std::to_string(K);
-    Config c = mp_config(dir, name, 8, "parallel: {model_parallel_fc: true, sub_batches: " + std::to_string(K) +
-                                           ", checksum_every: 1}\ncompression: {activations: {method: none}}\n");
+    Config c = mp_config(dir, name, 8,
+                         "parallel: {model_parallel_fc: true, sub_batches: " + std::to_string(K) +
+                             ", checksum_every: 1}\ncompression: {activations: {method: none}}\n");
     TrainResult rd = train(c, {}, &g_world);
     MPI_Barrier(g_world.comm);
     if (g_world.rank == 0) {
@@ -116,10 +121,12 @@ TEST_CASE("model-parallel FC training with codec none equals one rank on the sam
   MPI_Barrier(g_world.comm);
 }
 
-TEST_CASE("model-parallel FC training with 8-bit activations learns and resumes exactly", "[mpi][train][model_parallel]") {
+TEST_CASE("model-parallel FC training with 8-bit activations learns and resumes exactly",
+          "[mpi][train][model_parallel]") {
   const std::string dir = shared_temp_dir();
-  const std::string mp = "parallel: {model_parallel_fc: true, sub_batches: 2, checksum_every: 1}\n"
-                         "compression: {method: dynamic_tree8, min_numel: 1, activations: {method: dynamic_tree8}}\n";
+  const std::string mp =
+      "parallel: {model_parallel_fc: true, sub_batches: 2, checksum_every: 1}\n"
+      "compression: {method: dynamic_tree8, min_numel: 1, activations: {method: dynamic_tree8}}\n";
   Config c = mp_config(dir, "lossy", 8, mp);
   c.run.epochs = 6;
   TrainResult r = train(c, {}, &g_world);  // conv part checksummed every step
@@ -164,7 +171,8 @@ bool resume_matches(const World& w, const std::string& dir, const std::string& n
   train(part, {dir + "/" + part.run.name}, &w);
   int same = 1;
   if (w.rank == 0) {
-    const std::string a = file_bytes(dir + "/" + name + "/checkpoint.bin"), b = file_bytes(dir + "/" + part.run.name + "/checkpoint.bin");
+    const std::string a = file_bytes(dir + "/" + name + "/checkpoint.bin"),
+                      b = file_bytes(dir + "/" + part.run.name + "/checkpoint.bin");
     same = !a.empty() && a == b;
   }
   MPI_Bcast(&same, 1, MPI_INT, 0, w.comm);
@@ -173,12 +181,14 @@ bool resume_matches(const World& w, const std::string& dir, const std::string& n
 
 }  // namespace
 
-TEST_CASE("resume is byte-identical to the uninterrupted run for every codec, on 1 rank and on N", "[mpi][train][resume]") {
+TEST_CASE("resume is byte-identical to the uninterrupted run for every codec, on 1 rank and on N",
+          "[mpi][train][resume]") {
   const std::string dir = shared_temp_dir();
   World self{MPI_COMM_SELF, 0, 1, g_world.thread_level, g_world.timeout_s};
   std::vector<std::string> cases;
   for (const auto& e : codec_registry()) cases.push_back(std::string("{method: ") + e.name + ", min_numel: 1}");
-  cases.push_back("{method: linear8, error_feedback: true, min_numel: 1}");    // feedback on a dense codec: owner residuals
+  cases.push_back(
+      "{method: linear8, error_feedback: true, min_numel: 1}");  // feedback on a dense codec: owner residuals
   cases.push_back("{method: fp16, algorithm: allgather, error_feedback: true, min_numel: 1}");
   for (size_t k = 0; k < cases.size(); ++k) {
     INFO("compression: " << cases[k]);
@@ -202,12 +212,12 @@ TEST_CASE("start-up errors reach every rank alike, before any rank writes", "[mp
   t.run.name = "few";
   t.data.test_limit = 1;
   if (g_world.size > 1)
-    CHECK_THROWS_WITH(train(t, {}, &g_world), Catch::Contains("1 test samples for " + std::to_string(g_world.size) +
-                                                                  " ranks: each rank evaluates at least one (raise data.test_limit)"));
+    CHECK_THROWS_WITH(train(t, {}, &g_world),
+                      Catch::Contains("1 test samples for " + std::to_string(g_world.size) +
+                                      " ranks: each rank evaluates at least one (raise data.test_limit)"));
   MPI_Barrier(g_world.comm);
   if (g_world.rank == 0) {
     CHECK_FALSE(path_exists(dir + "/few"));
     std::system(("rm -rf " + dir).c_str());
   }
 }
-
