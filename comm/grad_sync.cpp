@@ -5,11 +5,13 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/timer.h"
 #include "core/rng.h"
 
 namespace octet {
 
-GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors) : t_(t) {
+GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors, Exec& exec)
+    : t_(t), exec_(exec) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     Entry e;
     e.t = std::move(tensors[i]);
@@ -42,7 +44,14 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
 }
 
 void GradSync::sync(uint64_t step, CommStats& stats) {
+  // The comm stream starts after the backward queued so far (the gradients); the host waits for each copy anyway.
+  if (exec_.device() == Device::CUDA) exec_.wait(exec_.comm(), exec_.record(exec_.compute()));
   for (size_t i = 0; i < entries_.size(); ++i) sync_one(i, step, stats);
+  release();
+}
+
+void GradSync::release() {
+  if (exec_.device() == Device::CUDA) exec_.wait(exec_.compute(), exec_.record(exec_.comm()));
 }
 
 void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats, const std::atomic<bool>* cancel) {
@@ -50,7 +59,19 @@ void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats, const std::at
   e.opt.seed = derive_seed(0x9d5, step, i);
   e.opt.progress = {static_cast<int64_t>(step), cancel != nullptr, cancel};
   CommStats s;
-  reduce_mean(t_, span_of(*e.t.param.grad), e.opt, e.state, s);
+  Tensor& g = *e.t.param.grad;
+  if (g.device() == Device::CPU) {
+    reduce_mean(t_, span_of(g), e.opt, e.state, s);
+  } else {  // staged: device -> page-locked host on the comm stream, exchanged on the host, back the same way
+    exec_.bind_thread();
+    if (e.staged.numel() != g.numel()) e.staged = Tensor::pinned(g.shape());
+    const double t0 = now_seconds();
+    e.staged.copy_from(g, exec_.comm());
+    exec_.sync(exec_.comm());
+    s.communicate_s += now_seconds() - t0;
+    reduce_mean(t_, span_of(e.staged), e.opt, e.state, s);
+    g.copy_from(e.staged, exec_.comm());
+  }
   e.total += s;
   stats += s;
 }
@@ -92,8 +113,11 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> GradSync::bytes_by_kind() c
 uint64_t GradSync::checksum() const {
   uint64_t h = 0x243f6a8885a308d3ULL;
   for (const Entry& e : entries_) {
-    const float* p = e.t.param.value->data();
-    const int64_t n = e.t.param.value->numel();
+    const Tensor* v = e.t.param.value;
+    Tensor host;
+    if (v->device() != Device::CPU) host = v->to(Device::CPU), v = &host;  // every checksum_every steps: a copy is fine
+    const float* p = v->data();
+    const int64_t n = v->numel();
     for (int64_t i = 0; i < n; ++i) {
       uint32_t bits;
       std::memcpy(&bits, p + i, 4);
@@ -115,7 +139,16 @@ void GradSync::verify_identical(int64_t step) const {
 
 void GradSync::broadcast_values(int root) {
   if (t_.size() == 1) return;
-  for (Entry& e : entries_) t_.broadcast_floats(span_of(*e.t.param.value), root, {});
+  for (Entry& e : entries_) {
+    Tensor& v = *e.t.param.value;
+    if (v.device() == Device::CPU) {
+      t_.broadcast_floats(span_of(v), root, {});
+      continue;
+    }
+    Tensor host = v.to(Device::CPU);
+    t_.broadcast_floats(span_of(host), root, {});
+    v.copy_from(host);
+  }
 }
 
 }  // namespace octet

@@ -22,12 +22,18 @@ struct SyncTensor {
 
 class GradSync {
  public:
-  GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors);
-  // Replaces every grad with its mean over the ranks (identical bytes everywhere).
+  // exec: where the gradients are. Gradients on a GPU are staged through page-locked host memory on its comm stream
+  // (the codecs and the MPI transport work on the host); release() makes its compute stream wait for them.
+  GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors, Exec& exec = Exec::host());
+  // Replaces every grad with its mean over the ranks (identical bytes everywhere), then release().
   void sync(uint64_t step, CommStats& stats);
-  // The same for tensor i alone (what sync() does for each i in turn; the overlap thread calls it per bucket).
-  // cancel: non-null makes the waits sleep between polls and throw once it is set (the overlap thread).
+  // The same for tensor i alone (what sync() does for each i in turn; the overlap thread calls it per bucket, once
+  // the bucket's gradients are final). cancel: non-null makes the waits sleep between polls and throw once it is set
+  // (the overlap thread).
   void sync_one(size_t i, uint64_t step, CommStats& stats, const std::atomic<bool>* cancel = nullptr);
+  // The compute stream waits for every exchanged gradient to be back on the device (no host wait; CPU: nothing).
+  void release();
+  Exec& exec() const { return exec_; }
   size_t size() const { return entries_.size(); }
   const SyncTensor& tensor(size_t i) const { return entries_[i].t; }
   std::string plan() const;   // one line per tensor: name, numel, codec, algorithm
@@ -47,9 +53,11 @@ class GradSync {
     CodecPtr codec;
     ReduceOptions opt;
     ReduceState state;
+    Tensor staged;    // page-locked host copy of a gradient on the GPU
     CommStats total;  // since construction
   };
   Transport& t_;
+  Exec& exec_;
   std::vector<Entry> entries_;
 };
 

@@ -80,6 +80,7 @@ double OverlapSync::finish(CommStats& stats) {
               "overlap: backward completed " << queued_ << " of " << buckets_.size() << " buckets");
   cv_.wait(lk, [&] { return done_ == queued_ || error_; });
   if (error_) std::rethrow_exception(error_);
+  sync_.release();  // the update waits for the last bucket back on the device (no host wait; CPU: nothing)
   stats += stats_;
   return now_seconds() - t0;
 }

@@ -75,6 +75,15 @@ class SharedError : public Error {
       OCTET_THROW(#call << " failed: " << cudaGetErrorName(octet_rc_) << ": " << cudaGetErrorString(octet_rc_)); \
   } while (0)
 
+// After a kernel launch: a bad configuration or a sticky earlier error, naming the kernel.
+#define CHECK_LAUNCH(what)                                                                   \
+  do {                                                                                       \
+    const cudaError_t octet_rc_ = cudaGetLastError();                                        \
+    if (octet_rc_ != cudaSuccess)                                                            \
+      OCTET_THROW("launch of " << what << " failed: " << cudaGetErrorName(octet_rc_) << ": " \
+                               << cudaGetErrorString(octet_rc_));                            \
+  } while (0)
+
 #define CHECK_CUDNN(call)                                                                                       \
   do {                                                                                                          \
     cudnnStatus_t octet_rc_ = (call);                                                                           \

@@ -41,6 +41,9 @@ class Exec {
   Stream copy() const { return stream(StreamKind::Copy); }
   Stream comm() const { return stream(StreamKind::Comm); }
 
+  // Makes this context's device the current one of the calling thread (CUDA: per thread; the communication and
+  // loader threads call it before they queue work). No-op on the CPU.
+  void bind_thread() const;
   Event record(Stream s) const;               // marks the work queued on s so far
   void wait(Stream s, const Event& e) const;  // s's later work waits for e (the host does not)
   void sync(const Event& e) const;            // the host waits for e

@@ -18,6 +18,7 @@ Exec& Exec::host() {
 
 Exec& Exec::cuda(int) { OCTET_THROW("no CUDA device can be used: " << cuda_unavailable_reason()); }
 
+void Exec::bind_thread() const {}
 Event Exec::record(Stream) const { return Event(); }
 void Exec::wait(Stream, const Event&) const {}
 void Exec::sync(const Event&) const {}

@@ -140,6 +140,10 @@ Exec& Exec::cuda(int ordinal) {
   return *slot;
 }
 
+void Exec::bind_thread() const {
+  if (device_ == Device::CUDA) CHECK_CUDA(cudaSetDevice(ordinal_));
+}
+
 Event Exec::record(Stream s) const {
   Event e;
   if (s.device != Device::CUDA) return e;

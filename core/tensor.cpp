@@ -50,6 +50,7 @@ void device_free(Device d, void* p) {
 namespace {
 
 void host_free(float* p) { std::free(p); }
+void pinned_free(float* p) { cuda_free_pinned(p); }
 void cuda_free_floats(float* p) { cuda_free(p); }
 
 CopyKind kind_of(Device dst, Device src) {
@@ -68,7 +69,11 @@ void Tensor::allocate(int64_t n) {
     return;
   }
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-  if (device_ == Device::CPU) {
+  if (device_ == Device::CPU && pinned_) {
+    float* p = static_cast<float*>(cuda_alloc_pinned(bytes));
+    std::memset(p, 0, bytes);
+    data_ = {p, pinned_free};
+  } else if (device_ == Device::CPU) {
     float* p = static_cast<float*>(device_alloc(Device::CPU, bytes));
     std::memset(p, 0, (bytes + 63) / 64 * 64);
     data_ = {p, host_free};
@@ -109,11 +114,21 @@ Tensor& Tensor::operator=(Tensor&& other) {
   if (this == &other) return *this;
   if (view_) return *this = static_cast<const Tensor&>(other);
   shape_ = std::move(other.shape_);
-  numel_ = other.numel_, capacity_ = other.capacity_, device_ = other.device_, view_ = other.view_;
+  numel_ = other.numel_, capacity_ = other.capacity_, device_ = other.device_, view_ = other.view_,
+  pinned_ = other.pinned_;
   data_ = std::move(other.data_);
   other.numel_ = other.capacity_ = 0;
   other.shape_.clear();
   return *this;
+}
+
+Tensor Tensor::pinned(Shape shape) {
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.numel_ = shape_numel(t.shape_);
+  t.pinned_ = cuda_device_count() > 0;
+  t.allocate(t.numel_);
+  return t;
 }
 
 Tensor Tensor::wrap(float* data, Shape shape, Device device) {

@@ -29,6 +29,9 @@ class Tensor {
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&& other);  // takes the storage over; into a view: copies (writes through), like the above
 
+  // A host tensor in page-locked memory (fast, asynchronous copies to and from a GPU); plain host memory where no GPU
+  // can be used.
+  static Tensor pinned(Shape shape);
   // A non-owning tensor over n = shape_numel(shape) floats at data (the owner must outlive it).
   static Tensor wrap(float* data, Shape shape, Device device = Device::CPU);
   // Elements [offset, offset + numel(shape)) of this tensor as a view of that shape.
@@ -42,6 +45,7 @@ class Tensor {
   Device device() const { return device_; }
   bool empty() const { return numel_ == 0; }
   bool is_view() const { return view_; }
+  bool is_pinned() const { return pinned_; }
 
   float* data() { return data_.get(); }
   const float* data() const { return data_.get(); }
@@ -64,6 +68,7 @@ class Tensor {
   int64_t capacity_ = 0;
   Device device_ = Device::CPU;
   bool view_ = false;
+  bool pinned_ = false;  // host storage page-locked (reallocations stay so)
   std::unique_ptr<float, void (*)(float*)> data_{nullptr, [](float*) {}};
 };
 

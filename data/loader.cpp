@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/device.h"
 #include "core/error.h"
+#include "core/exec.h"
 #include "core/rng.h"
 
 namespace octet {
@@ -58,14 +60,24 @@ void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch&
   }
 }
 
+void to_device(const Batch& b, Tensor& x, Buffer<int32_t>& labels, const Stream& s) {
+  if (x.device() != Device::CUDA) x = Tensor(Shape{0}, Device::CUDA);
+  x.resize(b.x.shape());
+  x.copy_from(b.x, s);
+  labels.resize(b.labels.size());
+  if (b.labels.size())
+    cuda_copy_async(labels.data(), b.labels.data(), 4 * b.labels.size(), CopyKind::HostToDevice, s.handle);
+}
+
 Prefetcher::Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth,
-                       int nice)
+                       int nice, bool pinned)
     : data_(data),
       sampler_(sampler),
       epoch_(epoch),
       next_batch_(first_batch),
       depth_(static_cast<size_t>(depth > 0 ? depth : 1)),
-      nice_(nice) {
+      nice_(nice),
+      pinned_(pinned) {
   OCTET_CHECK(nice >= 0 && nice <= 19, "prefetcher: nice increment " << nice << " outside [0, 19]");
   const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));  // this thread's nice (Linux: per thread)
   thread_ = std::thread([this, base] { run(base); });
@@ -98,6 +110,14 @@ void Prefetcher::run(int base) {
     cv_.notify_all();
     for (int64_t b = next_batch_; b < sampler_.batches_per_epoch(); ++b) {
       Batch batch;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!free_.empty()) {  // a batch the caller is done with: its storage again, no allocation
+          batch = std::move(free_.back());
+          free_.pop_back();
+        }
+      }
+      if (pinned_ && !batch.x.is_pinned()) batch.x = Tensor::pinned(Shape{0});  // grows page-locked
       batch.index = b;
       assemble_batch(data_, sampler_.indices(epoch_, b), batch);
       std::unique_lock<std::mutex> lock(mu_);
@@ -126,6 +146,7 @@ bool Prefetcher::next(Batch& out) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !queue_.empty() || done_; });
   if (!queue_.empty()) {
+    if (out.x.numel() > 0) free_.push_back(std::move(out));  // the previous batch's storage, for the loader to reuse
     out = std::move(queue_.front());
     queue_.pop_front();
     cv_.notify_all();

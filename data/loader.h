@@ -41,11 +41,14 @@ struct Batch {
 // time compute leaves, instead of preempting a rank on every batch and handing its core to the rank beside it.
 class Prefetcher {
  public:
-  Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth, int nice = 0);
+  // pinned: batches in page-locked memory (for asynchronous copies to a GPU).
+  Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth, int nice = 0,
+             bool pinned = false);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
-  // Blocks until the next batch is ready; false at the end of the epoch. Rethrows a loader error.
+  // Blocks until the next batch is ready; false at the end of the epoch. Rethrows a loader error. out's previous
+  // contents go back to the loader for reuse.
   bool next(Batch& out);
   // The loader thread's nice value as the kernel reports it once the thread has set it (blocks until then).
   int loader_nice();
@@ -57,8 +60,10 @@ class Prefetcher {
   int64_t epoch_, next_batch_;
   size_t depth_;
   int nice_;
+  bool pinned_;
   std::optional<int> nice_read_;  // the thread's nice once it has set it
   std::deque<Batch> queue_;
+  std::vector<Batch> free_;  // batches handed back by next(), reused by the loader
   bool done_ = false, stop_ = false;
   std::exception_ptr error_;
   std::mutex mu_;
@@ -68,5 +73,7 @@ class Prefetcher {
 
 // Fills a batch synchronously (used by the prefetch thread and by evaluation).
 void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch& out);
+// A host batch's images and labels into device storage (grown as needed), queued on stream s (a GPU's copy stream).
+void to_device(const Batch& b, Tensor& x, Buffer<int32_t>& labels, const Stream& s);
 
 }  // namespace octet

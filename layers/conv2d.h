@@ -33,6 +33,19 @@ class Conv2d : public Layer {
   Conv2dParams p_;
   Tensor w_, b_, dw_, db_;  // w: [OC,IC,K,K], b: [OC]
   std::shared_ptr<CpuState> cpu_;
+
+#ifdef OCTET_WITH_CUDA  // the CUDA twin (conv2d_cuda.cu)
+ public:
+  bool has_cuda() const override;
+
+ protected:
+  void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override;
+  void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  struct CudaState;
+  std::shared_ptr<CudaState> cuda_;
+#endif
 };
 
 }  // namespace octet

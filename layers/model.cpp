@@ -121,7 +121,6 @@ namespace {
 
 // Index of the first NaN or infinity of a host tensor, or -1.
 int64_t first_bad(const Tensor& t) {
-  if (t.device() != Device::CPU) return -1;
   for (int64_t i = 0; i < t.numel(); ++i)
     if (!std::isfinite(t.data()[i])) return i;
   return -1;
@@ -132,8 +131,10 @@ int64_t first_bad(const Tensor& t) {
 std::string Model::first_nonfinite(const Tensor* input) {
   std::ostringstream o;
   auto bad = [&](const Tensor& t, const std::string& what) {
-    const int64_t i = first_bad(t);
-    if (i >= 0) o << what << " " << t.data()[i] << " at index " << i;
+    const Tensor host = t.device() == Device::CPU ? Tensor() : t.to(Device::CPU);  // an error path: copies are fine
+    const Tensor& h = t.device() == Device::CPU ? t : host;
+    const int64_t i = first_bad(h);
+    if (i >= 0) o << what << " " << h.data()[i] << " at index " << i;
     return i >= 0;
   };
   if (input && bad(*input, "the input batch holds")) return o.str();

@@ -48,7 +48,7 @@ class Model {
   std::string summary();            // one line per layer: name, kind, output shape, parameters
   // For an error message: the first place, layer by layer, holding a NaN or infinity — the input batch, then each
   // layer's weights, output and parameter gradients ("layer fc1 (fc): weights fc1.weight hold inf at 17"); "" if none.
-  // (Host tensors; an error path, not a per-step check.)
+  // (An error path, not a per-step check: device tensors are copied to the host to be read.)
   std::string first_nonfinite(const Tensor* input);
 
  private:

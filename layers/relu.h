@@ -17,6 +17,15 @@ class Relu : public Layer {
  private:
   struct CpuState;  // oneDNN primitives per element count (relu_cpu.cpp)
   std::shared_ptr<CpuState> cpu_;
+
+#ifdef OCTET_WITH_CUDA  // the CUDA twin (relu_cuda.cu)
+ public:
+  bool has_cuda() const override;
+
+ protected:
+  void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override;
+  void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+#endif
 };
 
 }  // namespace octet

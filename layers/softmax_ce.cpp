@@ -1,4 +1,4 @@
-// SoftmaxCrossEntropy's device dispatch; until its CUDA twin exists, logits on a GPU are refused naming the op.
+// SoftmaxCrossEntropy's device dispatch (and, in a CPU-only build, what logits on a GPU are told).
 #include "layers/softmax_ce.h"
 
 #include "core/error.h"
@@ -16,11 +16,13 @@ void SoftmaxCrossEntropy::backward(Tensor& dlogits, float grad_scale, Exec& exec
     backward_cuda(dlogits, grad_scale, exec);
 }
 
+#ifndef OCTET_WITH_CUDA
 LossResult SoftmaxCrossEntropy::forward_cuda(const Tensor&, const int32_t*, Exec&) {
   OCTET_THROW("softmax_cross_entropy has no CUDA kernel in this build");
 }
 void SoftmaxCrossEntropy::backward_cuda(Tensor&, float, Exec&) const {
   OCTET_THROW("softmax_cross_entropy has no CUDA kernel in this build");
 }
+#endif
 
 }  // namespace octet

@@ -26,8 +26,10 @@ class SoftmaxCrossEntropy {
   void backward_cpu(Tensor& dlogits, float grad_scale) const;
   LossResult forward_cuda(const Tensor& logits, const int32_t* labels, Exec& exec);
   void backward_cuda(Tensor& dlogits, float grad_scale, Exec& exec) const;
-  Tensor probs_;  // [N,K]
+  Tensor probs_;  // [N,K], on the logits' device
   const int32_t* labels_ = nullptr;
+  Buffer<double> loss_dev_{0, Device::CUDA};  // the GPU path: per-sample losses and hits, read back each forward
+  Buffer<int32_t> hit_dev_{0, Device::CUDA};
 };
 
 }  // namespace octet

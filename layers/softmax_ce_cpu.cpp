@@ -9,6 +9,7 @@ namespace octet {
 LossResult SoftmaxCrossEntropy::forward_cpu(const Tensor& logits, const int32_t* labels) {
   OCTET_CHECK(logits.ndim() == 2, "softmax_ce expects [N,K] logits, got " << shape_str(logits.shape()));
   const int64_t n = logits.dim(0), k = logits.dim(1);
+  if (probs_.device() != Device::CPU) probs_ = Tensor();
   probs_.resize(logits.shape());
   labels_ = labels;
   LossResult r;

@@ -10,7 +10,15 @@ namespace octet {
 
 void broadcast_parameters(Transport& t, Model& model, int root) {
   if (t.size() == 1) return;
-  for (const Param& p : model.params()) t.broadcast_floats(span_of(*p.value), root, {});
+  for (const Param& p : model.params()) {
+    if (p.value->device() == Device::CPU) {
+      t.broadcast_floats(span_of(*p.value), root, {});
+      continue;
+    }
+    Tensor host = p.value->to(Device::CPU);  // the transport moves host memory (set-up: a synchronous copy is fine)
+    t.broadcast_floats(span_of(host), root, {});
+    p.value->copy_from(host);
+  }
 }
 
 DataParallelStep::DataParallelStep(Model& model, Optimizer& opt, Transport* t, const StepOptions& o)
@@ -19,7 +27,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& opt, Transport* t, c
   broadcast_parameters(*t, model, 0);  // identical start even if initialization ever differed
   if (t->size() == 1 && codec_traits(o.compression.base.codec.method).identity && o.compression.overrides.empty())
     return;
-  sync_.emplace(*t, o.compression, sync_tensors(model, model.size()));
+  sync_.emplace(*t, o.compression, sync_tensors(model, model.size()), model.exec());
   if (o.overlap) {
     overlap_.emplace(*sync_, static_cast<int64_t>(o.bucket_mb * 1e6));
     model.set_grad_ready_hook([this](size_t layer, const Event& ready) { overlap_->layer_done(layer, ready); });

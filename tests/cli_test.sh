@@ -47,6 +47,10 @@ expect_error "deep.yaml:1: nesting deeper than 64 levels" train "$tmp/deep.yaml"
 printf 'run: {name: x}\ndata: {dataset: synthetic}\nmodel: {layers: [{type: maxpool, kernel: 40}, {type: fc, out_features: 10}]}\noptimizer: {lr: 0.1}\n' >"$tmp/pool.yaml"
 expect_error "model.layers[0] (maxpool1): input [1,1,28,28]: maxpool maxpool1: window 40 larger than padded input" train "$tmp/pool.yaml" --set run.out_dir="$tmp/pool"
 [[ -e $tmp/pool ]] && { echo "FAIL: a run that failed its start-up checks created its run directory"; fail=1; }
+# A GPU run where no GPU can be used says why in one line.
+if "$octet" version | grep -q " 0 GPUs usable"; then
+  expect_error "parallel.device: cuda, but no CUDA device can be used here: " train "$cfg" --set parallel.device=cuda
+fi
 # Benchmarks and predict: every bad number names its flag.
 expect_error "octet bench compress: --reps expects an integer in [1, 1000000], got '0'" bench compress --reps 0
 expect_error "octet bench compress: --codecs expects a comma-separated list without empty items, got ''" bench compress --codecs ""

@@ -143,8 +143,7 @@ void read_optimizer(Section s, OptimizerConfig& o, ScheduleConfig& sc, int64_t e
 }
 
 void read_parallel(Section s, ParallelConfig& p) {
-  s.choice("device", "cpu", {"cpu"});
-  p.device = Device::CPU;
+  p.device = s.choice("device", "cpu", {"cpu", "cuda"}) == "cuda" ? Device::CUDA : Device::CPU;
   p.checksum_every = at_least(s, "checksum_every", p.checksum_every, 0);
   p.overlap = s.get<bool>("overlap", p.overlap);
   p.bucket_mb = s.get<double>("bucket_mb", p.bucket_mb);

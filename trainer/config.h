@@ -63,7 +63,7 @@ struct ModelConfig {
 };
 
 struct ParallelConfig {
-  Device device = Device::CPU;
+  Device device = Device::CPU;   // cuda: one GPU per rank, by the rank's place on its node
   int64_t checksum_every = 100;  // steps between cross-rank parameter checksums (0 = only at the end)
   double timeout_s = 600;  // longest wait for any collective before the job fails naming it (a stopped or wedged peer)
   bool overlap = false;    // exchange gradient buckets on a thread while backward runs (wants a spare core per rank)

@@ -111,7 +111,7 @@ const LayerEntry& find_layer(const std::string& type, const Section& where) {
   where.fail("type", "unknown layer type '" + type + "' (known: " + known + ")");
 }
 
-Model build_model(const ModelConfig& cfg, const Shape& input) {
+Model build_model(const ModelConfig& cfg, const Shape& input, Exec& exec) {
   std::vector<LayerPtr> layers;
   Shape s = {1};
   s.insert(s.end(), input.begin(), input.end());
@@ -130,7 +130,7 @@ Model build_model(const ModelConfig& cfg, const Shape& input) {
           e.where());
     }
   }
-  return Model(input, std::move(layers));
+  return Model(input, std::move(layers), exec);
 }
 
 }  // namespace octet

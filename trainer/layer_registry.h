@@ -17,7 +17,7 @@ struct LayerEntry {
 
 const std::vector<LayerEntry>& layer_registry();
 const LayerEntry& find_layer(const std::string& type, const Section& where);  // unknown: lists the known types
-// Builds the model for the given per-sample input shape.
-Model build_model(const ModelConfig& cfg, const Shape& input);
+// Builds the model for the given per-sample input shape, on exec's device.
+Model build_model(const ModelConfig& cfg, const Shape& input, Exec& exec = Exec::host());
 
 }  // namespace octet

@@ -72,7 +72,9 @@ int cmd_version(const std::vector<std::string>& args) {
     std::fputs(f.usage().c_str(), stdout);
     return 0;
   }
-  std::printf("octet 0.2.0 (CUDA backend %s)\n", octet::cuda_built() ? "built" : "not built");
+  const int gpus = octet::cuda_device_count();
+  std::printf("octet 0.2.0 (CUDA backend %s; %d GPU%s usable%s%s)\n", octet::cuda_built() ? "built" : "not built", gpus,
+              gpus == 1 ? "" : "s", gpus ? "" : ": ", gpus ? "" : octet::cuda_unavailable_reason());
   return 0;
 }
 

@@ -78,7 +78,8 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
   OCTET_CHECK(input == train_set_->sample_shape(), cfg.file << ": model.input " << shape_str(input)
                                                             << " does not match the data's "
                                                             << shape_str(train_set_->sample_shape()));
-  model_ = std::make_unique<Model>(build_model(cfg.model, input));
+  exec_ = &select_device(cfg.parallel.device, world_);
+  model_ = std::make_unique<Model>(build_model(cfg.model, input, *exec_));
   {
     Shape probe = {1};
     probe.insert(probe.end(), input.begin(), input.end());
@@ -114,17 +115,22 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
 
   // 3. The parallel step (collective from here on).
   model_->init_params(cfg.run.seed);
-  opt_ = std::make_unique<Optimizer>(cfg.optimizer, model_->params());
+  opt_ = std::make_unique<Optimizer>(cfg.optimizer, model_->params(), *exec_);
   if (world_) transport_.emplace(*world_);
   step_ = make_step(*model_, *opt_, transport_ ? &*transport_ : nullptr, step_options(cfg));
 
   // 4. What a checkpoint holds: parameters and optimizer state (shared), error-feedback residuals (per rank).
   for (auto& p : model_->params()) state_.shared.push_back({p.name, p.value});
   for (auto& s : opt_->state()) state_.shared.push_back(s);
+  for (auto& [name, t] : state_.shared)  // checkpoints are device-independent: they hold host copies
+    if (t->device() != Device::CPU) mirrors_.push_back({t, Tensor(t->shape())});
+  for (size_t i = 0, m = 0; i < state_.shared.size(); ++i)
+    if (state_.shared[i].second->device() != Device::CPU) state_.shared[i].second = &mirrors_[m++].second;
   state_.per_rank = step_->per_rank_state();
   pos.seed = cfg.run.seed;
   if (!resume_from_.empty()) {
     const LoadedCheckpoint ck = load_checkpoint(resume_from_, state_, world_);
+    state_to_device();
     pos = ck.pos;
     OCTET_CHECK(pos.seed == cfg.run.seed,
                 resume_from_ << ": written with run.seed " << pos.seed << ", the config says " << cfg.run.seed);
@@ -175,11 +181,20 @@ void Run::open_outputs() {
 
 std::unique_ptr<Prefetcher> Run::loader(int64_t epoch) {
   return std::make_unique<Prefetcher>(*train_set_, *sampler_, epoch, epoch == pos.epoch ? pos.batch : 0,
-                                      cfg_.data.prefetch, cfg_.data.loader_nice);
+                                      cfg_.data.prefetch, cfg_.data.loader_nice, exec_->device() == Device::CUDA);
+}
+
+void Run::state_to_host() {
+  for (auto& [dev, host] : mirrors_) host.copy_from(*dev);
+}
+
+void Run::state_to_device() {
+  for (auto& [dev, host] : mirrors_) dev->copy_from(host);
 }
 
 void Run::save(const TrainPosition& at) {
   step_->gather();
+  state_to_host();
   save_checkpoint(ckpt_path_, at, state_, world_);
 }
 
@@ -187,7 +202,14 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
   const double t0 = now_seconds() - data_s;
   const StepContext ctx{true, cfg_.run.seed, static_cast<uint64_t>(pos.global_step), rank_ * cfg_.data.batch_size};
   const double rate = lr_at(cfg_.optimizer, cfg_.schedule, pos.global_step, steps_per_epoch_, cfg_.run.epochs);
-  StepStats s = step_->run(batch.x, batch.labels.data(), ctx, static_cast<float>(rate));
+  const Tensor* x = &batch.x;
+  const int32_t* labels = batch.labels.data();
+  if (exec_->device() == Device::CUDA) {  // the batch to the GPU on the copy stream; compute waits for it there
+    to_device(batch, x_dev_, labels_dev_, exec_->copy());
+    exec_->wait(exec_->compute(), exec_->record(exec_->copy()));
+    x = &x_dev_, labels = labels_dev_.data();
+  }
+  StepStats s = step_->run(*x, labels, ctx, static_cast<float>(rate));
   s.times.add(Phase::Data, data_s);
   pos.global_step++;
   const double step_s = now_seconds() - t0;

@@ -45,6 +45,9 @@ class Run {
  private:
   void save(const TrainPosition& at);
   void evaluate_now(int64_t epoch);
+  // Device runs: checkpoints hold host copies of the device tensors (state_ names the copies).
+  void state_to_host();
+  void state_to_device();
 
   const Config& cfg_;
   TrainOptions opts_;
@@ -54,11 +57,15 @@ class Run {
   std::unique_ptr<Dataset> train_set_, test_set_;
   std::unique_ptr<Sampler> sampler_;
   int64_t steps_per_epoch_ = 0;
+  Exec* exec_ = &Exec::host();  // the device this rank trains on
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> opt_;
   std::optional<MpiTransport> transport_;
   std::unique_ptr<Step> step_;
   CheckpointState state_;
+  std::vector<std::pair<Tensor*, Tensor>> mirrors_;  // device tensor, its host copy (device runs)
+  Tensor x_dev_;                                     // the batch on the device
+  Buffer<int32_t> labels_dev_{0, Device::CUDA};
   TrainPosition pos;
   std::string ckpt_path_, resume_from_;
   std::vector<std::string> earlier_;  // an earlier run's outputs in the run directory

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 
+#include <cstdlib>
+
 #include "comm/wait.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "data/loader.h"
@@ -37,11 +40,20 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
     Sampler sampler(data.size(), std::max<int64_t>(1, std::min(batch_size, data.size() / size)), rank, size, 0, false,
                     false);
     Batch batch;
+    Tensor x_dev;
+    Buffer<int32_t> labels_dev(0, Device::CUDA);
+    Exec& ex = model.exec();
     for (int64_t b = 0; b < sampler.batches_per_epoch(); ++b) {
       std::vector<int64_t> idx = sampler.indices(0, b);
       if (idx.empty()) continue;
       assemble_batch(data, idx, batch);
-      LossResult lr = loss.forward(model.forward(batch.x, ctx), batch.labels.data());
+      const Tensor* x = &batch.x;
+      const int32_t* labels = batch.labels.data();
+      if (ex.device() == Device::CUDA) {
+        to_device(batch, x_dev, labels_dev, ex.compute());
+        x = &x_dev, labels = labels_dev.data();
+      }
+      LossResult lr = loss.forward(model.forward(*x, ctx), labels, ex);
       sums[0] += lr.loss_sum;
       sums[1] += static_cast<double>(lr.correct);
       sums[2] += static_cast<double>(lr.count);
@@ -54,6 +66,25 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
   r.loss = sums[0] / sums[2];
   r.accuracy = sums[1] / sums[2];
   return r;
+}
+
+Exec& select_device(Device d, const World* world) {
+  if (d == Device::CPU) return Exec::host();
+  OCTET_CHECK(cuda_device_count() > 0,
+              "parallel.device: cuda, but no CUDA device can be used here: " << cuda_unavailable_reason());
+  int local = -1;
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
+    if (const char* v = std::getenv(var)) {
+      local = std::atoi(v);
+      break;
+    }
+  if (local < 0 && world && world->size > 1) {  // the ranks that share this node, in rank order
+    MPI_Comm node;
+    CHECK_MPI(MPI_Comm_split_type(world->comm, MPI_COMM_TYPE_SHARED, world->rank, MPI_INFO_NULL, &node));
+    CHECK_MPI(MPI_Comm_rank(node, &local));
+    MPI_Comm_free(&node);
+  }
+  return Exec::cuda(std::max(local, 0) % cuda_device_count());
 }
 
 TrainResult train(const Config& cfg, const TrainOptions& opts, const World* world) {

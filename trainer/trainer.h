@@ -37,6 +37,11 @@ struct TrainResult {
   bool already_finished = false;  // --resume of a run that had reached its end: nothing was trained or written
 };
 
+// The context a rank trains in: the host, or (parallel.device: cuda) the GPU of its place on its node (the local rank
+// from OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID, else the ranks sharing its node), modulo the GPUs it sees.
+// Throws naming what is missing (no CUDA build, driver or device).
+Exec& select_device(Device d, const World* world);
+
 // Loads the train and test splits named by the data config (limits applied).
 std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t seed);
 // Mean loss and accuracy over a dataset in inference mode; with a world, each rank evaluates its shard and the

@@ -1,0 +1,32 @@
+// Relu on the GPU: y = x > 0 ? x : 0, dx = x > 0 ? dy : 0 (what oneDNN's eltwise computes on the CPU).
+#include "core/cuda_util.cuh"
+#include "layers/relu.h"
+
+namespace octet {
+
+namespace {
+
+__global__ void relu_forward(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  OCTET_GRID_STRIDE(i, n) { y[i] = x[i] > 0.f ? x[i] : 0.f; }
+}
+
+__global__ void relu_backward(const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ dx, int64_t n) {
+  OCTET_GRID_STRIDE(i, n) { dx[i] = x[i] > 0.f ? dy[i] : 0.f; }
+}
+
+}  // namespace
+
+bool Relu::has_cuda() const { return true; }
+
+void Relu::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
+  relu_forward<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), y.data(), x.numel());
+  CHECK_LAUNCH("relu_forward");
+}
+
+void Relu::backward_cuda(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
+  if (!dx) return;
+  relu_backward<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), dy.data(), dx->data(), x.numel());
+  CHECK_LAUNCH("relu_backward");
+}
+
+}  // namespace octet
