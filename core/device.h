@@ -18,6 +18,9 @@ enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 // Queued on stream (a cudaStream_t); the caller orders what reads the result after it.
 void cuda_copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream);
 void cuda_memset_async(void* dst, size_t bytes, void* stream);
+// height rows of width bytes, row i from src + i * spitch to dst + i * dpitch (cudaMemcpy2DAsync), queued on stream.
+void cuda_copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                        CopyKind kind, void* stream);
 // Complete when they return, after everything queued on the device (any stream): for set-up and tests, not hot paths.
 void cuda_copy_sync(void* dst, const void* src, size_t bytes, CopyKind kind);
 void cuda_memset_sync(void* dst, size_t bytes);

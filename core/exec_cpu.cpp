@@ -38,6 +38,7 @@ void* cuda_alloc_pinned(size_t) { OCTET_NO_CUDA; }
 void cuda_free_pinned(void*) {}
 void cuda_copy_async(void*, const void*, size_t, CopyKind, void*) { OCTET_NO_CUDA; }
 void cuda_memset_async(void*, size_t, void*) { OCTET_NO_CUDA; }
+void cuda_copy_2d_async(void*, size_t, const void*, size_t, size_t, size_t, CopyKind, void*) { OCTET_NO_CUDA; }
 void cuda_copy_sync(void*, const void*, size_t, CopyKind) { OCTET_NO_CUDA; }
 void cuda_memset_sync(void*, size_t) { OCTET_NO_CUDA; }
 

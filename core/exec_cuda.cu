@@ -83,11 +83,22 @@ void cuda_free_pinned(void* p) {
   if (p) cudaFreeHost(p);
 }
 
+namespace {
+cudaMemcpyKind memcpy_kind(CopyKind kind) {
+  return kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
+         : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
+                                          : cudaMemcpyDeviceToDevice;
+}
+}  // namespace
+
 void cuda_copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream) {
-  const cudaMemcpyKind k = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
-                           : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
-                                                            : cudaMemcpyDeviceToDevice;
-  CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, k, static_cast<cudaStream_t>(stream)));
+  CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), static_cast<cudaStream_t>(stream)));
+}
+
+void cuda_copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                        CopyKind kind, void* stream) {
+  CHECK_CUDA(
+      cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, memcpy_kind(kind), static_cast<cudaStream_t>(stream)));
 }
 
 void cuda_memset_async(void* dst, size_t bytes, void* stream) {
@@ -96,10 +107,7 @@ void cuda_memset_async(void* dst, size_t bytes, void* stream) {
 
 void cuda_copy_sync(void* dst, const void* src, size_t bytes, CopyKind kind) {
   CHECK_CUDA(cudaDeviceSynchronize());  // the legacy stream does not wait for non-blocking streams' work
-  const cudaMemcpyKind k = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
-                           : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
-                                                            : cudaMemcpyDeviceToDevice;
-  CHECK_CUDA(cudaMemcpy(dst, src, bytes, k));
+  CHECK_CUDA(cudaMemcpy(dst, src, bytes, memcpy_kind(kind)));
   CHECK_CUDA(cudaDeviceSynchronize());
 }
 

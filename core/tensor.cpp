@@ -215,4 +215,25 @@ void Tensor::copy_from(const Tensor& src, const Stream& s) {
   cuda_copy_async(data(), src.data(), bytes(), kind_of(device_, src.device_), s.handle);
 }
 
+void copy_rows(Tensor& dst, int64_t doff, int64_t dpitch, const Tensor& src, int64_t soff, int64_t spitch, int64_t rows,
+               int64_t cols, const Stream& s) {
+  if (rows <= 0 || cols <= 0) return;
+  OCTET_CHECK(cols <= dpitch && cols <= spitch && doff >= 0 && soff >= 0 &&
+                  doff + (rows - 1) * dpitch + cols <= dst.numel() && soff + (rows - 1) * spitch + cols <= src.numel(),
+              "copy_rows: " << rows << " rows of " << cols << " (pitches " << dpitch << ", " << spitch << ", offsets "
+                            << doff << ", " << soff << ") outside " << shape_str(dst.shape()) << " or "
+                            << shape_str(src.shape()));
+  float* d = dst.data() + doff;
+  const float* x = src.data() + soff;
+  if (dst.device() == Device::CPU && src.device() == Device::CPU) {
+    for (int64_t i = 0; i < rows; ++i)
+      std::memcpy(d + i * dpitch, x + i * spitch, sizeof(float) * static_cast<size_t>(cols));
+    return;
+  }
+  OCTET_CHECK(s.device == Device::CUDA, "a copy to or from a device tensor needs a device stream");
+  cuda_copy_2d_async(d, sizeof(float) * static_cast<size_t>(dpitch), x, sizeof(float) * static_cast<size_t>(spitch),
+                     sizeof(float) * static_cast<size_t>(cols), static_cast<size_t>(rows),
+                     kind_of(dst.device(), src.device()), s.handle);
+}
+
 }  // namespace octet

@@ -41,6 +41,7 @@ class Tensor {
   int64_t dim(size_t i) const { return shape_.at(i); }
   size_t ndim() const { return shape_.size(); }
   int64_t numel() const { return numel_; }
+  int64_t capacity() const { return capacity_; }  // elements resize() can reach without reallocating
   size_t bytes() const { return static_cast<size_t>(numel_) * sizeof(float); }
   Device device() const { return device_; }
   bool empty() const { return numel_ == 0; }
@@ -71,6 +72,12 @@ class Tensor {
   bool pinned_ = false;  // host storage page-locked (reallocations stay so)
   std::unique_ptr<float, void (*)(float*)> data_{nullptr, [](float*) {}};
 };
+
+// A strided block copy between any devices: `rows` runs of `cols` floats, run i from src[soff + i * spitch] to
+// dst[doff + i * dpitch] (a column block of a row-major matrix to a dense block and back). Queued on s when a device is
+// involved (host memory should then be page-locked); on the CPU done when it returns.
+void copy_rows(Tensor& dst, int64_t doff, int64_t dpitch, const Tensor& src, int64_t soff, int64_t spitch, int64_t rows,
+               int64_t cols, const Stream& s);
 
 // A device-tagged view of n elements (what codecs and transports take: they check where the data is).
 template <typename T>

@@ -6,20 +6,22 @@
 #include <sstream>
 #include <string>
 
+#include "core/device.h"
 #include "core/error.h"
+#include "core/tensor_ops.h"
 
 namespace octet {
 
 namespace {
 
-// Columns [lo, lo + cols) of every row of y [M, P] <-> one contiguous block [M, cols].
-void columns_to_block(const float* y, int64_t M, int64_t P, int64_t lo, int64_t cols, float* block) {
-  for (int64_t i = 0; i < M; ++i)
-    std::memcpy(block + i * cols, y + i * P + lo, sizeof(float) * static_cast<size_t>(cols));
+// Columns [lo, lo + cols) of every row of y [M, P] <-> one contiguous block [M, cols] at offset off of block.
+void columns_to_block(const Tensor& y, int64_t M, int64_t P, int64_t lo, int64_t cols, Tensor& block, int64_t off,
+                      const Stream& s) {
+  copy_rows(block, off, cols, y, lo, P, M, cols, s);
 }
-void block_to_columns(const float* block, int64_t M, int64_t P, int64_t lo, int64_t cols, float* y) {
-  for (int64_t i = 0; i < M; ++i)
-    std::memcpy(y + i * P + lo, block + i * cols, sizeof(float) * static_cast<size_t>(cols));
+void block_to_columns(const Tensor& block, int64_t off, int64_t M, int64_t P, int64_t lo, int64_t cols, Tensor& y,
+                      const Stream& s) {
+  copy_rows(y, lo, P, block, off, cols, M, cols, s);
 }
 
 }  // namespace
@@ -34,12 +36,19 @@ struct FcModelParallel::Slice {
   Tensor dw_acc, db_acc;  // this rank's gradient rows summed over the sub-batches
   Tensor y;               // [M, rows] this sub-batch's output rows
   Tensor dy;              // [M, rows]
+  Tensor y_host;          // y's host mirror on a GPU
   ReduceState st;         // the input-gradient exchange
   int64_t rows(int q) const { return lo[q + 1] - lo[q]; }
 };
 
 FcModelParallel::FcModelParallel(Transport& t, Model& model, size_t fc_start, const ModelParallelOptions& o)
-    : t_(t), model_(model), start_(fc_start), opt_(o), codec_(make_codec(o.codec)) {
+    : t_(t),
+      model_(model),
+      ex_(model.exec()),
+      gpu_(model.exec().device() == Device::CUDA),
+      start_(fc_start),
+      opt_(o),
+      codec_(make_codec(o.codec)) {
   OCTET_CHECK(codec_->traits().for_activations,
               "model parallelism: activation codec "
                   << o.codec.method << " does not suit activations (it needs error feedback; activations cross once)");
@@ -63,7 +72,11 @@ FcModelParallel::FcModelParallel(Transport& t, Model& model, size_t fc_start, co
     FcParams p;
     p.in_features = s->in, p.out_features = s->rows(r), p.bias = s->b.value != nullptr;
     s->mine = std::make_unique<FullyConnected>(fc->name(), p);
+    s->mine->bind(ex_);
     auto mp = s->mine->params();
+    const Device d = ex_.device();
+    s->dw_acc = Tensor(Shape{0}, d), s->db_acc = Tensor(Shape{0}, d), s->y = Tensor(Shape{0}, d),
+    s->dy = Tensor(Shape{0}, d);
     s->mw = mp.at(0);
     if (mp.size() > 1) s->mb = mp[1];
     slice_of_.push_back(static_cast<int>(slices_.size()));
@@ -83,8 +96,28 @@ FcModelParallel::FcModelParallel(Transport& t, Model& model, size_t fc_start, co
     while (k > 0 && slice_of_[k] < 0 && column_wise(k)) --k;
     if (slice_of_[k] >= 0) below_[j] = slice_of_[k];
   }
-  ys_.resize(model.size() - fc_start);
-  dys_.resize(model.size() - fc_start);
+  const Device d = ex_.device();
+  ys_.assign(model.size() - fc_start, Tensor(Shape{0}, d));
+  dys_.assign(model.size() - fc_start, Tensor(Shape{0}, d));
+  dx_host_.resize(model.size() - fc_start);
+  x0_ = Tensor(Shape{0}, d), dx0_ = Tensor(Shape{0}, d);
+}
+
+const Tensor& FcModelParallel::on_host(const Tensor& t, Tensor& mirror) {
+  if (!gpu_) return t;
+  host_resize(mirror, t.shape());
+  mirror.copy_from(t, ex_.compute());
+  ex_.sync(ex_.compute());
+  return mirror;
+}
+
+void FcModelParallel::host_resize(Tensor& t, const Shape& shape) {
+  if (gpu_ && (!t.is_pinned() || shape_numel(shape) > t.capacity())) {
+    ex_.sync(ex_.compute());  // no copy may still read the storage about to be freed
+    t = Tensor::pinned(shape);
+  } else {
+    t.resize(shape);
+  }
 }
 
 FcModelParallel::~FcModelParallel() = default;
@@ -117,6 +150,7 @@ void FcModelParallel::poll_prefetch() {
 void FcModelParallel::finish_prefetch(float* x, int64_t n, int32_t* labels_all, int64_t m, PhaseTimes& times,
                                       CommStats& stats) {
   double t = now_seconds();
+  if (gpu_) ex_.sync(ex_.compute());  // the previous sub-batch's input is no longer being copied up from x
   prefetch_->finish({step_});
   prefetch_.reset();
   double t2 = now_seconds();
@@ -162,34 +196,57 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
   step_ = static_cast<int64_t>(ctx.step);
   const int64_t B = a.dim(0), m = B / K, feat = a.numel() / B, M = N * m;
   OCTET_CHECK(B % K == 0, "model parallelism: batch " << B << " is not divisible into " << K << " sub-batches");
+  const Stream cs = ex_.compute();
   for (auto& s : slices_) {  // this rank's rows of the current parameters; fresh gradient sums
-    std::memcpy(s->mw.value->data(), s->w.value->data() + s->lo[r] * s->in, s->mw.value->bytes());
-    if (s->b.value) std::memcpy(s->mb.value->data(), s->b.value->data() + s->lo[r], s->mb.value->bytes());
-    s->dw_acc.resize(s->mw.value->shape()), s->dw_acc.zero();
-    if (s->b.value) s->db_acc.resize(s->mb.value->shape()), s->db_acc.zero();
+    s->mw.value->copy_from(s->w.value->view(s->lo[r] * s->in, s->mw.value->shape()), cs);
+    if (s->b.value) s->mb.value->copy_from(s->b.value->view(s->lo[r], s->mb.value->shape()), cs);
+    s->dw_acc.resize(s->mw.value->shape()), s->dw_acc.zero(cs);
+    if (s->b.value) s->db_acc.resize(s->mb.value->shape()), s->db_acc.zero(cs);
   }
   da.resize(a.shape());
   labels_all_.resize(static_cast<size_t>(M));
+  // The encoders read this rank's activations and labels on the host.
+  const int32_t* labels_h = labels;
+  if (gpu_) {
+    labels_host_.resize(static_cast<size_t>(B));
+    cuda_copy_async(labels_host_.data(), labels, 4 * static_cast<size_t>(B), CopyKind::DeviceToHost, cs.handle);
+    labels_h = labels_host_.data();
+    labels_all_dev_.resize(static_cast<size_t>(M));
+  }
+  const Tensor* a_hp;
+  {
+    ScopedPhase sp(times, Phase::Forward);  // on a GPU: the layers below finishing, a and the labels copied down
+    a_hp = &on_host(a, a_host_);
+  }
+  const Tensor& a_h = *a_hp;
   Shape xshape = a.shape();
   xshape[0] = M;
   const size_t J = ys_.size();
   LossResult total;
   auto sub_seed = [&](int k) { return derive_seed(ctx.seed, 0x3f1, ctx.step, static_cast<uint64_t>(k)); };
-  start_prefetch(a.data(), m * feat, labels, m, derive_seed(sub_seed(0), 0), times, stats);
+  start_prefetch(a_h.data(), m * feat, labels_h, m, derive_seed(sub_seed(0), 0), times, stats);
   for (int k = 0; k < K; ++k) {
     StepContext cx = ctx;
     cx.sample_offset = k * M;  // sub-batch-major sample numbering for the FC part's dropout masks
     const uint64_t seed = sub_seed(k);
-    Tensor& x0 = x0_;
-    x0.resize(xshape);
-    finish_prefetch(x0.data(), m * feat, labels_all_.data(), m, times, stats);
+    x0_.resize(xshape);
+    Tensor& x0_h = gpu_ ? x0_host_ : x0_;
+    host_resize(x0_h, xshape);
+    finish_prefetch(x0_h.data(), m * feat, labels_all_.data(), m, times, stats);
+    const int32_t* labels_all = labels_all_.data();
+    if (gpu_) {
+      x0_.copy_from(x0_h, cs);
+      cuda_copy_async(labels_all_dev_.data(), labels_all_.data(), 4 * static_cast<size_t>(M), CopyKind::HostToDevice,
+                      cs.handle);
+      labels_all = labels_all_dev_.data();
+    }
     // Sub-batch k+1's input travels while sub-batch k computes (progressed between layers and by the exchanges).
     if (k + 1 < K)
-      start_prefetch(a.data() + (k + 1) * m * feat, m * feat, labels + (k + 1) * m, m, derive_seed(sub_seed(k + 1), 0),
-                     times, stats);
+      start_prefetch(a_h.data() + (k + 1) * m * feat, m * feat, labels_h + (k + 1) * m, m,
+                     derive_seed(sub_seed(k + 1), 0), times, stats);
     for (size_t j = 0; j < J; ++j) {  // forward
       poll_prefetch();
-      const Tensor& x = j == 0 ? x0 : ys_[j - 1];
+      const Tensor& x = j == 0 ? x0_ : ys_[j - 1];
       Layer& layer = model_.layer(start_ + j);
       Tensor& y = ys_[j];
       y.resize(layer.output_shape(x.shape()));
@@ -199,34 +256,35 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
         continue;
       }
       Slice& s = *slices_[slice_of_[j]];
+      const Tensor* y_h;
       {
         ScopedPhase sp(times, Phase::Forward);
         s.y.resize({M, s.rows(r)});
         s.mine->forward(x, s.y, cx);
+        y_h = &on_host(s.y, s.y_host);
       }
       std::vector<int64_t> n_of(N);
       for (int q = 0; q < N; ++q) n_of[q] = M * s.rows(q);
-      gathered_.resize({M * s.out});
-      exchange_gather(s.y.data(), M * s.rows(r), n_of, gathered_.data(), derive_seed(seed, 1 + j), times, stats);
+      host_resize(gathered_, {M * s.out});
+      exchange_gather(y_h->data(), M * s.rows(r), n_of, gathered_.data(), derive_seed(seed, 1 + j), times, stats);
       for (int q = 0; q < N; ++q)  // rank q's block [M, rows_q] -> columns [lo_q, lo_q+1) of y
-        block_to_columns(gathered_.data() + M * s.lo[q], M, s.out, s.lo[q], s.rows(q), y.data());
+        block_to_columns(gathered_, M * s.lo[q], M, s.out, s.lo[q], s.rows(q), y, cs);
     }
     const Tensor& logits = ys_[J - 1];  // [M, classes], whole on every rank
     const int64_t C = logits.dim(1);
     {
       ScopedPhase sp(times, Phase::Forward);
-      loss_all_.forward(logits, labels_all_.data());
-      logits_own_.resize({m, C});
-      std::memcpy(logits_own_.data(), logits.data() + r * m * C, logits_own_.bytes());
-      LossResult own = loss_own_.forward(logits_own_, labels + k * m);
+      loss_all_.forward(logits, labels_all, ex_);
+      LossResult own = loss_own_.forward(logits.view(r * m * C, {m, C}), labels + k * m, ex_);
       total.loss_sum += own.loss_sum, total.correct += own.correct, total.count += own.count;
     }
     dys_[J - 1].resize(logits.shape());
-    loss_all_.backward(dys_[J - 1], grad_scale);
+    loss_all_.backward(dys_[J - 1], grad_scale, ex_);
+    const Tensor* dx0_h = nullptr;  // the summed input gradient of x0_ on the host
     for (size_t j = J; j-- > 0;) {  // backward
       poll_prefetch();
-      const Tensor& x = j == 0 ? x0 : ys_[j - 1];
-      Tensor& dx = j == 0 ? gathered_ : dys_[j - 1];
+      const Tensor& x = j == 0 ? x0_ : ys_[j - 1];
+      Tensor& dx = j == 0 ? dx0_ : dys_[j - 1];
       dx.resize(x.shape());
       Layer& layer = model_.layer(start_ + j);
       if (slice_of_[j] < 0) {
@@ -235,64 +293,68 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
         continue;
       }
       Slice& s = *slices_[slice_of_[j]];
+      Tensor* dx_h = nullptr;
       {
         ScopedPhase sp(times, Phase::Backward);
         const int64_t rows = s.rows(r);
         s.dy.resize({M, rows});
-        columns_to_block(dys_[j].data(), M, s.out, s.lo[r], rows, s.dy.data());
+        columns_to_block(dys_[j], M, s.out, s.lo[r], rows, s.dy, 0, cs);
         s.mine->backward(x, s.y, s.dy, &dx);
-        for (int64_t i = 0; i < s.dw_acc.numel(); ++i) s.dw_acc.data()[i] += s.mw.grad->data()[i];
-        for (int64_t i = 0; i < s.db_acc.numel(); ++i) s.db_acc.data()[i] += s.mb.grad->data()[i];
+        add_into(s.dw_acc, *s.mw.grad, ex_);
+        if (s.b.value) add_into(s.db_acc, *s.mb.grad, ex_);
+        if (j == 0 || below_[j] < 0) dx_h = &on_host(dx, dx_host_[j]);  // the exchange below sums it in place
       }
       // dx holds this rank's part of the input gradient (its neurons' contribution): the ranks' parts are summed.
       // Each rank needs only a share of the sum, so a reduce-scatter delivers just that (half an allreduce's
       // traffic): for the first FC layer the rows of its own samples (its conv layers' backward), for a later one
       // the columns of the FC layer below that it owns (the layers between act column by column; the other
       // columns are zeroed and no rank reads them). Other cases sum everything.
-      CommStats cs;
+      CommStats c;
       ReduceOptions ro{Algorithm::ScatterAllgather, codec_.get(), false, derive_seed(seed, 1000 + j)};
       ro.average = false;
       ro.progress.step = step_;
       std::vector<int64_t> bounds(static_cast<size_t>(N) + 1);
       if (j == 0) {
         for (int q = 0; q <= N; ++q) bounds[q] = q * m * feat;
-        reduce_scatter(t_, span_of(dx), bounds, ro, s.st, cs);
+        reduce_scatter(t_, span_of(*dx_h), bounds, ro, s.st, c);
+        dx0_h = dx_h;
       } else if (below_[j] >= 0) {
         const Slice& b = *slices_[below_[j]];
         const int64_t P = dx.numel() / M;  // dx [M, P]: P = b.out
-        packed_.resize({M * P});
         {
           ScopedPhase sp(times, Phase::Compress);
-          for (int q = 0; q < N; ++q)
-            columns_to_block(dx.data(), M, P, b.lo[q], b.rows(q), packed_.data() + M * b.lo[q]);
+          host_resize(packed_, {M * P});
+          for (int q = 0; q < N; ++q) columns_to_block(dx, M, P, b.lo[q], b.rows(q), packed_, M * b.lo[q], cs);
+          ex_.sync(cs);
         }
         for (int q = 0; q <= N; ++q) bounds[q] = M * b.lo[q];
-        reduce_scatter(t_, span_of(packed_), bounds, ro, s.st, cs);
+        reduce_scatter(t_, span_of(packed_), bounds, ro, s.st, c);
         ScopedPhase sp(times, Phase::Decompress);
-        dx.zero();
-        block_to_columns(packed_.data() + M * b.lo[r], M, P, b.lo[r], b.rows(r), dx.data());
+        dx.zero(cs);
+        block_to_columns(packed_, M * b.lo[r], M, P, b.lo[r], b.rows(r), dx, cs);
       } else {
-        reduce_mean(t_, span_of(dx), ro, s.st, cs);
+        reduce_mean(t_, span_of(*dx_h), ro, s.st, c);
+        if (gpu_) dx.copy_from(*dx_h, cs);
       }
-      times.add(Phase::Compress, cs.compress_s), times.add(Phase::Communicate, cs.communicate_s),
-          times.add(Phase::Decompress, cs.decompress_s);
-      stats += cs;
+      times.add(Phase::Compress, c.compress_s), times.add(Phase::Communicate, c.communicate_s),
+          times.add(Phase::Decompress, c.decompress_s);
+      stats += c;
     }
     // This rank's samples' rows of the input gradient.
-    std::memcpy(da.data() + k * m * feat, gathered_.data() + r * m * feat,
-                sizeof(float) * static_cast<size_t>(m * feat));
+    Tensor da_k = da.view(k * m * feat, {m * feat});
+    da_k.copy_from(dx0_h->view(r * m * feat, {m * feat}), cs);
   }
   // The full gradients: this rank's rows (the optimizer updates no others), zero elsewhere. They summed all N*B
   // samples at grad_scale (1/B), so 1/N makes them the global mean, as averaging makes the layers below.
   const float inv = 1.0f / static_cast<float>(N);
   for (auto& s : slices_) {
-    s->w.grad->zero();
-    float* gw = s->w.grad->data() + s->lo[r] * s->in;
-    for (int64_t i = 0; i < s->dw_acc.numel(); ++i) gw[i] = s->dw_acc.data()[i] * inv;
+    s->w.grad->zero(cs);
+    Tensor gw = s->w.grad->view(s->lo[r] * s->in, s->dw_acc.shape());
+    scale_into(gw, s->dw_acc, inv, ex_);
     if (s->b.value) {
-      s->b.grad->zero();
-      float* gb = s->b.grad->data() + s->lo[r];
-      for (int64_t i = 0; i < s->db_acc.numel(); ++i) gb[i] = s->db_acc.data()[i] * inv;
+      s->b.grad->zero(cs);
+      Tensor gb = s->b.grad->view(s->lo[r], s->db_acc.shape());
+      scale_into(gb, s->db_acc, inv, ex_);
     }
   }
   return total;
@@ -308,7 +370,10 @@ void FcModelParallel::gather(const std::vector<std::pair<std::string, Tensor*>>&
                   "model parallelism: tensor of " << t.numel() << " values is too large to gather");
       counts[q] = static_cast<int>(s.rows(q) * len), displs[q] = static_cast<int>(s.lo[q] * len);
     }
-    t_.allgatherv_floats(span_of(t), counts.data(), displs.data(), {step_});
+    Tensor mirror;  // on a GPU the rows travel through the host (gather runs at evaluations and checkpoints only)
+    Tensor& h = on_host(t, mirror);
+    t_.allgatherv_floats(span_of(h), counts.data(), displs.data(), {step_});
+    if (gpu_) t.copy_from(h, ex_.compute()), ex_.sync(ex_.compute());
   };
   for (auto& s : slices_) {
     for (const Param* p : {&s->w, &s->b}) {

@@ -6,6 +6,9 @@
 // the logits end whole on every rank, and backward sums the partial input gradients with a compressed reduce-scatter
 // (each rank receives the share it needs: its samples' rows at the conv boundary, its columns between FC layers).
 // Every rank decodes the same bytes, so the whole FC part sees identical inputs everywhere.
+// On a GPU the FC part computes on the model's device and every exchange goes through page-locked host buffers
+// (Debian's Open MPI is not CUDA-aware; the codecs run on the host until they have CUDA kernels): each payload is
+// copied down once the compute stream has produced it, and what comes back is copied up on the same stream.
 #pragma once
 #include <memory>
 #include <vector>
@@ -32,10 +35,11 @@ class FcModelParallel {
   ~FcModelParallel();
 
   // a: this rank's output of layer fc_start-1 (or its input batch when fc_start == 0), [B, ...], B divisible by K;
-  // labels: B. Runs the FC part forward and backward for all N*B samples, writes this rank's rows of every FC
-  // gradient (other rows zero) and da (the gradient w.r.t. a), and returns the loss over this rank's B samples.
-  // grad_scale multiplies dloss/dlogits: 1/B, the scale of data parallelism, whose averaging then makes da's layers
-  // see the global-batch mean; the FC gradients are divided by N to match. Phases go to times, traffic to stats.
+  // labels: B; both on the model's device. Runs the FC part forward and backward for all N*B samples, writes this
+  // rank's rows of every FC gradient (other rows zero) and da (the gradient w.r.t. a), and returns the loss over this
+  // rank's B samples. grad_scale multiplies dloss/dlogits: 1/B, the scale of data parallelism, whose averaging then
+  // makes da's layers see the global-batch mean; the FC gradients are divided by N to match. Phases go to times,
+  // traffic to stats.
   LossResult step(const Tensor& a, const int32_t* labels, const StepContext& ctx, float grad_scale, Tensor& da,
                   PhaseTimes& times, CommStats& stats);
   // Brings every rank's rows of the FC parameters (and of the given optimizer state tensors, matched by parameter
@@ -57,21 +61,35 @@ class FcModelParallel {
                       CommStats& stats);
   void poll_prefetch();
   void finish_prefetch(float* x, int64_t n, int32_t* labels_all, int64_t m, PhaseTimes& times, CommStats& stats);
+  // t itself on the CPU; on a GPU, its page-locked mirror filled once the compute stream has produced t (the host
+  // waits for it).
+  const Tensor& on_host(const Tensor& t, Tensor& mirror);
+  Tensor& on_host(Tensor& t, Tensor& mirror) {
+    return const_cast<Tensor&>(on_host(static_cast<const Tensor&>(t), mirror));
+  }
+  // A host buffer of shape: page-locked on a GPU, where it grows only after the compute stream's copies from it end.
+  void host_resize(Tensor& t, const Shape& shape);
 
   Transport& t_;
   Model& model_;
+  Exec& ex_;  // the model's: where the FC part computes
+  bool gpu_;  // ex_ is a GPU: exchanges go through the host buffers below
   size_t start_;
   ModelParallelOptions opt_;
   CodecPtr codec_;
   std::vector<std::unique_ptr<Slice>> slices_;  // one per FC layer of the FC part
   std::vector<int> slice_of_;                   // layer index - start -> slice index or -1
   std::vector<int> below_;                      // layer index - start -> slice below whose columns its dx needs, or -1
-  // Buffers of one sub-batch: x0_ the FC part's input [N*B/K, ...], ys_[j] the output of layer start+j (whole),
-  // dys_[j] the gradient w.r.t. it.
-  Tensor x0_;
+  // Buffers of one sub-batch on the model's device: x0_ the FC part's input [N*B/K, ...], ys_[j] the output of layer
+  // start+j (whole), dys_[j] the gradient w.r.t. it, dx0_ the gradient w.r.t. x0_.
+  Tensor x0_, dx0_;
   std::vector<Tensor> ys_, dys_;
-  Tensor logits_own_, gathered_, packed_;
-  std::vector<int32_t> labels_all_;
+  // Host buffers: gathered_ an exchange's decoded result, packed_ column blocks of an input gradient; on a GPU also
+  // the mirrors of a, x0_ and the summed input gradients.
+  Tensor gathered_, packed_, a_host_, x0_host_;
+  std::vector<Tensor> dx_host_;
+  std::vector<int32_t> labels_host_, labels_all_;
+  Buffer<int32_t> labels_all_dev_{0, Device::CUDA};
   std::vector<uint8_t> send_;
   std::unique_ptr<Transport::Pending> prefetch_;  // the conv->FC input gather in flight, beside the blocking exchanges
   std::vector<uint8_t> prefetch_send_, prefetch_recv_;

@@ -5,6 +5,7 @@
 
 #include "core/device.h"
 #include "core/exec.h"
+#include "core/tensor_ops.h"
 #include "layers/softmax_ce.h"
 #include "tests/layer_cases.h"
 #include "tests/test_util.h"
@@ -155,4 +156,37 @@ TEST_CASE("SGD and RMSProp CUDA kernels match the CPU reference and flag non-fin
   ex.sync(ex.compute());
   CHECK(flag == 1);
   CHECK(flag_dev.to(Device::CPU).data()[0] != 0.f);
+}
+
+TEST_CASE("copy_rows across devices and the elementwise kernels match their host twins", "[cuda][parity]") {
+  Exec& ex = Exec::cuda(0);
+  const Tensor src = random_tensor({5, 8}, 11);  // [5, 8]
+  Tensor want({4, 6});                           // [4, 6]
+  copy_rows(want, 2, 6, src, 8 + 1, 8, 4, 3, Exec::host().copy());
+  const Tensor dsrc = src.to(Device::CUDA);
+  Tensor ddst({4, 6}, Device::CUDA);
+  ddst.zero(ex.copy());
+  copy_rows(ddst, 2, 6, dsrc, 8 + 1, 8, 4, 3, ex.copy());  // device -> device
+  ex.sync(ex.copy());
+  check_close(ddst, want, 0, "copy_rows device to device");
+  Tensor pinned = Tensor::pinned({4, 6});
+  copy_rows(pinned, 2, 6, dsrc, 8 + 1, 8, 4, 3, ex.copy());  // device -> host
+  ex.sync(ex.copy());
+  CHECK(to_vector(pinned) == to_vector(want));
+  Tensor back({4, 6}, Device::CUDA);
+  back.zero(ex.copy());
+  copy_rows(back, 0, 6, pinned, 0, 6, 4, 6, ex.copy());  // host -> device
+  ex.sync(ex.copy());
+  check_close(back, want, 0, "copy_rows host to device");
+
+  Tensor acc = random_tensor({1001}, 12), x = random_tensor({1001}, 13);
+  Tensor dacc = acc.to(Device::CUDA);
+  add_into(dacc, x.to(Device::CUDA), ex);
+  add_into(acc, x, Exec::host());
+  Tensor dscaled({1001}, Device::CUDA), scaled({1001});
+  scale_into(dscaled, dacc, 0.125f, ex);
+  scale_into(scaled, acc, 0.125f, Exec::host());
+  ex.sync(ex.compute());
+  check_close(dacc, acc, 0, "add_into");
+  check_close(dscaled, scaled, 0, "scale_into");
 }

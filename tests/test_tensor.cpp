@@ -3,6 +3,7 @@
 #include "core/device.h"
 #include "core/exec.h"
 #include "core/tensor.h"
+#include "core/tensor_ops.h"
 #include "tests/test_util.h"
 
 using namespace octet;
@@ -76,4 +77,38 @@ TEST_CASE("the host context: empty streams, events already reached; no GPU gives
     CHECK_THROWS_WITH(Exec::cuda(0), Catch::StartsWith("no CUDA device can be used: "));
     CHECK_THROWS_WITH(Tensor({4}, Device::CUDA), Catch::Contains("CUDA") || Catch::Contains("cuda"));
   }
+}
+
+TEST_CASE("copy_rows moves a strided block between tensors and refuses rows outside either", "[tensor]") {
+  Tensor src = random_tensor({4, 6}, 3);  // [4, 6]
+  Tensor dst({3, 5});                     // [3, 5]
+  // rows 1..3, columns 2..4 of src -> rows 0..2, columns 1..3 of dst
+  copy_rows(dst, 1, 5, src, 1 * 6 + 2, 6, 3, 3, Exec::host().copy());
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 5; ++c) {
+      const float want = (c >= 1 && c <= 3) ? src.data()[(r + 1) * 6 + (c - 1 + 2)] : 0.f;
+      CHECK(dst.data()[r * 5 + c] == want);
+    }
+  CHECK_THROWS_WITH(copy_rows(dst, 3, 5, src, 0, 6, 3, 3, Exec::host().copy()),
+                    Catch::Contains("copy_rows: 3 rows of 3"));
+  CHECK_THROWS_WITH(copy_rows(dst, 0, 2, src, 0, 6, 2, 3, Exec::host().copy()), Catch::Contains("outside [3,5]"));
+  copy_rows(dst, 0, 5, src, 0, 6, 0, 3, Exec::host().copy());  // nothing to copy is no error
+}
+
+TEST_CASE("add_into and scale_into on the host: the reference loops, views written through, sizes checked",
+          "[tensor]") {
+  Exec& h = Exec::host();
+  Tensor acc = random_tensor({7, 3}, 4);
+  const Tensor x = random_tensor({21}, 5);
+  const std::vector<float> before = to_vector(acc);
+  add_into(acc, x, h);
+  for (int i = 0; i < 21; ++i) CHECK(acc.data()[i] == before[i] + x.data()[i]);
+  Tensor out({2, 21});
+  Tensor row = out.view(21, {21});
+  scale_into(row, acc, 0.25f, h);
+  for (int i = 0; i < 21; ++i) {
+    CHECK(out.data()[i] == 0.f);
+    CHECK(out.data()[21 + i] == acc.data()[i] * 0.25f);
+  }
+  CHECK_THROWS_WITH(add_into(acc, Tensor({20}), h), Catch::Contains("add_into: [7,3] and [20]"));
 }

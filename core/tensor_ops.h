@@ -1,0 +1,22 @@
+// Elementwise tensor arithmetic the parallel code runs wherever its tensors are (gradient sums over sub-batches, their
+// final scaling): a dispatcher on the tensors' device over raw twins, the CPU loop the reference for the CUDA kernel.
+#pragma once
+#include <cstdint>
+
+#include "core/exec.h"
+#include "core/tensor.h"
+
+namespace octet {
+
+// acc[i] += x[i] (same numel, same device: exec's); queued on exec's compute stream on a GPU.
+void add_into(Tensor& acc, const Tensor& x, const Exec& exec);
+// dst[i] = src[i] * s (same numel, same device: exec's; dst may be a view).
+void scale_into(Tensor& dst, const Tensor& src, float s, const Exec& exec);
+
+// The raw twins (stream: where the CUDA kernel is queued; the CPU loops run at once).
+void add_into_cpu(float* acc, const float* x, int64_t n, const Stream& stream);
+void scale_into_cpu(float* dst, const float* src, float s, int64_t n, const Stream& stream);
+void add_into_cuda(float* acc, const float* x, int64_t n, const Stream& stream);
+void scale_into_cuda(float* dst, const float* src, float s, int64_t n, const Stream& stream);
+
+}  // namespace octet

@@ -1,0 +1,44 @@
+// Elementwise tensor arithmetic: the device dispatch and the CPU reference loops (see tensor_ops.h).
+#include "core/tensor_ops.h"
+
+#include "core/device.h"
+#include "core/error.h"
+
+namespace octet {
+
+namespace {
+
+void check_pair(const Tensor& a, const Tensor& b, const Exec& exec, const char* op) {
+  OCTET_CHECK(a.numel() == b.numel(), op << ": " << shape_str(a.shape()) << " and " << shape_str(b.shape()));
+  OCTET_CHECK(a.device() == exec.device() && b.device() == exec.device(),
+              op << ": tensors on " << device_name(a.device()) << " and " << device_name(b.device()) << ", context on "
+                 << device_name(exec.device()));
+}
+
+}  // namespace
+
+void add_into_cpu(float* acc, const float* x, int64_t n, const Stream&) {
+  for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+}
+
+void scale_into_cpu(float* dst, const float* src, float s, int64_t n, const Stream&) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * s;
+}
+
+#ifndef OCTET_WITH_CUDA
+void add_into_cuda(float*, const float*, int64_t, const Stream&) { OCTET_THROW(cuda_unavailable_reason()); }
+void scale_into_cuda(float*, const float*, float, int64_t, const Stream&) { OCTET_THROW(cuda_unavailable_reason()); }
+#endif
+
+void add_into(Tensor& acc, const Tensor& x, const Exec& exec) {
+  check_pair(acc, x, exec, "add_into");
+  (exec.device() == Device::CUDA ? add_into_cuda : add_into_cpu)(acc.data(), x.data(), x.numel(), exec.compute());
+}
+
+void scale_into(Tensor& dst, const Tensor& src, float s, const Exec& exec) {
+  check_pair(dst, src, exec, "scale_into");
+  (exec.device() == Device::CUDA ? scale_into_cuda : scale_into_cpu)(dst.data(), src.data(), s, src.numel(),
+                                                                     exec.compute());
+}
+
+}  // namespace octet
