@@ -2,6 +2,7 @@
 // reports that no CUDA backend exists (every call then throws, naming what is missing).
 #pragma once
 #include <cstddef>
+#include <string>
 
 namespace octet {
 
@@ -10,6 +11,8 @@ int cuda_device_count();  // 0 when not built or no device/driver
 // Why no GPU can be used here, for errors ("this octet was built without CUDA", "no CUDA device is visible", ...);
 // "" when device 0 is usable.
 const char* cuda_unavailable_reason();
+// "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB, driver 13.0, cuDNN 9.x)" for logs; throws where no GPU can be used.
+std::string cuda_device_describe(int ordinal);
 void* cuda_alloc(size_t bytes);         // device memory
 void cuda_free(void* p);                // never throws
 void* cuda_alloc_pinned(size_t bytes);  // page-locked host memory (fast, asynchronous copies)

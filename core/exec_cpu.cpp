@@ -32,6 +32,7 @@ const char* cuda_unavailable_reason() {
 }
 
 #define OCTET_NO_CUDA OCTET_THROW(cuda_unavailable_reason())
+std::string cuda_device_describe(int) { OCTET_NO_CUDA; }
 void* cuda_alloc(size_t) { OCTET_NO_CUDA; }
 void cuda_free(void*) {}
 void* cuda_alloc_pinned(size_t) { OCTET_NO_CUDA; }

@@ -4,9 +4,11 @@
 #include <cudnn.h>
 #include <dlfcn.h>
 
+#include <iomanip>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 
 #include "core/cublas_api.h"
@@ -61,6 +63,20 @@ const char* cuda_unavailable_reason() {
     return reason.c_str();
   }
   return n == 0 ? "no CUDA device is visible (CUDA_VISIBLE_DEVICES?)" : "";
+}
+
+std::string cuda_device_describe(int ordinal) {
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, ordinal));
+  int driver = 0;
+  CHECK_CUDA(cudaDriverGetVersion(&driver));
+  const size_t dnn = cudnnGetVersion();
+  std::ostringstream os;
+  os << "cuda:" << ordinal << " " << prop.name << " (sm_" << prop.major << prop.minor << ", " << std::fixed
+     << std::setprecision(1) << static_cast<double>(prop.totalGlobalMem) / (1u << 30) << " GiB, driver "
+     << driver / 1000 << "." << (driver % 1000) / 10 << ", cuDNN " << dnn / 10000 << "." << (dnn % 10000) / 100 << "."
+     << dnn % 100 << ")";
+  return os.str();
 }
 
 void* cuda_alloc(size_t bytes) {

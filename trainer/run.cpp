@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "core/device.h"
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
 #include "core/fileio.h"
@@ -174,6 +175,9 @@ void Run::open_outputs() {
   OCTET_LOG("octet: " << train_set_->describe() << " (" << train_set_->size() << " train, " << test_set_->size()
                       << " test), " << size_ << " rank" << (size_ > 1 ? "s" : "") << " x batch " << cfg_.data.batch_size
                       << ", " << steps_per_epoch_ << " steps/epoch, " << cpu_threads() << " threads/rank");
+  if (exec_->device() == Device::CUDA)
+    OCTET_LOG("device: " << cuda_device_describe(exec_->ordinal())
+                         << (size_ > 1 ? " on rank 0 (each rank takes GPU local_rank % GPUs of its node)" : ""));
   OCTET_LOG(model_->summary());
   const std::string plan = step_->plan();
   if (!plan.empty()) OCTET_LOG(plan);

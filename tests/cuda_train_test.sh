@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# GPU training end to end (exit 77, skipped, where this octet has no usable GPU): LeNet on real MNIST with
+# parallel.device: cuda reaches the CPU's 97% bar in one epoch; two ranks sharing one GPU keep bit-identical replicas
+# (checksum every step) through a compressed exchange; a GPU run resumed on the GPU ends in the very checkpoint of the
+# uninterrupted run, and a checkpoint moves GPU -> CPU -> GPU; FC model parallelism on the GPU converges.
+set -u
+octet=$1
+src=$2
+data=$src/datasets/mnist-22k
+version=$("$octet" version)
+if [[ $version != *"CUDA backend built"* || $version == *"; 0 GPUs usable"* ]]; then
+  echo "skipping the GPU training tests: $version"
+  exit 77
+fi
+echo "$version"
+[[ -d $data ]] || { echo "FAIL: real MNIST expected at $data"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+field() { grep -o "\"$2\":[0-9.e+-]*" "$1" | cut -d: -f2; }
+train() {  # train OUT_DIR [extra args...]: LeNet on real MNIST on the GPU
+  local out=$1
+  shift
+  timeout 600 "$octet" train "$src/configs/mnist/lenet.yaml" --set data.path="$data" --set run.out_dir="$out" \
+    --set parallel.device=cuda --set run.log_every=100 "$@"
+}
+
+# 1. One epoch on the GPU: the CPU's accuracy bar, and the device named in the log.
+if ! train "$tmp/one" --set run.epochs=1 >"$tmp/log1" 2>&1; then
+  tail -20 "$tmp/log1"; bad "one epoch on the GPU"
+else
+  acc=$(field "$tmp/one/mnist-lenet/summary.json" test_accuracy)
+  ips=$(field "$tmp/one/mnist-lenet/summary.json" images_per_s_steady)
+  grep "^device: cuda:" "$tmp/log1" || bad "the log does not name the GPU"
+  grep "^done:" "$tmp/log1"
+  if awk -v a="$acc" 'BEGIN { exit !(a >= 0.97) }'; then echo "ok: one epoch on the GPU: test accuracy $acc, $ips img/s"
+  else bad "one epoch on the GPU: test accuracy $acc < 0.97"; fi
+fi
+
+# 2. Two ranks on one GPU (or two), dynamic_tree8 with error feedback, replicas compared every step.
+if timeout 600 mpirun -np 2 "$octet" train "$src/configs/mnist/lenet.yaml" --set data.path="$data" \
+  --set run.out_dir="$tmp/two" --set parallel.device=cuda --set run.max_steps=200 --set parallel.checksum_every=1 \
+  --set compression.method=dynamic_tree8 --set data.batch_size=32 >"$tmp/log2" 2>&1; then
+  echo "ok: 2 ranks on the GPU, 200 steps with dynamic_tree8, replicas bit-identical at every step"
+  grep "^done:" "$tmp/log2"
+else
+  tail -20 "$tmp/log2"; bad "2 ranks on the GPU with checksums every step"
+fi
+
+# 3. Resume on the GPU is exact; a checkpoint moves between devices.
+train "$tmp/full" --set run.max_steps=60 >"$tmp/log3a" 2>&1 || { tail "$tmp/log3a"; bad "60 GPU steps"; }
+train "$tmp/half" --set run.max_steps=30 >"$tmp/log3b" 2>&1 || { tail "$tmp/log3b"; bad "30 GPU steps"; }
+cp "$tmp/half/mnist-lenet/checkpoint.bin" "$tmp/at30.bin"
+if ! train "$tmp/half" --set run.max_steps=60 --resume "$tmp/half/mnist-lenet" >"$tmp/log3c" 2>&1; then
+  tail "$tmp/log3c"; bad "GPU resume"
+elif ! cmp -s "$tmp/full/mnist-lenet/checkpoint.bin" "$tmp/half/mnist-lenet/checkpoint.bin"; then
+  bad "30 + 30 GPU steps differ from 60 uninterrupted GPU steps"
+else echo "ok: 30 + 30 GPU steps end in the checkpoint of 60 uninterrupted ones (byte for byte)"; fi
+"$octet" train "$src/configs/mnist/lenet.yaml" --set data.path="$data" --set run.out_dir="$tmp/cpu" \
+  --set run.max_steps=60 --resume "$tmp/at30.bin" >"$tmp/log3d" 2>&1 || { tail "$tmp/log3d"; bad "GPU -> CPU resume"; }
+if train "$tmp/cpu" --set run.max_steps=90 --resume "$tmp/cpu/mnist-lenet" >"$tmp/log3e" 2>&1 &&
+  grep -q "resumed from .* step 60" "$tmp/log3e"; then
+  acc=$(field "$tmp/cpu/mnist-lenet/summary.json" test_accuracy)
+  awk -v a="$acc" 'BEGIN { exit !(a >= 0.85) }' && echo "ok: GPU -> CPU -> GPU resume: test accuracy $acc after 90 steps" ||
+    bad "GPU -> CPU -> GPU: test accuracy $acc < 0.85 after 90 steps"
+else
+  tail "$tmp/log3e"; bad "CPU -> GPU resume"
+fi
+
+# 4. FC model parallelism on the GPU: 4 ranks x batch 16, 4 sub-batches, lossy activations (the CPU's acceptance run).
+if timeout 600 mpirun -np 4 --mca mpi_yield_when_idle 1 "$octet" train "$src/configs/mnist/lenet.yaml" \
+  --set data.path="$data" --set run.out_dir="$tmp/mp" --set parallel.device=cuda --set run.epochs=1 \
+  --set run.log_every=100 --set data.batch_size=16 --set parallel.model_parallel_fc=true --set parallel.sub_batches=4 \
+  --set compression.method=dynamic_tree8 --set compression.activations.method=dynamic_tree8 >"$tmp/log4" 2>&1; then
+  acc=$(field "$tmp/mp/mnist-lenet/summary.json" test_accuracy)
+  awk -v a="$acc" 'BEGIN { exit !(a >= 0.97) }' && echo "ok: FC model parallelism on the GPU, 4 ranks: test accuracy $acc" ||
+    bad "FC model parallelism on the GPU: test accuracy $acc < 0.97"
+else
+  tail -20 "$tmp/log4"; bad "FC model parallelism on the GPU"
+fi
+exit $fail
