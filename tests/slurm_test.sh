@@ -29,4 +29,19 @@ for s in train_srun train_mpirun; do
   grep -q "^done: 10 steps" <<<"$out" || fail "$s: no summary line: $(echo "$out" | tail -3)"
   echo "$s: job $jid completed: $(echo "$out" | grep '^done:' | cut -c1-60)"
 done
+# The GPU script on this GPU-less node: Slurm is told to give no GPU (--gpus-per-node=0), and octet, asked for
+# parallel.device: cuda, must fail the job with its one error line naming the key.
+jid=$(OCTET_BIN=$octet sbatch --parsable --gpus-per-node=0 --cpus-per-task=1 --output="$dir/gpu-%j.out" \
+  scripts/slurm/train_gpu.sbatch configs/fashion-mnist/lenet.yaml --set run.max_steps=10 --set run.out_dir="$dir/runs") ||
+  fail "sbatch train_gpu"
+for _ in $(seq 240); do
+  [[ -z $(squeue -h -j "$jid" 2>/dev/null) ]] && break
+  sleep 0.5
+done
+state=$(scontrol show job "$jid" 2>/dev/null | grep -o "JobState=[A-Z]*")
+out=$(cat "$dir/gpu-$jid.out" 2>/dev/null)
+[[ $state == JobState=FAILED ]] || { echo "$out" | tail -5; fail "train_gpu job $jid ended in ${state:-an unknown state}, not FAILED"; }
+grep -q "^octet: error: .*parallel.device: cuda, but no CUDA device can be used here" <<<"$out" ||
+  fail "train_gpu: no error line naming parallel.device: $(echo "$out" | tail -3)"
+echo "train_gpu: job $jid failed as it must without a GPU: $(grep '^octet: error' <<<"$out" | head -1 | cut -c1-90)"
 echo "slurm test passed"

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The GPU check of an unpacked octet-gpu bundle (scripts/gpu/bundle.sh), in one call: the bundled Open MPI runs two
+# ranks; then, where a GPU is usable, the CUDA parity tests (every layer, the loss head, the optimizers, the copies),
+# the GPU training tests (tests/cuda_train_test.sh) and speed figures measured in this same run: LeNet one epoch on
+# the GPU vs this machine's CPU cores vs PyTorch on the same GPU (when python3 has torch with CUDA), an AlexNet-shaped
+# model on the GPU vs the CPU with every phase's time, and two ranks sharing the GPU with and without compression.
+# Usage: check.sh [--out DIR] [--require-gpu]
+#   --out          where check.log and summary.txt go (default: $OUT when set, else ./octet-gpu-check)
+#   --require-gpu  fail, instead of reporting the GPU checks as skipped, where no GPU is usable
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$PWD/octet-gpu-check}
+require=0
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --out) out=$2; shift 2 ;;
+    --require-gpu) require=1; shift ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "check.sh: unknown argument '$1' (known: --out DIR, --require-gpu)" >&2; exit 2 ;;
+  esac
+done
+# shellcheck source=env.sh
+. "$here/env.sh"
+mkdir -p "$out"
+log=$out/check.log
+sum=$out/summary.txt
+: >"$log"
+: >"$sum"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+say() { echo "$*" | tee -a "$sum"; }
+bad() { say "FAIL: $*"; fail=1; }
+field() { grep -o "\"$2\":[0-9.e+-]*" "$1" | cut -d: -f2; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+section() { echo "=== $* ===" >>"$log"; }
+cores=$(nproc)
+
+say "octet-gpu $(cat "$here/VERSION") on $(uname -n), $cores cores, $(date -u +%FT%TZ)"
+section machine
+command -v nvidia-smi >/dev/null && nvidia-smi -L 2>&1 | tee -a "$log" | sed 's/^/  /' | tee -a "$sum"
+version=$(octet version 2>&1)
+say "$version"
+ldd "$here/bin/octet" | grep -E "cudnn|cudart|not found" | sed 's/^\s*/  /' | tee -a "$log" | tee -a "$sum"
+
+# 1. The bundle's own Open MPI: two ranks, a compressed exchange, on the CPU.
+section "two ranks through the bundled Open MPI"
+smoke=(train "$here/configs/mnist/lenet.yaml" --set data.path="$here/datasets/mnist-22k" --set run.out_dir="$tmp/smoke"
+  --set run.max_steps=20 --set run.threads=1 --set compression.method=linear8 --set run.log_every=10)
+if timeout 300 mpirun -np 2 octet "${smoke[@]}" >>"$log" 2>&1; then say "ok: the bundled Open MPI runs 2 ranks (20 steps, linear8)"
+else bad "2 ranks through the bundled Open MPI (see check.log)"; fi
+
+if [[ $version == *"; 0 GPUs usable"* || $version != *"CUDA backend built"* ]]; then
+  if [[ $require -eq 1 ]]; then bad "no GPU usable: $version"
+  else say "skipped: no GPU usable here, so no parity, GPU training or speed checks"; fi
+  exit $fail
+fi
+
+# 2. Parity of every CUDA twin with its CPU reference.
+section "CUDA parity tests"
+if timeout 600 octet_cuda_tests >>"$log" 2>&1; then say "ok: CUDA parity: $(grep -E '^All tests passed' "$log" | tail -1)"
+else bad "CUDA parity: $(grep -E '^test cases:' "$log" | tail -1) (see check.log)"; fi
+
+# 3. GPU training end to end.
+section "GPU training tests"
+if timeout 1500 bash "$here/tests/cuda_train_test.sh" "$here/bin/octet" "$here" >"$tmp/train.log" 2>&1; then
+  grep -E "^ok:" "$tmp/train.log" | tee -a "$sum"
+else
+  grep -E "^(ok|FAIL):" "$tmp/train.log" | tee -a "$sum"
+  bad "GPU training tests (see check.log)"
+fi
+cat "$tmp/train.log" >>"$log"
+
+# 4. Speed, every figure of a ratio measured in this run.
+section "speed"
+lenet=(train "$here/configs/mnist/lenet.yaml" --set data.path="$here/datasets/mnist-22k" --set run.epochs=1
+  --set run.log_every=100000 --set run.eval_every=0)
+octet "${lenet[@]}" --set run.out_dir="$tmp/lg" --set parallel.device=cuda >>"$log" 2>&1 || bad "LeNet on the GPU"
+octet "${lenet[@]}" --set run.out_dir="$tmp/lc" --set run.threads="$cores" >>"$log" 2>&1 || bad "LeNet on the CPU"
+g=$(field "$tmp/lg/mnist-lenet/summary.json" images_per_s)
+c=$(field "$tmp/lc/mnist-lenet/summary.json" images_per_s)
+say "LeNet, MNIST 22k, batch 64, one epoch: GPU $g img/s, CPU ($cores threads) $c img/s: GPU/CPU x$(ratio "$g" "$c")"
+grep "^done:" "$log" | tail -2 | sed 's/^/  /' | tee -a "$sum" >/dev/null
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  py=$(python3 "$here/scripts/bench/lenet_torch.py" "$here/datasets/mnist-22k" "$cores" 64 cuda 2>>"$log")
+  echo "$py" >>"$log"
+  p=$(sed 's/.*"images_per_s": \([0-9.]*\).*/\1/' <<<"$py")
+  say "  PyTorch $(python3 -c 'import torch; print(torch.__version__)') on the same GPU: $p img/s: octet/PyTorch x$(ratio "$g" "$p")"
+else
+  say "  (no python3 with CUDA-enabled torch here: no PyTorch comparison)"
+fi
+alex=(train "$here/configs/bench/alexnet_synthetic.yaml" --set data.batch_size=128 --set run.log_every=100000
+  --set run.eval_every=0)
+octet "${alex[@]}" --set run.out_dir="$tmp/ag" --set parallel.device=cuda --set run.max_steps=300 >>"$log" 2>&1 ||
+  bad "AlexNet-shaped on the GPU"
+octet "${alex[@]}" --set run.out_dir="$tmp/ac" --set run.threads="$cores" --set run.max_steps=20 >>"$log" 2>&1 ||
+  bad "AlexNet-shaped on the CPU"
+g=$(field "$tmp/ag/alexnet-synthetic/summary.json" images_per_s_steady)
+c=$(field "$tmp/ac/alexnet-synthetic/summary.json" images_per_s_steady)
+say "AlexNet-shaped 3x64x64, batch 128: GPU $g img/s, CPU ($cores threads) $c img/s: GPU/CPU x$(ratio "$g" "$c")"
+grep "^done:" "$log" | tail -2 | sed 's/^/  /' | tee -a "$sum" >/dev/null
+for m in none dynamic_tree8 adacomp; do
+  timeout 300 mpirun -np 2 octet "${alex[@]}" --set run.out_dir="$tmp/m$m" --set parallel.device=cuda --set run.max_steps=200 \
+    --set compression.method=$m >>"$log" 2>&1 || bad "2 ranks on the GPU with $m"
+  ips=$(field "$tmp/m$m/alexnet-synthetic/summary.json" images_per_s_steady)
+  [[ $m == none ]] && base=$ips
+  say "2 ranks sharing the GPU, AlexNet-shaped, $m: $ips img/s (x$(ratio "$ips" "$base") of none); $(grep '^done:' "$log" | tail -1 | grep -o 'data .* ms/step')"
+done
+[[ $fail -eq 0 ]] && say "all GPU checks passed" || say "some GPU checks FAILED (see $log)"
+exit $fail
