@@ -14,15 +14,18 @@ if ! command -v slurmctld >/dev/null && ! DEBIAN_FRONTEND=noninteractive apt-get
 fi
 bash "$root/scripts/slurm/local_slurm.sh" up "$dir" || fail "the local Slurm did not start"
 cd "$root" || exit 1
+finish() {  # finish JOBID: waits up to 2 minutes for the job to leave the queue; sets state=JobState=...
+  for _ in $(seq 240); do
+    [[ -z $(squeue -h -j "$1" 2>/dev/null) ]] && break
+    sleep 0.5
+  done
+  state=$(scontrol show job "$1" 2>/dev/null | grep -o "JobState=[A-Z]*")
+}
 for s in train_srun train_mpirun; do
   jid=$(OCTET_BIN=$octet sbatch --parsable --output="$dir/$s-%j.out" scripts/slurm/$s.sbatch configs/fashion-mnist/lenet.yaml \
     --set run.epochs=1 --set run.max_steps=10 --set run.out_dir="$dir/runs" --set run.name=$s --set compression.method=dynamic_tree8) ||
     fail "sbatch $s"
-  for _ in $(seq 240); do
-    [[ -z $(squeue -h -j "$jid" 2>/dev/null) ]] && break
-    sleep 0.5
-  done
-  state=$(scontrol show job "$jid" 2>/dev/null | grep -o "JobState=[A-Z]*")
+  finish "$jid"
   out=$(cat "$dir/$s-$jid.out" 2>/dev/null)
   [[ $state == JobState=COMPLETED ]] || { echo "$out" | tail -5; scancel "$jid"; fail "$s job $jid ended in ${state:-an unknown state}"; }
   grep -q "2 ranks x batch 64" <<<"$out" || fail "$s: not 2 ranks: $(echo "$out" | head -3)"
@@ -34,11 +37,7 @@ done
 jid=$(OCTET_BIN=$octet sbatch --parsable --gpus-per-node=0 --cpus-per-task=1 --output="$dir/gpu-%j.out" \
   scripts/slurm/train_gpu.sbatch configs/fashion-mnist/lenet.yaml --set run.max_steps=10 --set run.out_dir="$dir/runs") ||
   fail "sbatch train_gpu"
-for _ in $(seq 240); do
-  [[ -z $(squeue -h -j "$jid" 2>/dev/null) ]] && break
-  sleep 0.5
-done
-state=$(scontrol show job "$jid" 2>/dev/null | grep -o "JobState=[A-Z]*")
+finish "$jid"
 out=$(cat "$dir/gpu-$jid.out" 2>/dev/null)
 [[ $state == JobState=FAILED ]] || { echo "$out" | tail -5; fail "train_gpu job $jid ended in ${state:-an unknown state}, not FAILED"; }
 grep -q "^octet: error: .*parallel.device: cuda, but no CUDA device can be used here" <<<"$out" ||
