@@ -32,8 +32,8 @@ struct ConvEntry {
 cudnnTensorDescriptor_t nchw(const Shape& s) {
   cudnnTensorDescriptor_t d;
   CHECK_CUDNN(cudnnCreateTensorDescriptor(&d));
-  CHECK_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(s[0]), static_cast<int>(s[1]),
-                                         static_cast<int>(s[2]), static_cast<int>(s[3])));
+  CHECK_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(s[0]),
+                                         static_cast<int>(s[1]), static_cast<int>(s[2]), static_cast<int>(s[3])));
   return d;
 }
 
@@ -41,10 +41,11 @@ cudnnTensorDescriptor_t nchw(const Shape& s) {
 template <typename Perf>
 const Perf& pick(const Perf* perf, int count, const char* pass, const Shape& in) {
   for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC && perf[i].memory <= kConvWorkspaceBytes)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
+        perf[i].memory <= kConvWorkspaceBytes)
       return perf[i];
   OCTET_THROW("conv: cuDNN offers no deterministic " << pass << " algorithm within " << (kConvWorkspaceBytes >> 20)
-                                                      << " MB of workspace for input " << shape_str(in));
+                                                     << " MB of workspace for input " << shape_str(in));
 }
 
 }  // namespace
@@ -64,7 +65,8 @@ ConvEntry& Conv2d::CudaState::get(const Conv2dParams& p, const Shape& in, const 
   if (p.bias) e->b = nchw({1, p.out_channels, 1, 1});
   CHECK_CUDNN(cudnnCreateFilterDescriptor(&e->w));
   CHECK_CUDNN(cudnnSetFilter4dDescriptor(e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(p.out_channels),
-                                         static_cast<int>(p.in_channels), static_cast<int>(p.kernel), static_cast<int>(p.kernel)));
+                                         static_cast<int>(p.in_channels), static_cast<int>(p.kernel),
+                                         static_cast<int>(p.kernel)));
   CHECK_CUDNN(cudnnCreateConvolutionDescriptor(&e->conv));
   // Asymmetric right padding (floor semantics) is what the output shape already implies: cuDNN takes the symmetric
   // padding and computes the same output size, (H + 2P - K) / S + 1.
@@ -75,14 +77,16 @@ ConvEntry& Conv2d::CudaState::get(const Conv2dParams& p, const Shape& in, const 
   cudnnHandle_t h = cudnn_of(ex);
   int n = 0;
   cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, e->w, e->conv, e->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
+  CHECK_CUDNN(
+      cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, e->w, e->conv, e->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
   const auto& f = pick(fp, n, "forward", in);
   cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, e->w, e->y, e->conv, e->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
+  CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, e->w, e->y, e->conv, e->x,
+                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
   const auto& d = pick(dp, n, "backward-data", in);
   cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  CHECK_CUDNN(
-      cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, e->x, e->y, e->conv, e->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
+  CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, e->x, e->y, e->conv, e->w,
+                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
   const auto& w = pick(wp, n, "backward-filter", in);
   e->fwd = f.algo, e->bwd_data = d.algo, e->bwd_filter = w.algo;
   e->workspace = std::max({f.memory, d.memory, w.memory});
@@ -99,8 +103,8 @@ void Conv2d::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   ConvEntry& e = cuda_->get(p_, x.shape(), y.shape(), exec());
   const float one = 1.f, zero = 0.f;
   cudnnHandle_t h = cudnn_of(exec());
-  CHECK_CUDNN(cudnnConvolutionForward(h, &one, e.x, x.data(), e.w, w_.data(), e.conv, e.fwd, cuda_->workspace.data(), e.workspace,
-                                      &zero, e.y, y.data()));
+  CHECK_CUDNN(cudnnConvolutionForward(h, &one, e.x, x.data(), e.w, w_.data(), e.conv, e.fwd, cuda_->workspace.data(),
+                                      e.workspace, &zero, e.y, y.data()));
   if (p_.bias) CHECK_CUDNN(cudnnAddTensor(h, &one, e.b, b_.data(), &one, e.y, y.data()));
 }
 
@@ -109,12 +113,12 @@ void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, T
   ConvEntry& e = cuda_->get(p_, x.shape(), y.shape(), exec());
   const float one = 1.f, zero = 0.f;
   cudnnHandle_t h = cudnn_of(exec());
-  CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, e.x, x.data(), e.y, dy.data(), e.conv, e.bwd_filter, cuda_->workspace.data(),
-                                             e.workspace, &zero, e.w, dw_.data()));
+  CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, e.x, x.data(), e.y, dy.data(), e.conv, e.bwd_filter,
+                                             cuda_->workspace.data(), e.workspace, &zero, e.w, dw_.data()));
   if (p_.bias) CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, e.y, dy.data(), &zero, e.b, db_.data()));
   if (dx)
-    CHECK_CUDNN(cudnnConvolutionBackwardData(h, &one, e.w, w_.data(), e.y, dy.data(), e.conv, e.bwd_data, cuda_->workspace.data(),
-                                             e.workspace, &zero, e.x, dx->data()));
+    CHECK_CUDNN(cudnnConvolutionBackwardData(h, &one, e.w, w_.data(), e.y, dy.data(), e.conv, e.bwd_data,
+                                             cuda_->workspace.data(), e.workspace, &zero, e.x, dx->data()));
 }
 
 }  // namespace octet

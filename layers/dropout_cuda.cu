@@ -7,7 +7,8 @@ namespace octet {
 
 namespace {
 
-__global__ void dropout_apply(const float* __restrict__ in, float* __restrict__ out, int64_t n, uint64_t key, int64_t base, float p, float scale) {
+__global__ void dropout_apply(const float* __restrict__ in, float* __restrict__ out, int64_t n, uint64_t key,
+                              int64_t base, float p, float scale) {
   OCTET_GRID_STRIDE(i, n) { out[i] = dropout_keep(key, base + i, p) ? in[i] * scale : 0.f; }
 }
 
@@ -21,8 +22,8 @@ void Dropout::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) {
     y.copy_from(x, exec().compute());
     return;
   }
-  dropout_apply<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), y.data(), x.numel(), key_, base_, p_.p,
-                                                                                 1.0f / (1.0f - p_.p));
+  dropout_apply<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), y.data(), x.numel(), key_,
+                                                                                base_, p_.p, 1.0f / (1.0f - p_.p));
   CHECK_LAUNCH("dropout_apply");
 }
 
@@ -32,8 +33,8 @@ void Dropout::backward_cuda(const Tensor&, const Tensor&, const Tensor& dy, Tens
     dx->copy_from(dy, exec().compute());
     return;
   }
-  dropout_apply<<<grid_for(dy.numel()), 256, 0, cuda_stream(exec().compute())>>>(dy.data(), dx->data(), dy.numel(), key_, base_, p_.p,
-                                                                                  1.0f / (1.0f - p_.p));
+  dropout_apply<<<grid_for(dy.numel()), 256, 0, cuda_stream(exec().compute())>>>(
+      dy.data(), dx->data(), dy.numel(), key_, base_, p_.p, 1.0f / (1.0f - p_.p));
   CHECK_LAUNCH("dropout_apply");
 }
 

@@ -15,7 +15,8 @@ struct LrnGeometry {
   float alpha_n, beta, k;  // alpha / size
 };
 
-__global__ void lrn_forward(const float* __restrict__ x, float* __restrict__ y, float* __restrict__ scale, LrnGeometry g) {
+__global__ void lrn_forward(const float* __restrict__ x, float* __restrict__ y, float* __restrict__ scale,
+                            LrnGeometry g) {
   OCTET_GRID_STRIDE(i, g.n * g.c * g.hw) {
     const int64_t p = i % g.hw, ch = (i / g.hw) % g.c, b = i / (g.hw * g.c);
     float sum = 0.f;
@@ -53,17 +54,20 @@ bool Lrn::has_cuda() const { return true; }
 void Lrn::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
   cuda_->scale.resize(x.shape());
-  const LrnGeometry g{x.dim(0), x.dim(1), x.dim(2) * x.dim(3), p_.size / 2, p_.alpha / static_cast<float>(p_.size), p_.beta, p_.k};
-  lrn_forward<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), y.data(), cuda_->scale.data(), g);
+  const LrnGeometry g{x.dim(0), x.dim(1), x.dim(2) * x.dim(3), p_.size / 2, p_.alpha / static_cast<float>(p_.size),
+                      p_.beta,  p_.k};
+  lrn_forward<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), y.data(), cuda_->scale.data(),
+                                                                              g);
   CHECK_LAUNCH("lrn_forward");
 }
 
 void Lrn::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   if (!dx) return;
   OCTET_CHECK(cuda_ && cuda_->scale.shape() == x.shape(), "lrn " << name() << ": backward before forward");
-  const LrnGeometry g{x.dim(0), x.dim(1), x.dim(2) * x.dim(3), p_.size / 2, p_.alpha / static_cast<float>(p_.size), p_.beta, p_.k};
-  lrn_backward<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), y.data(), dy.data(), cuda_->scale.data(),
-                                                                               dx->data(), g);
+  const LrnGeometry g{x.dim(0), x.dim(1), x.dim(2) * x.dim(3), p_.size / 2, p_.alpha / static_cast<float>(p_.size),
+                      p_.beta,  p_.k};
+  lrn_backward<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), y.data(), dy.data(),
+                                                                               cuda_->scale.data(), dx->data(), g);
   CHECK_LAUNCH("lrn_backward");
 }
 

@@ -12,7 +12,8 @@ struct Geometry {
   int64_t planes, H, W, OH, OW, K, S, P;
 };
 
-__global__ void pool_forward(const float* __restrict__ in, float* __restrict__ out, int32_t* __restrict__ arg, Geometry g, bool is_max) {
+__global__ void pool_forward(const float* __restrict__ in, float* __restrict__ out, int32_t* __restrict__ arg,
+                             Geometry g, bool is_max) {
   OCTET_GRID_STRIDE(o, g.planes * g.OH * g.OW) {
     const int64_t ow = o % g.OW, oh = (o / g.OW) % g.OH, pl = o / (g.OW * g.OH);
     const float* src = in + pl * g.H * g.W;
@@ -37,7 +38,8 @@ __global__ void pool_forward(const float* __restrict__ in, float* __restrict__ o
   }
 }
 
-__global__ void pool_backward(const float* __restrict__ dy, const int32_t* __restrict__ arg, float* __restrict__ dx, Geometry g, bool is_max) {
+__global__ void pool_backward(const float* __restrict__ dy, const int32_t* __restrict__ arg, float* __restrict__ dx,
+                              Geometry g, bool is_max) {
   OCTET_GRID_STRIDE(i, g.planes * g.H * g.W) {
     const int64_t w = i % g.W, h = (i / g.W) % g.H, pl = i / (g.W * g.H);
     // Outputs whose window [o*S - P, o*S - P + K) holds h: ceil((h + P - K + 1) / S) <= oh <= floor((h + P) / S).
@@ -67,7 +69,8 @@ void Pool2d::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   const Geometry g{x.dim(0) * x.dim(1), x.dim(2), x.dim(3), y.dim(2), y.dim(3), p_.kernel, p_.stride, p_.padding};
   const bool is_max = p_.kind == PoolKind::Max;
   if (is_max) argmax_dev_.resize(static_cast<size_t>(y.numel()));
-  pool_forward<<<grid_for(y.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), y.data(), argmax_dev_.data(), g, is_max);
+  pool_forward<<<grid_for(y.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), y.data(), argmax_dev_.data(),
+                                                                               g, is_max);
   CHECK_LAUNCH("pool_forward");
 }
 
@@ -75,8 +78,10 @@ void Pool2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, T
   if (!dx) return;
   const Geometry g{x.dim(0) * x.dim(1), x.dim(2), x.dim(3), y.dim(2), y.dim(3), p_.kernel, p_.stride, p_.padding};
   const bool is_max = p_.kind == PoolKind::Max;
-  OCTET_CHECK(!is_max || argmax_dev_.size() == static_cast<size_t>(y.numel()), kind() << " " << name() << ": backward before forward");
-  pool_backward<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(dy.data(), argmax_dev_.data(), dx->data(), g, is_max);
+  OCTET_CHECK(!is_max || argmax_dev_.size() == static_cast<size_t>(y.numel()),
+              kind() << " " << name() << ": backward before forward");
+  pool_backward<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(dy.data(), argmax_dev_.data(),
+                                                                                dx->data(), g, is_max);
   CHECK_LAUNCH("pool_backward");
 }
 

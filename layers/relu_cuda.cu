@@ -10,7 +10,8 @@ __global__ void relu_forward(const float* __restrict__ x, float* __restrict__ y,
   OCTET_GRID_STRIDE(i, n) { y[i] = x[i] > 0.f ? x[i] : 0.f; }
 }
 
-__global__ void relu_backward(const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ dx, int64_t n) {
+__global__ void relu_backward(const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ dx,
+                              int64_t n) {
   OCTET_GRID_STRIDE(i, n) { dx[i] = x[i] > 0.f ? dy[i] : 0.f; }
 }
 
@@ -25,7 +26,8 @@ void Relu::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
 
 void Relu::backward_cuda(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
   if (!dx) return;
-  relu_backward<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), dy.data(), dx->data(), x.numel());
+  relu_backward<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), dy.data(), dx->data(),
+                                                                                x.numel());
   CHECK_LAUNCH("relu_backward");
 }
 

@@ -34,8 +34,8 @@ __global__ void ce_forward(const float* __restrict__ z, const int32_t* __restric
   }
 }
 
-__global__ void ce_backward(const float* __restrict__ probs, const int32_t* __restrict__ labels, float* __restrict__ d, int64_t n, int64_t k,
-                            float scale) {
+__global__ void ce_backward(const float* __restrict__ probs, const int32_t* __restrict__ labels, float* __restrict__ d,
+                            int64_t n, int64_t k, float scale) {
   OCTET_GRID_STRIDE(e, n * k) {
     const int64_t i = e / k, j = e % k;
     const float v = probs[e] * scale;
@@ -80,7 +80,8 @@ LossResult SoftmaxCrossEntropy::forward_cuda(const Tensor& logits, const int32_t
 void SoftmaxCrossEntropy::backward_cuda(Tensor& dlogits, float grad_scale, Exec& exec) const {
   OCTET_CHECK(labels_ && dlogits.shape() == probs_.shape(), "softmax_ce backward before forward");
   const int64_t n = probs_.dim(0), k = probs_.dim(1);
-  ce_backward<<<grid_for(n * k), 256, 0, cuda_stream(exec.compute())>>>(probs_.data(), labels_, dlogits.data(), n, k, grad_scale);
+  ce_backward<<<grid_for(n * k), 256, 0, cuda_stream(exec.compute())>>>(probs_.data(), labels_, dlogits.data(), n, k,
+                                                                        grad_scale);
   CHECK_LAUNCH("ce_backward");
 }
 
