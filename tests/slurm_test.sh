@@ -32,9 +32,9 @@ for s in train_srun train_mpirun; do
   grep -q "^done: 10 steps" <<<"$out" || fail "$s: no summary line: $(echo "$out" | tail -3)"
   echo "$s: job $jid completed: $(echo "$out" | grep '^done:' | cut -c1-60)"
 done
-# The GPU script on this GPU-less node: Slurm is told to give no GPU (--gpus-per-node=0), and octet, asked for
+# The GPU script on this GPU-less node: Slurm is told to give no GPU (--gpus-per-task=0), and octet, asked for
 # parallel.device: cuda, must fail the job with its one error line naming the key.
-jid=$(OCTET_BIN=$octet sbatch --parsable --gpus-per-node=0 --cpus-per-task=1 --output="$dir/gpu-%j.out" \
+jid=$(OCTET_BIN=$octet sbatch --parsable --gpus-per-task=0 --cpus-per-task=1 --output="$dir/gpu-%j.out" \
   scripts/slurm/train_gpu.sbatch configs/fashion-mnist/lenet.yaml --set run.max_steps=10 --set run.out_dir="$dir/runs") ||
   fail "sbatch train_gpu"
 finish "$jid"
