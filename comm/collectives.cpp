@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "core/timer.h"
+#include "core/trace.h"
 
 namespace octet {
 
@@ -84,38 +84,37 @@ void scatter_reduce(Transport& tr, const float* x, const std::vector<int64_t>& l
   const int N = tr.size(), r = tr.rank();
   const Codec& c = *opt.codec;
   auto len_of = [&](int j) { return lo[j + 1] - lo[j]; };
-  double t = now_seconds();
-  st.send_counts.assign(N, 0);
-  size_t cap = 0;
-  for (int j = 0; j < N; ++j) cap = align16(cap + c.max_bytes(len_of(j)));
-  st.send.resize(cap + 16);
-  size_t off = 0;
-  st.send_displs.assign(N, 0);
-  for (int j = 0; j < N; ++j) {
-    st.send_displs[j] = as_count(off);
-    float* res = ef ? st.residual.data() + lo[j] : nullptr;
-    const size_t b = encode(c, x + lo[j], len_of(j), res, st.send.data() + off, derive_seed(opt.seed, r, j), st);
-    st.send_counts[j] = as_count(b);
-    if (j != r) stats.bytes_sent += b, stats.fp32_bytes += 4 * static_cast<uint64_t>(len_of(j));
-    off = align16(off + b);
+  {
+    TraceSpan sp("encode", opt.what, &stats.compress_s);
+    st.send_counts.assign(N, 0);
+    size_t cap = 0;
+    for (int j = 0; j < N; ++j) cap = align16(cap + c.max_bytes(len_of(j)));
+    st.send.resize(cap + 16);
+    size_t off = 0;
+    st.send_displs.assign(N, 0);
+    for (int j = 0; j < N; ++j) {
+      st.send_displs[j] = as_count(off);
+      float* res = ef ? st.residual.data() + lo[j] : nullptr;
+      const size_t b = encode(c, x + lo[j], len_of(j), res, st.send.data() + off, derive_seed(opt.seed, r, j), st);
+      st.send_counts[j] = as_count(b);
+      if (j != r) stats.bytes_sent += b, stats.fp32_bytes += 4 * static_cast<uint64_t>(len_of(j));
+      off = align16(off + b);
+    }
   }
-  stats.compress_s += now_seconds() - t;
-
-  t = now_seconds();
-  st.recv_counts.assign(N, 0);
-  tr.alltoall_ints(st.send_counts.data(), st.recv_counts.data(), opt.progress);
-  st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
-  tr.alltoallv_bytes({st.send.data(), st.send.size(), st.send.device()}, st.send_counts.data(), st.send_displs.data(),
-                     {st.recv.data(), st.recv.size(), st.recv.device()}, st.recv_counts.data(), st.recv_displs.data(),
-                     opt.progress);
-  stats.communicate_s += now_seconds() - t;
-
-  t = now_seconds();
+  {
+    TraceSpan sp("transport", opt.what, &stats.communicate_s);
+    st.recv_counts.assign(N, 0);
+    tr.alltoall_ints(st.send_counts.data(), st.recv_counts.data(), opt.progress);
+    st.recv.resize(displacements(st.recv_counts, st.recv_displs) + 16);
+    tr.alltoallv_bytes({st.send.data(), st.send.size(), st.send.device()}, st.send_counts.data(), st.send_displs.data(),
+                       {st.recv.data(), st.recv.size(), st.recv.device()}, st.recv_counts.data(), st.recv_displs.data(),
+                       opt.progress);
+  }
+  TraceSpan sp("decode", opt.what, &stats.decompress_s);
   const int64_t mine = len_of(r);
   st.chunk.resize(static_cast<size_t>(mine));
   for (int s = 0; s < N; ++s)
     c.decode(st.recv.data() + st.recv_displs[s], static_cast<size_t>(st.recv_counts[s]), st.chunk.data(), mine, s > 0);
-  stats.decompress_s += now_seconds() - t;
 }
 
 }  // namespace
@@ -167,16 +166,16 @@ void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, Reduce
   const int64_t n = static_cast<int64_t>(xs.size);
   const bool ef = keeps_feedback(opt);
   if (ef && st.residual.numel() != n) st.residual = Tensor({n});
-  double t;
 
   if (opt.algorithm == Algorithm::Allreduce) {
     OCTET_CHECK(!opt.codec || opt.codec->traits().identity,
                 "algorithm allreduce sums fp32 in the transport and cannot carry codec " << opt.codec->name());
-    t = now_seconds();
-    // The transport's own sum (non-blocking under MPI, so the overlap thread can yield while small tensors reduce; why
-    // fp32 defaults to scatter_allgather nonetheless: docs/design_notes.md).
-    if (N > 1) tr.allreduce_sum(xs, opt.progress);
-    stats.communicate_s += now_seconds() - t;
+    {
+      // The transport's own sum (non-blocking under MPI, so the overlap thread can yield while small tensors reduce;
+      // why fp32 defaults to scatter_allgather nonetheless: docs/design_notes.md).
+      TraceSpan sp("transport", opt.what, &stats.communicate_s);
+      if (N > 1) tr.allreduce_sum(xs, opt.progress);
+    }
     const uint64_t ring = N > 1 ? static_cast<uint64_t>(2.0 * (N - 1) / N * 4.0 * static_cast<double>(n)) : 0;
     stats.bytes_sent += ring;
     stats.fp32_bytes += ring;
@@ -187,21 +186,22 @@ void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, Reduce
   const Codec& c = *opt.codec;
 
   if (opt.algorithm == Algorithm::Allgather) {
-    t = now_seconds();
-    st.send.resize(c.max_bytes(n));
-    const size_t bytes =
-        encode(c, x, n, ef ? st.residual.data() : nullptr, st.send.data(), derive_seed(opt.seed, r), st);
-    stats.compress_s += now_seconds() - t;
-    t = now_seconds();
-    allgather_payloads(tr, {st.send.data(), bytes, st.send.device()}, st, opt.progress);
-    stats.communicate_s += now_seconds() - t;
+    size_t bytes;
+    {
+      TraceSpan sp("encode", opt.what, &stats.compress_s);
+      st.send.resize(c.max_bytes(n));
+      bytes = encode(c, x, n, ef ? st.residual.data() : nullptr, st.send.data(), derive_seed(opt.seed, r), st);
+    }
+    {
+      TraceSpan sp("transport", opt.what, &stats.communicate_s);
+      allgather_payloads(tr, {st.send.data(), bytes, st.send.device()}, st, opt.progress);
+    }
     stats.bytes_sent += static_cast<uint64_t>(N - 1) * bytes;
     stats.fp32_bytes += static_cast<uint64_t>(N - 1) * 4 * static_cast<uint64_t>(n);
-    t = now_seconds();
+    TraceSpan sp("decode", opt.what, &stats.decompress_s);
     for (int s = 0; s < N; ++s)
       c.decode(st.recv.data() + st.recv_displs[s], static_cast<size_t>(st.recv_counts[s]), x, n, s > 0);
     if (opt.average) scale(x, n, N);
-    stats.decompress_s += now_seconds() - t;
     return;
   }
 
@@ -211,24 +211,25 @@ void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, Reduce
   scatter_reduce(tr, x, lo, ef, opt, st, stats);
 
   const int64_t mine = len_of(r);
-  t = now_seconds();
-  if (ef && st.owner_residual.numel() != mine) st.owner_residual = Tensor({mine});
   std::vector<uint8_t> reduced(c.max_bytes(mine));
-  const size_t rb = encode(c, st.chunk.data(), mine, ef ? st.owner_residual.data() : nullptr, reduced.data(),
-                           derive_seed(opt.seed, 0x5ca77e4, r), st);
-  stats.compress_s += now_seconds() - t;
-
-  t = now_seconds();
-  allgather_payloads(tr, {reduced.data(), rb, Device::CPU}, st, opt.progress);
-  stats.communicate_s += now_seconds() - t;
+  size_t rb;
+  {
+    TraceSpan sp("encode", opt.what, &stats.compress_s);
+    if (ef && st.owner_residual.numel() != mine) st.owner_residual = Tensor({mine});
+    rb = encode(c, st.chunk.data(), mine, ef ? st.owner_residual.data() : nullptr, reduced.data(),
+                derive_seed(opt.seed, 0x5ca77e4, r), st);
+  }
+  {
+    TraceSpan sp("transport", opt.what, &stats.communicate_s);
+    allgather_payloads(tr, {reduced.data(), rb, Device::CPU}, st, opt.progress);
+  }
   stats.bytes_sent += static_cast<uint64_t>(N - 1) * rb;
   stats.fp32_bytes += static_cast<uint64_t>(N - 1) * 4 * static_cast<uint64_t>(mine);
 
-  t = now_seconds();
+  TraceSpan sp("decode", opt.what, &stats.decompress_s);
   for (int j = 0; j < N; ++j)
     c.decode(st.recv.data() + st.recv_displs[j], static_cast<size_t>(st.recv_counts[j]), x + lo[j], len_of(j), false);
   if (opt.average) scale(x, n, N);
-  stats.decompress_s += now_seconds() - t;
 }
 
 }  // namespace octet

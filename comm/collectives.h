@@ -39,9 +39,10 @@ struct ReduceOptions {
   Algorithm algorithm = Algorithm::Allreduce;
   const Codec* codec = nullptr;  // required except for Allreduce
   bool error_feedback = false;
-  uint64_t seed = 0;       // keys stochastic codecs; combine step and tensor into it
-  Progress progress = {};  // step (for timeout errors), yield (overlap thread), cancel
-  bool average = true;     // false: leave the sum (model parallelism sums partial input gradients)
+  uint64_t seed = 0;           // keys stochastic codecs; combine step and tensor into it
+  Progress progress = {};      // step (for timeout errors), yield (overlap thread), cancel
+  bool average = true;         // false: leave the sum (model parallelism sums partial input gradients)
+  const char* what = nullptr;  // the tensor's name in the trace's encode / transport / decode spans
 };
 
 // The scatter-allgather's chunks of n values over N ranks: rank j owns [lo[j], lo[j+1]) (N+1 bounds, equal chunks

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/timer.h"
+#include "core/trace.h"
 #include "core/rng.h"
 
 namespace octet {
@@ -58,17 +58,20 @@ void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats, const std::at
   Entry& e = entries_[i];
   e.opt.seed = derive_seed(0x9d5, step, i);
   e.opt.progress = {static_cast<int64_t>(step), cancel != nullptr, cancel};
+  e.opt.what = e.t.param.name.c_str();  // set here: entries move while the plan is built
   CommStats s;
   Tensor& g = *e.t.param.grad;
+  TraceSpan span("exchange", e.opt.what, nullptr, static_cast<int64_t>(step));
   if (g.device() == Device::CPU) {
     reduce_mean(t_, span_of(g), e.opt, e.state, s);
   } else {  // staged: device -> page-locked host on the comm stream, exchanged on the host, back the same way
     exec_.bind_thread();
     if (e.staged.numel() != g.numel()) e.staged = Tensor::pinned(g.shape());
-    const double t0 = now_seconds();
-    e.staged.copy_from(g, exec_.comm());
-    exec_.sync(exec_.comm());
-    s.communicate_s += now_seconds() - t0;
+    {
+      TraceSpan sp("stage to host", e.opt.what, &s.communicate_s);
+      e.staged.copy_from(g, exec_.comm());
+      exec_.sync(exec_.comm());
+    }
     reduce_mean(t_, span_of(e.staged), e.opt, e.state, s);
     g.copy_from(e.staged, exec_.comm());
   }

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/trace.h"
 #include "core/timer.h"
 
 namespace octet {
@@ -75,6 +76,7 @@ void OverlapSync::layer_done(size_t layer, const Event& ready) {
 
 double OverlapSync::finish(CommStats& stats) {
   const double t0 = now_seconds();
+  TraceSpan span("wait for buckets");
   std::unique_lock<std::mutex> lk(mu_);
   OCTET_CHECK(queued_ == buckets_.size() || error_,
               "overlap: backward completed " << queued_ << " of " << buckets_.size() << " buckets");
@@ -89,6 +91,7 @@ void OverlapSync::run() {
   // Mostly asleep between polls, the thread should run the moment a message lands even when compute threads fill
   // every core: a higher scheduling weight (nice -10) for this thread alone. Without the privilege it stays at 0.
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), -10);
+  trace::name_thread("comm (overlap)");
   for (;;) {
     size_t b;
     Event ready;
@@ -104,6 +107,7 @@ void OverlapSync::run() {
     CommStats s;
     try {
       Exec::host().sync(ready);  // the bucket's gradients are final (on the CPU: they already are)
+      TraceSpan span("bucket", nullptr, nullptr, static_cast<int64_t>(b));
       for (size_t i : buckets_[b].entries) sync_.sync_one(i, step, s, &cancel_);
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu_);

@@ -3,12 +3,18 @@
 
 #include <cstdio>
 
+#include "core/trace.h"
+
 namespace octet {
 
 const char* phase_name(Phase p) {
   static const char* names[] = {"data",        "forward",    "backward", "compress",
                                 "communicate", "decompress", "wait",     "update"};
   return names[static_cast<int>(p)];
+}
+
+void trace_phase(Phase p, double t0, double t1) {
+  if (trace::on()) trace::add(phase_name(p), nullptr, t0, t1);
 }
 
 double PhaseTimes::total() const {

@@ -12,10 +12,18 @@ inline double now_seconds() {
 
 enum class Phase { Data, Forward, Backward, Compress, Communicate, Decompress, Wait, Update, Count };
 const char* phase_name(Phase p);
+// Records [t0, t1] as a span named after the phase while tracing is on (core/trace.h).
+void trace_phase(Phase p, double t0, double t1);
 
 class PhaseTimes {
  public:
   void add(Phase p, double seconds) { t_[static_cast<int>(p)] += seconds; }
+  // Adds t1 - t0 to p and traces the span; returns the seconds.
+  double add_span(Phase p, double t0, double t1) {
+    add(p, t1 - t0);
+    trace_phase(p, t0, t1);
+    return t1 - t0;
+  }
   double get(Phase p) const { return t_[static_cast<int>(p)]; }
   double total() const;
   void reset() {
@@ -29,11 +37,15 @@ class PhaseTimes {
   double t_[static_cast<int>(Phase::Count)] = {};
 };
 
-// Adds the scope's duration to one phase on destruction.
+// Adds the scope's duration to one phase on destruction (and traces it).
 class ScopedPhase {
  public:
   ScopedPhase(PhaseTimes& times, Phase p) : times_(times), phase_(p), start_(now_seconds()) {}
-  ~ScopedPhase() { times_.add(phase_, now_seconds() - start_); }
+  ~ScopedPhase() {
+    const double t1 = now_seconds();
+    times_.add(phase_, t1 - start_);
+    trace_phase(phase_, start_, t1);
+  }
   ScopedPhase(const ScopedPhase&) = delete;
   ScopedPhase& operator=(const ScopedPhase&) = delete;
 

@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/trace.h"
 #include "core/exec.h"
 #include "core/rng.h"
 
@@ -97,6 +98,7 @@ void Prefetcher::run(int base) {
     // Lowering a thread's own priority needs no privilege; Linux applies PRIO_PROCESS with a thread id to that
     // thread alone.
     const id_t tid = static_cast<id_t>(gettid());
+    trace::name_thread("loader");
     if (nice_ > 0 && setpriority(PRIO_PROCESS, tid, std::min(19, base + nice_)) != 0)
       OCTET_THROW("data loader: cannot lower the loader thread's priority by " << nice_ << ": "
                                                                                << std::strerror(errno));
@@ -119,7 +121,10 @@ void Prefetcher::run(int base) {
       }
       if (pinned_ && !batch.x.is_pinned()) batch.x = Tensor::pinned(Shape{0});  // grows page-locked
       batch.index = b;
-      assemble_batch(data_, sampler_.indices(epoch_, b), batch);
+      {
+        TraceSpan span("assemble batch", nullptr, nullptr, b);
+        assemble_batch(data_, sampler_.indices(epoch_, b), batch);
+      }
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || queue_.size() < depth_; });
       if (stop_) return;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "core/trace.h"
 
 namespace octet {
 
@@ -29,6 +30,7 @@ const Tensor& Model::forward_to(const Tensor& x, size_t end, const StepContext& 
   const Tensor* in = &x;
   for (size_t i = 0; i < end; ++i) {
     const double t0 = times_ ? now_seconds() : 0;
+    TraceSpan span("forward", layers_[i]->name().c_str());
     acts_[i].resize(layers_[i]->output_shape(in->shape()));
     layers_[i]->forward(*in, acts_[i], ctx);
     in = &acts_[i];
@@ -48,6 +50,7 @@ void Model::backward_from(const Tensor& x, size_t end, const Tensor& dout) {
     const Tensor& in = i == 0 ? x : acts_[i - 1];
     const Tensor& dy = i + 1 == end ? dout : grads_[i];
     const double t0 = times_ ? now_seconds() : 0;
+    TraceSpan span("backward", layers_[i]->name().c_str());
     Tensor* dx = nullptr;
     if (i > 0) {
       grads_[i - 1].resize(in.shape());

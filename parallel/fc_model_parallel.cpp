@@ -137,8 +137,7 @@ void FcModelParallel::start_prefetch(const float* x, int64_t n, const int32_t* l
   OCTET_CHECK(slot_ < (size_t{1} << 31), "model parallelism: a sub-batch's activations exceed 2 GB");
   prefetch_ = t_.start_allgather({prefetch_send_.data(), slot_, Device::CPU},
                                  {prefetch_recv_.data(), prefetch_recv_.size(), Device::CPU}, slot_);
-  const double dt = now_seconds() - t;
-  times.add(Phase::Compress, dt), stats.compress_s += dt;
+  stats.compress_s += times.add_span(Phase::Compress, t, now_seconds());
   stats.bytes_sent += static_cast<uint64_t>(t_.size() - 1) * bytes;
   stats.fp32_bytes += static_cast<uint64_t>(t_.size() - 1) * 4 * static_cast<uint64_t>(n);
 }
@@ -154,7 +153,7 @@ void FcModelParallel::finish_prefetch(float* x, int64_t n, int32_t* labels_all, 
   prefetch_->finish({step_});
   prefetch_.reset();
   double t2 = now_seconds();
-  times.add(Phase::Wait, t2 - t), stats.communicate_s += t2 - t;
+  stats.communicate_s += times.add_span(Phase::Wait, t, t2);
   for (int q = 0; q < t_.size(); ++q) {  // every rank decodes every payload, its own included: identical inputs
     const uint8_t* slot = prefetch_recv_.data() + slot_ * static_cast<size_t>(q);
     uint64_t bytes = 0;
@@ -165,7 +164,7 @@ void FcModelParallel::finish_prefetch(float* x, int64_t n, int32_t* labels_all, 
     codec_->decode(slot + 8 + 4 * m, bytes, x + q * n, n, false);
   }
   t = now_seconds();
-  times.add(Phase::Decompress, t - t2), stats.decompress_s += t - t2;
+  stats.decompress_s += times.add_span(Phase::Decompress, t2, t);
 }
 
 void FcModelParallel::exchange_gather(const float* mine, int64_t n_mine, const std::vector<int64_t>& n_of, float* all,
@@ -174,10 +173,10 @@ void FcModelParallel::exchange_gather(const float* mine, int64_t n_mine, const s
   send_.resize(codec_->max_bytes(n_mine));
   const size_t bytes = codec_->encode(mine, n_mine, send_.data(), {derive_seed(seed, t_.rank()), nullptr});
   double t2 = now_seconds();
-  times.add(Phase::Compress, t2 - t), stats.compress_s += t2 - t;
+  stats.compress_s += times.add_span(Phase::Compress, t, t2);
   allgather_payloads(t_, {send_.data(), bytes, Device::CPU}, st_, {step_});
   t = now_seconds();
-  times.add(Phase::Communicate, t - t2), stats.communicate_s += t - t2;
+  stats.communicate_s += times.add_span(Phase::Communicate, t2, t);
   int64_t off = 0;
   for (int q = 0; q < t_.size(); ++q) {  // every rank decodes every payload, its own included: identical inputs
     codec_->decode(st_.recv.data() + st_.recv_displs[q], static_cast<size_t>(st_.recv_counts[q]), all + off, n_of[q],
@@ -185,7 +184,7 @@ void FcModelParallel::exchange_gather(const float* mine, int64_t n_mine, const s
     off += n_of[q];
   }
   t2 = now_seconds();
-  times.add(Phase::Decompress, t2 - t), stats.decompress_s += t2 - t;
+  stats.decompress_s += times.add_span(Phase::Decompress, t, t2);
   stats.bytes_sent += static_cast<uint64_t>(t_.size() - 1) * bytes;
   stats.fp32_bytes += static_cast<uint64_t>(t_.size() - 1) * 4 * static_cast<uint64_t>(n_mine);
 }

@@ -6,7 +6,8 @@ pkgs=(build-essential cmake pkg-config zlib1g-dev
       openmpi-bin libopenmpi-dev libyaml-cpp-dev catch2 libdnnl-dev
       dataset-fashion-mnist
       iproute2 slurm-wlm munge  # the test-bed (ip netns, tc) and the local Slurm of the cluster tests
-      clang libclang-rt-14-dev)  # the libFuzzer targets (ASan + UBSan) of the fuzz test
+      clang libclang-rt-14-dev  # the libFuzzer targets (ASan + UBSan) of the fuzz test
+      python3-matplotlib python3-yaml)  # scripts/plot.py and its test
 [[ "${1:-}" == "--bench" ]] && pkgs+=(python3-torch python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -99,7 +99,10 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   REQUIRE(f.good());
 }
 
-std::string source_dir() { return OCTET_SOURCE_DIR; }
+std::string source_dir() {  // the environment's OCTET_SOURCE_DIR first: test programs run from a GPU bundle
+  const char* e = std::getenv("OCTET_SOURCE_DIR");
+  return e && *e ? e : OCTET_SOURCE_DIR;
+}
 
 std::vector<float> checkpoint_values(const std::string& ckpt, const Config& cfg, const Shape& input,
                                      bool optimizer_state) {

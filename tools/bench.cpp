@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include "data/loader.h"
 #include "layers/softmax_ce.h"
 #include "trainer/config.h"
@@ -215,6 +216,47 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
                     algbw * 2.0 * (N - 1) / N, dense_time / t, static_cast<double>(stats.bytes_sent) / iters);
     }
   }
+  return 0;
+}
+
+int bench_trace(const std::vector<std::string>& args) {
+  Flags f("octet bench trace", "",
+          {{"spans", "N", "spans per measurement (at most the per-thread cap, 1048576)", "1000000"},
+           {"reps", "N", "repetitions; the best time of each is kept", "5"}});
+  f.parse(args);
+  if (f.help()) {
+    std::fputs(f.usage().c_str(), stdout);
+    return 0;
+  }
+  const int64_t n = f.integer("spans", 1, static_cast<int64_t>(trace::kMaxSpans));
+  const int reps = static_cast<int>(f.integer("reps", 1, 1000));
+  volatile int64_t sink = 0;
+  const double empty = best_time(reps, [&] {
+    for (int64_t i = 0; i < n; ++i) sink = sink + i;
+  });
+  const double off = best_time(reps, [&] {
+    for (int64_t i = 0; i < n; ++i) {
+      TraceSpan s("bench", nullptr, nullptr, i);
+      sink = sink + i;
+    }
+  });
+  trace::set_on(true);
+  double on = 1e30;
+  for (int r = 0; r < reps; ++r) {  // recording only: the buffer is emptied (and its JSON made) outside the timing
+    (void)trace::take_json(0, 0);
+    const double t = now_seconds();
+    for (int64_t i = 0; i < n; ++i) {
+      TraceSpan s("bench", nullptr, nullptr, i);
+      sink = sink + i;
+    }
+    on = std::min(on, now_seconds() - t);
+  }
+  trace::set_on(false);
+  (void)trace::take_json(0, 0);
+  std::printf("%-10s %12s %12s\n", "tracing", "ns/span", "vs empty");
+  std::printf("%-10s %12.2f %12s\n", "empty", 1e9 * empty / static_cast<double>(n), "1.00x");
+  std::printf("%-10s %12.2f %11.2fx\n", "off", 1e9 * off / static_cast<double>(n), off / empty);
+  std::printf("%-10s %12.2f %11.2fx\n", "on", 1e9 * on / static_cast<double>(n), on / empty);
   return 0;
 }
 

@@ -1,5 +1,6 @@
-// `octet bench compress` and `octet bench allreduce`: codec throughput and error, and collective bandwidth per codec,
-// each printed beside a baseline measured in the same run (memcpy of the same buffer; dense MPI_Allreduce).
+// `octet bench compress`, `allreduce` and `trace`: codec throughput and error, collective bandwidth per codec, and what
+// a trace span costs, each printed beside a baseline measured in the same run (memcpy of the same buffer; dense
+// MPI_Allreduce; an empty loop).
 #pragma once
 #include <string>
 #include <vector>
@@ -11,5 +12,7 @@ namespace octet {
 // Each parses its own flags (tools/flags.h); --help prints the usage and returns 0.
 int bench_compress(const std::vector<std::string>& args);
 int bench_allreduce(const std::vector<std::string>& args, const World& world);
+// The cost of one trace span (core/trace.h) off and on, beside an empty loop of the same length.
+int bench_trace(const std::vector<std::string>& args);
 
 }  // namespace octet

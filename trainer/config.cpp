@@ -32,6 +32,10 @@ void read_run(Section s, RunConfig& r) {
   r.log_every = at_least(s, "log_every", r.log_every, 1);
   r.warmup_steps = at_least(s, "warmup_steps", r.warmup_steps, 0);
   r.threads = static_cast<int>(at_least(s, "threads", r.threads, 0));
+  r.trace = s.get<bool>("trace", r.trace);
+  r.trace_start = at_least(s, "trace_start", r.trace_start, 0);
+  r.trace_steps = at_least(s, "trace_steps", r.trace_steps, 1);
+  if (r.trace_steps > 100000) s.fail("trace_steps", "must be at most 100000 (a trace of that many steps is gigabytes)");
   s.finish();
 }
 

@@ -32,6 +32,9 @@ struct RunConfig {
   int64_t log_every = 100;       // steps between progress lines
   int64_t warmup_steps = 5;  // first steps of an invocation that the steady throughput (images_per_s_steady) leaves out
   int threads = 0;           // CPU threads for compute (0 = all cores)
+  bool trace = false;        // write a Chrome trace of every rank's spans (trace.json in the run directory)
+  int64_t trace_start = 5;   // steps of this invocation before the trace window opens
+  int64_t trace_steps = 20;  // steps the window spans
 };
 
 struct DataConfig {

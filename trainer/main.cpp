@@ -21,9 +21,11 @@ namespace {
 
 const char* kUsage =
     "usage: octet COMMAND [flags]   (octet COMMAND --help for each command's flags)\n"
-    "  [mpirun -np N] octet train CONFIG.yaml [--set key.path=value]... [--resume CHECKPOINT|RUN_DIR] [--overwrite]\n"
+    "  [mpirun -np N] octet train CONFIG.yaml [--set key.path=value]... [--resume CHECKPOINT|RUN_DIR] [--overwrite] "
+    "[--trace]\n"
     "  octet bench compress [--size 64M] [--reps 5] [--codecs a,b] [--config CFG] ...\n"
     "  mpirun -np N octet bench allreduce [--min 4K] [--max 256M] [--factor 4] [--codecs a,b] ...\n"
+    "  octet bench trace [--spans 1000000] [--reps 5]\n"
     "  [mpirun -np N] octet predict CONFIG|--profile FILE --ranks N --bandwidth GB/s|measure --latency us|measure ...\n"
     "  octet version\n";
 
@@ -32,7 +34,8 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
       "[mpirun -np N] octet train", "CONFIG.yaml",
       {{"set", "key.path=value", "override one config key, e.g. --set optimizer.lr=0.05", "", true},
        {"resume", "CHECKPOINT|RUN_DIR", "continue a run from its checkpoint; the result matches the uninterrupted run"},
-       {"overwrite", "", "start afresh in a run directory that holds an earlier run (its outputs are removed)"}},
+       {"overwrite", "", "start afresh in a run directory that holds an earlier run (its outputs are removed)"},
+       {"trace", "", "write trace.json (Chrome/Perfetto) of every rank's steps: the same as --set run.trace=true"}},
       1);
   f.parse(args);
   if (f.help()) {
@@ -45,7 +48,9 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
   opts.resume = f.str("resume");
   opts.overwrite = f.on("overwrite");
   OCTET_CHECK(!(opts.overwrite && !opts.resume.empty()), "octet train: --overwrite and --resume exclude each other");
-  const octet::Config cfg = octet::load_config(f.positionals()[0], f.all("set"));
+  std::vector<std::string> sets = f.all("set");
+  if (f.on("trace")) sets.push_back("run.trace=true");
+  const octet::Config cfg = octet::load_config(f.positionals()[0], sets);
   octet::MpiSession mpi(argc, argv);
   octet::train(cfg, opts, &mpi.world());
   return 0;
@@ -53,14 +58,16 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
 
 int cmd_bench(const std::vector<std::string>& args, int* argc, char*** argv) {
   const char* usage =
-      "usage: octet bench compress|allreduce [flags]   (octet bench compress --help, octet bench allreduce --help)\n";
+      "usage: octet bench compress|allreduce|trace [flags]   (octet bench compress --help, ... allreduce --help, "
+      "...)\n";
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
     std::fputs(usage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "compress") return octet::bench_compress(rest);
-  OCTET_CHECK(args[0] == "allreduce", "unknown benchmark '" << args[0] << "' (known: compress, allreduce)");
+  if (args[0] == "trace") return octet::bench_trace(rest);
+  OCTET_CHECK(args[0] == "allreduce", "unknown benchmark '" << args[0] << "' (known: compress, allreduce, trace)");
   octet::MpiSession mpi(argc, argv);
   return octet::bench_allreduce(rest, mpi.world());
 }

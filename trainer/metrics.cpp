@@ -72,7 +72,8 @@ Fields progress_fields(const Window& w, const LineInfo& p, const double sums[3])
               {"loss", sums[0] / sums[2]},
               {"accuracy", sums[1] / sums[2]},
               {"lr", p.lr},
-              {"images_per_s", ips}};
+              {"images_per_s", ips},
+              {"train_seconds", p.train_seconds}};
   if (p.comm) {
     f.push_back({"bytes_sent_per_step", w.comm.bytes_sent / steps});
     f.push_back({"compression_ratio", ratio(w.comm)});

@@ -34,7 +34,8 @@ struct Window {
 struct LineInfo {
   int64_t epoch, epochs, batch, batches, step;  // epoch 1-based, batch within the epoch
   double lr;
-  bool comm;  // the run exchanges gradients: show the traffic
+  bool comm;                 // the run exchanges gradients: show the traffic
+  double train_seconds = 0;  // training time so far in this invocation (metrics.jsonl: wall-time plots)
 };
 std::string progress_line(const Window& w, const LineInfo& p, const double sums[3]);
 Fields progress_fields(const Window& w, const LineInfo& p, const double sums[3]);

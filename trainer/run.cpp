@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/log.h"
+#include "core/trace.h"
 #include "comm/wait.h"
 #include "trainer/layer_registry.h"
 
@@ -58,6 +59,7 @@ StepOptions step_options(const Config& cfg) {
 }  // namespace
 
 Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : cfg_(cfg), opts_(opts) {
+  trace::name_thread("main");
   if (world_in) {  // the world with the config's bound on collective waits; nullptr stays one process without MPI
     world_copy_ = *world_in;
     world_copy_->timeout_s = cfg.parallel.timeout_s;
@@ -197,13 +199,71 @@ void Run::state_to_device() {
 }
 
 void Run::save(const TrainPosition& at) {
+  TraceSpan span("checkpoint");
   step_->gather();
   state_to_host();
   save_checkpoint(ckpt_path_, at, state_, world_);
 }
 
+void Run::trace_before_step() {
+  if (!cfg_.run.trace || trace_done_) return;
+  if (steps_here_ == cfg_.run.trace_start) {
+    if (world_) barrier_bounded(*world_, {"MPI_Ibarrier (trace start)", pos.global_step});
+    trace_origin_ = now_seconds();
+    trace_open_ = true;
+    trace::set_on(true);
+  } else if (trace_open_ && steps_here_ == cfg_.run.trace_start + cfg_.run.trace_steps) {
+    write_trace();
+  }
+}
+
+void Run::write_trace() {
+  trace::set_on(false);
+  trace_open_ = false;
+  trace_done_ = true;
+  const std::string mine = trace::take_json(rank_, trace_origin_);
+  std::vector<int> sizes(static_cast<size_t>(size_), static_cast<int>(mine.size()));
+  OCTET_CHECK(mine.size() < (size_t{1} << 31), "run.trace: this rank's trace exceeds 2 GB (lower run.trace_steps)");
+  std::vector<int> displs(static_cast<size_t>(size_), 0);
+  std::string all;
+  if (world_) {
+    int n = static_cast<int>(mine.size());
+    allgather_bounded(*world_, &n, 1, MPI_INT, sizes.data(), {"MPI_Iallgather (trace sizes)", pos.global_step});
+    int64_t total = 0;
+    for (int r = 0; r < size_; ++r) displs[r] = static_cast<int>(total), total += sizes[r];
+    OCTET_CHECK(total < (int64_t{1} << 31), "run.trace: the ranks' traces exceed 2 GB (lower run.trace_steps)");
+    all.resize(rank_ == 0 ? static_cast<size_t>(total) : 0);
+    MPI_Request req;
+    CHECK_MPI(MPI_Igatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), displs.data(), MPI_CHAR, 0, world_->comm,
+                           &req));
+    wait_request(req, *world_, {"MPI_Igatherv (trace)", pos.global_step});
+  } else {
+    all = mine;
+  }
+  if (rank_ != 0) return;
+  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  for (int r = 0; r < size_; ++r) {
+    const std::string pid = std::to_string(r);
+    out += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid + ",\"args\":{\"name\":\"rank " + pid + "\"}},\n";
+    out += "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid + ",\"args\":{\"sort_index\":" + pid + "}}";
+    if (sizes[r] > 0) out += ",\n" + all.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(sizes[r]));
+    out += r + 1 < size_ ? ",\n" : "\n";
+  }
+  out += "]}\n";
+  write_file_atomic(result.run_dir + "/trace.json", out);
+  OCTET_LOG("trace: steps " << pos.global_step - std::min(steps_here_ - cfg_.run.trace_start, cfg_.run.trace_steps)
+                            << " to " << pos.global_step - 1 << " of " << size_ << " rank" << (size_ > 1 ? "s" : "")
+                            << " in " << result.run_dir << "/trace.json (open it in https://ui.perfetto.dev)"
+                            << (trace::dropped()
+                                    ? " (" + std::to_string(trace::dropped()) + " spans over the cap dropped)"
+                                    : std::string()));
+}
+
 bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
+  trace_before_step();
   const double t0 = now_seconds() - data_s;
+  if (trace::on()) trace::add("data", nullptr, std::max(t0, trace_origin_), t0 + data_s, pos.global_step);
+  TraceSpan step_span("step", nullptr, nullptr, pos.global_step);
   const StepContext ctx{true, cfg_.run.seed, static_cast<uint64_t>(pos.global_step), rank_ * cfg_.data.batch_size};
   const double rate = lr_at(cfg_.optimizer, cfg_.schedule, pos.global_step, steps_per_epoch_, cfg_.run.epochs);
   const Tensor* x = &batch.x;
@@ -232,8 +292,8 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
     double sums[3] = {win_.loss, win_.correct, win_.count};
     if (world_)
       allreduce_bounded(*world_, sums, 3, MPI_DOUBLE, MPI_SUM, {"MPI_Iallreduce (progress line)", pos.global_step});
-    const LineInfo line{epoch + 1, cfg_.run.epochs,   pos.batch, steps_per_epoch_, pos.global_step,
-                        rate,      step_->exchanges()};
+    const LineInfo line{epoch + 1,          cfg_.run.epochs,      pos.batch, steps_per_epoch_, pos.global_step, rate,
+                        step_->exchanges(), totals_.train_seconds};
     OCTET_LOG(progress_line(win_, line, sums));
     if (metrics_) metrics_->write("train", progress_fields(win_, line, sums));
     win_.reset();
@@ -245,6 +305,7 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
 }
 
 void Run::evaluate_now(int64_t epoch) {
+  TraceSpan span("evaluate");
   step_->gather();
   const EvalResult e = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_);
   result.test = e;
@@ -254,7 +315,8 @@ void Run::evaluate_now(int64_t epoch) {
     metrics_->write("eval", {{"epoch", static_cast<double>(epoch + 1)},
                              {"step", static_cast<double>(pos.global_step)},
                              {"test_loss", e.loss},
-                             {"test_accuracy", e.accuracy}});
+                             {"test_accuracy", e.accuracy},
+                             {"train_seconds", totals_.train_seconds}});
 }
 
 bool Run::end_epoch(int64_t epoch) {
@@ -272,7 +334,17 @@ bool Run::end_epoch(int64_t epoch) {
 TrainResult Run::finish() {
   if (step_->exchanges()) step_->verify_identical(pos.global_step);
   step_->gather();
-  if (result.test.count == 0) result.test = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_);
+  if (result.test.count == 0) {
+    TraceSpan span("evaluate");
+    result.test = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_);
+  }
+  if (trace_open_) {
+    write_trace();
+  } else if (cfg_.run.trace && !trace_done_) {
+    OCTET_LOG("warning: run.trace: this run ended after " << steps_here_ << " steps, before the trace window opens at "
+                                                          << "run.trace_start " << cfg_.run.trace_start
+                                                          << ": no trace.json written");
+  }
   totals_.steps = result.steps = pos.global_step;
   totals_.ranks = size_;
   totals_.batch = cfg_.data.batch_size;

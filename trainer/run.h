@@ -44,6 +44,10 @@ class Run {
 
  private:
   void save(const TrainPosition& at);
+  // run.trace: opens the window at this invocation's step trace_start (after a barrier, the ranks' common origin),
+  // closes it trace_steps steps later or at the end, and writes trace.json through rank 0 (collective).
+  void trace_before_step();
+  void write_trace();
   void evaluate_now(int64_t epoch);
   // Device runs: checkpoints hold host copies of the device tensors (state_ names the copies).
   void state_to_host();
@@ -74,6 +78,8 @@ class Run {
   TrainTotals totals_;
   bool stop_ = false;
   int64_t steps_here_ = 0;  // steps of this invocation
+  double trace_origin_ = 0;
+  bool trace_open_ = false, trace_done_ = false;
 };
 
 }  // namespace octet

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Experiment: LeNet on Fashion-MNIST, data parallel over N ranks, once per codec; writes a Markdown table of test
-# accuracy, bytes per step, compression ratios and time per epoch.
+# accuracy, bytes per step, compression ratios and time per epoch, and its plots (scripts/plot.py: loss and accuracy
+# against step and time, bytes per step, phase times) into a folder beside it (OUT without .md, plus _plots/).
 # Usage: scripts/experiments/fashion_lenet_codecs.sh [--ranks 4] [--epochs 5] [--out docs/compression_fashion_lenet.md]
 #        [--codecs "fp32 fp16 linear8 ..."]   (names below; qsgdN = qsgd with N bits)
 set -euo pipefail
@@ -18,7 +19,7 @@ for c in $codecs; do
   args=($(codec_args "$c"))
   echo "== $c: mpirun -np $ranks octet train configs/fashion-mnist/lenet.yaml ${args[*]}" >&2
   mpirun -np "$ranks" --oversubscribe build/octet train configs/fashion-mnist/lenet.yaml --set run.threads=1 \
-    --set run.epochs="$epochs" --set run.name="$c" --set run.out_dir="$work" --set run.log_every=100000 "${args[@]}" \
+    --set run.epochs="$epochs" --set run.name="$c" --set run.out_dir="$work" --set run.log_every=50 "${args[@]}" \
     >"$work/$c.log" 2>&1 || { echo "run $c failed:" >&2; tail -5 "$work/$c.log" >&2; exit 1; }
   s=$work/$c/summary.json
   acc=$(field "$s" test_accuracy)
@@ -44,6 +45,17 @@ done
       printf "| %s | %.2f%% | %+.2f | %.1f | %.1fx | %s | %s | %.1f | %.0f |\n", c, 100*acc, 100*(acc-base), sent/1000, ratio,
              rfc == "" ? "-" : sprintf("%.1fx", rfc), rconv == "" ? "-" : sprintf("%.1fx", rconv), secs/ep, ips }'
   done
+  echo
+  echo "![loss against step and time]($(basename "${out%.md}")_plots/loss.png)"
+  echo "![test accuracy against step and time]($(basename "${out%.md}")_plots/accuracy.png)"
+  echo "![bytes per step]($(basename "${out%.md}")_plots/bytes.png)"
+  echo "![phase times per step]($(basename "${out%.md}")_plots/phases.png)"
 } >"$out"
 echo "wrote $out" >&2
+plots=${out%.md}_plots
+mkdir -p "$plots"
+runs=()
+for c in $codecs; do runs+=("$work/$c"); done
+/usr/bin/python3 scripts/plot.py "${runs[@]}" --labels "$(tr ' ' ',' <<<"$codecs" | sed 's/,*$//')" --out "$plots" \
+  --title "LeNet, Fashion-MNIST, $ranks ranks" >&2
 cat "$out"

@@ -27,6 +27,7 @@ export PATH=$octet_bundle/bin:$PATH
 export OPAL_PREFIX=$octet_bundle PMIX_PREFIX=$octet_bundle/pmix PMIX_LIBDIR=$octet_bundle/pmix/lib
 export PMIX_PKGLIBDIR=$octet_bundle/pmix/lib/pmix PMIX_DATADIR=$octet_bundle/pmix/share
 export PMIX_PKGDATADIR=$octet_bundle/pmix/share/pmix
+export OCTET_SOURCE_DIR=$octet_bundle  # the test programs' configs and data
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # Plugins for fabrics the machine lacks (InfiniBand, Omni-Path) fail to load quietly; shared memory and TCP remain.
 export OMPI_MCA_mca_base_component_show_load_errors=0

@@ -1,0 +1,164 @@
+#!/usr/bin/python3
+# Plots that compare octet runs (Debian's python3-matplotlib): training loss and test accuracy against step and
+# against training time, one line per run labelled by its codec; bytes sent per step; and a stacked bar of each
+# run's phase times per step. Reads each run directory's metrics.jsonl, summary.json and config.yaml.
+# Usage: scripts/plot.py RUN_DIR [RUN_DIR...] [--out DIR] [--labels a,b,...] [--title TEXT]
+#   --out     where the PNGs go (default: the current folder): loss.png, accuracy.png, bytes.png, phases.png
+#   --labels  one label per run (default: the codec, e.g. "dynamic_tree8", with the run's name when two share one)
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+PHASES = ["data", "forward", "backward", "compress", "communicate", "decompress", "wait", "update"]
+
+
+def fail(msg):
+    print(f"plot.py: error: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def load_run(path):
+    metrics = os.path.join(path, "metrics.jsonl")
+    if not os.path.isfile(metrics):
+        fail(f"{metrics}: no such file (is {path} an octet run directory?)")
+    train, evals, summary = [], [], None
+    with open(metrics) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                e = json.loads(line)
+            except json.JSONDecodeError as err:
+                fail(f"{metrics}:{n}: not JSON ({err.msg} at column {err.colno})")
+            kind = e.get("event")
+            if kind == "train":
+                train.append(e)
+            elif kind == "eval":
+                evals.append(e)
+            elif kind == "summary":
+                summary = e
+    if not train and not evals:
+        fail(f"{metrics}: no train or eval events to plot")
+    method = "none"
+    cfg = os.path.join(path, "config.yaml")
+    if os.path.isfile(cfg):
+        import yaml
+        try:
+            c = yaml.safe_load(open(cfg)) or {}
+        except yaml.YAMLError as err:
+            fail(f"{cfg}: not YAML ({err})")
+        method = ((c.get("compression") or {}).get("method")) or "none"
+    return {"path": path, "name": os.path.basename(os.path.normpath(path)), "method": method, "train": train,
+            "evals": evals, "summary": summary}
+
+
+def save(fig, out, name):
+    # Written through a temporary file in the same folder and renamed: no half-written PNG.
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".png", dir=out)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would outlive the rename
+        os.replace(tmp, os.path.join(out, name))
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return os.path.join(out, name)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Plots that compare octet runs.")
+    ap.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--labels", default="")
+    ap.add_argument("--title", default="")
+    a = ap.parse_args()
+    runs = [load_run(p) for p in a.runs]
+    if a.labels:
+        labels = a.labels.split(",")
+        if len(labels) != len(runs):
+            fail(f"--labels: {len(labels)} labels for {len(runs)} runs")
+    else:
+        methods = [r["method"] for r in runs]
+        labels = [m if methods.count(m) == 1 else f"{m} ({r['name']})" for m, r in zip(methods, runs)]
+    if not os.path.isdir(a.out):
+        fail(f"--out: {a.out} is not a folder")
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    title = (a.title + ": ") if a.title else ""
+    for key, ylabel, fname, source in (("loss", "training loss", "loss.png", "train"),
+                                       ("test_accuracy", "test accuracy", "accuracy.png", "evals")):
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for i, (r, label) in enumerate(zip(runs, labels)):
+            pts = [e for e in r[source] if key in e]
+            if not pts:
+                continue
+            # Ten colours, then the same ten dashed: no two runs look alike up to twenty.
+            style = {"color": f"C{i % 10}", "linestyle": "-" if i < 10 else "--", "label": label}
+            axes[0].plot([e["step"] for e in pts], [e[key] for e in pts], marker="." if len(pts) < 30 else None,
+                         **style)
+            timed = [e for e in pts if "train_seconds" in e]
+            axes[1].plot([e["train_seconds"] for e in timed], [e[key] for e in timed],
+                         marker="." if len(timed) < 30 else None, **style)
+        axes[0].set_xlabel("step")
+        axes[1].set_xlabel("training time (s)")
+        for ax in axes:
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+        if key == "loss":
+            for ax in axes:
+                ax.set_yscale("log")
+        axes[1].legend(fontsize=8)
+        fig.suptitle(f"{title}{ylabel} against step and against training time")
+        written.append(save(fig, a.out, fname))
+        plt.close(fig)
+
+    sums = [r["summary"] or {} for r in runs]
+    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(runs) + 2), 4))
+    sent = [s.get("bytes_sent_per_step", 0) / 1e6 for s in sums]
+    fp32 = [s.get("fp32_bytes_per_step", 0) / 1e6 for s in sums]
+    xs = range(len(runs))
+    ax.bar([x - 0.2 for x in xs], fp32, width=0.4, label="fp32 equivalent", color="#bbbbbb")
+    ax.bar([x + 0.2 for x in xs], sent, width=0.4, label="sent")
+    for x, s in zip(xs, sums):
+        if s.get("compression_ratio"):
+            ax.annotate(f"x{s['compression_ratio']:.1f}", (x + 0.2, s.get("bytes_sent_per_step", 0) / 1e6),
+                        ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(labels, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("MB per step (per rank)")
+    ax.legend(fontsize=8)
+    ax.set_title(f"{title}bytes on the wire per step")
+    written.append(save(fig, a.out, "bytes.png"))
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(runs) + 2), 4))
+    bottom = [0.0] * len(runs)
+    for ph in PHASES:
+        vals = [s.get(f"{ph}_ms", 0.0) for s in sums]
+        if not any(vals):
+            continue
+        ax.bar(list(xs), vals, bottom=bottom, label=ph)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(labels, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("ms per step")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
+    ax.set_title(f"{title}where a step's time goes")
+    written.append(save(fig, a.out, "phases.png"))
+    plt.close(fig)
+    for w in written:
+        print(w)
+
+
+if __name__ == "__main__":
+    main()
