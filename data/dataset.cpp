@@ -1,5 +1,8 @@
-// U8ImageDataset storage and normalization, and the seeded synthetic dataset.
+// U8ImageDataset storage and normalization, whole-file reads (raw or gzip), and the seeded synthetic dataset.
 #include "data/dataset.h"
+
+#include <sys/stat.h>
+#include <zlib.h>
 
 #include <cstring>
 
@@ -7,6 +10,32 @@
 #include "core/rng.h"
 
 namespace octet {
+
+std::vector<uint8_t> read_file_gz(const std::string& path) {
+  struct stat st {};
+  OCTET_CHECK(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), path << ": no such file");
+  gzFile f = gzopen(path.c_str(), "rb");
+  OCTET_CHECK(f, path << ": cannot open");
+  std::vector<uint8_t> out;
+  uint8_t buf[1 << 16];
+  for (;;) {
+    int n = gzread(f, buf, sizeof buf);
+    if (n < 0) {
+      int code = 0;
+      std::string msg = gzerror(f, &code);
+      gzclose(f);
+      OCTET_THROW(path << ": corrupt or truncated compressed data after " << out.size() << " bytes (" << msg << ")");
+    }
+    if (n == 0) break;
+    out.insert(out.end(), buf, buf + n);
+  }
+  int code = 0;
+  const char* msg = gzerror(f, &code);
+  std::string err = code != Z_OK && code != Z_STREAM_END ? msg : "";
+  gzclose(f);
+  OCTET_CHECK(err.empty(), path << ": read error after " << out.size() << " bytes (" << err << ")");
+  return out;
+}
 
 U8ImageDataset::U8ImageDataset(std::string description, Shape sample_shape, std::vector<uint8_t> pixels,
                                std::vector<int32_t> labels, int num_classes, Normalize norm)

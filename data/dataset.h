@@ -51,6 +51,9 @@ class U8ImageDataset : public Dataset {
   float scale_, shift_;  // out = pixel * scale_ + shift_
 };
 
+// The whole file, gzip-compressed or not (zlib passes plain files through); errors name the file and the offset.
+std::vector<uint8_t> read_file_gz(const std::string& path);
+
 // MNIST-format IDX files (images idx3, labels idx1), raw or gzip; every header field and the length are validated.
 std::unique_ptr<U8ImageDataset> load_idx(const std::string& images_path, const std::string& labels_path,
                                          Normalize norm);
@@ -62,6 +65,15 @@ std::unique_ptr<U8ImageDataset> parse_idx(const std::string& images_path, std::v
 
 // Finds "<prefix>-images-idx3-ubyte[.gz]" and the labels file in dir; prefix "train" or "t10k".
 std::unique_ptr<U8ImageDataset> load_mnist_dir(const std::string& dir, const std::string& prefix, Normalize norm);
+
+// CIFAR-10's binary batches: records of 1 label byte (0-9) + 1024 R, 1024 G, 1024 B bytes (32x32, row-major), 10,000
+// records (30,730,000 bytes) a file. train: data_batch_1.bin .. data_batch_5.bin in dir; else test_batch.bin. Each
+// file raw or .gz; length and labels checked, errors naming the file and offset.
+std::unique_ptr<U8ImageDataset> load_cifar10_dir(const std::string& dir, bool train, Normalize norm);
+// One batch file's bytes (name: for errors) appended to pixels (CHW) and labels.
+void parse_cifar10_batch(const std::string& name, const std::vector<uint8_t>& bytes, std::vector<uint8_t>& pixels,
+                         std::vector<int32_t>& labels);
+constexpr int64_t kCifarRecord = 3073, kCifarRecordsPerFile = 10000;
 
 // Class-dependent random patterns plus noise: learnable, seeded, any shape (for tests and synthetic speed runs).
 std::unique_ptr<U8ImageDataset> make_synthetic(int64_t n, Shape sample_shape, int num_classes, uint64_t seed,

@@ -9,33 +9,6 @@ namespace octet {
 
 namespace {
 
-// Reads the whole (possibly gzip-compressed) file; zlib passes plain files through unchanged.
-std::vector<uint8_t> read_all(const std::string& path) {
-  struct stat st {};
-  OCTET_CHECK(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), path << ": no such file");
-  gzFile f = gzopen(path.c_str(), "rb");
-  OCTET_CHECK(f, path << ": cannot open");
-  std::vector<uint8_t> out;
-  uint8_t buf[1 << 16];
-  for (;;) {
-    int n = gzread(f, buf, sizeof buf);
-    if (n < 0) {
-      int code = 0;
-      std::string msg = gzerror(f, &code);
-      gzclose(f);
-      OCTET_THROW(path << ": corrupt or truncated compressed data after " << out.size() << " bytes (" << msg << ")");
-    }
-    if (n == 0) break;
-    out.insert(out.end(), buf, buf + n);
-  }
-  int code = 0;
-  const char* msg = gzerror(f, &code);
-  std::string err = code != Z_OK && code != Z_STREAM_END ? msg : "";
-  gzclose(f);
-  OCTET_CHECK(err.empty(), path << ": read error after " << out.size() << " bytes (" << err << ")");
-  return out;
-}
-
 uint32_t be32(const std::vector<uint8_t>& b, size_t off) {
   return (uint32_t{b[off]} << 24) | (uint32_t{b[off + 1]} << 16) | (uint32_t{b[off + 2]} << 8) | uint32_t{b[off + 3]};
 }
@@ -87,9 +60,9 @@ std::unique_ptr<U8ImageDataset> parse_idx(const std::string& images_path, std::v
 
 std::unique_ptr<U8ImageDataset> load_idx(const std::string& images_path, const std::string& labels_path,
                                          Normalize norm) {
-  std::vector<uint8_t> img = read_all(images_path);
+  std::vector<uint8_t> img = read_file_gz(images_path);
   parse_header(images_path, img, 3);  // the images' errors before the labels file is read
-  return parse_idx(images_path, std::move(img), labels_path, read_all(labels_path), norm);
+  return parse_idx(images_path, std::move(img), labels_path, read_file_gz(labels_path), norm);
 }
 
 std::unique_ptr<U8ImageDataset> load_mnist_dir(const std::string& dir, const std::string& prefix, Normalize norm) {

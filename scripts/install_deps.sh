@@ -7,7 +7,7 @@ pkgs=(build-essential cmake pkg-config zlib1g-dev
       dataset-fashion-mnist
       iproute2 slurm-wlm munge  # the test-bed (ip netns, tc) and the local Slurm of the cluster tests
       clang libclang-rt-14-dev  # the libFuzzer targets (ASan + UBSan) of the fuzz test
-      python3-matplotlib python3-yaml)  # scripts/plot.py and its test
+      python3-matplotlib python3-yaml python3-numpy)  # scripts/plot.py, scripts/convert_idx.py and their tests
 [[ "${1:-}" == "--bench" ]] && pkgs+=(python3-torch python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do

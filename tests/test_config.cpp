@@ -98,7 +98,7 @@ TEST_CASE("config errors name file, line and key", "[config]") {
   SECTION("unknown choice lists the options") {
     auto p = write_config(d, replace(kValid, "dataset: synthetic", "dataset: imagenet"));
     CHECK_THROWS_WITH(load_config(p),
-                      Catch::Contains("data.dataset: unknown value 'imagenet' (known: mnist_idx, synthetic)"));
+                      Catch::Contains("data.dataset: unknown value 'imagenet' (known: mnist_idx, cifar10_bin, synthetic)"));
   }
   SECTION("missing data folder") {
     auto p = write_config(d, replace(kValid, "dataset: synthetic", "dataset: mnist_idx\n  path: /nonexistent/mnist"));

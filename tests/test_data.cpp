@@ -1,4 +1,5 @@
-// Data tests: IDX loading and every malformed-file error, sharded sampling, prefetch order, synthetic data.
+// Data tests: IDX and CIFAR-10 binary loading and every malformed-file error, sharded sampling, prefetch order,
+// synthetic data.
 #include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -47,7 +48,74 @@ void write_gz(const std::string& path, const std::vector<uint8_t>& bytes) {
   gzclose(f);
 }
 
+// A CIFAR-10 batch: record r has label (r + seed) % 10 and pixel p of plane c = (r * 7 + c * 31 + p) & 255.
+std::vector<uint8_t> cifar_batch(int seed) {
+  std::vector<uint8_t> b(static_cast<size_t>(kCifarRecord * kCifarRecordsPerFile));
+  for (int64_t r = 0; r < kCifarRecordsPerFile; ++r) {
+    uint8_t* rec = b.data() + r * kCifarRecord;
+    rec[0] = static_cast<uint8_t>((r + seed) % 10);
+    for (int c = 0; c < 3; ++c)
+      for (int p = 0; p < 1024; ++p) rec[1 + c * 1024 + p] = static_cast<uint8_t>((r * 7 + c * 31 + p) & 255);
+  }
+  return b;
+}
+
 }  // namespace
+
+TEST_CASE("CIFAR-10 binary batches: CHW planes and labels, five training files, raw or gzip", "[data][cifar]") {
+  TempDir d;
+  for (int i = 1; i <= 5; ++i) write_bytes(d.file("data_batch_" + std::to_string(i) + ".bin"), cifar_batch(i));
+  write_gz(d.file("test_batch.bin.gz"), cifar_batch(0));
+  auto train = load_cifar10_dir(d.path(), true, {});
+  auto test = load_cifar10_dir(d.path(), false, {0.5f, 0.25f});
+  REQUIRE(train->size() == 50000);
+  REQUIRE(test->size() == 10000);
+  CHECK(train->sample_shape() == Shape{3, 32, 32});
+  CHECK(train->num_classes() == 10);
+  CHECK(train->label(0) == 1);          // file 1, record 0
+  CHECK(train->label(10000 + 3) == 5);  // file 2, record 3: (3 + 2) % 10
+  CHECK(test->label(9) == 9);
+  std::vector<float> x(3 * 32 * 32);
+  train->copy_sample(10000 + 3, x.data());
+  CHECK(x[0] == Approx(21 / 255.0f));                    // plane R, pixel 0: 3 * 7
+  CHECK(x[1024 + 5] == Approx((21 + 31 + 5) / 255.0f));  // plane G, pixel 5
+  CHECK(x[2048 + 1023] == Approx(((21 + 62 + 1023) & 255) / 255.0f));
+  test->copy_sample(0, x.data());
+  CHECK(x[1] == Approx((1 / 255.0f - 0.5f) / 0.25f));
+}
+
+TEST_CASE("CIFAR-10 loader rejects missing, truncated, padded and mislabelled files, naming file and offset",
+          "[data][cifar]") {
+  TempDir d;
+  std::vector<uint8_t> pixels;
+  std::vector<int32_t> labels;
+  auto b = cifar_batch(0);
+  SECTION("truncated") {
+    b.pop_back();
+    CHECK_THROWS_WITH(parse_cifar10_batch("x.bin", b, pixels, labels),
+                      Catch::StartsWith("x.bin: 30729999 bytes; a CIFAR-10 batch holds exactly 10000 records of 3073 "
+                                        "bytes (30730000): truncated (data ends at offset 30729999)"));
+  }
+  SECTION("trailing bytes") {
+    b.push_back(0);
+    CHECK_THROWS_WITH(parse_cifar10_batch("x.bin", b, pixels, labels),
+                      Catch::Contains("30730001 bytes") && Catch::Contains("trailing bytes"));
+  }
+  SECTION("a label out of range") {
+    b[7 * 3073] = 10;
+    CHECK_THROWS_WITH(parse_cifar10_batch("x.bin", b, pixels, labels),
+                      Catch::StartsWith("x.bin: label 10 at offset 21511 (record 7) is not a class 0-9"));
+  }
+  SECTION("a missing training file") {
+    for (int i = 1; i <= 4; ++i) write_bytes(d.file("data_batch_" + std::to_string(i) + ".bin"), b);
+    CHECK_THROWS_WITH(load_cifar10_dir(d.path(), true, {}),
+                      Catch::Contains("neither data_batch_5.bin nor data_batch_5.bin.gz exists"));
+  }
+  SECTION("a corrupt gzip file") {
+    write_bytes(d.file("test_batch.bin.gz"), {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3});
+    CHECK_THROWS_WITH(load_cifar10_dir(d.path(), false, {}), Catch::Contains("test_batch.bin.gz"));
+  }
+}
 
 TEST_CASE("IDX loader reads raw and gzip files and normalizes", "[data][idx]") {
   TempDir d;

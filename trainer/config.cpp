@@ -40,8 +40,8 @@ void read_run(Section s, RunConfig& r) {
 }
 
 void read_data(Section s, DataConfig& d) {
-  d.dataset = s.choice("dataset", d.dataset, {"mnist_idx", "synthetic"});
-  if (d.dataset == "mnist_idx") {
+  d.dataset = s.choice("dataset", d.dataset, {"mnist_idx", "cifar10_bin", "synthetic"});
+  if (d.dataset == "mnist_idx" || d.dataset == "cifar10_bin") {
     d.path = s.get<std::string>("path");
     struct stat st {};
     if (::stat(d.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) s.fail("path", "'" + d.path + "' is not a folder");

@@ -38,8 +38,8 @@ struct RunConfig {
 };
 
 struct DataConfig {
-  std::string dataset = "mnist_idx";  // mnist_idx | synthetic
-  std::string path;                   // mnist_idx: folder with the four IDX files (raw or .gz)
+  std::string dataset = "mnist_idx";  // mnist_idx | cifar10_bin | synthetic
+  std::string path;                   // mnist_idx: the four IDX files; cifar10_bin: the six batches (raw or .gz)
   int64_t batch_size = 64;            // per rank
   int64_t eval_batch_size = 1000;
   bool shuffle = true;

@@ -19,6 +19,8 @@ std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t se
   std::unique_ptr<U8ImageDataset> ds;
   if (d.dataset == "mnist_idx") {
     ds = load_mnist_dir(d.path, train ? "train" : "t10k", d.normalize);
+  } else if (d.dataset == "cifar10_bin") {
+    ds = load_cifar10_dir(d.path, train, d.normalize);
   } else {
     // One draw of train+test samples from the same class prototypes; the test split is the tail.
     auto all = make_synthetic(d.synthetic_train + d.synthetic_test, d.synthetic_shape,
