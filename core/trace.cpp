@@ -81,11 +81,16 @@ std::string take_json(int pid, double origin) {
     bufs = g_bufs;
   }
   std::string out;
-  char num[160];
+  char num[200];
+  std::snprintf(num, sizeof num,
+                "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n"
+                "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"args\":{\"sort_index\":%d}}",
+                pid, pid, pid, pid);
+  out += num;
   for (auto& b : bufs) {
     std::lock_guard<std::mutex> lk(b->mu);
     if (b->recs.empty()) continue;
-    if (!out.empty()) out += ",\n";
+    out += ",\n";
     std::snprintf(num, sizeof num,
                   "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", pid, b->id);
     out += num;

@@ -20,7 +20,8 @@ void name_thread(const char* name);
 // arg >= 0 is shown as the span's "step".
 void add(const char* name, const char* detail, double t0, double t1, int64_t arg = -1);
 // Every thread's spans since the last call, as comma-separated Chrome trace events ("X" complete events, timestamps
-// in microseconds from origin) with pid = the rank, plus the thread-name metadata; clears the buffers. Spans beyond
+// in microseconds from origin) with pid = the rank, after the process ("rank N") and thread-name metadata; clears
+// the buffers. Spans beyond
 // the cap (kMaxSpans per thread) are counted in dropped(), not kept.
 std::string take_json(int pid, double origin);
 constexpr size_t kMaxSpans = 1 << 20;

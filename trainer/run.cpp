@@ -210,16 +210,14 @@ void Run::trace_before_step() {
   if (steps_here_ == cfg_.run.trace_start) {
     if (world_) barrier_bounded(*world_, {"MPI_Ibarrier (trace start)", pos.global_step});
     trace_origin_ = now_seconds();
-    trace_open_ = true;
     trace::set_on(true);
-  } else if (trace_open_ && steps_here_ == cfg_.run.trace_start + cfg_.run.trace_steps) {
+  } else if (trace::on() && steps_here_ == cfg_.run.trace_start + cfg_.run.trace_steps) {
     write_trace();
   }
 }
 
 void Run::write_trace() {
   trace::set_on(false);
-  trace_open_ = false;
   trace_done_ = true;
   const std::string mine = trace::take_json(rank_, trace_origin_);
   std::vector<int> sizes(static_cast<size_t>(size_), static_cast<int>(mine.size()));
@@ -242,13 +240,8 @@ void Run::write_trace() {
   }
   if (rank_ != 0) return;
   std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  for (int r = 0; r < size_; ++r) {
-    const std::string pid = std::to_string(r);
-    out += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid + ",\"args\":{\"name\":\"rank " + pid + "\"}},\n";
-    out += "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid + ",\"args\":{\"sort_index\":" + pid + "}}";
-    if (sizes[r] > 0) out += ",\n" + all.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(sizes[r]));
-    out += r + 1 < size_ ? ",\n" : "\n";
-  }
+  for (int r = 0; r < size_; ++r)
+    out += all.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(sizes[r])) + (r + 1 < size_ ? ",\n" : "\n");
   out += "]}\n";
   write_file_atomic(result.run_dir + "/trace.json", out);
   OCTET_LOG("trace: steps " << pos.global_step - std::min(steps_here_ - cfg_.run.trace_start, cfg_.run.trace_steps)
@@ -338,7 +331,7 @@ TrainResult Run::finish() {
     TraceSpan span("evaluate");
     result.test = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_);
   }
-  if (trace_open_) {
+  if (trace::on()) {
     write_trace();
   } else if (cfg_.run.trace && !trace_done_) {
     OCTET_LOG("warning: run.trace: this run ended after " << steps_here_ << " steps, before the trace window opens at "

@@ -79,7 +79,7 @@ class Run {
   bool stop_ = false;
   int64_t steps_here_ = 0;  // steps of this invocation
   double trace_origin_ = 0;
-  bool trace_open_ = false, trace_done_ = false;
+  bool trace_done_ = false;  // the window has closed (trace::on() while it is open)
 };
 
 }  // namespace octet
