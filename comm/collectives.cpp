@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "core/tensor_ops.h"
 #include "core/trace.h"
 
 namespace octet {
@@ -51,18 +52,36 @@ int as_count(size_t bytes) {
   return static_cast<int>(bytes);
 }
 
-// Encodes x[0..n) (with error feedback on `residual` when given) into out; returns the payload size.
-size_t encode(const Codec& c, const float* x, int64_t n, float* residual, uint8_t* out, uint64_t seed,
-              ReduceState& st) {
-  if (!residual) return c.encode(x, n, out, {seed, nullptr});
-  if (st.scratch.size() < static_cast<size_t>(2 * n)) st.scratch.resize(static_cast<size_t>(2 * n));
-  return encode_with_feedback(c, x, n, residual, out, seed, st.scratch.data());
+Exec& exec_of(const ReduceOptions& opt) { return opt.exec ? *opt.exec : Exec::host(); }
+
+// Buffers on device d (a state first used on another device is re-made).
+void on_device(Buffer<uint8_t>& b, Device d) {
+  if (b.device() != d) b = Buffer<uint8_t>(0, d);
+}
+void on_device(Tensor& t, int64_t n, Device d) {
+  if (t.device() != d || t.numel() != n) t = Tensor({n}, d);
 }
 
-void scale(float* x, int64_t n, int world) {
+// Encodes x[0..n) (with error feedback on `residual` when given) into out; returns the payload size.
+size_t encode(const Codec& c, const float* x, int64_t n, float* residual, uint8_t* out, uint64_t seed, ReduceState& st,
+              Exec& ex) {
+  const Device d = ex.device();
+  const Span<uint8_t> o{out, c.max_bytes(n), d};
+  if (!residual) return c.encode({x, static_cast<size_t>(n), d}, o, {seed, nullptr}, ex);
+  if (st.scratch.device() != d || st.scratch.numel() < 3 * n) st.scratch = Tensor({3 * n}, d);
+  return encode_with_feedback(c, {x, static_cast<size_t>(n), d}, residual, o, seed, st.scratch.data(), ex);
+}
+
+void scale(float* x, int64_t n, int world, Exec& ex) {
   if (world == 1) return;
   const float inv = 1.0f / static_cast<float>(world);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  if (ex.device() == Device::CPU) {
+    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+    return;
+  }
+#ifdef OCTET_WITH_CUDA
+  scale_into_cuda(x, x, inv, n, ex.comm());
+#endif
 }
 
 // Displacements of 16-byte aligned slots for the given counts; returns the total.
@@ -77,15 +96,17 @@ size_t displacements(const std::vector<int>& counts, std::vector<int>& displs) {
 }
 
 // The scatter phase shared by scatter-allgather and reduce-scatter: x's chunk [lo[j], lo[j+1]) goes through the codec
-// (error feedback on st.residual when ef) to rank j, and this rank's chunk of the sum, decoded in rank order, ends
-// in st.chunk.
+// (error feedback on st.residual when ef) to rank j; every rank's payload of this rank's chunk ends in st.recv.
 void scatter_reduce(Transport& tr, const float* x, const std::vector<int64_t>& lo, bool ef, const ReduceOptions& opt,
                     ReduceState& st, CommStats& stats) {
   const int N = tr.size(), r = tr.rank();
   const Codec& c = *opt.codec;
+  Exec& ex = exec_of(opt);
   auto len_of = [&](int j) { return lo[j + 1] - lo[j]; };
   {
     TraceSpan sp("encode", opt.what, &stats.compress_s);
+    on_device(st.send, ex.device());
+    on_device(st.recv, ex.device());
     st.send_counts.assign(N, 0);
     size_t cap = 0;
     for (int j = 0; j < N; ++j) cap = align16(cap + c.max_bytes(len_of(j)));
@@ -95,7 +116,7 @@ void scatter_reduce(Transport& tr, const float* x, const std::vector<int64_t>& l
     for (int j = 0; j < N; ++j) {
       st.send_displs[j] = as_count(off);
       float* res = ef ? st.residual.data() + lo[j] : nullptr;
-      const size_t b = encode(c, x + lo[j], len_of(j), res, st.send.data() + off, derive_seed(opt.seed, r, j), st);
+      const size_t b = encode(c, x + lo[j], len_of(j), res, st.send.data() + off, derive_seed(opt.seed, r, j), st, ex);
       st.send_counts[j] = as_count(b);
       if (j != r) stats.bytes_sent += b, stats.fp32_bytes += 4 * static_cast<uint64_t>(len_of(j));
       off = align16(off + b);
@@ -110,11 +131,14 @@ void scatter_reduce(Transport& tr, const float* x, const std::vector<int64_t>& l
                        {st.recv.data(), st.recv.size(), st.recv.device()}, st.recv_counts.data(), st.recv_displs.data(),
                        opt.progress);
   }
-  TraceSpan sp("decode", opt.what, &stats.decompress_s);
-  const int64_t mine = len_of(r);
-  st.chunk.resize(static_cast<size_t>(mine));
-  for (int s = 0; s < N; ++s)
-    c.decode(st.recv.data() + st.recv_displs[s], static_cast<size_t>(st.recv_counts[s]), st.chunk.data(), mine, s > 0);
+}
+
+// The payloads st.recv holds from each rank, in rank order.
+std::vector<Span<const uint8_t>> received(const ReduceState& st) {
+  std::vector<Span<const uint8_t>> parts;
+  for (size_t s = 0; s < st.recv_counts.size(); ++s)
+    parts.push_back({st.recv.data() + st.recv_displs[s], static_cast<size_t>(st.recv_counts[s]), st.recv.device()});
+  return parts;
 }
 
 }  // namespace
@@ -145,9 +169,13 @@ void reduce_scatter(Transport& tr, Span<float> xs, const std::vector<int64_t>& l
   OCTET_CHECK(!ef, "reduce_scatter carries no error feedback (codec " << opt.codec->name() << ")");
   OCTET_CHECK(lo[N] <= static_cast<int64_t>(xs.size),
               "reduce_scatter: chunks end at " << lo[N] << " of " << xs.size << " values");
+  OCTET_CHECK(!opt.exec || opt.exec->device() == Device::CPU, "reduce_scatter runs on the host");
   scatter_reduce(tr, x, lo, false, opt, st, stats);
-  std::copy(st.chunk.begin(), st.chunk.end(), x + lo[r]);
-  if (opt.average) scale(x + lo[r], lo[r + 1] - lo[r], N);
+  TraceSpan sp("decode", opt.what, &stats.decompress_s);
+  const std::vector<Span<const uint8_t>> parts = received(st);
+  const int64_t mine = lo[r + 1] - lo[r];
+  for (int s = 0; s < N; ++s) opt.codec->decode(parts[s].data, parts[s].size, x + lo[r], mine, s > 0);
+  if (opt.average) scale(x + lo[r], mine, N, Exec::host());
 }
 
 void allgather_payloads(Transport& tr, Span<const uint8_t> mine, ReduceState& st, const Progress& p) {
@@ -160,12 +188,15 @@ void allgather_payloads(Transport& tr, Span<const uint8_t> mine, ReduceState& st
 
 void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, ReduceState& st, CommStats& stats) {
   const int N = tr.size(), r = tr.rank();
-  OCTET_CHECK(xs.device == Device::CPU,
-              "reduce_mean: the codecs run on the host; this buffer is on " << device_name(xs.device));
+  Exec& ex = exec_of(opt);
+  const Device d = ex.device();
+  OCTET_CHECK(xs.device == d, "reduce_mean: values on " << device_name(xs.device) << ", codecs on " << device_name(d));
+  OCTET_CHECK(N == 1 || tr.accepts(d),
+              "reduce_mean: transport " << tr.name() << " cannot move " << device_name(d) << " buffers");
   float* x = xs.data;
   const int64_t n = static_cast<int64_t>(xs.size);
   const bool ef = keeps_feedback(opt);
-  if (ef && st.residual.numel() != n) st.residual = Tensor({n});
+  if (ef && (st.residual.numel() != n || st.residual.device() != d)) on_device(st.residual, n, d);
 
   if (opt.algorithm == Algorithm::Allreduce) {
     OCTET_CHECK(!opt.codec || opt.codec->traits().identity,
@@ -179,7 +210,7 @@ void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, Reduce
     const uint64_t ring = N > 1 ? static_cast<uint64_t>(2.0 * (N - 1) / N * 4.0 * static_cast<double>(n)) : 0;
     stats.bytes_sent += ring;
     stats.fp32_bytes += ring;
-    if (opt.average) scale(x, n, N);
+    if (opt.average) scale(x, n, N, ex);
     return;
   }
   OCTET_CHECK(opt.codec, "algorithm " << algorithm_name(opt.algorithm) << " needs a codec");
@@ -189,8 +220,10 @@ void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, Reduce
     size_t bytes;
     {
       TraceSpan sp("encode", opt.what, &stats.compress_s);
+      on_device(st.send, d);
+      on_device(st.recv, d);
       st.send.resize(c.max_bytes(n));
-      bytes = encode(c, x, n, ef ? st.residual.data() : nullptr, st.send.data(), derive_seed(opt.seed, r), st);
+      bytes = encode(c, x, n, ef ? st.residual.data() : nullptr, st.send.data(), derive_seed(opt.seed, r), st, ex);
     }
     {
       TraceSpan sp("transport", opt.what, &stats.communicate_s);
@@ -199,9 +232,9 @@ void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, Reduce
     stats.bytes_sent += static_cast<uint64_t>(N - 1) * bytes;
     stats.fp32_bytes += static_cast<uint64_t>(N - 1) * 4 * static_cast<uint64_t>(n);
     TraceSpan sp("decode", opt.what, &stats.decompress_s);
-    for (int s = 0; s < N; ++s)
-      c.decode(st.recv.data() + st.recv_displs[s], static_cast<size_t>(st.recv_counts[s]), x, n, s > 0);
-    if (opt.average) scale(x, n, N);
+    const std::vector<Span<const uint8_t>> parts = received(st);
+    for (int s = 0; s < N; ++s) c.decode(parts[s], xs, s > 0, ex);
+    if (opt.average) scale(x, n, N, ex);
     return;
   }
 
@@ -210,26 +243,32 @@ void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, Reduce
   auto len_of = [&](int j) { return lo[j + 1] - lo[j]; };
   scatter_reduce(tr, x, lo, ef, opt, st, stats);
 
+  // The owner step: decode the N chunks, sum in rank order, re-encode with error feedback (one pass where fused).
   const int64_t mine = len_of(r);
-  std::vector<uint8_t> reduced(c.max_bytes(mine));
   size_t rb;
   {
-    TraceSpan sp("encode", opt.what, &stats.compress_s);
-    if (ef && st.owner_residual.numel() != mine) st.owner_residual = Tensor({mine});
-    rb = encode(c, st.chunk.data(), mine, ef ? st.owner_residual.data() : nullptr, reduced.data(),
-                derive_seed(opt.seed, 0x5ca77e4, r), st);
+    TraceSpan sp("reduce", opt.what, &stats.decompress_s);
+    if (ef && (st.owner_residual.numel() != mine || st.owner_residual.device() != d))
+      on_device(st.owner_residual, mine, d);
+    if (st.scratch.device() != d || st.scratch.numel() < 3 * mine)
+      st.scratch = Tensor({3 * std::max<int64_t>(mine, 1)}, d);
+    on_device(st.reduced, d);
+    st.reduced.resize(c.max_bytes(mine));
+    rb = c.reduce_encode(received(st), mine, ef ? st.owner_residual.data() : nullptr,
+                         {st.reduced.data(), st.reduced.size(), d}, derive_seed(opt.seed, 0x5ca77e4, r),
+                         st.scratch.data(), ex);
   }
   {
     TraceSpan sp("transport", opt.what, &stats.communicate_s);
-    allgather_payloads(tr, {reduced.data(), rb, Device::CPU}, st, opt.progress);
+    allgather_payloads(tr, {st.reduced.data(), rb, d}, st, opt.progress);
   }
   stats.bytes_sent += static_cast<uint64_t>(N - 1) * rb;
   stats.fp32_bytes += static_cast<uint64_t>(N - 1) * 4 * static_cast<uint64_t>(mine);
 
   TraceSpan sp("decode", opt.what, &stats.decompress_s);
-  for (int j = 0; j < N; ++j)
-    c.decode(st.recv.data() + st.recv_displs[j], static_cast<size_t>(st.recv_counts[j]), x + lo[j], len_of(j), false);
-  if (opt.average) scale(x, n, N);
+  const std::vector<Span<const uint8_t>> parts = received(st);
+  for (int j = 0; j < N; ++j) c.decode(parts[j], {x + lo[j], static_cast<size_t>(len_of(j)), d}, false, ex);
+  if (opt.average) scale(x, n, N, ex);
 }
 
 }  // namespace octet

@@ -26,12 +26,12 @@ struct CommStats {
   CommStats& operator+=(const CommStats& o);
 };
 
-// Reusable buffers for one tensor's exchanges (sized on first use).
+// Reusable buffers for one tensor's exchanges (sized on first use, on the device the values are on).
 struct ReduceState {
-  Tensor residual;        // error feedback of this rank's contribution [n] (empty without feedback)
-  Tensor owner_residual;  // scatter-allgather: error feedback of the reduced chunk this rank owns [chunk]
-  std::vector<float> scratch, chunk;
-  Buffer<uint8_t> send, recv;  // payloads, where the transport takes them
+  Tensor residual;                      // error feedback of this rank's contribution [n] (empty without feedback)
+  Tensor owner_residual;                // scatter-allgather: error feedback of the reduced chunk this rank owns [chunk]
+  Tensor scratch;                       // error feedback's and the owner step's temporaries [3n]
+  Buffer<uint8_t> send, recv, reduced;  // payloads (reduced: the owner's re-encoded chunk)
   std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
 };
 
@@ -43,6 +43,7 @@ struct ReduceOptions {
   Progress progress = {};      // step (for timeout errors), yield (overlap thread), cancel
   bool average = true;         // false: leave the sum (model parallelism sums partial input gradients)
   const char* what = nullptr;  // the tensor's name in the trace's encode / transport / decode spans
+  Exec* exec = nullptr;        // where the values are and the codecs run (null: the host); a GPU's comm stream
 };
 
 // The scatter-allgather's chunks of n values over N ranks: rank j owns [lo[j], lo[j+1]) (N+1 bounds, equal chunks
@@ -52,8 +53,9 @@ std::vector<int64_t> scatter_chunks(int64_t n, int N);
 // one for the owned chunk).
 bool keeps_feedback(const ReduceOptions& opt);
 
-// x <- mean (or, with !opt.average, sum) over ranks of x, identical bytes on every rank. x in host memory (the codecs
-// run on the CPU; device gradients reach here through the transport's staging).
+// x <- mean (or, with !opt.average, sum) over ranks of x, identical bytes on every rank. x on opt.exec's device: on a
+// GPU the codecs run there and only payload bytes leave it (the transport must accept device buffers: NCCL, or MPI
+// staged through pinned host memory, comm/staged_transport.h).
 void reduce_mean(Transport& t, Span<float> x, const ReduceOptions& opt, ReduceState& st, CommStats& stats);
 
 // The first half of scatter-allgather on its own: rank q owns x[lo[q], lo[q+1]) (lo: N+1 ascending bounds from 0);

@@ -10,8 +10,15 @@
 
 namespace octet {
 
+namespace {
+std::unique_ptr<Transport> staging_for(Transport& t, Exec& exec) {
+  if (exec.device() == Device::CPU || t.accepts(exec.device())) return nullptr;
+  return std::make_unique<StagedTransport>(t, exec);
+}
+}  // namespace
+
 GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors, Exec& exec)
-    : t_(t), exec_(exec) {
+    : t_(t), exec_(exec), staged_(staging_for(t, exec)), dev_t_(staged_ ? *staged_ : t) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     Entry e;
     e.t = std::move(tensors[i]);
@@ -24,6 +31,7 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
     }
     e.codec = make_codec(params_for_layer(pol.codec, e.t.kind));
     e.opt.codec = e.codec.get();
+    e.opt.exec = &exec_;
     e.opt.error_feedback = pol.codec.error_feedback;
     e.opt.algorithm = pol.algorithm == "auto" ? default_algorithm(*e.codec) : parse_algorithm(pol.algorithm);
     OCTET_CHECK(e.opt.algorithm != Algorithm::Allreduce || e.codec->traits().identity,
@@ -33,10 +41,10 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
                 e.t.param.name << ": sparse codec " << pol.codec.method << " needs algorithm allgather");
     if (keeps_feedback(e.opt)) {
       const int64_t n = e.t.param.grad->numel();
-      e.state.residual = Tensor({n});
+      e.state.residual = Tensor({n}, exec.device());
       if (e.opt.algorithm == Algorithm::ScatterAllgather) {
         const std::vector<int64_t> lo = scatter_chunks(n, t.size());
-        e.state.owner_residual = Tensor({lo[t.rank() + 1] - lo[t.rank()]});
+        e.state.owner_residual = Tensor({lo[t.rank() + 1] - lo[t.rank()]}, exec.device());
       }
     }
     entries_.push_back(std::move(e));
@@ -62,19 +70,10 @@ void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats, const std::at
   CommStats s;
   Tensor& g = *e.t.param.grad;
   TraceSpan span("exchange", e.opt.what, nullptr, static_cast<int64_t>(step));
-  if (g.device() == Device::CPU) {
-    reduce_mean(t_, span_of(g), e.opt, e.state, s);
-  } else {  // staged: device -> page-locked host on the comm stream, exchanged on the host, back the same way
-    exec_.bind_thread();
-    if (e.staged.numel() != g.numel()) e.staged = Tensor::pinned(g.shape());
-    {
-      TraceSpan sp("stage to host", e.opt.what, &s.communicate_s);
-      e.staged.copy_from(g, exec_.comm());
-      exec_.sync(exec_.comm());
-    }
-    reduce_mean(t_, span_of(e.staged), e.opt, e.state, s);
-    g.copy_from(e.staged, exec_.comm());
-  }
+  OCTET_CHECK(g.device() == exec_.device(), e.t.param.name << ": gradient on " << device_name(g.device())
+                                                           << ", exchange on " << device_name(exec_.device()));
+  exec_.bind_thread();  // the communication thread queues on this device's comm stream
+  reduce_mean(dev_t_, span_of(g), e.opt, e.state, s);
   e.total += s;
   stats += s;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/collectives.h"
+#include "comm/staged_transport.h"
 #include "compress/compression_config.h"
 #include "layers/layer.h"
 
@@ -22,8 +23,9 @@ struct SyncTensor {
 
 class GradSync {
  public:
-  // exec: where the gradients are. Gradients on a GPU are staged through page-locked host memory on its comm stream
-  // (the codecs and the MPI transport work on the host); release() makes its compute stream wait for them.
+  // exec: where the gradients are. On a GPU the codecs run there on its comm stream and only their payloads leave it:
+  // through the transport when it takes device buffers (NCCL), else staged through page-locked host memory
+  // (StagedTransport over MPI); release() makes the compute stream wait for the results.
   GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors, Exec& exec = Exec::host());
   // Replaces every grad with its mean over the ranks (identical bytes everywhere), then release().
   void sync(uint64_t step, CommStats& stats);
@@ -53,11 +55,12 @@ class GradSync {
     CodecPtr codec;
     ReduceOptions opt;
     ReduceState state;
-    Tensor staged;    // page-locked host copy of a gradient on the GPU
     CommStats total;  // since construction
   };
   Transport& t_;
   Exec& exec_;
+  std::unique_ptr<Transport> staged_;  // device buffers over a host transport
+  Transport& dev_t_;                   // what moves the gradients' payloads: t_ or *staged_
   std::vector<Entry> entries_;
 };
 

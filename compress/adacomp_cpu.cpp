@@ -2,8 +2,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
+#include "compress/adacomp_math.h"
+#include "compress/codec_cuda.h"
 #include "compress/codecs.h"
+#include "compress/exact_sum.h"
 #include "compress/sparse.h"
 #include "compress/simd.h"
 #include "core/error.h"
@@ -25,50 +29,70 @@ class AdacompCodec : public Codec {
 
  protected:
   size_t encode_cpu(const float* g, int64_t n, uint8_t* out, const EncodeContext& ctx) const override {
+    // Pass 1: each bin's max |G| on the bit patterns (non-negative floats order like them; NaN and infinity last).
+    const int64_t nbins = (n + bin_ - 1) / bin_;
+    std::vector<uint32_t> bin_max(static_cast<size_t>(nbins));
+    uint32_t all = 0;
+    for (int64_t k = 0; k < nbins; ++k) {
+      uint32_t gbits = 0;
+      for (int64_t i = k * bin_, hi = std::min(n, i + bin_); i < hi; ++i) gbits = std::max(gbits, abs_bits(g[i]));
+      bin_max[k] = gbits;
+      all = std::max(all, gbits);
+    }
+    if (all >= 0x7f800000u) throw_nonfinite_input("adacomp", g, n);
+    // Pass 2: selection; the scale's sum is exact and order-independent (exact_sum.h), as the CUDA twin's.
+    const int shift = exact_sum_shift(all, n);
+    const double term_scale = std::ldexp(1.0, shift);
     uint8_t* p = out + kHeaderBytes + 4;
     uint32_t count = 0;
     int64_t prev = -1;
     double sent_abs = 0;
-    for (int64_t lo = 0; lo < n; lo += bin_) {
-      const int64_t hi = std::min(n, lo + bin_);
-      // The bin's max |G| on the bit patterns (non-negative floats order like them; NaN and infinity come last).
-      uint32_t gbits = 0;
-      for (int64_t i = lo; i < hi; ++i) gbits = std::max(gbits, abs_bits(g[i]));
-      if (gbits >= 0x7f800000u) throw_nonfinite_input("adacomp", g, n);
-      if (gbits == 0) continue;
-      float gmax;
-      std::memcpy(&gmax, &gbits, 4);
-      for (int64_t i = lo; i < hi; ++i) {
+    for (int64_t k = 0; k < nbins; ++k) {
+      if (bin_max[k] == 0) continue;
+      const float gmax = f32_from_bits(bin_max[k]);
+      for (int64_t i = k * bin_, hi = std::min(n, i + bin_); i < hi; ++i) {
         const float h = ctx.fresh ? g[i] + ctx.fresh[i] : g[i];
-        if (std::fabs(h) >= gmax) {
-          uint64_t v = static_cast<uint64_t>(i - prev - 1) << 1 | (g[i] < 0.f ? 1u : 0u);
-          for (; v >= 128; v >>= 7) *p++ = static_cast<uint8_t>(v | 128);
-          *p++ = static_cast<uint8_t>(v);
+        if (adacomp_selected(h, gmax)) {
+          p = put_varint(p, adacomp_varint(i - prev - 1, g[i]));
           prev = i;
-          sent_abs += std::fabs(g[i]);
+          sent_abs += exact_sum_term(std::fabs(g[i]), term_scale);
           ++count;
         }
       }
     }
     // Ternary values: one scale per tensor, the mean |G| of the selected values (the least-squares choice for them;
     // the mean of all bins' maxima over-corrects small bins and makes the residue oscillate).
-    const float scale = count ? static_cast<float>(sent_abs / count) : 0.f;
+    const float scale = count ? exact_sum_mean(sent_abs, shift, count) : 0.f;
     write_header(out, {codec_id("adacomp"), 1, 0, static_cast<uint32_t>(n), count});
     std::memcpy(out + kHeaderBytes, &scale, 4);
     return static_cast<size_t>(p - out);
   }
 
-  void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
-    const PayloadHeader h = read_header(in, size, "adacomp", n);
+  // The header and size of a payload (host bytes of its header), as both decoders check them; returns the count.
+  uint32_t check(const uint8_t* header, size_t size, int64_t n) const {
+    const PayloadHeader h = read_header(header, size, "adacomp", n);
     OCTET_CHECK(size >= kHeaderBytes + 4 + h.param && h.param <= static_cast<uint64_t>(n),
                 "adacomp payload: " << size << " bytes cannot hold " << h.param << " values (count at offset 8)");
+    return h.param;
+  }
+#ifdef OCTET_WITH_CUDA
+  size_t encode_cuda(const float* g, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
+    return adacomp_encode_cuda(g, ctx.fresh, n, bin_, out, ex);
+  }
+  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    adacomp_decode_cuda(in, size, out, n, check(codec_cuda_header(ex, in, size).b, size, n), accumulate, ex);
+    codec_cuda_check(ex, "adacomp");
+  }
+#endif
+  void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
+    const uint32_t count = check(in, size, n);
     float scale;
     std::memcpy(&scale, in + kHeaderBytes, 4);
     OCTET_CHECK(std::isfinite(scale) && scale >= 0.f, "adacomp payload: bad scale at offset " << kHeaderBytes);
     if (!accumulate) std::fill(out, out + n, 0.f);
     int64_t prev = -1;
     size_t off = kHeaderBytes + 4;
-    for (uint32_t j = 0; j < h.param; ++j) {
+    for (uint32_t j = 0; j < count; ++j) {
       const size_t start = off;
       uint64_t v = 0;
       for (int shift = 0;; shift += 7) {
@@ -83,7 +107,7 @@ class AdacompCodec : public Codec {
       prev = i;
       out[i] += v & 1 ? -scale : scale;
     }
-    OCTET_CHECK(off == size, "adacomp payload: " << size - off << " bytes after the last of " << h.param
+    OCTET_CHECK(off == size, "adacomp payload: " << size - off << " bytes after the last of " << count
                                                  << " values (offset " << off << ")");
   }
 

@@ -30,6 +30,7 @@ class CodeBook {
   explicit CodeBook(std::vector<float> magnitudes);  // 128 ascending values in [0, 1], [0] == 0, [127] == 1
   const std::vector<float>& magnitudes() const { return mag_; }
   const uint32_t* entries() const { return entry_.data(); }
+  size_t entries_size() const { return entry_.size(); }
   int shift() const { return shift_; }
   // Binary-search level L (0..6): after L steps the code's top L bits j pick the next boundary,
   // mid[(j << (7 - L)) + (1 << (6 - L)) - 1]; rlevel(L)[r] holds it at r = j with its L bits reversed.

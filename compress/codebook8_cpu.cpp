@@ -7,10 +7,14 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <set>
 
+#include "compress/codec_cuda.h"
 #include "compress/codecs.h"
 #include "compress/simd.h"
+#include "core/device.h"
 #include "core/error.h"
 
 namespace octet {
@@ -168,13 +172,58 @@ class Codebook8Codec : public Codec {
     return kHeaderBytes + 4 * nb + n;
   }
 
-  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
-    const PayloadHeader h = read_header(in, size, name_, n);
+  // The header and size of a payload (host bytes of its header), as both decoders check them; returns the block.
+  int64_t check(const uint8_t* header, size_t size, int64_t n) const {
+    const PayloadHeader h = read_header(header, size, name_, n);
     OCTET_CHECK(h.param > 0, name_ << " payload: block size 0 at offset 8");
     const int64_t b = h.param, nb = blocks(n, b);
     const size_t want = kHeaderBytes + 4 * nb + n;
     OCTET_CHECK(size == want, name_ << " payload: " << size << " bytes for " << n << " values in blocks of " << b
                                     << ", expected " << want);
+    return b;
+  }
+#ifdef OCTET_WITH_CUDA
+  // The code book's tables on ex's device (uploaded on first use, kept for the codec's life).
+  CodebookDevice device_book(Exec& ex) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    DeviceTables& t = device_[ex.ordinal()];
+    if (t.entries.size() == 0) {
+      const size_t ne = book_.entries_size();
+      t.entries = Buffer<uint32_t>(ne, Device::CUDA);
+      t.magnitudes = Buffer<float>(128, Device::CUDA);
+      cuda_copy_sync(t.entries.data(), book_.entries(), ne * 4, CopyKind::HostToDevice);
+      cuda_copy_sync(t.magnitudes.data(), book_.magnitudes().data(), 128 * 4, CopyKind::HostToDevice);
+    }
+    return {t.entries.data(), t.magnitudes.data(), book_.first_bits(), book_.shift(), linear_};
+  }
+  size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext&, Exec& ex) const override {
+    const size_t bytes = codebook8_encode_cuda(device_book(ex), codec_id(name_), x, n, block_for(n), out, ex);
+    codec_cuda_check(ex, name_, x, n);
+    return bytes;
+  }
+  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    codebook8_decode_cuda(device_book(ex), in, out, n, check(codec_cuda_header(ex, in, size).b, size, n), accumulate,
+                          ex);
+    codec_cuda_check(ex, name_);
+  }
+  size_t reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
+                             Span<uint8_t> out, Exec& ex) const override {
+    if (ex.device() != Device::CUDA) return 0;
+    const int64_t b = block_for(n);
+    std::vector<const uint8_t*> ins;
+    for (const auto& p : parts) {
+      if (check(codec_cuda_header(ex, p.data, p.size).b, p.size, n) != b)
+        return 0;  // another block size than this encoder's: not fusable
+      ins.push_back(p.data);
+    }
+    const size_t bytes = codebook8_reduce_encode_cuda(device_book(ex), codec_id(name_), ins.data(),
+                                                      static_cast<int>(ins.size()), n, b, residual, out.data, ex);
+    if (bytes) codec_cuda_check(ex, name_);
+    return bytes;
+  }
+#endif
+  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
+    const int64_t b = check(in, size, n), nb = blocks(n, b);
     const uint8_t* codes = in + kHeaderBytes + 4 * nb;
     const std::vector<float>& m = book_.magnitudes();
     float table[256];
@@ -199,6 +248,14 @@ class Codebook8Codec : public Codec {
   int64_t block_;
   CodeBook book_;
   bool linear_;
+#ifdef OCTET_WITH_CUDA
+  struct DeviceTables {
+    Buffer<uint32_t> entries{0, Device::CUDA};
+    Buffer<float> magnitudes{0, Device::CUDA};
+  };
+  mutable std::mutex mu_;
+  mutable std::map<int, DeviceTables> device_;  // per GPU ordinal
+#endif
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "compress/codec_cuda.h"
 #include "compress/codecs.h"
 #include "compress/simd.h"
 #include "core/error.h"
@@ -118,6 +119,39 @@ size_t Codec::encode_cuda(const float*, int64_t, uint8_t*, const EncodeContext&,
 
 void Codec::decode_cuda(const uint8_t*, size_t, float*, int64_t, bool, Exec&) const {
   OCTET_THROW(name() << " has no CUDA kernel");
+}
+
+size_t Codec::reduce_encode_fused(const std::vector<Span<const uint8_t>>&, int64_t, float*, Span<uint8_t>,
+                                  Exec&) const {
+  return 0;
+}
+
+size_t Codec::reduce_encode(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
+                            Span<uint8_t> out, uint64_t seed, float* scratch, Exec& ex) const {
+  OCTET_CHECK(!parts.empty(), name() << ": the owner step needs at least one payload");
+  if (const size_t fused = reduce_encode_fused(parts, n, residual, out, ex)) return fused;
+  const Device d = ex.device();
+  for (size_t s = 0; s < parts.size(); ++s) decode(parts[s], {scratch, static_cast<size_t>(n), d}, s > 0, ex);
+  const Span<const float> sum{scratch, static_cast<size_t>(n), d};
+  if (!residual) return encode(sum, out, {seed, nullptr}, ex);
+  return encode_with_feedback(*this, sum, residual, out, seed, scratch + n, ex);
+}
+
+size_t encode_with_feedback(const Codec& c, Span<const float> x, float* residual, Span<uint8_t> out, uint64_t seed,
+                            float* scratch, Exec& ex) {
+  const int64_t n = static_cast<int64_t>(x.size);
+  if (ex.device() == Device::CPU) return encode_with_feedback(c, x.data, n, residual, out.data, seed, scratch);
+#ifdef OCTET_WITH_CUDA
+  float* y = scratch;
+  float* sent = scratch + n;
+  feedback_add_cuda(y, x.data, residual, n, ex);
+  const size_t bytes = c.encode({y, x.size, x.device}, out, {seed, x.data}, ex);
+  c.decode({out.data, bytes, out.device}, {sent, x.size, x.device}, false, ex);
+  feedback_residual_cuda(residual, y, sent, n, ex);
+  return bytes;
+#else
+  OCTET_THROW("error feedback on " << device_name(ex.device()) << ": this octet was built without CUDA");
+#endif
 }
 
 Isa parse_isa(const std::string& s) {

@@ -63,6 +63,12 @@ class Codec {
   // Decodes exactly in.size bytes that must describe out.size values; writes out, or adds to it when accumulate.
   // Never reads outside in; a malformed payload (a non-finite value or scale included) throws naming the offset.
   void decode(Span<const uint8_t> in, Span<float> out, bool accumulate, Exec& ex) const;
+  // Scatter-allgather's owner step on ex's device: out = encode(y), y = the parts' values decoded and summed in rank
+  // order (+ residual when given), and then residual = y - decode(out). parts: payloads of exactly their sizes, each
+  // describing n values; scratch: 3n floats where ex runs. Returns the payload size. Bytes equal decode-accumulate
+  // then encode_with_feedback; a codec with a fused kernel (the 8-bit types on a GPU) does it in one pass.
+  size_t reduce_encode(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual, Span<uint8_t> out,
+                       uint64_t seed, float* scratch, Exec& ex) const;
   // The same on host arrays.
   size_t encode(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
     return encode_cpu(x, n, out, ctx);
@@ -77,6 +83,10 @@ class Codec {
   // Device pointers, queued on ex's comm stream. Default: "<name> has no CUDA kernel".
   virtual size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const;
   virtual void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const;
+  // The owner step in one pass where the codec has one for ex's device; 0: not fused (reduce_encode decodes, sums and
+  // encodes in turn).
+  virtual size_t reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
+                                     Span<uint8_t> out, Exec& ex) const;
 
  private:
   friend std::unique_ptr<Codec> make_codec(const struct CodecParams& p);
@@ -120,6 +130,10 @@ PayloadHeader read_header(const uint8_t* in, size_t size, const char* codec, int
 // scratch: 2*n floats. Returns the payload size.
 size_t encode_with_feedback(const Codec& c, const float* x, int64_t n, float* residual, uint8_t* out, uint64_t seed,
                             float* scratch);
+
+// The same where ex runs (x, residual, out and scratch there); on a GPU the two elementwise steps are CUDA kernels.
+size_t encode_with_feedback(const Codec& c, Span<const float> x, float* residual, Span<uint8_t> out, uint64_t seed,
+                            float* scratch, Exec& ex);
 
 // Throws NonFiniteError naming the codec and the first NaN or infinite value of x[0..n) (an encoder's error path).
 [[noreturn]] void throw_nonfinite_input(const char* codec, const float* x, int64_t n);

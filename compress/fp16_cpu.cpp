@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #endif
 
+#include "compress/codec_cuda.h"
 #include "compress/codecs.h"
 #include "compress/half_math.h"
 #include "core/error.h"
@@ -48,10 +49,22 @@ class Fp16Codec : public Codec {
     if (bad) throw_nonfinite_input("fp16", x, n);
     return max_bytes(n);
   }
-  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
-    read_header(in, size, "fp16", n);
+  void check(const uint8_t* header, size_t size, int64_t n) const {  // header and size, as both decoders check them
+    read_header(header, size, "fp16", n);
     OCTET_CHECK(size == max_bytes(n),
                 "fp16 payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
+  }
+#ifdef OCTET_WITH_CUDA
+  size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext&, Exec& ex) const override {
+    return fp16_encode_cuda(x, n, out, ex);
+  }
+  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    check(codec_cuda_header(ex, in, size).b, size, n);
+    fp16_decode_cuda(in, out, n, accumulate, ex);
+  }
+#endif
+  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
+    check(in, size, n);
     const uint16_t* bits = reinterpret_cast<const uint16_t*>(in + kHeaderBytes);
     int64_t i = 0;
     uint32_t bad = 0;

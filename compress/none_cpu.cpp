@@ -2,6 +2,7 @@
 // the same pass (vectorized as a plain copy is).
 #include <cstring>
 
+#include "compress/codec_cuda.h"
 #include "compress/codecs.h"
 #include "core/error.h"
 
@@ -54,10 +55,23 @@ class NoneCodec : public Codec {
     if (bad) throw_nonfinite_input("none", x, n);
     return max_bytes(n);
   }
-  void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
-    read_header(in, size, "none", n);
+  // The header and size of a payload (host bytes of its header), as both decoders check them.
+  void check(const uint8_t* header, size_t size, int64_t n) const {
+    read_header(header, size, "none", n);
     OCTET_CHECK(size == max_bytes(n),
                 "none payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
+  }
+#ifdef OCTET_WITH_CUDA
+  size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext&, Exec& ex) const override {
+    return none_encode_cuda(x, n, out, ex);
+  }
+  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    check(codec_cuda_header(ex, in, size).b, size, n);
+    none_decode_cuda(in, out, n, accumulate, ex);
+  }
+#endif
+  void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
+    check(in, size, n);
     if (copy_checked(in + kHeaderBytes, out, n, accumulate)) {
       for (int64_t i = 0; i < n; ++i) {
         uint32_t b;

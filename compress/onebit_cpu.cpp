@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "compress/codec_cuda.h"
 #include "compress/codecs.h"
+#include "compress/exact_sum.h"
 #include "compress/sparse.h"
 #include "compress/simd.h"
 #include "core/error.h"
@@ -13,7 +15,7 @@ namespace octet {
 namespace {
 
 // 1-bit SGD (Seide et al., CNTK): per block, the sign of each value and two reconstruction values, the means of
-// the non-negative and of the negative values.
+// the non-negative and of the negative values (exact, order-independent sums: exact_sum.h; the CUDA twin matches).
 class OnebitCodec : public Codec {
  public:
   explicit OnebitCodec(const OnebitParams& p) : block_(p.block) {}
@@ -32,54 +34,78 @@ class OnebitCodec : public Codec {
     std::memset(bits, 0, (static_cast<size_t>(n) + 7) / 8);
     for (int64_t k = 0; k < nb; ++k) {
       const int64_t lo = k * b, hi = std::min(n, lo + b);
-      // Double sums, so k copies of v average to v exactly (decode(encode) re-encodes bit-exactly).
-      double pos = 0, neg = 0, np = 0;
+      // The block's largest magnitude (bit patterns: NaN and infinity are the largest) picks the exact sums' shift.
+      uint32_t mbits = 0;
+      for (int64_t i = lo; i < hi; ++i) mbits = std::max(mbits, abs_bits(x[i]));
+      if (mbits >= 0x7f800000u) throw_nonfinite_input("onebit", x, n);
+      const int shift = exact_sum_shift(mbits, hi - lo);
+      const double scale = std::ldexp(1.0, shift);
+      double pos = 0, neg = 0;  // exact integer sums (exact_sum.h): any order gives these bits
+      int64_t np = 0;
       int64_t i = lo;
 #ifdef __AVX2__
-      if (lo % 8 == 0) {  // 8 values -> one sign byte via movemask; sums in 4-wide doubles
+      if (lo % 8 == 0) {  // 8 values -> one sign byte via movemask; terms in 4-wide doubles
+        const __m256d vscale = _mm256_set1_pd(scale);
+        const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
         __m256d vpos = _mm256_setzero_pd(), vall = _mm256_setzero_pd();
-        int64_t count = 0;
+        auto terms = [&](__m128 a) {
+          return _mm256_round_pd(_mm256_mul_pd(_mm256_cvtps_pd(a), vscale), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        };
         for (; i + 8 <= hi; i += 8) {
           const __m256 v = _mm256_loadu_ps(x + i);
           const __m256 ge = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GE_OQ);
           const int mask = _mm256_movemask_ps(ge);
           bits[i >> 3] = static_cast<uint8_t>(mask);
-          count += __builtin_popcount(static_cast<unsigned>(mask));
-          const __m256 kept = _mm256_and_ps(v, ge);
-          vpos = _mm256_add_pd(vpos, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(kept)),
-                                                   _mm256_cvtps_pd(_mm256_extractf128_ps(kept, 1))));
-          vall = _mm256_add_pd(vall, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)),
-                                                   _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))));
+          np += __builtin_popcount(static_cast<unsigned>(mask));
+          const __m256 a = _mm256_and_ps(v, absmask), kept = _mm256_and_ps(a, ge);
+          vpos = _mm256_add_pd(
+              vpos, _mm256_add_pd(terms(_mm256_castps256_ps128(kept)), terms(_mm256_extractf128_ps(kept, 1))));
+          vall =
+              _mm256_add_pd(vall, _mm256_add_pd(terms(_mm256_castps256_ps128(a)), terms(_mm256_extractf128_ps(a, 1))));
         }
         double p4[4], a4[4];
         _mm256_storeu_pd(p4, vpos);
         _mm256_storeu_pd(a4, vall);
         pos = p4[0] + p4[1] + p4[2] + p4[3];
         neg = (a4[0] + a4[1] + a4[2] + a4[3]) - pos;
-        np = static_cast<double>(count);
       }
 #endif
       for (; i < hi; ++i) {
         const bool nonneg = x[i] >= 0.f;
-        (nonneg ? pos : neg) += x[i];
+        (nonneg ? pos : neg) += exact_sum_term(std::fabs(x[i]), scale);
         np += nonneg;
         bits[i >> 3] |= static_cast<uint8_t>(nonneg ? 1u : 0u) << (i & 7);
       }
-      if (!std::isfinite(pos) || !std::isfinite(neg))
-        throw_nonfinite_input("onebit", x, n);  // sums of fp32 in double: only NaN/inf get here
-      const double nn = static_cast<double>(hi - lo) - np;
-      const float rec[2] = {np > 0 ? static_cast<float>(pos / np) : 0.f, nn > 0 ? static_cast<float>(neg / nn) : 0.f};
+      const int64_t nn = (hi - lo) - np;
+      const float rec[2] = {np > 0 ? exact_sum_mean(pos, shift, np) : 0.f,
+                            nn > 0 ? -exact_sum_mean(neg, shift, nn) : 0.f};
       std::memcpy(out + kHeaderBytes + 8 * k, rec, 8);
     }
     return max_bytes(n);
   }
 
-  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
-    const PayloadHeader h = read_header(in, size, "onebit", n);
+  // The header and size of a payload (host bytes of its header), as both decoders check them; returns the block.
+  int64_t check(const uint8_t* header, size_t size, int64_t n) const {
+    const PayloadHeader h = read_header(header, size, "onebit", n);
     OCTET_CHECK(h.param > 0, "onebit payload: block 0 at offset 8");
     const int64_t b = h.param, nb = (n + b - 1) / b;
     const size_t want = kHeaderBytes + 8 * static_cast<size_t>(nb) + (static_cast<size_t>(n) + 7) / 8;
     OCTET_CHECK(size == want, "onebit payload: " << size << " bytes, expected " << want);
+    return b;
+  }
+#ifdef OCTET_WITH_CUDA
+  size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext&, Exec& ex) const override {
+    const size_t bytes = onebit_encode_cuda(x, n, block_for(n), out, ex);
+    codec_cuda_check(ex, "onebit", x, n);
+    return bytes;
+  }
+  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    onebit_decode_cuda(in, out, n, check(codec_cuda_header(ex, in, size).b, size, n), accumulate, ex);
+    codec_cuda_check(ex, "onebit");
+  }
+#endif
+  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
+    const int64_t b = check(in, size, n), nb = (n + b - 1) / b;
     const uint8_t* __restrict bits = in + kHeaderBytes + 8 * nb;
     for (int64_t k = 0; k < nb; ++k) {
       float rec[2];

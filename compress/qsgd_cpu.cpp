@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "compress/codec_cuda.h"
 #include "compress/codecs.h"
 #include "compress/qsgd.h"
 #include "compress/qsgd_math.h"
@@ -230,14 +231,33 @@ class QsgdCodec : public Codec {
     return max_bytes(n);
   }
 
-  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
-    const PayloadHeader h = read_header(in, size, "qsgd", n);
+  // The header and size of a payload (host bytes of its header), as both decoders check them: bits and bucket.
+  std::pair<int, int64_t> check(const uint8_t* header, size_t size, int64_t n) const {
+    const PayloadHeader h = read_header(header, size, "qsgd", n);
     const int bits = h.aux;
     OCTET_CHECK(bits == 2 || bits == 4 || bits == 8, "qsgd payload: " << bits << " bits at offset 2");
     OCTET_CHECK(h.param > 0, "qsgd payload: bucket 0 at offset 8");
     const int64_t bucket = h.param, nb = (n + bucket - 1) / bucket;
     const size_t want = kHeaderBytes + 4 * nb + packed(n, bits);
     OCTET_CHECK(size == want, "qsgd payload: " << size << " bytes, expected " << want << " for " << n << " values");
+    return {bits, bucket};
+  }
+#ifdef OCTET_WITH_CUDA
+  size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
+    const size_t bytes =
+        qsgd_encode_cuda(x, n, bits_, bucket_, static_cast<uint32_t>(ctx.seed ^ (ctx.seed >> 32)), out, ex);
+    codec_cuda_check(ex, "qsgd", x, n);
+    return bytes;
+  }
+  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    const auto [bits, bucket] = check(codec_cuda_header(ex, in, size).b, size, n);
+    qsgd_decode_cuda(in, out, n, bits, bucket, accumulate, ex);
+    codec_cuda_check(ex, "qsgd");
+  }
+#endif
+  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
+    const auto [bits, bucket] = check(in, size, n);
+    const int64_t nb = (n + bucket - 1) / bucket;
     const uint8_t* codes = in + kHeaderBytes + 4 * nb;
     const int per_byte = 8 / bits;
     const uint32_t mask = (1u << bits) - 1, sign_bit = 1u << (bits - 1);

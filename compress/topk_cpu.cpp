@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "compress/codec_cuda.h"
 #include "compress/codecs.h"
 #include "compress/sparse.h"
+#include "compress/topk_math.h"
 #include "compress/simd.h"
 #include "core/error.h"
 
@@ -66,31 +68,28 @@ class TopkCodec : public Codec {
   size_t max_bytes(int64_t n) const override { return kHeaderBytes + 8 * static_cast<size_t>(k_for(n)); }
 
   // The k largest |x| (ties to the lower index), in index order: the k-th largest magnitude T comes from a radix
-  // select over the magnitudes' bits (non-negative floats order like their bits: three histogram passes of 11, 10
-  // and 10 bits), then one pass takes every value above T and the first `ties` values equal to it.
+  // select over the magnitudes' bits (topk_math.h; non-negative floats order like their bits), then one pass takes
+  // every value above T and the first `ties` values equal to it.
  protected:
   size_t encode_cpu(const float* x, int64_t n, uint8_t* out, const EncodeContext&) const override {
     const int64_t k = k_for(n);
     write_header(out, {codec_id("topk"), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(k)});
-    uint32_t t = 0, known = 0;  // T's bits found so far, and which bits those are
-    int64_t ties = k;           // of the values matching T so far, how many the k largest still take
-    std::vector<int64_t> hist(2048);
-    for (const auto& [shift, width] : {std::pair{20, 11}, {10, 10}, {0, 10}}) {
-      const uint32_t digit = (1u << width) - 1;
+    TopkSelect sel;
+    sel.ties = k;
+    std::vector<int64_t> hist(kTopkBuckets);
+    for (const TopkDigit& d : kTopkDigits) {
       std::fill(hist.begin(), hist.end(), 0);
       for (int64_t i = 0; i < n; ++i) {
         const uint32_t m = abs_bits(x[i]);
-        if ((m & known) == t) ++hist[(m >> shift) & digit];
+        if (topk_candidate(m, sel)) ++hist[topk_bucket(m, d)];
       }
-      // The first pass's top buckets (bits 0x7f8 and up) hold exactly the NaN and infinite values.
-      if (shift == 20)
-        for (uint32_t b = 0x7f8; b < 2048; ++b)
+      if (d.shift == kTopkDigits[0].shift)
+        for (uint32_t b = kTopkNonFiniteBucket; b < kTopkBuckets; ++b)
           if (hist[b]) throw_nonfinite_input("topk", x, n);
-      uint32_t b = digit;
-      while (b > 0 && ties > hist[b]) ties -= hist[b--];
-      t |= b << shift;
-      known |= digit << shift;
+      topk_pick(sel, hist.data(), d);
     }
+    const uint32_t t = sel.t;
+    int64_t ties = sel.ties;
     uint8_t* p = out + kHeaderBytes;
     for (uint32_t i = 0; i < static_cast<uint32_t>(n) && k > 0; ++i) {
       const uint32_t m = abs_bits(x[i]);
@@ -102,11 +101,24 @@ class TopkCodec : public Codec {
     return kHeaderBytes + 8 * static_cast<size_t>(k);
   }
 
-  void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
-    const PayloadHeader h = read_header(in, size, "topk", n);
+  // The header and size of a payload (host bytes of its header), as both decoders check them; returns the count.
+  uint32_t check(const uint8_t* header, size_t size, int64_t n) const {
+    const PayloadHeader h = read_header(header, size, "topk", n);
     OCTET_CHECK(size == kHeaderBytes + 8 * static_cast<size_t>(h.param),
                 "topk payload: " << size << " bytes for " << h.param << " values (count at offset 8)");
-    TopkEntries e{in, h.param, n};
+    return h.param;
+  }
+#ifdef OCTET_WITH_CUDA
+  size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext&, Exec& ex) const override {
+    return topk_encode_cuda(x, n, k_for(n), out, ex);
+  }
+  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    topk_decode_cuda(in, out, n, check(codec_cuda_header(ex, in, size).b, size, n), accumulate, ex);
+    codec_cuda_check(ex, "topk");
+  }
+#endif
+  void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
+    TopkEntries e{in, check(in, size, n), n};
     if (accumulate) {
       while (e.next()) out[e.i] += e.v;
       return;

@@ -1,9 +1,15 @@
-// CUDA parity tests: every case of the layer table, the loss head, the optimizer kernels and the device plumbing
-// against their CPU twins. Exits 77 (CTest: skipped) with a message when no GPU is visible.
+// CUDA parity tests: every case of the layer table, every codec (payload bytes, decodes, error feedback, the fused
+// owner step, hostile payloads), the loss head, the optimizer kernels and the device plumbing against their CPU twins.
+// Exits 77 (CTest: skipped) with a message when no GPU is visible.
 #define CATCH_CONFIG_RUNNER
 #include <cstdio>
+#include <cstring>
+#include <limits>
 
+#include "compress/codec.h"
 #include "core/device.h"
+#include "core/error.h"
+#include "core/rng.h"
 #include "core/exec.h"
 #include "core/tensor_ops.h"
 #include "layers/softmax_ce.h"
@@ -189,4 +195,226 @@ TEST_CASE("copy_rows across devices and the elementwise kernels match their host
   ex.sync(ex.compute());
   check_close(dacc, acc, 0, "add_into");
   check_close(dscaled, scaled, 0, "scale_into");
+}
+
+namespace {
+
+// The codec table: every registered codec with its defaults, plus the parameter corners (qsgd's bit widths, one scale
+// per tensor, odd blocks) that change the kernels' indexing.
+struct CodecCase {
+  const char* method;
+  int bits;
+  int64_t block, bucket, bin;
+};
+const CodecCase kCodecCases[] = {
+    {"none", 8, 4096, 512, 0},          {"fp16", 8, 4096, 512, 0},         {"linear8", 8, 4096, 512, 0},
+    {"linear8", 8, 0, 512, 0},          {"mantissa8", 8, 4096, 512, 0},    {"static_tree8", 8, 1000, 512, 0},
+    {"dynamic_tree8", 8, 4096, 512, 0}, {"dynamic_tree8", 8, 333, 512, 0}, {"qsgd", 8, 4096, 512, 0},
+    {"qsgd", 4, 4096, 100, 0},          {"qsgd", 2, 4096, 513, 0},         {"onebit", 8, 4096, 512, 0},
+    {"onebit", 8, 13, 512, 0},          {"onebit", 8, 0, 512, 0},          {"topk", 8, 4096, 512, 0},
+    {"adacomp", 8, 4096, 512, 50},      {"adacomp", 8, 4096, 512, 500},
+};
+const int64_t kSizes[] = {1, 7, 1000, 4097, 65537, 300001};
+
+CodecPtr make(const CodecCase& c) {
+  CodecParams p;
+  p.method = c.method, p.bits = c.bits, p.block = c.block, p.bucket = c.bucket, p.bin = c.bin;
+  p.fraction = 0.01;
+  return make_codec(p);
+}
+
+// Gradient-like values with exact zeros and repeated magnitudes (ties for topk, equal maxima for the scales).
+std::vector<float> gradient(int64_t n, uint64_t seed) {
+  Rng r(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) {
+    const float u = r.uniform();
+    x = u < 0.05f ? 0.f : u < 0.1f ? (r.uniform() < 0.5f ? 0.25f : -0.25f) : 1e-2f * r.normal() * std::exp(r.normal());
+  }
+  return v;
+}
+
+template <typename T>
+Buffer<T> device_copy(const std::vector<T>& h) {
+  Buffer<T> d(h.size(), Device::CUDA);
+  if (!h.empty()) cuda_copy_sync(d.data(), h.data(), h.size() * sizeof(T), CopyKind::HostToDevice);
+  return d;
+}
+template <typename T>
+std::vector<T> host_copy(const T* d, size_t n) {
+  std::vector<T> h(n);
+  if (n) cuda_copy_sync(h.data(), d, n * sizeof(T), CopyKind::DeviceToHost);
+  return h;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+}
+
+std::string case_name(const CodecCase& c, int64_t n) {
+  return std::string(c.method) + " bits " + std::to_string(c.bits) + " block " + std::to_string(c.block) + " bucket " +
+         std::to_string(c.bucket) + " bin " + std::to_string(c.bin) + " n " + std::to_string(n);
+}
+
+}  // namespace
+
+TEST_CASE("every codec: GPU payloads are the CPU's bytes, and each side decodes the other's bit-exactly",
+          "[cuda][codec][parity]") {
+  Exec& ex = Exec::cuda(0);
+  for (const CodecCase& cc : kCodecCases)
+    for (const int64_t n : kSizes) {
+      INFO(case_name(cc, n));
+      const CodecPtr c = make(cc);
+      const std::vector<float> x = gradient(n, 17 + static_cast<uint64_t>(n));
+      const std::vector<float> fresh = gradient(n, 99);
+      const EncodeContext host_ctx{0xabcdef12345ull, fresh.data()};
+      std::vector<uint8_t> cpu(c->max_bytes(n));
+      cpu.resize(c->encode(x.data(), n, cpu.data(), host_ctx));
+      Buffer<float> dx = device_copy(x), dfresh = device_copy(fresh);
+      Buffer<uint8_t> dout(c->max_bytes(n), Device::CUDA);
+      const size_t gb = c->encode({dx.data(), x.size(), Device::CUDA}, {dout.data(), dout.size(), Device::CUDA},
+                                  {host_ctx.seed, dfresh.data()}, ex);
+      ex.sync(ex.comm());
+      REQUIRE(gb == cpu.size());
+      CHECK(host_copy(dout.data(), gb) == cpu);
+      for (const bool acc : {false, true}) {
+        std::vector<float> want(x.size(), 0.5f);
+        c->decode(cpu.data(), cpu.size(), want.data(), n, acc);
+        Buffer<float> dy = device_copy(std::vector<float>(x.size(), 0.5f));
+        Buffer<uint8_t> din = device_copy(cpu);
+        c->decode({din.data(), din.size(), Device::CUDA}, {dy.data(), dy.size(), Device::CUDA}, acc, ex);
+        ex.sync(ex.comm());
+        CHECK(same_bits(host_copy(dy.data(), dy.size()), want));
+      }
+    }
+}
+
+TEST_CASE("every codec: error feedback and the owner step on the GPU match the CPU over steps",
+          "[cuda][codec][parity]") {
+  Exec& ex = Exec::cuda(0);
+  for (const CodecCase& cc : kCodecCases) {
+    const int64_t n = 20000;
+    INFO(case_name(cc, n));
+    const CodecPtr c = make(cc);
+    std::vector<float> residual(n, 0.f), scratch(3 * n);
+    Buffer<float> dres = device_copy(residual), dscratch(3 * n, Device::CUDA);
+    for (uint64_t step = 0; step < 3; ++step) {
+      const std::vector<float> g = gradient(n, 1000 + step);
+      std::vector<uint8_t> cpu(c->max_bytes(n));
+      cpu.resize(encode_with_feedback(*c, g.data(), n, residual.data(), cpu.data(), step, scratch.data()));
+      Buffer<float> dg = device_copy(g);
+      Buffer<uint8_t> dout(c->max_bytes(n), Device::CUDA);
+      const size_t gb = encode_with_feedback(*c, {dg.data(), g.size(), Device::CUDA}, dres.data(),
+                                             {dout.data(), dout.size(), Device::CUDA}, step, dscratch.data(), ex);
+      ex.sync(ex.comm());
+      REQUIRE(gb == cpu.size());
+      CHECK(host_copy(dout.data(), gb) == cpu);
+      CHECK(same_bits(host_copy(dres.data(), residual.size()), residual));
+    }
+    if (c->sparse()) continue;  // sparse codecs are gathered, never re-encoded by an owner
+    // The owner step: three ranks' payloads of one chunk, summed and re-encoded with the owner's residual.
+    std::vector<std::vector<uint8_t>> parts;
+    std::vector<Buffer<uint8_t>> dparts;
+    for (int q = 0; q < 3; ++q) {
+      const std::vector<float> g = gradient(n, 500 + q);
+      std::vector<uint8_t> p(c->max_bytes(n));
+      p.resize(c->encode(g.data(), n, p.data(), {7, nullptr}));
+      dparts.push_back(device_copy(p));
+      parts.push_back(std::move(p));
+    }
+    std::vector<Span<const uint8_t>> hs, ds;
+    for (int q = 0; q < 3; ++q) {
+      hs.push_back({parts[q].data(), parts[q].size(), Device::CPU});
+      ds.push_back({dparts[q].data(), parts[q].size(), Device::CUDA});
+    }
+    std::vector<float> owner(n, 0.125f);
+    Buffer<float> downer = device_copy(owner);
+    std::vector<uint8_t> cpu(c->max_bytes(n));
+    const size_t cb =
+        c->reduce_encode(hs, n, owner.data(), {cpu.data(), cpu.size(), Device::CPU}, 11, scratch.data(), Exec::host());
+    Buffer<uint8_t> dout(c->max_bytes(n), Device::CUDA);
+    const size_t gb =
+        c->reduce_encode(ds, n, downer.data(), {dout.data(), dout.size(), Device::CUDA}, 11, dscratch.data(), ex);
+    ex.sync(ex.comm());
+    REQUIRE(gb == cb);
+    cpu.resize(cb);
+    CHECK(host_copy(dout.data(), gb) == cpu);
+    CHECK(same_bits(host_copy(downer.data(), owner.size()), owner));
+  }
+}
+
+TEST_CASE("GPU decoders reject hostile payloads naming the offset; GPU encoders reject NaN", "[cuda][codec][hostile]") {
+  Exec& ex = Exec::cuda(0);
+  for (const CodecCase& cc : kCodecCases) {
+    const int64_t n = 5000;
+    INFO(case_name(cc, n));
+    const CodecPtr c = make(cc);
+    std::vector<float> x = gradient(n, 3);
+    std::vector<uint8_t> good(c->max_bytes(n));
+    good.resize(c->encode(x.data(), n, good.data(), {1, nullptr}));
+    Buffer<float> dy(n, Device::CUDA);
+    auto gpu_decode = [&](const std::vector<uint8_t>& p) {
+      Buffer<uint8_t> d = device_copy(p);
+      c->decode({d.data(), p.size(), Device::CUDA}, {dy.data(), dy.size(), Device::CUDA}, false, ex);
+      ex.sync(ex.comm());
+    };
+    // Truncated by a byte, and a wrong codec id: the header/size checks both decoders share.
+    std::vector<uint8_t> shorter(good.begin(), good.end() - 1);
+    CHECK_THROWS_WITH(gpu_decode(shorter), Catch::Contains("payload"));
+    std::vector<uint8_t> wrong = good;
+    wrong[0] ^= 0x7f;
+    CHECK_THROWS_WITH(gpu_decode(wrong), Catch::Contains("offset 0"));
+    // A NaN where the first value or scale lies (every codec keeps one there, after the header).
+    {
+      std::vector<uint8_t> bad = good;
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      const size_t at = std::string(cc.method) == "topk" ? kHeaderBytes + 4 : kHeaderBytes;
+      if (std::string(cc.method) == "fp16") {
+        bad[at] = 0xff, bad[at + 1] = 0x7f;
+      } else {
+        std::memcpy(bad.data() + at, &nan, 4);
+      }
+      bool cpu_threw = false;
+      std::vector<float> host(n);
+      try {
+        c->decode(bad.data(), bad.size(), host.data(), n, false);
+      } catch (const Error&) {
+        cpu_threw = true;
+      }
+      if (cpu_threw) CHECK_THROWS_WITH(gpu_decode(bad), Catch::Contains("offset"));
+    }
+    x[n / 2] = std::numeric_limits<float>::infinity();
+    Buffer<float> dx = device_copy(x);
+    Buffer<uint8_t> dout(c->max_bytes(n), Device::CUDA);
+    CHECK_THROWS_AS(
+        c->encode({dx.data(), x.size(), Device::CUDA}, {dout.data(), dout.size(), Device::CUDA}, {1, nullptr}, ex),
+        NonFiniteError);
+  }
+  // Sparse payloads: an index out of order (topk), an overlong varint and trailing bytes (adacomp).
+  CodecParams tp;
+  tp.method = "topk";
+  const CodecPtr topk = make_codec(tp);
+  std::vector<float> x = gradient(5000, 4);
+  std::vector<uint8_t> p(topk->max_bytes(5000));
+  p.resize(topk->encode(x.data(), 5000, p.data(), {}));
+  std::swap_ranges(p.begin() + kHeaderBytes, p.begin() + kHeaderBytes + 4, p.begin() + kHeaderBytes + 8);
+  Buffer<uint8_t> dp = device_copy(p);
+  Buffer<float> dy(5000, Device::CUDA);
+  CHECK_THROWS_WITH(topk->decode({dp.data(), p.size(), Device::CUDA}, {dy.data(), 5000, Device::CUDA}, false, ex),
+                    Catch::Contains("offset 20"));
+  CodecParams ap;
+  ap.method = "adacomp", ap.bin = 50;
+  const CodecPtr ada = make_codec(ap);
+  std::vector<uint8_t> q(ada->max_bytes(5000));
+  q.resize(ada->encode(x.data(), 5000, q.data(), {}));
+  std::vector<uint8_t> trailing = q;
+  trailing.push_back(0);
+  Buffer<uint8_t> dt = device_copy(trailing);
+  CHECK_THROWS_WITH(ada->decode({dt.data(), trailing.size(), Device::CUDA}, {dy.data(), 5000, Device::CUDA}, false, ex),
+                    Catch::Contains("offset " + std::to_string(q.size())));
+  std::vector<uint8_t> overlong = q;
+  for (size_t i = kHeaderBytes + 4; i < kHeaderBytes + 11 && i < overlong.size(); ++i) overlong[i] |= 0x80;
+  Buffer<uint8_t> dl = device_copy(overlong);
+  CHECK_THROWS_WITH(ada->decode({dl.data(), overlong.size(), Device::CUDA}, {dy.data(), 5000, Device::CUDA}, false, ex),
+                    Catch::Contains("offset 16"));
 }

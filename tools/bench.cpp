@@ -10,8 +10,10 @@
 
 #include "comm/collectives.h"
 #include "comm/mpi_transport.h"
+#include "comm/staged_transport.h"
 #include "compress/codec.h"
 #include "compress/simd.h"
+#include "core/device.h"
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -57,6 +59,54 @@ std::vector<float> real_gradients(const std::string& config, int64_t steps) {
   return g;
 }
 
+// Device-side codec throughput: encode and decode of n N(0,1) values on GPU 0's comm stream against a
+// device-to-device copy of the same buffer timed in the same repetitions (each timing ends with a stream sync).
+int bench_compress_cuda(const std::vector<std::string>& codecs, int64_t n, int reps, int bits) {
+  Exec& ex = Exec::cuda(0);
+  ex.bind_thread();
+  std::vector<float> host(static_cast<size_t>(n));
+  Rng rng(1);
+  for (auto& v : host) v = rng.normal();
+  Tensor x({n}, Device::CUDA), y({n}, Device::CUDA), copy({n}, Device::CUDA);
+  cuda_copy_sync(x.data(), host.data(), 4 * static_cast<size_t>(n), CopyKind::HostToDevice);
+  const double mb = 4.0 * static_cast<double>(n);
+  std::printf(
+      "octet bench compress --device cuda: %.0f MB of fp32 N(0,1) on %s, best of %d; x copy = against a "
+      "device-to-device copy of the same buffer timed in the same repetitions (GB/s of fp32 input)\n",
+      mb / 1e6, cuda_device_describe(0).c_str(), reps);
+  std::printf("%-14s %11s %10s %8s %11s %8s %9s %11s\n", "codec", "d2d GB/s", "comp GB/s", "x copy", "decomp GB/s",
+              "x copy", "bytes/fp32", "err N(0,1)");
+  for (const std::string& m : codecs) {
+    CodecParams p;
+    p.method = m;
+    p.bits = bits;
+    CodecPtr c = make_codec(p);
+    Buffer<uint8_t> buf(c->max_bytes(n), Device::CUDA);
+    size_t bytes = 0;
+    double t_copy = 1e30, tc = 1e30, td = 1e30;
+    for (int r = 0; r <= reps; ++r) {  // repetition 0 warms up (code book upload, scratch growth)
+      const double a = best_time(1, [&] {
+        cuda_copy_async(copy.data(), x.data(), 4 * static_cast<size_t>(n), CopyKind::DeviceToDevice, ex.comm().handle);
+        ex.sync(ex.comm());
+      });
+      const double b = best_time(1, [&] {
+        bytes = c->encode(span_of(std::as_const(x)), {buf.data(), buf.size(), Device::CUDA}, {5, nullptr}, ex);
+        ex.sync(ex.comm());
+      });
+      const double d = best_time(1, [&] {
+        c->decode({buf.data(), bytes, Device::CUDA}, span_of(y), false, ex);
+        ex.sync(ex.comm());
+      });
+      if (r > 0) t_copy = std::min(t_copy, a), tc = std::min(tc, b), td = std::min(td, d);
+    }
+    const Tensor back = y.to(Device::CPU);
+    const double err = mean_relative_error(host.data(), back.data(), n);
+    std::printf("%-14s %11.1f %10.1f %8.2f %11.1f %8.2f %9.4f %10.2f%%\n", m.c_str(), mb / t_copy / 1e9, mb / tc / 1e9,
+                t_copy / tc, mb / td / 1e9, t_copy / td, static_cast<double>(bytes) / mb, 100 * err);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int bench_compress(const std::vector<std::string>& args) {
@@ -68,7 +118,8 @@ int bench_compress(const std::vector<std::string>& args) {
            {"config", "CFG", "also measure the error on this config's real gradients ('' = skip)",
             "configs/fashion-mnist/lenet.yaml"},
            {"grad-steps", "N", "SGD steps before the real gradients are taken", "100"},
-           {"isa", "scalar|avx2|avx512", "highest instruction-set level of the codec kernels", isa_name(kBuiltIsa)}});
+           {"isa", "scalar|avx2|avx512", "highest instruction-set level of the codec kernels", isa_name(kBuiltIsa)},
+           {"device", "cpu|cuda", "where the codecs run (cuda: GPU 0, against a device-to-device copy)", "cpu"}});
   f.parse(args);
   if (f.help()) {
     std::fputs(f.usage().c_str(), stdout);
@@ -82,6 +133,9 @@ int bench_compress(const std::vector<std::string>& args) {
   for (const auto& m : codecs) make_codec(CodecParams{m});  // unknown names fail before any work
   const int64_t grad_steps = f.integer("grad-steps", 0, 1000000);
   const std::string config = f.str("config");
+  const std::string device = f.str("device");
+  if (device != "cpu" && device != "cuda") f.fail("device", "expects cpu or cuda, got '" + device + "'");
+  if (device == "cuda") return bench_compress_cuda(codecs, n, reps, bits);
   set_cpu_threads(1);
   const Isa level = set_isa_cap(parse_isa(f.str("isa")));
   // 64-byte aligned, as the trainer's tensors are (cache-line-split vector loads would slow the codecs down)
@@ -137,14 +191,17 @@ int bench_compress(const std::vector<std::string>& args) {
 }
 
 Flags allreduce_flags() {
-  return Flags("mpirun -np N octet bench allreduce", "",
-               {{"min", "BYTES", "smallest buffer", "4K"},
-                {"max", "BYTES", "largest buffer", "256M"},
-                {"factor", "N", "each size is the previous one times N (>= 2)", "4"},
-                {"codecs", "a,b,...", "codecs through octet's collectives, beside dense MPI_Allreduce",
-                 codec_list(CodecList::Allreduce)},
-                {"iters", "N", "calls timed per size and codec (0: from 3 to 50, fewer for larger buffers)", "0"},
-                {"bits", "2|4|8", "qsgd bits", "8"}});
+  return Flags(
+      "mpirun -np N octet bench allreduce", "",
+      {{"min", "BYTES", "smallest buffer", "4K"},
+       {"max", "BYTES", "largest buffer", "256M"},
+       {"factor", "N", "each size is the previous one times N (>= 2)", "4"},
+       {"codecs", "a,b,...", "codecs through octet's collectives, beside dense MPI_Allreduce",
+        codec_list(CodecList::Allreduce)},
+       {"iters", "N", "calls timed per size and codec (0: from 3 to 50, fewer for larger buffers)", "0"},
+       {"bits", "2|4|8", "qsgd bits", "8"},
+       {"device", "cpu|cuda", "where the buffers are and the codecs run (cuda: GPU local_rank % GPUs)", "cpu"},
+       {"transport", "mpi", "how payloads move (mpi: from a GPU, staged through page-locked host memory)", "mpi"}});
 }
 
 int bench_allreduce(const std::vector<std::string>& args, const World& w) {
@@ -164,7 +221,16 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
   const auto codecs = f.list("codecs");
   for (const auto& m : codecs) make_codec(CodecParams{m});
   const int N = w.size;
-  MpiTransport transport(w);
+  const std::string device = f.str("device");
+  if (device != "cpu" && device != "cuda") f.fail("device", "expects cpu or cuda, got '" + device + "'");
+  if (f.str("transport") != "mpi")
+    f.fail("transport", "expects mpi, got '" + f.str("transport") + "' (nccl is not built yet)");
+  const bool gpu = device == "cuda";
+  Exec& ex = select_device(gpu ? Device::CUDA : Device::CPU, &w);
+  MpiTransport mpi(w);
+  std::unique_ptr<Transport> staged;
+  if (gpu) staged = std::make_unique<StagedTransport>(mpi, ex);
+  Transport& transport = gpu ? *staged : static_cast<Transport&>(mpi);
   if (w.rank == 0) {
     std::printf(
         "octet bench allreduce: %d ranks; time is the mean per call; algbw = bytes/time; busbw = algbw * 2(N-1)/N\n",
@@ -177,6 +243,7 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
     std::vector<float> ref(static_cast<size_t>(n)), x(static_cast<size_t>(n));
     Rng rng(derive_seed(1, w.rank));
     for (auto& v : ref) v = rng.normal();
+    Tensor dx = gpu ? Tensor({n}, Device::CUDA) : Tensor();
     int iters = static_cast<int>(iters_flag);
     if (iters <= 0) iters = static_cast<int>(std::clamp<int64_t>((64 << 20) / std::max<int64_t>(bytes, 1), 3, 50));
     double dense_time = 0;
@@ -187,6 +254,7 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       p.bits = bits;
       CodecPtr c = make_codec(p);
       ReduceOptions opt{dense ? Algorithm::Allreduce : default_algorithm(*c), c.get(), false, 3};
+      opt.exec = &ex;
       if (!dense && opt.algorithm == Algorithm::Allreduce)
         opt.algorithm = Algorithm::ScatterAllgather;  // fp32 through our path
       ReduceState st;
@@ -194,10 +262,14 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       double total = 0;
       for (int it = -1; it < iters; ++it) {  // iteration -1 warms up buffers
         std::memcpy(x.data(), ref.data(), 4 * static_cast<size_t>(n));
+        if (gpu) cuda_copy_sync(dx.data(), ref.data(), 4 * static_cast<size_t>(n), CopyKind::HostToDevice);
         CHECK_MPI(MPI_Barrier(w.comm));
         const double t = now_seconds();
         CommStats s;
-        if (dense) {  // the baseline is the library's own blocking MPI_Allreduce (its tuned algorithms)
+        if (gpu) {  // device buffers: dense fp32 goes through the same staging as the payloads
+          reduce_mean(transport, span_of(dx), opt, st, s);
+          ex.sync(ex.comm());
+        } else if (dense) {  // the baseline is the library's own blocking MPI_Allreduce (its tuned algorithms)
           CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, x.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, w.comm));
           s.bytes_sent = static_cast<uint64_t>(2.0 * (N - 1) / N * 4.0 * static_cast<double>(n));  // ring-equivalent
         } else {

@@ -125,11 +125,16 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
   // 4. What a checkpoint holds: parameters and optimizer state (shared), error-feedback residuals (per rank).
   for (auto& p : model_->params()) state_.shared.push_back({p.name, p.value});
   for (auto& s : opt_->state()) state_.shared.push_back(s);
-  for (auto& [name, t] : state_.shared)  // checkpoints are device-independent: they hold host copies
-    if (t->device() != Device::CPU) mirrors_.push_back({t, Tensor(t->shape())});
-  for (size_t i = 0, m = 0; i < state_.shared.size(); ++i)
-    if (state_.shared[i].second->device() != Device::CPU) state_.shared[i].second = &mirrors_[m++].second;
   state_.per_rank = step_->per_rank_state();
+  // Checkpoints are device-independent: they hold host copies of device tensors (parameters, optimizer state, the
+  // error-feedback residuals a GPU exchange keeps on the device).
+  for (auto* part : {&state_.shared, &state_.per_rank})
+    for (auto& [name, t] : *part)
+      if (t->device() != Device::CPU) mirrors_.push_back({t, Tensor(t->shape())});
+  size_t m = 0;
+  for (auto* part : {&state_.shared, &state_.per_rank})
+    for (auto& [name, t] : *part)
+      if (t->device() != Device::CPU) t = &mirrors_[m++].second;
   pos.seed = cfg.run.seed;
   if (!resume_from_.empty()) {
     const LoadedCheckpoint ck = load_checkpoint(resume_from_, state_, world_);

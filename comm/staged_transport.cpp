@@ -1,0 +1,111 @@
+// Implementation of the staged transport: each device buffer goes through a page-locked host area on the comm stream.
+#include "comm/staged_transport.h"
+
+#include <cstring>
+
+#include "core/device.h"
+#include "core/error.h"
+
+namespace octet {
+
+StagedTransport::~StagedTransport() {
+  for (Area& a : areas_) cuda_free_pinned(a.p);
+}
+
+uint8_t* StagedTransport::stage(int which, size_t bytes) {
+  Area& a = areas_[which];
+  if (bytes > a.size) {
+    ex_.sync(ex_.comm());  // a copy queued from the old area may still be reading it
+    cuda_free_pinned(a.p);
+    a.p = nullptr;
+    a.size = std::max(bytes, a.size * 3 / 2);
+    a.p = static_cast<uint8_t*>(cuda_alloc_pinned(a.size));
+  }
+  return a.p;
+}
+
+void StagedTransport::to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes) cuda_copy_async(dst, src, bytes, CopyKind::DeviceToHost, ex_.comm().handle);
+  ex_.sync(ex_.comm());
+}
+
+void StagedTransport::to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) cuda_copy_async(dst, src, bytes, CopyKind::HostToDevice, ex_.comm().handle);
+}
+
+namespace {
+// Bytes a displacement/count layout spans.
+size_t extent(const int* counts, const int* displs, int n) {
+  size_t end = 0;
+  for (int i = 0; i < n; ++i) end = std::max(end, static_cast<size_t>(displs[i]) + static_cast<size_t>(counts[i]));
+  return end;
+}
+}  // namespace
+
+void StagedTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_counts, const int* send_displs,
+                                      Span<uint8_t> recv, const int* recv_counts, const int* recv_displs,
+                                      const Progress& p) {
+  if (send.device == Device::CPU && recv.device == Device::CPU)
+    return in_.alltoallv_bytes(send, send_counts, send_displs, recv, recv_counts, recv_displs, p);
+  const size_t sb = extent(send_counts, send_displs, size()), rb = extent(recv_counts, recv_displs, size());
+  uint8_t* hs = stage(0, sb);
+  uint8_t* hr = stage(1, rb);
+  // Only the payload bytes cross PCIe, not the alignment gaps between them (one copy per rank's payload).
+  for (int j = 0; j < size(); ++j)
+    if (send_counts[j])
+      cuda_copy_async(hs + send_displs[j], send.data + send_displs[j], static_cast<size_t>(send_counts[j]),
+                      CopyKind::DeviceToHost, ex_.comm().handle);
+  ex_.sync(ex_.comm());
+  in_.alltoallv_bytes({hs, sb, Device::CPU}, send_counts, send_displs, {hr, rb, Device::CPU}, recv_counts, recv_displs,
+                      p);
+  for (int i = 0; i < size(); ++i)
+    to_device(recv.data + recv_displs[i], hr + recv_displs[i], static_cast<size_t>(recv_counts[i]));
+}
+
+void StagedTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all, const int* counts,
+                                       const int* displs, const Progress& p) {
+  if (mine.device == Device::CPU && all.device == Device::CPU)
+    return in_.allgatherv_bytes(mine, all, counts, displs, p);
+  const size_t ab = extent(counts, displs, size());
+  uint8_t* hm = stage(0, mine.size);
+  uint8_t* ha = stage(1, ab);
+  to_host(hm, mine.data, mine.size);
+  in_.allgatherv_bytes({hm, mine.size, Device::CPU}, {ha, ab, Device::CPU}, counts, displs, p);
+  for (int i = 0; i < size(); ++i) to_device(all.data + displs[i], ha + displs[i], static_cast<size_t>(counts[i]));
+}
+
+void StagedTransport::allreduce_sum(Span<float> x, const Progress& p) {
+  if (x.device == Device::CPU) return in_.allreduce_sum(x, p);
+  const size_t bytes = x.size * 4;
+  float* h = reinterpret_cast<float*>(stage(0, bytes));
+  to_host(h, x.data, bytes);
+  in_.allreduce_sum({h, x.size, Device::CPU}, p);
+  to_device(x.data, h, bytes);
+}
+
+void StagedTransport::allgatherv_floats(Span<float> x, const int* counts, const int* displs, const Progress& p) {
+  if (x.device == Device::CPU) return in_.allgatherv_floats(x, counts, displs, p);
+  const size_t bytes = x.size * 4;
+  float* h = reinterpret_cast<float*>(stage(0, bytes));
+  to_host(h, x.data, bytes);
+  in_.allgatherv_floats({h, x.size, Device::CPU}, counts, displs, p);
+  to_device(x.data, h, bytes);
+}
+
+void StagedTransport::broadcast_floats(Span<float> x, int root, const Progress& p) {
+  if (x.device == Device::CPU) return in_.broadcast_floats(x, root, p);
+  const size_t bytes = x.size * 4;
+  float* h = reinterpret_cast<float*>(stage(0, bytes));
+  to_host(h, x.data, bytes);
+  in_.broadcast_floats({h, x.size, Device::CPU}, root, p);
+  to_device(x.data, h, bytes);
+}
+
+std::unique_ptr<Transport::Pending> StagedTransport::start_allgather(Span<const uint8_t> mine, Span<uint8_t> all,
+                                                                     size_t each) {
+  OCTET_CHECK(mine.device == Device::CPU && all.device == Device::CPU,
+              "start_allgather over " << name() << ": host buffers only (model parallelism stages its own)");
+  return in_.start_allgather(mine, all, each);
+}
+
+}  // namespace octet

@@ -1,0 +1,49 @@
+// A Transport for GPU buffers over a host-memory transport (MPI): device payloads are copied to page-locked host
+// buffers on the exec's comm stream, moved by the inner transport, and copied back, so only what the codecs produced
+// crosses PCIe. Host buffers pass straight through. (Debian's Open MPI is not CUDA-aware; NCCL moves device buffers
+// itself: comm/nccl_transport.h.)
+#pragma once
+#include "comm/transport.h"
+#include "core/exec.h"
+
+namespace octet {
+
+class StagedTransport : public Transport {
+ public:
+  StagedTransport(Transport& inner, Exec& exec) : in_(inner), ex_(exec) {}
+  const char* name() const override { return in_.name(); }
+  int rank() const override { return in_.rank(); }
+  int size() const override { return in_.size(); }
+  bool accepts(Device d) const override { return d == Device::CPU || d == ex_.device(); }
+  void alltoall_ints(const int* send, int* recv, const Progress& p) override { in_.alltoall_ints(send, recv, p); }
+  void alltoallv_bytes(Span<const uint8_t> send, const int* send_counts, const int* send_displs, Span<uint8_t> recv,
+                       const int* recv_counts, const int* recv_displs, const Progress& p) override;
+  void allgather_ints(int mine, int* all, const Progress& p) override { in_.allgather_ints(mine, all, p); }
+  void allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all, const int* counts, const int* displs,
+                        const Progress& p) override;
+  void allreduce_sum(Span<float> x, const Progress& p) override;
+  void allgatherv_floats(Span<float> x, const int* counts, const int* displs, const Progress& p) override;
+  void broadcast_floats(Span<float> x, int root, const Progress& p) override;
+  void allgather_u64(uint64_t mine, uint64_t* all, const Progress& p) override { in_.allgather_u64(mine, all, p); }
+  std::unique_ptr<Pending> start_allgather(Span<const uint8_t> mine, Span<uint8_t> all, size_t each) override;
+
+ private:
+  // Page-locked staging areas, grown on demand (never shrunk).
+  uint8_t* stage(int which, size_t bytes);
+  void to_host(void* dst, const void* src, size_t bytes);    // device -> host, complete when it returns
+  void to_device(void* dst, const void* src, size_t bytes);  // host -> device, queued on the comm stream
+  Transport& in_;
+  Exec& ex_;
+  struct Area {
+    uint8_t* p = nullptr;
+    size_t size = 0;
+  };
+  Area areas_[2];
+
+ public:
+  ~StagedTransport() override;
+  StagedTransport(const StagedTransport&) = delete;
+  StagedTransport& operator=(const StagedTransport&) = delete;
+};
+
+}  // namespace octet

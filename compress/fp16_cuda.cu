@@ -1,0 +1,55 @@
+// CUDA twin of the "fp16" codec: half_math.h's conversions (bit-exact with the CPU's F16C path), finite values beyond
+// half's range saturated to +-65504.
+#include "compress/codec_cuda.cuh"
+#include "compress/half_math.h"
+
+namespace octet {
+
+namespace {
+
+__global__ void fp16_encode_kernel(const float* __restrict__ x, int64_t n, uint8_t* out, HeaderBytes h,
+                                   CudaStatus* st) {
+  put_header(out, h);
+  uint16_t* v = reinterpret_cast<uint16_t*>(out + kHeaderBytes);
+  OCTET_GRID_STRIDE(i, n) {
+    const float f = x[i];
+    if ((f32_bits(f) & 0x7f800000u) == 0x7f800000u) cuda_report(st, CudaFault::NonFiniteInput, i);
+    v[i] = float_to_half(fminf(65504.f, fmaxf(-65504.f, f)));
+  }
+}
+
+__global__ void fp16_decode_kernel(const uint8_t* in, float* __restrict__ out, int64_t n, bool accumulate,
+                                   CudaStatus* st) {
+  const uint16_t* v = reinterpret_cast<const uint16_t*>(in + kHeaderBytes);
+  OCTET_GRID_STRIDE(i, n) {
+    const uint16_t b = v[i];
+    if ((b & 0x7c00u) == 0x7c00u) {
+      cuda_report(st, CudaFault::NonFiniteValue, kHeaderBytes + 2 * i);
+      continue;
+    }
+    const float f = half_to_float(b);
+    out[i] = accumulate ? out[i] + f : f;
+  }
+}
+
+}  // namespace
+
+size_t fp16_encode_cuda(const float* x, int64_t n, uint8_t* out, Exec& ex) {
+  OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 2 == 0, "fp16 encoder (CUDA): payload not 2-byte aligned");
+  codec_cuda_reset_status(ex);
+  fp16_encode_kernel<<<grid_for(n), 256, 0, comm_stream(ex)>>>(
+      x, n, out, header_bytes({codec_id("fp16"), 1, 0, static_cast<uint32_t>(n), 0}), codec_cuda_scratch(ex).status);
+  CHECK_LAUNCH("fp16_encode");
+  codec_cuda_check(ex, "fp16", x, n);
+  return kHeaderBytes + 2 * static_cast<size_t>(n);
+}
+
+void fp16_decode_cuda(const uint8_t* in, float* out, int64_t n, bool accumulate, Exec& ex) {
+  OCTET_CHECK(reinterpret_cast<uintptr_t>(in) % 2 == 0, "fp16 payload (CUDA): not 2-byte aligned");
+  codec_cuda_reset_status(ex);
+  fp16_decode_kernel<<<grid_for(n), 256, 0, comm_stream(ex)>>>(in, out, n, accumulate, codec_cuda_scratch(ex).status);
+  CHECK_LAUNCH("fp16_decode");
+  codec_cuda_check(ex, "fp16");
+}
+
+}  // namespace octet
