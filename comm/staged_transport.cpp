@@ -9,6 +9,10 @@
 namespace octet {
 
 StagedTransport::~StagedTransport() {
+  try {
+    ex_.sync(ex_.comm());  // copies queued from the areas must finish before they are freed
+  } catch (...) {
+  }
   for (Area& a : areas_) cuda_free_pinned(a.p);
 }
 
@@ -16,10 +20,10 @@ uint8_t* StagedTransport::stage(int which, size_t bytes) {
   Area& a = areas_[which];
   if (bytes > a.size) {
     ex_.sync(ex_.comm());  // a copy queued from the old area may still be reading it
+    const size_t size = std::max(bytes, a.size * 3 / 2);
+    uint8_t* p = static_cast<uint8_t*>(cuda_alloc_pinned(size));
     cuda_free_pinned(a.p);
-    a.p = nullptr;
-    a.size = std::max(bytes, a.size * 3 / 2);
-    a.p = static_cast<uint8_t*>(cuda_alloc_pinned(a.size));
+    a.p = p, a.size = size;
   }
   return a.p;
 }

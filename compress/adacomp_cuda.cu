@@ -166,8 +166,11 @@ __global__ void adacomp_read_kernel(const uint8_t* body, int64_t m, const uint32
 }
 
 // Fewer varints than the count, all terminated: the CPU runs out of bytes at the payload's end.
-__global__ void adacomp_total_kernel(const uint8_t* body, int64_t m, const uint32_t* number, uint32_t count,
-                                     CudaStatus* st) {
+__global__ void adacomp_total_kernel(const uint8_t* in, const uint8_t* body, int64_t m, const uint32_t* number,
+                                     uint32_t count, CudaStatus* st) {
+  float scale;  // the CPU's first check
+  memcpy(&scale, in + kHeaderBytes, 4);
+  if (!(isfinite(scale) && scale >= 0.f)) cuda_report(st, CudaFault::BadScale, kHeaderBytes);
   const uint32_t total = m ? number[m - 1] + ((body[m - 1] & 128) ? 0u : 1u) : 0u;
   if (total < count && (m == 0 || !(body[m - 1] & 128))) cuda_report(st, CudaFault::Truncated, kHeaderBytes + 4 + m);
 }
@@ -183,22 +186,21 @@ __global__ void adacomp_gaps_kernel(const uint64_t* vals, uint32_t count, int64_
   }
 }
 
-__global__ void adacomp_scatter_kernel(const uint8_t* in, const uint64_t* vals, const uint64_t* pos,
-                                       const uint32_t* starts, uint32_t count, int64_t n, float* out, CudaStatus* st) {
+// Indices past n, at the start of their varint (varints never read: start ~0, they lost to their own fault).
+__global__ void adacomp_index_kernel(const uint64_t* pos, const uint32_t* starts, uint32_t count, int64_t n,
+                                     CudaStatus* st) {
+  OCTET_GRID_STRIDE(j, static_cast<int64_t>(count)) {
+    if (pos[j] - 1 >= static_cast<uint64_t>(n) && starts[j] != ~0u) cuda_report(st, CudaFault::BadIndex, starts[j]);
+  }
+}
+
+// Only a payload with no fault at all reaches out (the status is final: every check ran before, in stream order).
+__global__ void adacomp_scatter_kernel(const uint8_t* in, const uint64_t* vals, const uint64_t* pos, uint32_t count,
+                                       float* out, const CudaStatus* st) {
+  if (st->key != ~0ull) return;
   float scale;
   memcpy(&scale, in + kHeaderBytes, 4);
-  if (!(isfinite(scale) && scale >= 0.f)) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) cuda_report(st, CudaFault::BadScale, kHeaderBytes);
-    return;
-  }
-  OCTET_GRID_STRIDE(j, static_cast<int64_t>(count)) {
-    const uint64_t i = pos[j] - 1;
-    if (i >= static_cast<uint64_t>(n)) {
-      cuda_report(st, CudaFault::BadIndex, starts[j]);
-      continue;
-    }
-    out[i] += vals[j] & 1 ? -scale : scale;
-  }
+  OCTET_GRID_STRIDE(j, static_cast<int64_t>(count)) { out[pos[j] - 1] += vals[j] & 1 ? -scale : scale; }
 }
 
 }  // namespace
@@ -283,6 +285,8 @@ void adacomp_decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, 
   void* scan_temp = t + 2 * a_m + 3 * a_c8 + a_c4;
   codec_cuda_reset_status(ex);
   CudaStatus* st = codec_cuda_scratch(ex).status;
+  CHECK_CUDA(cudaMemsetAsync(vals, 0, 8 * (static_cast<size_t>(count) + 1), s));       // unread varints: gap 0
+  CHECK_CUDA(cudaMemsetAsync(starts, 0xff, 4 * (static_cast<size_t>(count) + 1), s));  // and no offset
   if (m > 0) {
     adacomp_terminators_kernel<<<grid_for(m), kThreads, 0, s>>>(body, m, flags);
     CHECK_LAUNCH("adacomp_terminators");
@@ -290,19 +294,18 @@ void adacomp_decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, 
     adacomp_read_kernel<<<grid_for(m), kThreads, 0, s>>>(body, m, number, count, vals, starts, st);
     CHECK_LAUNCH("adacomp_read");
   }
-  adacomp_total_kernel<<<1, 1, 0, s>>>(body, m, number, count, st);
+  adacomp_total_kernel<<<1, 1, 0, s>>>(in, body, m, number, count, st);
   CHECK_LAUNCH("adacomp_total");
-  codec_cuda_check(ex, "adacomp");  // the varints are whole before any index is formed
   if (!accumulate) CHECK_CUDA(cudaMemsetAsync(out, 0, static_cast<size_t>(n) * 4, s));
-  if (count == 0) {
-    adacomp_scatter_kernel<<<1, 32, 0, s>>>(in, vals, pos, starts, 0, n, out, st);  // checks the scale alone
-  } else {
+  if (count > 0) {
     adacomp_gaps_kernel<<<grid_for(count), kThreads, 0, s>>>(vals, count, n, steps);
     CHECK_LAUNCH("adacomp_gaps");
     CHECK_CUDA(cub::DeviceScan::InclusiveSum(scan_temp, a_s, steps, pos, static_cast<int>(count), s));
-    adacomp_scatter_kernel<<<grid_for(count), kThreads, 0, s>>>(in, vals, pos, starts, count, n, out, st);
+    adacomp_index_kernel<<<grid_for(count), kThreads, 0, s>>>(pos, starts, count, n, st);
+    CHECK_LAUNCH("adacomp_index");
+    adacomp_scatter_kernel<<<grid_for(count), kThreads, 0, s>>>(in, vals, pos, count, out, st);
+    CHECK_LAUNCH("adacomp_scatter");
   }
-  CHECK_LAUNCH("adacomp_scatter");
 }
 
 }  // namespace octet

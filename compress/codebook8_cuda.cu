@@ -95,10 +95,13 @@ __global__ void reduce_encode_kernel(CodebookDevice book, Parts parts, int npart
     const float yj = residual ? __fadd_rn(sum, residual[lo + j]) : sum;
     y[j] = yj;
     const uint32_t a = f32_bits(yj) & 0x7fffffffu;
-    if (a >= 0x7f800000u) cuda_report(st, CudaFault::NonFiniteInput, static_cast<unsigned long long>(lo + j));
+    // Ranked after any bad scale (the unfused path decodes, and fails, before it encodes): kNonFiniteSum marks it.
+    if (a >= 0x7f800000u) cuda_report(st, CudaFault::NonFiniteInput, kNonFiniteSum | static_cast<uint64_t>(lo + j));
     m = max(m, a);
   }
-  m = block_max_u32(m);
+  m = block_max_u32(m);  // (its __syncthreads also orders this block's fault reports before the read below)
+  // A fault this block found leaves the residual as it was, as the CPU's encoder throws before touching it.
+  if (st->key != ~0ull) residual = nullptr;
   const float amax = f32_from_bits(m);
   if (threadIdx.x == 0) reinterpret_cast<float*>(out + kHeaderBytes)[k] = amax;
   const Factors f = factors(amax);
@@ -139,6 +142,8 @@ size_t codebook8_reduce_encode_cuda(const CodebookDevice& book, uint8_t id, cons
                                     int64_t n, int64_t block, float* residual, uint8_t* out, Exec& ex) {
   if (block > kFusedMax || parts > 64 || parts < 1 || n == 0) return 0;
   const int64_t nb = (n + block - 1) / block;
+  OCTET_CHECK(nb < (int64_t{1} << 31), "8-bit owner step (CUDA): " << nb << " blocks");
+  OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, "8-bit owner step (CUDA): payload not 4-byte aligned");
   Parts p{};
   for (int q = 0; q < parts; ++q) {
     OCTET_CHECK(reinterpret_cast<uintptr_t>(ins[q]) % 4 == 0, "8-bit payload (CUDA): not 4-byte aligned");

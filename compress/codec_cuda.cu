@@ -60,7 +60,9 @@ void codec_cuda_check(Exec& ex, const char* codec, const float* x, int64_t n) {
   const unsigned long long off = key >> 8;
   switch (fault) {
     case CudaFault::NonFiniteInput: {
-      if (!x) OCTET_THROW_NONFINITE(codec << " encoder: value " << off << " of the reduced sum is not finite");
+      if (!x)
+        OCTET_THROW_NONFINITE(codec << " encoder: value " << (off & (kNonFiniteSum - 1))
+                                    << " of the reduced sum is not finite");
       std::vector<float> host(static_cast<size_t>(n));  // the error path: find and name the first bad value
       CHECK_CUDA(cudaMemcpy(host.data(), x, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
       throw_nonfinite_input(codec, host.data(), n);

@@ -27,6 +27,8 @@ enum class CudaFault : uint32_t {
 struct CudaStatus {
   unsigned long long key;
 };
+// Added to a NonFiniteInput offset that must rank after every payload fault of the same call (a fused decode+encode).
+constexpr unsigned long long kNonFiniteSum = 1ull << 47;
 
 // Per host thread and device: the status record (device memory, reset before a call's kernels) and a growable scratch.
 struct CodecCudaScratch {
