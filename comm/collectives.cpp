@@ -61,6 +61,11 @@ void on_device(Buffer<uint8_t>& b, Device d) {
 void on_device(Tensor& t, int64_t n, Device d) {
   if (t.device() != d || t.numel() != n) t = Tensor({n}, d);
 }
+// st.scratch with room for 3n floats on d (error feedback's y and sent, the owner step's sum).
+float* scratch_for(ReduceState& st, int64_t n, Device d) {
+  if (st.scratch.device() != d || st.scratch.numel() < 3 * n) st.scratch = Tensor({3 * std::max<int64_t>(n, 1)}, d);
+  return st.scratch.data();
+}
 
 // Encodes x[0..n) (with error feedback on `residual` when given) into out; returns the payload size.
 size_t encode(const Codec& c, const float* x, int64_t n, float* residual, uint8_t* out, uint64_t seed, ReduceState& st,
@@ -68,8 +73,7 @@ size_t encode(const Codec& c, const float* x, int64_t n, float* residual, uint8_
   const Device d = ex.device();
   const Span<uint8_t> o{out, c.max_bytes(n), d};
   if (!residual) return c.encode({x, static_cast<size_t>(n), d}, o, {seed, nullptr}, ex);
-  if (st.scratch.device() != d || st.scratch.numel() < 3 * n) st.scratch = Tensor({3 * n}, d);
-  return encode_with_feedback(c, {x, static_cast<size_t>(n), d}, residual, o, seed, st.scratch.data(), ex);
+  return encode_with_feedback(c, {x, static_cast<size_t>(n), d}, residual, o, seed, scratch_for(st, n, d), ex);
 }
 
 void scale(float* x, int64_t n, int world, Exec& ex) {
@@ -81,6 +85,8 @@ void scale(float* x, int64_t n, int world, Exec& ex) {
   }
 #ifdef OCTET_WITH_CUDA
   scale_into_cuda(x, x, inv, n, ex.comm());
+#else
+  OCTET_THROW("reduce_mean on " << device_name(ex.device()) << ": this octet was built without CUDA");
 #endif
 }
 
@@ -196,7 +202,7 @@ void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, Reduce
   float* x = xs.data;
   const int64_t n = static_cast<int64_t>(xs.size);
   const bool ef = keeps_feedback(opt);
-  if (ef && (st.residual.numel() != n || st.residual.device() != d)) on_device(st.residual, n, d);
+  if (ef) on_device(st.residual, n, d);
 
   if (opt.algorithm == Algorithm::Allreduce) {
     OCTET_CHECK(!opt.codec || opt.codec->traits().identity,
@@ -248,15 +254,12 @@ void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, Reduce
   size_t rb;
   {
     TraceSpan sp("reduce", opt.what, &stats.decompress_s);
-    if (ef && (st.owner_residual.numel() != mine || st.owner_residual.device() != d))
-      on_device(st.owner_residual, mine, d);
-    if (st.scratch.device() != d || st.scratch.numel() < 3 * mine)
-      st.scratch = Tensor({3 * std::max<int64_t>(mine, 1)}, d);
+    if (ef) on_device(st.owner_residual, mine, d);
     on_device(st.reduced, d);
     st.reduced.resize(c.max_bytes(mine));
     rb = c.reduce_encode(received(st), mine, ef ? st.owner_residual.data() : nullptr,
                          {st.reduced.data(), st.reduced.size(), d}, derive_seed(opt.seed, 0x5ca77e4, r),
-                         st.scratch.data(), ex);
+                         scratch_for(st, mine, d), ex);
   }
   {
     TraceSpan sp("transport", opt.what, &stats.communicate_s);

@@ -54,7 +54,7 @@ struct HostHeader {
 HostHeader codec_cuda_header(Exec& ex, const uint8_t* in, size_t size);
 
 // Launchers. Encoders write the whole payload (header included) and return its size; decoders get a payload whose
-// header and size the class has already checked on the host.
+// header and size the class has already checked on the host. The classes call codec_cuda_check after them.
 size_t none_encode_cuda(const float* x, int64_t n, uint8_t* out, Exec& ex);
 void none_decode_cuda(const uint8_t* in, float* out, int64_t n, bool accumulate, Exec& ex);
 size_t fp16_encode_cuda(const float* x, int64_t n, uint8_t* out, Exec& ex);

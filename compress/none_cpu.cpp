@@ -63,11 +63,14 @@ class NoneCodec : public Codec {
   }
 #ifdef OCTET_WITH_CUDA
   size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext&, Exec& ex) const override {
-    return none_encode_cuda(x, n, out, ex);
+    const size_t bytes = none_encode_cuda(x, n, out, ex);
+    codec_cuda_check(ex, "none", x, n);
+    return bytes;
   }
   void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
     check(codec_cuda_header(ex, in, size).b, size, n);
     none_decode_cuda(in, out, n, accumulate, ex);
+    codec_cuda_check(ex, "none");
   }
 #endif
   void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
