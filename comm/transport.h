@@ -1,11 +1,14 @@
 // How bytes, fp32 sums and control values move between ranks, under the reduction algorithms of collectives.h and
-// model parallelism's exchanges: MpiTransport (host memory) today; the GPU work adds MPI staged through pinned host
-// memory for device buffers, and NCCL. Every wait is bounded (World::timeout_s) and names what it waited for.
+// model parallelism's exchanges: MpiTransport (host memory), StagedTransport (device buffers over it, through pinned
+// host memory) and NcclTransport (device to device). Every wait is bounded (World::timeout_s) and names what it waited
+// for.
 #pragma once
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 
+#include "core/exec.h"
 #include "core/tensor.h"
 
 namespace octet {
@@ -55,5 +58,10 @@ class Transport {
   // Every rank's `each` bytes of mine to all[i * each, +each).
   virtual std::unique_ptr<Pending> start_allgather(Span<const uint8_t> mine, Span<uint8_t> all, size_t each) = 0;
 };
+
+struct World;
+// The transport named `name` (parallel.transport: mpi | nccl) over w's ranks; exec: where the exchanged buffers live
+// (nccl: a GPU). Collective: every rank calls it together. An unknown name fails listing the known ones.
+std::unique_ptr<Transport> make_transport(const std::string& name, const World& w, Exec& exec);
 
 }  // namespace octet

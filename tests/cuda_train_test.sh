@@ -80,4 +80,18 @@ if timeout 600 mpirun -np 4 --mca mpi_yield_when_idle 1 "$octet" train "$src/con
 else
   tail -20 "$tmp/log4"; bad "FC model parallelism on the GPU"
 fi
+# 5. NCCL moves the same payload bytes as MPI's host staging: the same run over both transports ends in the same
+# checkpoint, byte for byte (2 ranks on 2 GPUs; with one GPU, where NCCL refuses two ranks, 1 rank: its allgather to
+# itself goes through the same codecs and NCCL's code path).
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+ranks=$([[ ${gpus:-0} -ge 2 ]] && echo 2 || echo 1)
+for via in mpi nccl; do
+  timeout 600 mpirun -np "$ranks" "$octet" train "$src/configs/mnist/lenet.yaml" --set data.path="$data" \
+    --set run.out_dir="$tmp/t$via" --set parallel.device=cuda --set run.max_steps=100 --set parallel.checksum_every=1 \
+    --set compression.method=dynamic_tree8 --set parallel.transport=$via >"$tmp/log5$via" 2>&1 ||
+    { tail -20 "$tmp/log5$via"; bad "$ranks rank(s) on the GPU over $via"; }
+done
+if cmp -s "$tmp/tmpi/mnist-lenet/checkpoint.bin" "$tmp/tnccl/mnist-lenet/checkpoint.bin"; then
+  echo "ok: $ranks rank(s), dynamic_tree8 on the GPU: NCCL and MPI staging end in the same checkpoint (byte for byte)"
+else bad "NCCL and MPI staging end in different checkpoints ($ranks rank(s))"; fi
 exit $fail

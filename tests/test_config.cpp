@@ -2,6 +2,11 @@
 // --set overrides produce errors that name the file, line and key.
 #include <fstream>
 
+#include "comm/transport.h"
+#include "comm/world.h"
+#ifdef OCTET_WITH_CUDA
+#include "comm/nccl_transport.h"
+#endif
 #include "trainer/config.h"
 #include "trainer/layer_registry.h"
 #include "tests/test_util.h"
@@ -97,8 +102,9 @@ TEST_CASE("config errors name file, line and key", "[config]") {
   }
   SECTION("unknown choice lists the options") {
     auto p = write_config(d, replace(kValid, "dataset: synthetic", "dataset: imagenet"));
-    CHECK_THROWS_WITH(load_config(p),
-                      Catch::Contains("data.dataset: unknown value 'imagenet' (known: mnist_idx, cifar10_bin, synthetic)"));
+    CHECK_THROWS_WITH(
+        load_config(p),
+        Catch::Contains("data.dataset: unknown value 'imagenet' (known: mnist_idx, cifar10_bin, synthetic)"));
   }
   SECTION("missing data folder") {
     auto p = write_config(d, replace(kValid, "dataset: synthetic", "dataset: mnist_idx\n  path: /nonexistent/mnist"));
@@ -134,4 +140,20 @@ TEST_CASE("command-line overrides (--set) change values, list items and reports 
                     Catch::Contains("--set data.loader_nice: data.loader_nice: must be in [0, 19], got 20"));
   CHECK_THROWS_WITH(load_config(p, {"data.loader_nice=-1"}),
                     Catch::Contains("data.loader_nice: must be in [0, 19], got -1"));
+}
+
+TEST_CASE("parallel.transport: mpi by default, nccl only beside parallel.device: cuda", "[config]") {
+  TempDir d;
+  const std::string p = write_config(d, kValid);
+  CHECK(load_config(p).parallel.transport == "mpi");
+  CHECK_THROWS_WITH(load_config(p, {"parallel.transport=nccl"}),
+                    Catch::Contains("parallel.transport: nccl needs parallel.device: cuda"));
+  CHECK_THROWS_WITH(load_config(p, {"parallel.transport=ib"}),
+                    Catch::Contains("unknown value 'ib' (known: mpi, nccl)"));
+  CHECK_THROWS_WITH(make_transport("ib", World{}, Exec::host()),
+                    Catch::Contains("unknown transport 'ib' (known: mpi, nccl)"));
+#ifdef OCTET_WITH_CUDA
+  // The library is loaded at run time: it and every entry the transport calls must be found (no GPU needed).
+  CHECK(nccl_unavailable_reason() == "");
+#endif
 }

@@ -201,7 +201,8 @@ Flags allreduce_flags() {
        {"iters", "N", "calls timed per size and codec (0: from 3 to 50, fewer for larger buffers)", "0"},
        {"bits", "2|4|8", "qsgd bits", "8"},
        {"device", "cpu|cuda", "where the buffers are and the codecs run (cuda: GPU local_rank % GPUs)", "cpu"},
-       {"transport", "mpi", "how payloads move (mpi: from a GPU, staged through page-locked host memory)", "mpi"}});
+       {"transport", "mpi|nccl",
+        "how payloads move (mpi: from a GPU staged through page-locked host memory; nccl: device to device)", "mpi"}});
 }
 
 int bench_allreduce(const std::vector<std::string>& args, const World& w) {
@@ -223,18 +224,19 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
   const int N = w.size;
   const std::string device = f.str("device");
   if (device != "cpu" && device != "cuda") f.fail("device", "expects cpu or cuda, got '" + device + "'");
-  if (f.str("transport") != "mpi")
-    f.fail("transport", "expects mpi, got '" + f.str("transport") + "' (nccl is not built yet)");
+  const std::string via = f.str("transport");
+  if (via != "mpi" && via != "nccl") f.fail("transport", "expects mpi or nccl, got '" + via + "'");
   const bool gpu = device == "cuda";
+  if (via == "nccl" && !gpu) f.fail("transport", "nccl needs --device cuda");
   Exec& ex = select_device(gpu ? Device::CUDA : Device::CPU, &w);
-  MpiTransport mpi(w);
-  std::unique_ptr<Transport> staged;
-  if (gpu) staged = std::make_unique<StagedTransport>(mpi, ex);
-  Transport& transport = gpu ? *staged : static_cast<Transport&>(mpi);
+  std::unique_ptr<Transport> base = make_transport(via, w, ex), staged;
+  if (gpu && !base->accepts(Device::CUDA)) staged = std::make_unique<StagedTransport>(*base, ex);
+  Transport& transport = staged ? *staged : *base;
   if (w.rank == 0) {
     std::printf(
-        "octet bench allreduce: %d ranks; time is the mean per call; algbw = bytes/time; busbw = algbw * 2(N-1)/N\n",
-        N);
+        "octet bench allreduce: %d ranks, transport %s; time is the mean per call; algbw = bytes/time; "
+        "busbw = algbw * 2(N-1)/N\n",
+        N, via.c_str());
     std::printf("%12s %-14s %-18s %10s %10s %10s %9s %9s\n", "bytes", "codec", "algorithm", "time us", "algbw GB/s",
                 "busbw GB/s", "vs dense", "sent/rank");
   }

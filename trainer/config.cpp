@@ -148,6 +148,8 @@ void read_optimizer(Section s, OptimizerConfig& o, ScheduleConfig& sc, int64_t e
 
 void read_parallel(Section s, ParallelConfig& p) {
   p.device = s.choice("device", "cpu", {"cpu", "cuda"}) == "cuda" ? Device::CUDA : Device::CPU;
+  p.transport = s.choice("transport", p.transport, {"mpi", "nccl"});
+  if (p.transport == "nccl" && p.device != Device::CUDA) s.fail("transport", "nccl needs parallel.device: cuda");
   p.checksum_every = at_least(s, "checksum_every", p.checksum_every, 0);
   p.overlap = s.get<bool>("overlap", p.overlap);
   p.bucket_mb = s.get<double>("bucket_mb", p.bucket_mb);

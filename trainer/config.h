@@ -66,8 +66,9 @@ struct ModelConfig {
 };
 
 struct ParallelConfig {
-  Device device = Device::CPU;   // cuda: one GPU per rank, by the rank's place on its node
-  int64_t checksum_every = 100;  // steps between cross-rank parameter checksums (0 = only at the end)
+  Device device = Device::CPU;    // cuda: one GPU per rank, by the rank's place on its node
+  std::string transport = "mpi";  // mpi (device payloads staged through pinned host memory) | nccl (device to device)
+  int64_t checksum_every = 100;   // steps between cross-rank parameter checksums (0 = only at the end)
   double timeout_s = 600;  // longest wait for any collective before the job fails naming it (a stopped or wedged peer)
   bool overlap = false;    // exchange gradient buckets on a thread while backward runs (wants a spare core per rank)
   double bucket_mb = 1.0;  // a bucket closes once it holds this many MB of fp32 gradients (0: one per tensor)

@@ -119,8 +119,8 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
   // 3. The parallel step (collective from here on).
   model_->init_params(cfg.run.seed);
   opt_ = std::make_unique<Optimizer>(cfg.optimizer, model_->params(), *exec_);
-  if (world_) transport_.emplace(*world_);
-  step_ = make_step(*model_, *opt_, transport_ ? &*transport_ : nullptr, step_options(cfg));
+  if (world_) transport_ = make_transport(cfg.parallel.transport, *world_, *exec_);
+  step_ = make_step(*model_, *opt_, transport_.get(), step_options(cfg));
 
   // 4. What a checkpoint holds: parameters and optimizer state (shared), error-feedback residuals (per rank).
   for (auto& p : model_->params()) state_.shared.push_back({p.name, p.value});

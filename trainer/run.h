@@ -64,7 +64,7 @@ class Run {
   Exec* exec_ = &Exec::host();  // the device this rank trains on
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> opt_;
-  std::optional<MpiTransport> transport_;
+  std::unique_ptr<Transport> transport_;  // parallel.transport (null: one process without MPI)
   std::unique_ptr<Step> step_;
   CheckpointState state_;
   std::vector<std::pair<Tensor*, Tensor>> mirrors_;  // device tensor, its host copy (device runs)

@@ -1,0 +1,223 @@
+// Implementation of the NCCL transport: the library loaded with dlopen, the communicator bootstrapped through MPI, each
+// exchange queued on the comm stream and waited for with a bound.
+#include "comm/nccl_transport.h"
+
+#include <dlfcn.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <thread>
+
+#include "comm/wait.h"
+#include "core/cuda_util.cuh"
+#include "core/error.h"
+
+namespace octet {
+
+namespace {
+
+struct NcclApi {
+  decltype(&ncclGetUniqueId) get_unique_id;
+  decltype(&ncclCommInitRank) init_rank;
+  decltype(&ncclCommDestroy) destroy;
+  decltype(&ncclCommAbort) abort;
+  decltype(&ncclCommGetAsyncError) async_error;
+  decltype(&ncclGetErrorString) error_string;
+  decltype(&ncclAllReduce) all_reduce;
+  decltype(&ncclBroadcast) broadcast;
+  decltype(&ncclSend) send;
+  decltype(&ncclRecv) recv;
+  decltype(&ncclGroupStart) group_start;
+  decltype(&ncclGroupEnd) group_end;
+};
+
+// The API, or (api == nullptr) why it cannot be loaded.
+struct Loaded {
+  NcclApi api{};
+  std::string why;
+};
+
+const Loaded& loaded() {
+  static const Loaded l = [] {
+    Loaded out;
+    const std::string name = "libnccl.so." + std::to_string(NCCL_MAJOR);
+    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) lib = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      out.why = "cannot load " + name + " (is the CUDA toolkit's or the nvidia-nccl wheel's lib folder on " +
+                "LD_LIBRARY_PATH?): " + dlerror();
+      return out;
+    }
+    auto sym = [&](auto& fn, const char* s) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, s));
+      if (!fn && out.why.empty()) out.why = name + " lacks " + s;
+    };
+    NcclApi& a = out.api;
+    sym(a.get_unique_id, "ncclGetUniqueId");
+    sym(a.init_rank, "ncclCommInitRank");
+    sym(a.destroy, "ncclCommDestroy");
+    sym(a.abort, "ncclCommAbort");
+    sym(a.async_error, "ncclCommGetAsyncError");
+    sym(a.error_string, "ncclGetErrorString");
+    sym(a.all_reduce, "ncclAllReduce");
+    sym(a.broadcast, "ncclBroadcast");
+    sym(a.send, "ncclSend");
+    sym(a.recv, "ncclRecv");
+    sym(a.group_start, "ncclGroupStart");
+    sym(a.group_end, "ncclGroupEnd");
+    return out;
+  }();
+  return l;
+}
+
+const NcclApi& api() {
+  const Loaded& l = loaded();
+  OCTET_CHECK(l.why.empty(), "parallel.transport: nccl: " << l.why);
+  return l.api;
+}
+
+}  // namespace
+
+#define CHECK_NCCL(call)                                                                              \
+  do {                                                                                                \
+    const ncclResult_t octet_nc_ = (call);                                                            \
+    if (octet_nc_ != ncclSuccess) OCTET_THROW(#call << " failed: " << api().error_string(octet_nc_)); \
+  } while (0)
+
+std::string nccl_unavailable_reason() { return loaded().why; }
+
+struct NcclTransport::Comm {
+  ncclComm_t c = nullptr;
+  bool aborted = false;
+};
+
+NcclTransport::NcclTransport(const World& w, Exec& exec) : mpi_(w), ex_(exec), comm_(std::make_unique<Comm>()) {
+  OCTET_CHECK(exec.device() == Device::CUDA, "parallel.transport: nccl needs parallel.device: cuda");
+  const NcclApi& a = api();
+  ncclUniqueId id;
+  if (w.rank == 0) CHECK_NCCL(a.get_unique_id(&id));
+  bcast_bounded(w, &id, sizeof id, MPI_BYTE, 0, WaitOptions{"MPI_Ibcast (the NCCL communicator's id)", -1});
+  exec.bind_thread();
+  CHECK_NCCL(a.init_rank(&comm_->c, w.size, id, w.rank));
+}
+
+NcclTransport::~NcclTransport() {
+  if (!comm_ || !comm_->c) return;
+  const NcclApi& a = loaded().api;
+  if (comm_->aborted) return;  // already torn down by the timeout path
+  try {
+    ex_.sync(ex_.comm());
+  } catch (...) {
+  }
+  a.destroy(comm_->c);
+}
+
+void NcclTransport::finish(const char* op, const Progress& p) {
+  const auto start = std::chrono::steady_clock::now();
+  const cudaStream_t s = cuda_stream(ex_.comm());
+  for (int polls = 0;; ++polls) {
+    const cudaError_t rc = cudaStreamQuery(s);
+    if (rc == cudaSuccess) return;
+    OCTET_CHECK(rc == cudaErrorNotReady, op << ": " << cudaGetErrorName(rc) << ": " << cudaGetErrorString(rc));
+    ncclResult_t async = ncclSuccess;
+    CHECK_NCCL(api().async_error(comm_->c, &async));
+    OCTET_CHECK(async == ncclSuccess, op << " at step " << p.step << ": NCCL reports " << api().error_string(async));
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const bool cancelled = p.cancel && p.cancel->load();
+    if (waited > mpi_.world().timeout_s || cancelled) {
+      api().abort(comm_->c);  // the queued NCCL kernels return; the communicator cannot be used again
+      comm_->aborted = true;
+      OCTET_CHECK(!cancelled, op << " cancelled at step " << p.step);
+      OCTET_THROW(op << " at step " << p.step << " did not complete within " << mpi_.world().timeout_s
+                     << " s (parallel.timeout_s): a peer stopped or is wedged");
+    }
+    if (p.yield || polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(polls > 1000 ? 200 : 50));
+  }
+}
+
+namespace {
+void check_device(Device d, Device want, const char* op) {
+  OCTET_CHECK(d == want,
+              op << " over NCCL: a " << device_name(d) << " buffer where " << device_name(want) << " was expected");
+}
+}  // namespace
+
+void NcclTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_counts, const int* send_displs,
+                                    Span<uint8_t> recv, const int* recv_counts, const int* recv_displs,
+                                    const Progress& p) {
+  if (send.device == Device::CPU && recv.device == Device::CPU)
+    return mpi_.alltoallv_bytes(send, send_counts, send_displs, recv, recv_counts, recv_displs, p);
+  check_device(send.device, ex_.device(), "alltoallv"), check_device(recv.device, ex_.device(), "alltoallv");
+  const NcclApi& a = api();
+  const cudaStream_t s = cuda_stream(ex_.comm());
+  const int me = rank();
+  if (recv_counts[me])
+    CHECK_CUDA(cudaMemcpyAsync(recv.data + recv_displs[me], send.data + send_displs[me],
+                               static_cast<size_t>(recv_counts[me]), cudaMemcpyDeviceToDevice, s));
+  CHECK_NCCL(a.group_start());
+  for (int j = 0; j < size(); ++j) {
+    if (j == me) continue;
+    if (send_counts[j]) CHECK_NCCL(a.send(send.data + send_displs[j], send_counts[j], ncclUint8, j, comm_->c, s));
+    if (recv_counts[j]) CHECK_NCCL(a.recv(recv.data + recv_displs[j], recv_counts[j], ncclUint8, j, comm_->c, s));
+  }
+  CHECK_NCCL(a.group_end());
+  finish("ncclSend/ncclRecv (scatter-reduce payloads)", p);
+}
+
+void NcclTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all, const int* counts, const int* displs,
+                                     const Progress& p) {
+  if (mine.device == Device::CPU && all.device == Device::CPU)
+    return mpi_.allgatherv_bytes(mine, all, counts, displs, p);
+  check_device(mine.device, ex_.device(), "allgatherv"), check_device(all.device, ex_.device(), "allgatherv");
+  const NcclApi& a = api();
+  const cudaStream_t s = cuda_stream(ex_.comm());
+  const int me = rank();
+  if (mine.size) CHECK_CUDA(cudaMemcpyAsync(all.data + displs[me], mine.data, mine.size, cudaMemcpyDeviceToDevice, s));
+  CHECK_NCCL(a.group_start());
+  for (int j = 0; j < size(); ++j) {
+    if (j == me) continue;
+    if (mine.size) CHECK_NCCL(a.send(mine.data, mine.size, ncclUint8, j, comm_->c, s));
+    if (counts[j]) CHECK_NCCL(a.recv(all.data + displs[j], counts[j], ncclUint8, j, comm_->c, s));
+  }
+  CHECK_NCCL(a.group_end());
+  finish("ncclSend/ncclRecv (gathered payloads)", p);
+}
+
+void NcclTransport::allreduce_sum(Span<float> x, const Progress& p) {
+  if (x.device == Device::CPU) return mpi_.allreduce_sum(x, p);
+  check_device(x.device, ex_.device(), "allreduce");
+  CHECK_NCCL(api().all_reduce(x.data, x.data, x.size, ncclFloat32, ncclSum, comm_->c, cuda_stream(ex_.comm())));
+  finish("ncclAllReduce (fp32 gradients)", p);
+}
+
+void NcclTransport::allgatherv_floats(Span<float> x, const int* counts, const int* displs, const Progress& p) {
+  if (x.device == Device::CPU) return mpi_.allgatherv_floats(x, counts, displs, p);
+  check_device(x.device, ex_.device(), "allgatherv");
+  const NcclApi& a = api();
+  const cudaStream_t s = cuda_stream(ex_.comm());
+  const int me = rank();
+  CHECK_NCCL(a.group_start());
+  for (int j = 0; j < size(); ++j) {
+    if (j == me) continue;
+    if (counts[me]) CHECK_NCCL(a.send(x.data + displs[me], counts[me], ncclFloat32, j, comm_->c, s));
+    if (counts[j]) CHECK_NCCL(a.recv(x.data + displs[j], counts[j], ncclFloat32, j, comm_->c, s));
+  }
+  CHECK_NCCL(a.group_end());
+  finish("ncclSend/ncclRecv (model parallelism: gathering the FC rows)", p);
+}
+
+void NcclTransport::broadcast_floats(Span<float> x, int root, const Progress& p) {
+  if (x.device == Device::CPU) return mpi_.broadcast_floats(x, root, p);
+  check_device(x.device, ex_.device(), "broadcast");
+  CHECK_NCCL(api().broadcast(x.data, x.data, x.size, ncclFloat32, root, comm_->c, cuda_stream(ex_.comm())));
+  finish("ncclBroadcast (initial parameters)", p);
+}
+
+std::unique_ptr<Transport::Pending> NcclTransport::start_allgather(Span<const uint8_t> mine, Span<uint8_t> all,
+                                                                   size_t each) {
+  OCTET_CHECK(mine.device == Device::CPU && all.device == Device::CPU,
+              "start_allgather over nccl: host buffers only (model parallelism stages its own)");
+  return mpi_.start_allgather(mine, all, each);
+}
+
+}  // namespace octet
