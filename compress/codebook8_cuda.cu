@@ -67,10 +67,6 @@ __global__ void decode_kernel(CodebookDevice book, const uint8_t* in, float* __r
   }
 }
 
-struct Parts {
-  const uint8_t* p[64];
-};
-
 // One thread block per scale block k: y = sum of the parts' values (rank order) + residual, its abs-max, codes,
 // residual = y - decode(code).
 __global__ void reduce_encode_kernel(CodebookDevice book, Parts parts, int nparts, int64_t n, int64_t block, int64_t nb,
@@ -140,15 +136,11 @@ void codebook8_decode_cuda(const CodebookDevice& book, const uint8_t* in, float*
 
 size_t codebook8_reduce_encode_cuda(const CodebookDevice& book, uint8_t id, const uint8_t* const* ins, int parts,
                                     int64_t n, int64_t block, float* residual, uint8_t* out, Exec& ex) {
-  if (block > kFusedMax || parts > 64 || parts < 1 || n == 0) return 0;
+  Parts p{};
+  if (block > kFusedMax || n == 0 || !fill_parts(p, ins, parts, 4)) return 0;
   const int64_t nb = (n + block - 1) / block;
   OCTET_CHECK(nb < (int64_t{1} << 31), "8-bit owner step (CUDA): " << nb << " blocks");
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, "8-bit owner step (CUDA): payload not 4-byte aligned");
-  Parts p{};
-  for (int q = 0; q < parts; ++q) {
-    OCTET_CHECK(reinterpret_cast<uintptr_t>(ins[q]) % 4 == 0, "8-bit payload (CUDA): not 4-byte aligned");
-    p.p[q] = ins[q];
-  }
   codec_cuda_reset_status(ex);
   reduce_encode_kernel<<<static_cast<unsigned>(nb), kThreads, static_cast<size_t>(block) * 4, comm_stream(ex)>>>(
       book, p, parts, n, block, nb, residual, out,

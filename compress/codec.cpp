@@ -121,7 +121,7 @@ void Codec::decode_cuda(const uint8_t*, size_t, float*, int64_t, bool, Exec&) co
   OCTET_THROW(name() << " has no CUDA kernel");
 }
 
-size_t Codec::reduce_encode_fused(const std::vector<Span<const uint8_t>>&, int64_t, float*, Span<uint8_t>,
+size_t Codec::reduce_encode_fused(const std::vector<Span<const uint8_t>>&, int64_t, float*, Span<uint8_t>, uint64_t,
                                   Exec&) const {
   return 0;
 }
@@ -129,7 +129,9 @@ size_t Codec::reduce_encode_fused(const std::vector<Span<const uint8_t>>&, int64
 size_t Codec::reduce_encode(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
                             Span<uint8_t> out, uint64_t seed, float* scratch, Exec& ex) const {
   OCTET_CHECK(!parts.empty(), name() << ": the owner step needs at least one payload");
-  if (const size_t fused = reduce_encode_fused(parts, n, residual, out, ex)) return fused;
+  OCTET_CHECK(out.size >= max_bytes(n), name() << " owner step: " << out.size << " bytes of room for " << max_bytes(n));
+  if (ex.device() == Device::CUDA)
+    if (const size_t fused = reduce_encode_fused(parts, n, residual, out, seed, ex)) return fused;
   const Device d = ex.device();
   for (size_t s = 0; s < parts.size(); ++s) decode(parts[s], {scratch, static_cast<size_t>(n), d}, s > 0, ex);
   const Span<const float> sum{scratch, static_cast<size_t>(n), d};

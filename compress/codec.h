@@ -83,10 +83,10 @@ class Codec {
   // Device pointers, queued on ex's comm stream. Default: "<name> has no CUDA kernel".
   virtual size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const;
   virtual void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const;
-  // The owner step in one pass where the codec has one for ex's device; 0: not fused (reduce_encode decodes, sums and
-  // encodes in turn).
+  // The owner step in one pass on a GPU where the codec has one (called with out's room checked); 0: not fused
+  // (reduce_encode decodes, sums and encodes in turn).
   virtual size_t reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
-                                     Span<uint8_t> out, Exec& ex) const;
+                                     Span<uint8_t> out, uint64_t seed, Exec& ex) const;
 
  private:
   friend std::unique_ptr<Codec> make_codec(const struct CodecParams& p);

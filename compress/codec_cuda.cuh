@@ -28,6 +28,20 @@ __device__ inline void put_header(uint8_t* out, const HeaderBytes& h) {
     for (size_t i = 0; i < kHeaderBytes; ++i) out[i] = h.b[i];
 }
 
+// The owner step's N payloads as a kernel argument (at most kMaxParts ranks fused; more take the unfused path).
+constexpr int kMaxParts = 64;
+struct Parts {
+  const uint8_t* p[kMaxParts];
+};
+inline bool fill_parts(Parts& out, const uint8_t* const* ins, int parts, uintptr_t align) {
+  if (parts < 1 || parts > kMaxParts) return false;
+  for (int q = 0; q < parts; ++q) {
+    OCTET_CHECK(reinterpret_cast<uintptr_t>(ins[q]) % align == 0, "owner step (CUDA): a payload is not aligned");
+    out.p[q] = ins[q];
+  }
+  return true;
+}
+
 // Max over the thread block (every thread gets it); blockDim.x a multiple of 32, at most 1024.
 __device__ inline uint32_t block_max_u32(uint32_t v) {
   __shared__ uint32_t part[32];

@@ -77,8 +77,15 @@ void codebook8_decode_cuda(const CodebookDevice& book, const uint8_t* in, float*
 size_t codebook8_reduce_encode_cuda(const CodebookDevice& book, uint8_t id, const uint8_t* const* ins, int parts,
                                     int64_t n, int64_t block, float* residual, uint8_t* out, Exec& ex);
 
+// fp16's owner step in one pass (one thread per value).
+size_t fp16_reduce_encode_cuda(const uint8_t* const* ins, int parts, int64_t n, float* residual, uint8_t* out,
+                               Exec& ex);
 size_t qsgd_encode_cuda(const float* x, int64_t n, int bits, int64_t bucket, uint32_t seed, uint8_t* out, Exec& ex);
 void qsgd_decode_cuda(const uint8_t* in, float* out, int64_t n, int bits, int64_t bucket, bool accumulate, Exec& ex);
+// qsgd's owner step in one pass, one thread block per bucket; 0 when the bucket is too large or its codes share bytes
+// with the next bucket's.
+size_t qsgd_reduce_encode_cuda(const uint8_t* const* ins, int parts, int64_t n, int bits, int64_t bucket, uint32_t seed,
+                               float* residual, uint8_t* out, Exec& ex);
 size_t onebit_encode_cuda(const float* x, int64_t n, int64_t block, uint8_t* out, Exec& ex);
 void onebit_decode_cuda(const uint8_t* in, float* out, int64_t n, int64_t block, bool accumulate, Exec& ex);
 size_t topk_encode_cuda(const float* x, int64_t n, int64_t k, uint8_t* out, Exec& ex);

@@ -60,6 +60,17 @@ class Fp16Codec : public Codec {
     codec_cuda_check(ex, "fp16", x, n);
     return bytes;
   }
+  size_t reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
+                             Span<uint8_t> out, uint64_t, Exec& ex) const override {
+    std::vector<const uint8_t*> ins;
+    for (const auto& p : parts) {
+      check(codec_cuda_header(ex, p.data, p.size).b, p.size, n);
+      ins.push_back(p.data);
+    }
+    const size_t bytes = fp16_reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, residual, out.data, ex);
+    if (bytes) codec_cuda_check(ex, "fp16");
+    return bytes;
+  }
   void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
     check(codec_cuda_header(ex, in, size).b, size, n);
     fp16_decode_cuda(in, out, n, accumulate, ex);

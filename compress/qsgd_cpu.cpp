@@ -249,6 +249,19 @@ class QsgdCodec : public Codec {
     codec_cuda_check(ex, "qsgd", x, n);
     return bytes;
   }
+  size_t reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
+                             Span<uint8_t> out, uint64_t seed, Exec& ex) const override {
+    std::vector<const uint8_t*> ins;
+    for (const auto& p : parts) {
+      if (check(codec_cuda_header(ex, p.data, p.size).b, p.size, n) != std::pair<int, int64_t>{bits_, bucket_})
+        return 0;  // payloads of other parameters than this encoder's: not fusable
+      ins.push_back(p.data);
+    }
+    const size_t bytes = qsgd_reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, bits_, bucket_,
+                                                 static_cast<uint32_t>(seed ^ (seed >> 32)), residual, out.data, ex);
+    if (bytes) codec_cuda_check(ex, "qsgd");
+    return bytes;
+  }
   void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
     const auto [bits, bucket] = check(codec_cuda_header(ex, in, size).b, size, n);
     qsgd_decode_cuda(in, out, n, bits, bucket, accumulate, ex);

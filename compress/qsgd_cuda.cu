@@ -50,7 +50,73 @@ __global__ void qsgd_decode_kernel(const uint8_t* in, float* __restrict__ out, i
   }
 }
 
+// One thread block per bucket k: y = the parts' values summed in rank order (+ residual) in shared memory, its abs-max,
+// the packed codes (a byte never spans two buckets here), residual = y - decode(code).
+__global__ void qsgd_reduce_encode_kernel(Parts parts, int nparts, int64_t n, int bits, int64_t bucket, int64_t nb,
+                                          uint32_t seed, float* __restrict__ residual, uint8_t* out, HeaderBytes h,
+                                          CudaStatus* st) {
+  extern __shared__ float y[];
+  put_header(out, h);
+  const int per_byte = 8 / bits;
+  const uint32_t mask = (1u << bits) - 1;
+  const float s = static_cast<float>((1 << (bits - 1)) - 1);
+  const int64_t k = blockIdx.x, lo = k * bucket, len = min(bucket, n - lo);
+  uint32_t m = 0;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+    const int64_t i = lo + j;
+    float sum = 0.f;
+    for (int q = 0; q < nparts; ++q) {
+      const float amax = reinterpret_cast<const float*>(parts.p[q] + kHeaderBytes)[k];
+      if (!(isfinite(amax) && amax >= 0.f)) {
+        if (j == 0) cuda_report(st, CudaFault::BadScale, kHeaderBytes + 4 * k);
+        continue;
+      }
+      const uint8_t* codes = parts.p[q] + kHeaderBytes + 4 * nb;
+      const float v = qsgd_value((codes[i / per_byte] >> ((i % per_byte) * bits)) & mask, amax / s, bits);
+      sum = q == 0 ? v : __fadd_rn(sum, v);
+    }
+    const float yj = residual ? __fadd_rn(sum, residual[i]) : sum;
+    y[j] = yj;
+    const uint32_t a = f32_bits(yj) & 0x7fffffffu;
+    if (a >= 0x7f800000u) cuda_report(st, CudaFault::NonFiniteInput, kNonFiniteSum | static_cast<uint64_t>(i));
+    m = max(m, a);
+  }
+  m = block_max_u32(m);  // its __syncthreads also makes y whole and this block's fault reports visible
+  if (st->key != ~0ull) residual = nullptr;  // a fault leaves the residual as it was (the CPU throws first)
+  const float amax = f32_from_bits(m);
+  if (threadIdx.x == 0) reinterpret_cast<float*>(out + kHeaderBytes)[k] = amax;
+  const float scale = amax > 0.f && isfinite(s / amax) ? s / amax : 0.f, unit = amax / s;
+  uint8_t* codes = out + kHeaderBytes + 4 * nb;
+  for (int64_t g = threadIdx.x; g * per_byte < len; g += blockDim.x) {
+    uint32_t byte = 0;
+    for (int b = 0; b < per_byte && g * per_byte + b < len; ++b) {
+      const int64_t j = g * per_byte + b;
+      const uint32_t c = qsgd_code(y[j], s, scale, seed, static_cast<uint32_t>(lo + j), bits);
+      byte |= c << (b * bits);
+      if (residual) residual[lo + j] = __fsub_rn(y[j], qsgd_value(c, unit, bits));
+    }
+    codes[lo / per_byte + g] = static_cast<uint8_t>(byte);
+  }
+}
+
 }  // namespace
+
+size_t qsgd_reduce_encode_cuda(const uint8_t* const* ins, int parts, int64_t n, int bits, int64_t bucket, uint32_t seed,
+                               float* residual, uint8_t* out, Exec& ex) {
+  Parts p{};
+  if (n == 0 || bucket > 8192 || bucket % (8 / bits) != 0 || !fill_parts(p, ins, parts, 4)) return 0;
+  const int64_t nb = (n + bucket - 1) / bucket;
+  OCTET_CHECK(nb < (int64_t{1} << 31), "qsgd owner step (CUDA): " << nb << " buckets");
+  OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, "qsgd owner step (CUDA): payload not 4-byte aligned");
+  codec_cuda_reset_status(ex);
+  qsgd_reduce_encode_kernel<<<static_cast<unsigned>(nb), 256, static_cast<size_t>(bucket) * 4, comm_stream(ex)>>>(
+      p, parts, n, bits, bucket, nb, seed, residual, out,
+      header_bytes(
+          {codec_id("qsgd"), 1, static_cast<uint16_t>(bits), static_cast<uint32_t>(n), static_cast<uint32_t>(bucket)}),
+      codec_cuda_scratch(ex).status);
+  CHECK_LAUNCH("qsgd_reduce_encode");
+  return kHeaderBytes + 4 * static_cast<size_t>(nb) + static_cast<size_t>((n * bits + 7) / 8);
+}
 
 size_t qsgd_encode_cuda(const float* x, int64_t n, int bits, int64_t bucket, uint32_t seed, uint8_t* out, Exec& ex) {
   const int64_t nb = (n + bucket - 1) / bucket;
