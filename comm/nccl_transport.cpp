@@ -131,7 +131,9 @@ void NcclTransport::finish(const char* op, const Progress& p) {
       OCTET_THROW(op << " at step " << p.step << " did not complete within " << mpi_.world().timeout_s
                      << " s (parallel.timeout_s): a peer stopped or is wedged");
     }
-    if (p.yield || polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(polls > 1000 ? 200 : 50));
+    // Spin briefly (small exchanges finish in microseconds), then poll every 20 us; a communication thread beside
+    // compute always sleeps between polls.
+    if (p.yield || polls > 200) std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
 
