@@ -1,5 +1,5 @@
-// Fused softmax + cross-entropy loss with accuracy, the loss head every model ends in: forward/backward dispatch on the
-// logits' device to the CPU loops (softmax_ce_cpu.cpp) or the CUDA kernels.
+// Fused softmax + cross-entropy loss with top-1 and top-5 accuracy, the loss head every model ends in: forward/backward
+// dispatch on the logits' device to the CPU loops (softmax_ce_cpu.cpp) or the CUDA kernels.
 #pragma once
 #include <cstdint>
 
@@ -9,8 +9,9 @@
 namespace octet {
 
 struct LossResult {
-  double loss_sum = 0;  // sum over the batch of -log p(label)
-  int64_t correct = 0;  // argmax == label
+  double loss_sum = 0;   // sum over the batch of -log p(label)
+  int64_t correct = 0;   // argmax == label
+  int64_t correct5 = 0;  // label among the 5 largest logits (label_rank < 5; all of them when K <= 5)
   int64_t count = 0;
 };
 

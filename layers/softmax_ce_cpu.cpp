@@ -1,8 +1,10 @@
-// CPU reference of the fused softmax + cross-entropy: max-shifted exponentials, log-sum-exp loss, argmax accuracy.
+// CPU reference of the fused softmax + cross-entropy: max-shifted exponentials, log-sum-exp loss, argmax and top-5
+// accuracy.
 #include <cmath>
 
 #include "core/error.h"
 #include "layers/softmax_ce.h"
+#include "layers/softmax_ce_math.h"
 
 namespace octet {
 
@@ -29,6 +31,7 @@ LossResult SoftmaxCrossEntropy::forward_cpu(const Tensor& logits, const int32_t*
     for (int64_t j = 0; j < k; ++j) p[j] = static_cast<float>(std::exp(static_cast<double>(z[j] - zmax) - log_sum));
     r.loss_sum += log_sum - static_cast<double>(z[label] - zmax);
     r.correct += arg == label;
+    r.correct5 += label_rank(z, k, label) < 5;
   }
   return r;
 }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/cuda_util.cuh"
+#include "layers/softmax_ce_math.h"
 #include "layers/softmax_ce.h"
 
 namespace octet {
@@ -30,7 +31,7 @@ __global__ void ce_forward(const float* __restrict__ z, const int32_t* __restric
     const double log_sum = log(sum);
     for (int64_t j = 0; j < k; ++j) pi[j] = static_cast<float>(exp(static_cast<double>(zi[j] - zmax) - log_sum));
     loss[i] = log_sum - static_cast<double>(zi[label] - zmax);
-    hit[i] = arg == label ? 1 : 0;
+    hit[i] = (arg == label ? 1 : 0) | (label_rank(zi, k, label) < 5 ? 2 : 0);  // top-1 and top-5
   }
 }
 
@@ -72,7 +73,8 @@ LossResult SoftmaxCrossEntropy::forward_cuda(const Tensor& logits, const int32_t
       OCTET_THROW("label " << bad << " of sample " << i << " outside [0," << k << ")");
     }
     r.loss_sum += loss_h[i];
-    r.correct += hit_h[i];
+    r.correct += hit_h[i] & 1;
+    r.correct5 += (hit_h[i] >> 1) & 1;
   }
   return r;
 }

@@ -157,3 +157,26 @@ TEST_CASE("parallel.transport: mpi by default, nccl only beside parallel.device:
   CHECK(nccl_unavailable_reason() == "");
 #endif
 }
+
+TEST_CASE("global_avgpool averages each whole channel plane; non-square input is refused naming the layer",
+          "[config][layers]") {
+  TempDir d;
+  const std::string p = write_config(
+      d, replace(kValid, "    - {type: maxpool, kernel: 2}\n", "    - {type: global_avgpool, name: gap}\n"));
+  Config c = load_config(p);
+  Model m = build_model(c.model, {1, 8, 8});
+  m.init_params(1);
+  Tensor x({2, 1, 8, 8});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>(i % 7) * 0.25f;
+  StepContext ctx;
+  m.forward(x, ctx);
+  const Tensor& g = m.activation(1);  // conv [2,3,6,6] -> gap [2,3,1,1]
+  REQUIRE(g.shape() == Shape({2, 3, 1, 1}));
+  const Tensor& conv = m.activation(0);
+  for (int64_t k = 0; k < 6; ++k) {
+    double mean = 0;
+    for (int64_t j = 0; j < 36; ++j) mean += conv.data()[k * 36 + j];
+    CHECK(g.data()[k] == Approx(mean / 36).epsilon(1e-5));
+  }
+  CHECK_THROWS_WITH(build_model(c.model, {1, 8, 6}), Catch::Contains("layer gap (global_avgpool) needs square"));
+}

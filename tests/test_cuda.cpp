@@ -110,6 +110,8 @@ TEST_CASE("softmax cross-entropy on the GPU: the CPU's loss, hits and gradient; 
   const LossResult rg = gpu.forward(logits.to(Device::CUDA), labels_d.data(), ex);
   CHECK(rg.count == rc.count);
   CHECK(rg.correct == rc.correct);
+  CHECK(rg.correct5 == rc.correct5);
+  CHECK(rc.correct5 > rc.correct);
   CHECK(rg.loss_sum == Approx(rc.loss_sum).epsilon(1e-12));
   Tensor dc(logits.shape()), dg(logits.shape(), Device::CUDA);
   cpu.backward(dc, 1.0f / 64);

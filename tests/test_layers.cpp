@@ -11,6 +11,7 @@
 #include "layers/model.h"
 #include "layers/pool.h"
 #include "layers/softmax_ce.h"
+#include "layers/softmax_ce_math.h"
 #include "tests/layer_cases.h"
 #include "tests/test_util.h"
 
@@ -163,6 +164,29 @@ TEST_CASE("softmax cross-entropy loss, accuracy and gradient", "[layers][loss]")
   }
   const int32_t bad[2] = {3, 0};
   CHECK_THROWS_WITH(ce.forward(logits, bad), Catch::Contains("label 3 of sample 0 outside [0,3)"));
+}
+
+TEST_CASE("top-5 accuracy: the label's rank among the logits, ties to the lower index as argmax", "[layers][loss]") {
+  // Sample 0: label 7 has 4 larger logits (top-5, not top-1); sample 1: label 9 has 5 larger (neither); sample 2:
+  // label 3 ties the maximum at a higher index than 1 (top-5, not top-1, as argmax takes index 1); sample 3: K = 10,
+  // label 0 the maximum (both).
+  Tensor logits = make_tensor({4, 10}, {0, 1, 2, 3, 9, 8, 7, 5, 6, 0,  //
+                                        9, 8, 7, 6, 5, 0, 0, 0, 0, 1,  //
+                                        0, 4, 0, 4, 0, 0, 0, 0, 0, 0,  //
+                                        3, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  const int32_t labels[4] = {7, 9, 3, 0};
+  SoftmaxCrossEntropy ce;
+  const LossResult r = ce.forward(logits, labels);
+  CHECK(r.correct == 1);
+  CHECK(r.correct5 == 3);
+  CHECK(label_rank(logits.data(), 10, 7) == 4);
+  CHECK(label_rank(logits.data() + 10, 10, 9) == 5);
+  CHECK(label_rank(logits.data() + 20, 10, 3) == 1);
+  CHECK(label_rank(logits.data() + 20, 10, 1) == 0);
+  // Fewer than 5 classes: every label is in the top 5.
+  Tensor three = make_tensor({1, 3}, {5, 1, 0});
+  const int32_t last[1] = {2};
+  CHECK(ce.forward(three, last).correct5 == 1);
 }
 
 TEST_CASE("model chains layers and fires the gradient-ready hook last to first", "[layers][model]") {

@@ -76,6 +76,15 @@ LayerPtr build_conv(const LayerSpec& spec, const Shape& in, size_t) {
 LayerPtr build_pool(const LayerSpec& spec, const Shape&, size_t) {
   return std::make_unique<Pool2d>(spec.name, std::get<PoolParams>(spec.params));
 }
+// Global average pooling: an average pool whose window is the whole (square) plane: [N,C,H,H] -> [N,C,1,1].
+LayerPtr build_global_avgpool(const LayerSpec& spec, const Shape& in, size_t) {
+  OCTET_CHECK(in.size() == 4 && in[2] == in[3],
+              "layer " << spec.name << " (global_avgpool) needs square [N,C,H,H] input, got " << shape_str(in));
+  PoolParams p;
+  p.kind = PoolKind::Avg;
+  p.kernel = p.stride = in[2];
+  return std::make_unique<Pool2d>(spec.name, p);
+}
 LayerPtr build_fc(const LayerSpec& spec, const Shape& in, size_t) {
   FcParams p = std::get<FcParams>(spec.params);
   p.in_features = shape_numel(in) / in[0];
@@ -94,10 +103,15 @@ LayerPtr build_flatten(const LayerSpec& spec, const Shape&, size_t) { return std
 
 const std::vector<LayerEntry>& layer_registry() {
   static const std::vector<LayerEntry> table = {
-      {"conv", parse_conv, build_conv},    {"maxpool", parse_pool, build_pool},
-      {"avgpool", parse_pool, build_pool}, {"fc", parse_fc, build_fc},
-      {"relu", parse_none, build_relu},    {"dropout", parse_dropout, build_dropout},
-      {"lrn", parse_lrn, build_lrn},       {"flatten", parse_none, build_flatten},
+      {"conv", parse_conv, build_conv},
+      {"maxpool", parse_pool, build_pool},
+      {"avgpool", parse_pool, build_pool},
+      {"fc", parse_fc, build_fc},
+      {"relu", parse_none, build_relu},
+      {"dropout", parse_dropout, build_dropout},
+      {"lrn", parse_lrn, build_lrn},
+      {"flatten", parse_none, build_flatten},
+      {"global_avgpool", parse_none, build_global_avgpool},
   };
   return table;
 }

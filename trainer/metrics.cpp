@@ -93,6 +93,7 @@ Fields summary_fields(const TrainTotals& t) {
               {"ranks", static_cast<double>(t.ranks)},
               {"test_loss", t.test_loss},
               {"test_accuracy", t.test_accuracy},
+              {"test_top5", t.test_top5},
               {"train_images", static_cast<double>(t.train_images)},
               {"train_seconds", t.train_seconds},
               {"images_per_s", images_per_s},

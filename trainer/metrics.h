@@ -43,7 +43,7 @@ Fields progress_fields(const Window& w, const LineInfo& p, const double sums[3])
 // summary.json's fields and the "done:" line's phase part.
 struct TrainTotals {
   int64_t steps = 0, ranks = 1, train_images = 0, steady_images = 0, threads = 1, batch = 1;
-  double test_loss = 0, test_accuracy = 0, train_seconds = 0, steady_seconds = 0, peak_rss_mb = 0;
+  double test_loss = 0, test_accuracy = 0, test_top5 = 0, train_seconds = 0, steady_seconds = 0, peak_rss_mb = 0;
   PhaseTimes times;
   CommStats comm;
   bool exchanges = false;

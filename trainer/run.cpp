@@ -308,12 +308,13 @@ void Run::evaluate_now(int64_t epoch) {
   const EvalResult e = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_);
   result.test = e;
   OCTET_LOG("epoch " << epoch + 1 << " test loss " << json_num(e.loss) << " accuracy " << json_num(100.0 * e.accuracy)
-                     << "% (" << e.count << " images)");
+                     << "% top-5 " << json_num(100.0 * e.top5) << "% (" << e.count << " images)");
   if (metrics_)
     metrics_->write("eval", {{"epoch", static_cast<double>(epoch + 1)},
                              {"step", static_cast<double>(pos.global_step)},
                              {"test_loss", e.loss},
                              {"test_accuracy", e.accuracy},
+                             {"test_top5", e.top5},
                              {"train_seconds", totals_.train_seconds}});
 }
 
@@ -348,6 +349,7 @@ TrainResult Run::finish() {
   totals_.batch = cfg_.data.batch_size;
   totals_.threads = cpu_threads();
   totals_.test_loss = result.test.loss, totals_.test_accuracy = result.test.accuracy;
+  totals_.test_top5 = result.test.top5;
   totals_.peak_rss_mb = result.peak_rss_mb = peak_rss_mb();
   totals_.exchanges = step_->exchanges();
   totals_.bytes_by_kind = step_->bytes_by_kind();

@@ -37,7 +37,7 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
   SoftmaxCrossEntropy loss;
   StepContext ctx;
   ctx.train = false;
-  double sums[3] = {0, 0, 0};  // loss, correct, count
+  double sums[4] = {0, 0, 0, 0};  // loss, correct, count, correct in the top 5
   if (data.size() >= size) {
     Sampler sampler(data.size(), std::max<int64_t>(1, std::min(batch_size, data.size() / size)), rank, size, 0, false,
                     false);
@@ -59,14 +59,16 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
       sums[0] += lr.loss_sum;
       sums[1] += static_cast<double>(lr.correct);
       sums[2] += static_cast<double>(lr.count);
+      sums[3] += static_cast<double>(lr.correct5);
     }
   }
-  if (world) allreduce_bounded(*world, sums, 3, MPI_DOUBLE, MPI_SUM, {"MPI_Iallreduce (evaluation)"});
+  if (world) allreduce_bounded(*world, sums, 4, MPI_DOUBLE, MPI_SUM, {"MPI_Iallreduce (evaluation)"});
   EvalResult r;
   r.count = static_cast<int64_t>(sums[2]);
   OCTET_CHECK(r.count > 0, "evaluation over an empty dataset");
   r.loss = sums[0] / sums[2];
   r.accuracy = sums[1] / sums[2];
+  r.top5 = sums[3] / sums[2];
   return r;
 }
 

@@ -16,7 +16,7 @@ struct TrainOptions {
 };
 
 struct EvalResult {
-  double loss = 0, accuracy = 0;
+  double loss = 0, accuracy = 0, top5 = 0;  // top5: the label among the 5 largest logits
   int64_t count = 0;
 };
 
