@@ -57,11 +57,14 @@ class OnebitCodec : public Codec {
           const int mask = _mm256_movemask_ps(ge);
           bits[i >> 3] = static_cast<uint8_t>(mask);
           np += __builtin_popcount(static_cast<unsigned>(mask));
-          const __m256 a = _mm256_and_ps(v, absmask), kept = _mm256_and_ps(a, ge);
-          vpos = _mm256_add_pd(
-              vpos, _mm256_add_pd(terms(_mm256_castps256_ps128(kept)), terms(_mm256_extractf128_ps(kept, 1))));
-          vall =
-              _mm256_add_pd(vall, _mm256_add_pd(terms(_mm256_castps256_ps128(a)), terms(_mm256_extractf128_ps(a, 1))));
+          // Each term once; the non-negative ones picked by the sign mask widened to 64-bit lanes.
+          const __m256 a = _mm256_and_ps(v, absmask);
+          const __m256d lo4 = terms(_mm256_castps256_ps128(a)), hi4 = terms(_mm256_extractf128_ps(a, 1));
+          const __m256i gi = _mm256_castps_si256(ge);
+          const __m256d mlo = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(gi)));
+          const __m256d mhi = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(gi, 1)));
+          vpos = _mm256_add_pd(vpos, _mm256_add_pd(_mm256_and_pd(lo4, mlo), _mm256_and_pd(hi4, mhi)));
+          vall = _mm256_add_pd(vall, _mm256_add_pd(lo4, hi4));
         }
         double p4[4], a4[4];
         _mm256_storeu_pd(p4, vpos);
