@@ -22,6 +22,11 @@ void Layer::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
 void Layer::forward_cuda(const Tensor&, Tensor&, const StepContext&) { no_cuda(); }
 void Layer::backward_cuda(const Tensor&, const Tensor&, const Tensor&, Tensor*) { no_cuda(); }
 
+const std::string& Layer::skip_from() const {
+  static const std::string none;
+  return none;
+}
+
 void Layer::no_cuda() const { OCTET_THROW("layer " << name_ << ": " << kind() << " has no CUDA kernel"); }
 
 void Layer::bind(Exec& exec) {
@@ -31,7 +36,10 @@ void Layer::bind(Exec& exec) {
       *p.value = p.value->to(exec.device());
       *p.grad = p.grad->to(exec.device());
     }
+  if (exec.device() != exec_->device())
+    for (auto& st : state()) *st.second = st.second->to(exec.device());
   exec_ = &exec;
+  bound(exec);
 }
 
 }  // namespace octet

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/exec.h"
@@ -49,6 +50,13 @@ class Layer {
   // dy: gradient of the loss w.r.t. y; writes parameter grads, and dx when dx != nullptr.
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
   virtual std::vector<Param> params() { return {}; }
+  // Non-trainable state a checkpoint keeps beside the parameters (batchnorm's running statistics): never exchanged as
+  // gradients; in data parallelism rank 0's copy is the one evaluated and saved (Run::share_model_state).
+  virtual std::vector<std::pair<std::string, Tensor*>> state() { return {}; }
+  // A layer with a second input (add: an earlier layer's output) names that layer; the model binds the tensor and
+  // where its gradient goes before each pass. skip_dx is written (not accumulated) by backward.
+  virtual const std::string& skip_from() const;
+  void bind_skip(const Tensor* skip_x, Tensor* skip_dx) { skip_x_ = skip_x, skip_dx_ = skip_dx; }
   virtual void init_params(Rng&) {}  // parameters on the host (Model::init_params moves them where the layer runs)
   // Whether this build has the layer's CUDA kernels.
   virtual bool has_cuda() const { return false; }
@@ -63,6 +71,10 @@ class Layer {
   virtual void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;
   virtual void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx);
   virtual void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
+  // Called at the end of bind (a layer that owns sub-layers binds them here).
+  virtual void bound(Exec&) {}
+  const Tensor* skip_x_ = nullptr;
+  Tensor* skip_dx_ = nullptr;
 
  private:
   [[noreturn]] void no_cuda() const;

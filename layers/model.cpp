@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/tensor_ops.h"
 #include "core/timer.h"
 #include "core/trace.h"
 
@@ -17,6 +18,15 @@ Model::Model(Shape input, std::vector<LayerPtr> layers, Exec& exec)
   for (auto& l : layers_) l->bind(exec);
   acts_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));  // sized per batch, on the model's device
   grads_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));
+  skip_grads_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));
+  skip_.assign(layers_.size(), -1);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::string& from = layers_[i]->skip_from();
+    if (from.empty()) continue;
+    for (size_t j = 0; j < i; ++j)
+      if (layers_[j]->name() == from) skip_[i] = static_cast<int64_t>(j);
+    OCTET_CHECK(skip_[i] >= 0, "layer " << layers_[i]->name() << ": reads '" << from << "', which is no earlier layer");
+  }
   Shape s = {1};
   s.insert(s.end(), input_.begin(), input_.end());
   for (auto& l : layers_) s = l->output_shape(s);  // validates the chain once
@@ -32,6 +42,7 @@ const Tensor& Model::forward_to(const Tensor& x, size_t end, const StepContext& 
     const double t0 = times_ ? now_seconds() : 0;
     TraceSpan span("forward", layers_[i]->name().c_str());
     acts_[i].resize(layers_[i]->output_shape(in->shape()));
+    if (skip_[i] >= 0) layers_[i]->bind_skip(&acts_[static_cast<size_t>(skip_[i])], nullptr);
     layers_[i]->forward(*in, acts_[i], ctx);
     in = &acts_[i];
     if (times_) {
@@ -56,7 +67,15 @@ void Model::backward_from(const Tensor& x, size_t end, const Tensor& dout) {
       grads_[i - 1].resize(in.shape());
       dx = &grads_[i - 1];
     }
+    if (skip_[i] >= 0) {
+      const Tensor& from = acts_[static_cast<size_t>(skip_[i])];
+      skip_grads_[i].resize(from.shape());
+      layers_[i]->bind_skip(&from, &skip_grads_[i]);
+    }
     layers_[i]->backward(in, acts_[i], dy, dx);
+    // grads_[i-1] is written: add what the add layers at or above i routed to layer i-1's output.
+    for (size_t a = i; dx && a < end; ++a)
+      if (skip_[a] == static_cast<int64_t>(i) - 1) add_into(grads_[i - 1], skip_grads_[a], *exec_);
     if (times_) {
       exec_->sync(exec_->compute());
       times_->backward_s[i] += now_seconds() - t0;
@@ -74,6 +93,13 @@ std::vector<Param> Model::params() {
   std::vector<Param> out;
   for (auto& l : layers_)
     for (auto& p : l->params()) out.push_back(p);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor*>> Model::state() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (auto& l : layers_)
+    for (auto& s : l->state()) out.push_back(s);
   return out;
 }
 

@@ -1,5 +1,6 @@
-// A model: a sequence of layers on one device with their activation and gradient buffers, and a per-layer
-// gradient-ready hook that hands over an event (the gradients are final once it is reached; no host wait).
+// A model: a sequence of layers (an add layer also reading an earlier layer's output) on one device with their
+// activation and gradient buffers, and a per-layer gradient-ready hook that hands over an event (the gradients are
+// final once it is reached; no host wait).
 #pragma once
 #include <functional>
 #include <string>
@@ -43,6 +44,7 @@ class Model {
 
   const Tensor& activation(size_t i) const { return acts_.at(i); }  // layer i's output of the last forward
   std::vector<Param> params();                                      // in layer order
+  std::vector<std::pair<std::string, Tensor*>> state();             // non-trainable state (running statistics)
   int64_t num_params();
   void init_params(uint64_t seed);  // seeded, layer by layer, on the host (then moved to the model's device)
   std::string summary();            // one line per layer: name, kind, output shape, parameters
@@ -54,8 +56,10 @@ class Model {
  private:
   Shape input_;
   std::vector<LayerPtr> layers_;
-  std::vector<Tensor> acts_;   // acts_[i]: output of layer i
-  std::vector<Tensor> grads_;  // grads_[i]: gradient w.r.t. the output of layer i
+  std::vector<Tensor> acts_;        // acts_[i]: output of layer i
+  std::vector<Tensor> grads_;       // grads_[i]: gradient w.r.t. the output of layer i
+  std::vector<int64_t> skip_;       // skip_[i]: the layer whose output layer i also reads (add), or -1
+  std::vector<Tensor> skip_grads_;  // skip_grads_[i]: layer i's gradient w.r.t. that output, added once it is written
   GradReadyHook hook_;
   LayerTimes* times_ = nullptr;
   Exec* exec_;

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "core/rng.h"
+#include "layers/add.h"
+#include "layers/batchnorm.h"
 #include "layers/conv2d.h"
 #include "layers/dropout.h"
 #include "layers/fc.h"
@@ -102,9 +104,43 @@ const std::vector<LayerCase>& layer_cases() {
                  [] {
                    return random_tensor({2, 3, 2, 2}, 2);
                  }});
+    c.push_back({"batchnorm on [N,C,H,W] (4 channels, 2x3x3)",
+                 [] {
+                   return LayerPtr(std::make_unique<BatchNorm>("bn", BatchNormParams{0.1f, 1e-5f}, 4));
+                 },
+                 [] {
+                   return random_tensor({2, 4, 3, 3}, 21, 2.0f);
+                 }});
+    c.push_back({"batchnorm on [N,F] (6 features, batch 5), learned scale and shift",
+                 [] {
+                   auto l = std::make_unique<BatchNorm>("bn", BatchNormParams{0.1f, 1e-3f}, 6);
+                   auto p = l->params();
+                   *p[0].value = random_tensor({6}, 3);  // gamma, beta away from 1 and 0
+                   *p[1].value = random_tensor({6}, 4);
+                   return LayerPtr(std::move(l));
+                 },
+                 [] {
+                   return random_tensor({5, 6}, 22);
+                 }});
+    auto add_case = [&](const char* name, Shortcut sc, Shape main, Shape from) {
+      LayerCase a{name,
+                  [=] {
+                    auto l = std::make_unique<Add>("a", AddParams{"src", sc, from, Init::He}, main);
+                    Rng rng(8);
+                    l->init_params(rng);
+                    return LayerPtr(std::move(l));
+                  },
+                  [=] { return random_tensor(main, 23); }};
+      a.skip_input = [=] { return random_tensor(from, 24); };
+      c.push_back(a);
+    };
+    add_case("add, identity shortcut", Shortcut::Identity, {2, 3, 4, 4}, {2, 3, 4, 4});
+    add_case("add, option A: stride 2, 2 -> 5 channels (zeros on both sides)", Shortcut::Pad, {2, 5, 3, 3},
+             {2, 2, 6, 6});
+    add_case("add, 1x1 projection: stride 2, 3 -> 4 channels", Shortcut::Conv, {2, 4, 2, 2}, {2, 3, 4, 4});
     for (LayerCase& lc : c) {
       const std::string kind = lc.make()->kind();
-      if (kind == "conv" || kind == "fc" || kind == "lrn") lc.parity = 1e-5;
+      if (kind == "conv" || kind == "fc" || kind == "lrn" || kind == "batchnorm" || kind == "add") lc.parity = 1e-5;
     }
     return c;
   }();

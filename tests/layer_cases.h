@@ -22,6 +22,8 @@ struct LayerCase {
   double parity = 0;
   // Input elements on a kink, left out of the dx check (ReLU at 0; max-pool ties are avoided by the input itself).
   std::function<bool(const Tensor& x, int64_t i)> skip;
+  // A second input (add: the earlier layer's output), bound with Layer::bind_skip; its gradient is checked as dx is.
+  std::function<Tensor()> skip_input;
 };
 
 const std::vector<LayerCase>& layer_cases();

@@ -180,3 +180,37 @@ TEST_CASE("global_avgpool averages each whole channel plane; non-square input is
   }
   CHECK_THROWS_WITH(build_model(c.model, {1, 8, 6}), Catch::Contains("layer gap (global_avgpool) needs square"));
 }
+
+TEST_CASE("batchnorm and add layers: keys read, a wrong source or shortcut named by file, line and key",
+          "[config][layers]") {
+  TempDir d;
+  const std::string block =
+      "    - {type: conv, name: c1, out_channels: 3, kernel: 3, padding: 1}\n"
+      "    - {type: batchnorm, name: bn, momentum: 0.2, eps: 0.001}\n"
+      "    - {type: relu, name: r}\n"
+      "    - {type: conv, name: c2, out_channels: 6, kernel: 3, stride: 2, padding: 1}\n"
+      "    - {type: add, name: a, from: r, shortcut: pad}\n";
+  const std::string good = replace(kValid, "    - {type: conv, out_channels: 3, kernel: 3}\n", block);
+  Config c = load_config(write_config(d, good));
+  REQUIRE(c.model.layers.size() == 7);
+  const auto& bn = std::get<BatchNormParams>(c.model.layers[1].params);
+  CHECK(bn.momentum == 0.2f);
+  CHECK(bn.eps == 0.001f);
+  CHECK(std::get<AddParams>(c.model.layers[4].params).shortcut == Shortcut::Pad);
+  Model m = build_model(c.model, {1, 8, 8});  // the add reads r's [3,8,8] onto [6,4,4]
+  CHECK(m.layer(4).output_shape({2, 6, 4, 4}) == Shape({2, 6, 4, 4}));
+  std::string p = write_config(d, replace(good, "from: r,", "from: c2x,"));
+  CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":14: model.layers[4].from: 'c2x' names no earlier layer"));
+  p = write_config(d, replace(good, "shortcut: pad", "shortcut: zero"));
+  CHECK_THROWS_WITH(load_config(p),
+                    Catch::Contains("model.layers[4].shortcut: unknown value 'zero' (known: identity, pad, conv)"));
+  p = write_config(d, replace(good, "momentum: 0.2", "momentum: 2"));
+  CHECK_THROWS_WITH(load_config(p), Catch::Contains("model.layers[1].momentum: must be in [0, 1]"));
+  Config ident = load_config(write_config(d, replace(good, "shortcut: pad", "shortcut: identity")));
+  CHECK_THROWS_WITH(build_model(ident.model, {1, 8, 8}),
+                    Catch::Contains("model.layers[4] (a)") && Catch::Contains("shortcut identity needs r's output"));
+  p = write_config(d, replace(good, "    - {type: fc, out_features: 4}\n",
+                              "    - {type: fc, out_features: 4}\n    - {type: batchnorm, name: bnf}\n"));
+  CHECK_THROWS_WITH(load_config(p, {"parallel.model_parallel_fc=true"}),
+                    Catch::Contains("layer bnf (batchnorm) above the first fc layer"));
+}

@@ -78,6 +78,10 @@ TEST_CASE("every case of the layer table: the CUDA twin matches the CPU forward 
     gpu->bind(ex);
     const Tensor x = c.input();
     const Tensor xd = x.to(Device::CUDA);
+    const Tensor s = c.skip_input ? c.skip_input() : Tensor(Shape{0});
+    const Tensor sd = s.to(Device::CUDA);
+    Tensor ds(s.shape()), dsd(s.shape(), Device::CUDA);
+    if (c.skip_input) cpu->bind_skip(&s, &ds), gpu->bind_skip(&sd, &dsd);
     Tensor y(cpu->output_shape(x.shape())), yd(y.shape(), Device::CUDA);
     cpu->forward(x, y, ctx);
     gpu->forward(xd, yd, ctx);
@@ -90,9 +94,18 @@ TEST_CASE("every case of the layer table: the CUDA twin matches the CPU forward 
     gpu->backward(xd, yd, dyd, &dxd);
     ex.sync(ex.compute());
     check_close(dxd, dx, c.parity, "dx");
+    if (c.skip_input) check_close(dsd, ds, c.parity, "dskip");
     auto pc = cpu->params(), pg = gpu->params();
     REQUIRE(pc.size() == pg.size());
     for (size_t k = 0; k < pc.size(); ++k) check_close(*pg[k].grad, *pc[k].grad, c.parity, pc[k].name + " grad");
+    auto sc = cpu->state(), sg = gpu->state();  // running statistics after one training forward
+    REQUIRE(sc.size() == sg.size());
+    for (size_t k = 0; k < sc.size(); ++k) check_close(*sg[k].second, *sc[k].second, c.parity, sc[k].first);
+    const StepContext eval{false, 7, 3, 0};
+    cpu->forward(x, y, eval);
+    gpu->forward(xd, yd, eval);
+    ex.sync(ex.compute());
+    check_close(yd, y, c.parity, "evaluation forward");
   }
 }
 

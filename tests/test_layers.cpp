@@ -2,6 +2,8 @@
 #include <cmath>
 
 #include "core/rng.h"
+#include "layers/add.h"
+#include "layers/batchnorm.h"
 #include "layers/conv2d.h"
 #include "layers/dropout.h"
 #include "layers/flatten.h"
@@ -134,8 +136,10 @@ TEST_CASE("every case of the layer table: backward matches finite differences", 
     INFO(c.name);
     LayerPtr layer = c.make();
     const Tensor x = c.input();
+    Tensor s = c.skip_input ? c.skip_input() : Tensor();
     check_gradients(*layer, x, c.eps, c.tol, 48,
-                    c.skip ? std::function<bool(int64_t)>([&](int64_t i) { return c.skip(x, i); }) : nullptr);
+                    c.skip ? std::function<bool(int64_t)>([&](int64_t i) { return c.skip(x, i); }) : nullptr, true,
+                    c.skip_input ? &s : nullptr);
   }
 }
 
@@ -209,4 +213,120 @@ TEST_CASE("model chains layers and fires the gradient-ready hook last to first",
   m.backward(x, dy);
   CHECK(order == std::vector<size_t>{2, 1, 0});
   CHECK_THROWS_WITH(Model({1, 5, 5}, {}), Catch::Contains("at least one layer"));
+}
+
+TEST_CASE("batchnorm: training normalizes each channel and updates the running statistics; evaluation uses them",
+          "[layers][batchnorm]") {
+  BatchNorm bn("bn", {0.1f, 1e-5f}, 2);
+  // Channel 0 holds 1..8, channel 1 holds 10 everywhere (variance 0: output beta).
+  Tensor x({2, 2, 2, 2});
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 4; ++i)
+      x.data()[(b * 2 + 0) * 4 + i] = static_cast<float>(b * 4 + i + 1), x.data()[(b * 2 + 1) * 4 + i] = 10.f;
+  auto y = run_forward(bn, x);
+  const double var = 5.25;  // of 1..8 (biased)
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 4; ++i) {
+      CHECK(y[(b * 2 + 0) * 4 + i] == Approx((b * 4 + i + 1 - 4.5) / std::sqrt(var + 1e-5)).epsilon(1e-5));
+      CHECK(y[(b * 2 + 1) * 4 + i] == 0.f);
+    }
+  auto st = bn.state();
+  REQUIRE(st.size() == 2);
+  CHECK(st[0].first == "bn.running_mean");
+  CHECK(st[0].second->data()[0] == Approx(0.45));             // 0.9 * 0 + 0.1 * 4.5
+  CHECK(st[0].second->data()[1] == Approx(1.0));              // 0.1 * 10
+  CHECK(st[1].second->data()[0] == Approx(0.9 + 0.1 * 6.0));  // unbiased variance 42 / 7 = 6
+  CHECK(st[1].second->data()[1] == Approx(0.9));
+  // Evaluation: (x - running mean) / sqrt(running var + eps), here with gamma 2, beta 1.
+  auto p = bn.params();
+  p[0].value->fill(2.f), p[1].value->fill(1.f);
+  auto e = run_forward(bn, x, StepContext{false, 7, 3});
+  CHECK(e[0] == Approx(2 * (1 - 0.45) / std::sqrt(1.5 + 1e-5) + 1).epsilon(1e-5));
+  CHECK(e[4] == Approx(2 * (10 - 1.0) / std::sqrt(0.9 + 1e-5) + 1).epsilon(1e-5));
+  CHECK(st[0].second->data()[0] == Approx(0.45));  // evaluation leaves the statistics alone
+  CHECK_THROWS_WITH(bn.output_shape({2, 3, 2, 2}), Catch::Contains("batchnorm bn expects [N,2,H,W]"));
+  BatchNorm one("one", {0.1f, 1e-5f}, 3);
+  Tensor single({1, 3}), out({1, 3});
+  CHECK_THROWS_WITH(one.forward(single, out, train_ctx()), Catch::Contains("more than one value a channel"));
+}
+
+TEST_CASE("add: option A places the strided skip in the middle channels; bad shortcuts are refused", "[layers][add]") {
+  // Skip [1,2,4,4] onto main [1,4,2,2]: channels 1 and 2 get skip[:, :, ::2, ::2], channels 0 and 3 nothing.
+  Tensor s({1, 2, 4, 4});
+  for (int64_t i = 0; i < 32; ++i) s.data()[i] = static_cast<float>(i);
+  Add add("a", AddParams{"src", Shortcut::Pad, {1, 2, 4, 4}, Init::He}, {1, 4, 2, 2});
+  CHECK(add.stride() == 2);
+  Tensor x({1, 4, 2, 2});
+  x.fill(100.f);
+  Tensor y(x.shape());
+  add.bind_skip(&s, nullptr);
+  add.forward(x, y, train_ctx());
+  CHECK_THAT(to_vector(y), Equals(std::vector<float>{100, 100, 100, 100, 100, 102, 108, 110,  //
+                                                     116, 118, 124, 126, 100, 100, 100, 100}));
+  CHECK_THROWS_WITH((Add("b", AddParams{"src", Shortcut::Identity, {1, 2, 4, 4}, Init::He}, {1, 4, 2, 2})),
+                    Catch::Contains("shortcut identity needs src's output [2,4,4] to equal the input [4,2,2]"));
+  CHECK_THROWS_WITH((Add("c", AddParams{"src", Shortcut::Pad, {1, 8, 4, 4}, Init::He}, {1, 4, 2, 2})),
+                    Catch::Contains("shortcut pad cannot narrow src's 8 channels to 4"));
+  CHECK_THROWS_WITH((Add("d", AddParams{"src", Shortcut::Conv, {1, 2, 5, 5}, Init::He}, {1, 4, 2, 2})),
+                    Catch::Contains("planes 5x5 are not a whole multiple"));
+  Add unbound("u", AddParams{"src", Shortcut::Identity, {1, 4, 2, 2}, Init::He}, {1, 4, 2, 2});
+  CHECK_THROWS_WITH(unbound.forward(x, y, train_ctx()), Catch::Contains("no tensor bound for src"));
+}
+
+// The loss of a model's logits against fixed weights r (finite differences through the whole model).
+static double model_loss(Model& m, const Tensor& x, const Tensor& r) {
+  const Tensor& y = m.forward(x, StepContext{true, 7, 3});
+  double s = 0;
+  for (int64_t i = 0; i < y.numel(); ++i) s += static_cast<double>(y.data()[i]) * r.data()[i];
+  return s;
+}
+
+TEST_CASE("a model with residual blocks: gradients through both paths of every add match finite differences",
+          "[layers][model][add]") {
+  // conv -> bn -> relu (r1) -> conv -> bn -> add(r1) -> relu -> conv s2 (8 ch) -> add(r1, option A) ->
+  // conv s1 -> add(r1 projected, stride 2) -> global average pool -> fc. r1's gradient gathers three adds.
+  std::vector<LayerPtr> L;
+  L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{2, 4, 3, 1, 1, false, Init::He}));
+  L.push_back(std::make_unique<BatchNorm>("bn1", BatchNormParams{}, 4));
+  L.push_back(std::make_unique<Relu>("r1"));
+  L.push_back(std::make_unique<Conv2d>("c2", Conv2dParams{4, 4, 3, 1, 1, false, Init::He}));
+  L.push_back(std::make_unique<BatchNorm>("bn2", BatchNormParams{}, 4));
+  L.push_back(
+      std::make_unique<Add>("a1", AddParams{"r1", Shortcut::Identity, {1, 4, 6, 6}, Init::He}, Shape{1, 4, 6, 6}));
+  L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{4, 8, 3, 2, 1, true, Init::He}));
+  L.push_back(std::make_unique<Add>("a2", AddParams{"r1", Shortcut::Pad, {1, 4, 6, 6}, Init::He}, Shape{1, 8, 3, 3}));
+  L.push_back(std::make_unique<Conv2d>("c4", Conv2dParams{8, 8, 3, 1, 1, true, Init::He}));
+  L.push_back(std::make_unique<Add>("a3", AddParams{"r1", Shortcut::Conv, {1, 4, 6, 6}, Init::He}, Shape{1, 8, 3, 3}));
+  L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 3, 3, 0}));
+  L.push_back(std::make_unique<FullyConnected>("fc", FcParams{8, 3, true, Init::Xavier}));
+  Model m({2, 6, 6}, std::move(L));
+  m.init_params(5);
+  const Tensor x = random_tensor({3, 2, 6, 6}, 31);
+  const Tensor r = random_tensor({3, 3}, 32);
+  model_loss(m, x, r);
+  m.backward(x, r);
+  auto params = m.params();
+  std::vector<Tensor> grads;
+  for (auto& p : params) grads.push_back(*p.grad);
+  Rng pick(9);
+  int checked = 0;
+  for (size_t k = 0; k < params.size(); ++k) {
+    if (params[k].name.rfind("fc.", 0) == 0) continue;
+    for (int s = 0; s < 6; ++s) {
+      Tensor& v = *params[k].value;
+      const int64_t i = static_cast<int64_t>(pick.below(static_cast<uint64_t>(v.numel())));
+      const float keep = v.data()[i];
+      v.data()[i] = keep + 1e-3f;
+      const double lp = model_loss(m, x, r);
+      v.data()[i] = keep - 1e-3f;
+      const double lm = model_loss(m, x, r);
+      v.data()[i] = keep;
+      const double num = (lp - lm) / 2e-3, ana = grads[k].data()[i];
+      INFO(params[k].name << "[" << i << "] analytic " << ana << " numeric " << num);
+      CHECK(std::abs(ana - num) <= 3e-2 * std::max({1.0, std::abs(ana), std::abs(num)}));
+      ++checked;
+    }
+  }
+  CHECK(checked >= 6 * 7);  // c1, bn1 (2), c2, bn2 (2), c3 (2), a3.proj, c4 (2)
+  CHECK(m.state().size() == 4);
 }

@@ -44,7 +44,7 @@ static void compare(const char* what, int64_t i, double analytic, double numeric
 }
 
 void check_gradients(Layer& layer, const Tensor& x0, double eps, double tol, int samples,
-                     const std::function<bool(int64_t)>& skip, bool check_dx) {
+                     const std::function<bool(int64_t)>& skip, bool check_dx, Tensor* skip_in) {
   StepContext ctx;
   ctx.train = true;
   ctx.seed = 7;
@@ -52,6 +52,8 @@ void check_gradients(Layer& layer, const Tensor& x0, double eps, double tol, int
   Tensor x = x0;
   Tensor y(layer.output_shape(x.shape()));
   Tensor r = random_tensor(y.shape(), 99);
+  Tensor dskip(skip_in ? skip_in->shape() : Shape{0});
+  if (skip_in) layer.bind_skip(skip_in, &dskip);
   layer.forward(x, y, ctx);
   Tensor dx(x.shape());
   layer.backward(x, y, r, &dx);
@@ -77,6 +79,11 @@ void check_gradients(Layer& layer, const Tensor& x0, double eps, double tol, int
       compare("dx", i, dx.data()[i], numeric(x, i), tol);
     }
   }
+  if (skip_in)
+    for (int s = 0; s < samples; ++s) {
+      const int64_t i = sample(*skip_in);
+      compare("dskip", i, dskip.data()[i], numeric(*skip_in, i), tol);
+    }
   auto params = layer.params();
   for (size_t k = 0; k < params.size(); ++k)
     for (int s = 0; s < samples; ++s) {
@@ -109,10 +116,12 @@ std::vector<float> checkpoint_values(const std::string& ckpt, const Config& cfg,
   Model m = build_model(cfg.model, input);
   NamedTensors t;
   for (auto& p : m.params()) t.push_back({p.name, p.value});
+  for (auto& s : m.state()) t.push_back(s);  // running statistics, as a run orders them
+  const size_t model_tensors = t.size();
   Optimizer opt(cfg.optimizer, m.params());
   for (auto& s : opt.state()) t.push_back(s);
   load_checkpoint(ckpt, CheckpointState{t, {}});
-  if (!optimizer_state) t.resize(m.params().size());
+  if (!optimizer_state) t.resize(model_tensors);
   std::vector<float> out;
   for (auto& [name, tensor] : t) {
     auto v = to_vector(*tensor);

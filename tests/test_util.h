@@ -18,9 +18,11 @@ std::vector<float> to_vector(const Tensor& t);
 
 // Finite-difference check of a layer: L = sum(r * y) with fixed random r; compares backward's dx and parameter
 // grads with central differences (double accumulation) on up to `samples` elements of each. `skip(i)` excludes
-// input elements that sit on a kink (ReLU at 0, max-pool ties).
+// input elements that sit on a kink (ReLU at 0, max-pool ties). skip_in: a layer's second input (add), bound to it and
+// checked like dx.
 void check_gradients(Layer& layer, const Tensor& x, double eps = 1e-2, double tol = 2e-2, int samples = 48,
-                     const std::function<bool(int64_t)>& skip = nullptr, bool check_dx = true);
+                     const std::function<bool(int64_t)>& skip = nullptr, bool check_dx = true,
+                     Tensor* skip_in = nullptr);
 
 // A fresh empty folder under /tmp, removed when the object dies.
 class TempDir {
@@ -35,8 +37,8 @@ class TempDir {
 };
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
-// Every parameter value (and, with optimizer_state, the optimizer's buffers) stored in a checkpoint of the config's
-// model.
+// Every parameter value and running statistic (and, with optimizer_state, the optimizer's buffers) stored in a
+// checkpoint of the config's model.
 std::vector<float> checkpoint_values(const std::string& ckpt, const Config& cfg, const Shape& input,
                                      bool optimizer_state);
 std::string source_dir();  // the project's top folder

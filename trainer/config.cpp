@@ -91,6 +91,11 @@ void read_model(Section s, ModelConfig& m) {
     for (const auto& prev : m.layers)
       if (prev.name == spec.name) l.fail("name", "duplicate layer name '" + spec.name + "'");
     e.parse(l, spec);
+    if (const auto* add = std::get_if<AddParams>(&spec.params)) {
+      bool earlier = false;
+      for (const auto& prev : m.layers) earlier = earlier || prev.name == add->from;
+      if (!earlier) l.fail("from", "'" + add->from + "' names no earlier layer");
+    }
     l.finish();
     m.layers.push_back(std::move(spec));
   }
@@ -235,7 +240,12 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
   top.finish();
   if (c.parallel.model_parallel_fc) {
     bool has_fc = false;
-    for (const auto& l : c.model.layers) has_fc = has_fc || l.type == "fc";
+    for (const auto& l : c.model.layers) {
+      OCTET_CHECK(!has_fc || (l.type != "add" && l.type != "batchnorm"),
+                  file << ": parallel.model_parallel_fc: layer " << l.name << " (" << l.type
+                       << ") above the first fc layer: the split FC part runs fc, relu, dropout and flatten only");
+      has_fc = has_fc || l.type == "fc";
+    }
     OCTET_CHECK(has_fc, file << ": parallel.model_parallel_fc: the model has no fc layer to split");
     OCTET_CHECK(c.data.batch_size % c.parallel.sub_batches == 0,
                 file << ": parallel.sub_batches: " << c.parallel.sub_batches << " does not divide data.batch_size "

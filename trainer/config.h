@@ -9,6 +9,8 @@
 #include "compress/compression_config.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
+#include "layers/add.h"
+#include "layers/batchnorm.h"
 #include "layers/conv2d.h"
 #include "layers/dropout.h"
 #include "layers/flatten.h"
@@ -57,7 +59,8 @@ struct DataConfig {
 struct LayerSpec {
   std::string type;  // registry name
   std::string name;
-  std::variant<std::monostate, Conv2dParams, PoolParams, FcParams, DropoutParams, LrnParams> params;
+  std::variant<std::monostate, Conv2dParams, PoolParams, FcParams, DropoutParams, LrnParams, BatchNormParams, AddParams>
+      params;
 };
 
 struct ModelConfig {

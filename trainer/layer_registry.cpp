@@ -65,6 +65,25 @@ void parse_lrn(Section& s, LayerSpec& spec) {
   spec.params = p;
 }
 
+void parse_batchnorm(Section& s, LayerSpec& spec) {
+  BatchNormParams p;
+  p.momentum = s.get<float>("momentum", p.momentum);
+  if (!(p.momentum >= 0.f && p.momentum <= 1.f)) s.fail("momentum", "must be in [0, 1]");
+  p.eps = s.get<float>("eps", p.eps);
+  if (!(p.eps > 0.f)) s.fail("eps", "must be positive");
+  spec.params = p;
+}
+
+// from: an earlier layer (checked against the layers before it by read_model); shortcut: how its output is shaped.
+void parse_add(Section& s, LayerSpec& spec) {
+  AddParams p;
+  p.from = s.get<std::string>("from");
+  const std::string sc = s.choice("shortcut", "identity", {"identity", "pad", "conv"});
+  p.shortcut = sc == "identity" ? Shortcut::Identity : sc == "pad" ? Shortcut::Pad : Shortcut::Conv;
+  p.init = parse_init(s, "he");
+  spec.params = p;
+}
+
 void parse_none(Section&, LayerSpec&) {}
 
 LayerPtr build_conv(const LayerSpec& spec, const Shape& in, size_t) {
@@ -97,6 +116,15 @@ LayerPtr build_dropout(const LayerSpec& spec, const Shape&, size_t index) {
 LayerPtr build_lrn(const LayerSpec& spec, const Shape&, size_t) {
   return std::make_unique<Lrn>(spec.name, std::get<LrnParams>(spec.params));
 }
+LayerPtr build_batchnorm(const LayerSpec& spec, const Shape& in, size_t) {
+  OCTET_CHECK(in.size() == 4 || in.size() == 2,
+              "layer " << spec.name << " (batchnorm) needs [N,C,H,W] or [N,F] input, got " << shape_str(in));
+  return std::make_unique<BatchNorm>(spec.name, std::get<BatchNormParams>(spec.params), in[1]);
+}
+// AddParams.skip_shape is filled in by build_model, which knows every earlier layer's output.
+LayerPtr build_add(const LayerSpec& spec, const Shape& in, size_t) {
+  return std::make_unique<Add>(spec.name, std::get<AddParams>(spec.params), in);
+}
 LayerPtr build_flatten(const LayerSpec& spec, const Shape&, size_t) { return std::make_unique<Flatten>(spec.name); }
 
 }  // namespace
@@ -112,6 +140,8 @@ const std::vector<LayerEntry>& layer_registry() {
       {"lrn", parse_lrn, build_lrn},
       {"flatten", parse_none, build_flatten},
       {"global_avgpool", parse_none, build_global_avgpool},
+      {"batchnorm", parse_batchnorm, build_batchnorm},
+      {"add", parse_add, build_add},
   };
   return table;
 }
@@ -127,10 +157,18 @@ const LayerEntry& find_layer(const std::string& type, const Section& where) {
 
 Model build_model(const ModelConfig& cfg, const Shape& input, Exec& exec) {
   std::vector<LayerPtr> layers;
+  std::vector<Shape> outs;  // each built layer's output shape (an add reads its source's)
   Shape s = {1};
   s.insert(s.end(), input.begin(), input.end());
   for (size_t i = 0; i < cfg.layers.size(); ++i) {
-    const LayerSpec& spec = cfg.layers[i];
+    LayerSpec spec = cfg.layers[i];
+    if (auto* add = std::get_if<AddParams>(&spec.params)) {
+      size_t j = 0;
+      while (j < i && cfg.layers[j].name != add->from) ++j;
+      OCTET_CHECK(j < i,
+                  "model.layers[" << i << "] (" << spec.name << "): from '" << add->from << "' names no earlier layer");
+      add->skip_shape = outs[j];
+    }
     const LayerEntry* entry = nullptr;
     for (const auto& e : layer_registry())
       if (spec.type == e.type) entry = &e;
@@ -138,6 +176,7 @@ Model build_model(const ModelConfig& cfg, const Shape& input, Exec& exec) {
     try {
       layers.push_back(entry->build(spec, s, i));
       s = layers.back()->output_shape(s);
+      outs.push_back(s);
     } catch (const Error& e) {  // say which config entry: the layer's own message names only the layer
       throw Error(
           "model.layers[" + std::to_string(i) + "] (" + spec.name + "): input " + shape_str(s) + ": " + e.message(),

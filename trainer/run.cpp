@@ -122,8 +122,10 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
   if (world_) transport_ = make_transport(cfg.parallel.transport, *world_, *exec_);
   step_ = make_step(*model_, *opt_, transport_.get(), step_options(cfg));
 
-  // 4. What a checkpoint holds: parameters and optimizer state (shared), error-feedback residuals (per rank).
+  // 4. What a checkpoint holds: parameters, running statistics and optimizer state (shared), error-feedback residuals
+  // (per rank).
   for (auto& p : model_->params()) state_.shared.push_back({p.name, p.value});
+  for (auto& st : model_->state()) state_.shared.push_back(st);
   for (auto& s : opt_->state()) state_.shared.push_back(s);
   state_.per_rank = step_->per_rank_state();
   // Checkpoints are device-independent: they hold host copies of device tensors (parameters, optimizer state, the
@@ -201,6 +203,18 @@ void Run::state_to_host() {
 
 void Run::state_to_device() {
   for (auto& [dev, host] : mirrors_) dev->copy_from(host);
+}
+
+void Run::share_model_state() {
+  if (!world_ || size_ < 2) return;
+  for (auto& st : model_->state()) {
+    Tensor* t = st.second;
+    Tensor host = t->device() == Device::CPU ? Tensor() : t->to(Device::CPU);
+    Tensor& h = t->device() == Device::CPU ? *t : host;
+    bcast_bounded(*world_, h.data(), static_cast<int>(h.numel()), MPI_FLOAT, 0,
+                  {"MPI_Ibcast (batchnorm running statistics)", pos.global_step});
+    if (t->device() != Device::CPU) t->copy_from(h);
+  }
 }
 
 void Run::save(const TrainPosition& at) {
@@ -305,6 +319,7 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
 void Run::evaluate_now(int64_t epoch) {
   TraceSpan span("evaluate");
   step_->gather();
+  share_model_state();
   const EvalResult e = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_);
   result.test = e;
   OCTET_LOG("epoch " << epoch + 1 << " test loss " << json_num(e.loss) << " accuracy " << json_num(100.0 * e.accuracy)
@@ -335,6 +350,7 @@ TrainResult Run::finish() {
   step_->gather();
   if (result.test.count == 0) {
     TraceSpan span("evaluate");
+    share_model_state();
     result.test = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_);
   }
   if (trace::on()) {

@@ -51,6 +51,11 @@ class Run {
   void evaluate_now(int64_t epoch);
   // Device runs: checkpoints hold host copies of the device tensors (state_ names the copies).
   void state_to_host();
+  // Batchnorm's running statistics follow rank 0, as PyTorch's DistributedDataParallel keeps them: each rank updates
+  // its own from its batches, rank 0's are broadcast before every evaluation, and a checkpoint holds rank 0's (every
+  // rank receives them on resume). What is evaluated and saved so depends only on rank 0's batches, which a resume
+  // replays exactly.
+  void share_model_state();
   void state_to_device();
 
   const Config& cfg_;

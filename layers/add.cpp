@@ -1,0 +1,69 @@
+// Add, device-neutral: the shortcut's geometry, the projection's parameters, the skip tensor's checks.
+#include "layers/add.h"
+
+#include "core/error.h"
+
+namespace octet {
+
+const char* shortcut_name(Shortcut s) {
+  return s == Shortcut::Identity ? "identity" : s == Shortcut::Pad ? "pad" : "conv";
+}
+
+Add::Add(std::string name, const AddParams& p, const Shape& main) : Layer(std::move(name)), p_(p) {
+  const Shape& s = p.skip_shape;
+  OCTET_CHECK(!p.from.empty(), "add " << this->name() << ": names no layer to add (from)");
+  main_ = main, main_[0] = 1;
+  if (p.shortcut == Shortcut::Identity) {
+    OCTET_CHECK(s.size() == main.size() && Shape(s.begin() + 1, s.end()) == Shape(main.begin() + 1, main.end()),
+                "add " << this->name() << ": shortcut identity needs " << p.from << "'s output "
+                       << shape_str(Shape(s.begin() + 1, s.end())) << " to equal the input "
+                       << shape_str(Shape(main.begin() + 1, main.end())) << " (shortcut: pad or conv otherwise)");
+    return;
+  }
+  OCTET_CHECK(s.size() == 4 && main.size() == 4, "add " << this->name() << ": shortcut " << shortcut_name(p.shortcut)
+                                                        << " needs [N,C,H,W] tensors, got " << shape_str(s) << " and "
+                                                        << shape_str(main));
+  stride_ = main[2] > 0 ? s[2] / main[2] : 0;
+  OCTET_CHECK(stride_ >= 1 && s[2] == stride_ * main[2] && s[3] == stride_ * main[3],
+              "add " << this->name() << ": " << p.from << "'s planes " << s[2] << "x" << s[3]
+                     << " are not a whole multiple (the stride) of the input's " << main[2] << "x" << main[3]);
+  if (p.shortcut == Shortcut::Pad) {
+    OCTET_CHECK(s[1] <= main[1], "add " << this->name() << ": shortcut pad cannot narrow " << p.from << "'s " << s[1]
+                                        << " channels to " << main[1] << " (use shortcut: conv)");
+    return;
+  }
+  proj_ = std::make_unique<Conv2d>(this->name() + ".proj", Conv2dParams{s[1], main[1], 1, stride_, 0, false, p.init});
+}
+
+Shape Add::output_shape(const Shape& in) const {
+  OCTET_CHECK(in.size() == main_.size() && Shape(in.begin() + 1, in.end()) == Shape(main_.begin() + 1, main_.end()),
+              "add " << name() << " expects input [N," << shape_str(Shape(main_.begin() + 1, main_.end())).substr(1)
+                     << ", got " << shape_str(in));
+  return in;
+}
+
+std::vector<Param> Add::params() { return proj_ ? proj_->params() : std::vector<Param>{}; }
+
+void Add::init_params(Rng& rng) {
+  if (proj_) proj_->init_params(rng);
+}
+
+void Add::bound(Exec& exec) {
+  if (proj_) proj_->bind(exec);
+}
+
+const Tensor& Add::skip(const Tensor& x) const {
+  OCTET_CHECK(skip_x_, "add " << name() << ": no tensor bound for " << p_.from << " (run it inside a model)");
+  Shape want = p_.skip_shape;
+  want[0] = x.dim(0);
+  OCTET_CHECK(skip_x_->shape() == want, "add " << name() << ": " << p_.from << "'s output is "
+                                               << shape_str(skip_x_->shape()) << ", expected " << shape_str(want));
+  return *skip_x_;
+}
+
+PadGeom Add::pad_geom(const Tensor& x) const {
+  const Shape& s = p_.skip_shape;
+  return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), s[1], s[2], s[3], (x.dim(1) - s[1]) / 2, stride_};
+}
+
+}  // namespace octet

@@ -1,0 +1,71 @@
+// A residual connection: y = x + P(s), where x is the previous layer's output and s the output of an earlier layer
+// named in the config (`from`); P is the identity, ResNet's option A (subsample by the stride, zero channels on both
+// sides) or a 1x1 convolution with the stride (option B, no batchnorm). The model binds s and where its gradient goes
+// (Layer::bind_skip). Shapes here and in add.cpp, the CPU loops in add_cpu.cpp.
+#pragma once
+#include "core/hd.h"
+#include "layers/conv2d.h"
+#include "layers/layer.h"
+
+namespace octet {
+
+enum class Shortcut { Identity, Pad, Conv };
+const char* shortcut_name(Shortcut s);
+
+struct AddParams {
+  std::string from;                        // the layer whose output is added
+  Shortcut shortcut = Shortcut::Identity;  // how it is brought to this layer's shape
+  Shape skip_shape;                        // that output's shape [N,Cs,Hs,Ws] (N any; set by the model's builder)
+  Init init = Init::He;                    // the projection's weights (Conv)
+};
+
+// Option A's geometry for a batch: skip [n,cs,hs,ws] -> output [n,c,h,w], skip channel k lands on channel c0 + k.
+struct PadGeom {
+  int64_t n, c, h, w, cs, hs, ws, c0, stride;
+};
+// The skip element output element i reads, or -1 (a zero channel). Shared by the CPU loops and the CUDA kernels.
+OCTET_HD int64_t pad_source(const PadGeom& g, int64_t i) {
+  const int64_t x = i % g.w, y = (i / g.w) % g.h, ch = (i / (g.w * g.h)) % g.c, b = i / (g.w * g.h * g.c);
+  const int64_t k = ch - g.c0;
+  if (k < 0 || k >= g.cs) return -1;
+  return ((b * g.cs + k) * g.hs + y * g.stride) * g.ws + x * g.stride;
+}
+
+class Add : public Layer {
+ public:
+  // main: the previous layer's output shape; the skip must reach it: equal (identity), or Hs = stride * H and
+  // Ws = stride * W with Cs <= C (pad) or any Cs (conv).
+  Add(std::string name, const AddParams& p, const Shape& main);
+  const char* kind() const override { return "add"; }
+  Shape output_shape(const Shape& in) const override;
+  const std::string& skip_from() const override { return p_.from; }
+  std::vector<Param> params() override;
+  void init_params(Rng& rng) override;
+  int64_t stride() const { return stride_; }
+
+ protected:
+  void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
+  void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  void bound(Exec& exec) override;
+  // The bound skip tensor, checked against the configured shape for this batch.
+  const Tensor& skip(const Tensor& x) const;
+  // Option A's geometry for this batch: input [n,cs,hs,ws] -> output [n,c,h,w], channels from c0 = (c - cs) / 2.
+  PadGeom pad_geom(const Tensor& x) const;
+
+  AddParams p_;
+  Shape main_;  // per batch of one: [1,C,H,W]
+  int64_t stride_ = 1;
+  std::unique_ptr<Conv2d> proj_;  // Conv only
+  Tensor proj_y_;                 // the projection's output [N,C,H,W] (Conv only)
+
+#ifdef OCTET_WITH_CUDA  // the CUDA twin (add_cuda.cu)
+ public:
+  bool has_cuda() const override { return true; }
+
+ protected:
+  void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override;
+  void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+#endif
+};
+
+}  // namespace octet

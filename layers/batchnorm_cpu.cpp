@@ -1,0 +1,68 @@
+// BatchNorm on the CPU: one OpenMP task per channel, sums in double (two passes: the mean, then squared deviations),
+// the per-channel arithmetic from batchnorm_math.h.
+#include "core/error.h"
+#include "layers/batchnorm.h"
+#include "layers/batchnorm_math.h"
+
+namespace octet {
+
+void BatchNorm::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
+  const int64_t hw = plane(x), n = x.dim(0), C = channels_, m = n * hw;
+  OCTET_CHECK(!ctx.train || m > 1,
+              "batchnorm " << name() << ": training needs more than one value a channel, got " << shape_str(x.shape()));
+  const float* xp = x.data();
+  float* yp = y.data();
+  last_train_ = ctx.train;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < C; ++c) {
+    BnChannel ch;
+    if (ctx.train) {
+      double sum = 0, sq = 0;
+      for (int64_t b = 0; b < n; ++b) {
+        const float* p = xp + (b * C + c) * hw;
+        for (int64_t i = 0; i < hw; ++i) sum += p[i];
+      }
+      const double mean = sum / static_cast<double>(m);
+      for (int64_t b = 0; b < n; ++b) {
+        const float* p = xp + (b * C + c) * hw;
+        for (int64_t i = 0; i < hw; ++i) sq += (p[i] - mean) * (p[i] - mean);
+      }
+      ch = bn_train_channel(sum, sq, m, gamma_.data()[c], beta_.data()[c], p_.eps);
+      bn_update_running(running_mean_.data()[c], running_var_.data()[c], sum, sq, m, p_.momentum);
+      mean_.data()[c] = ch.mean, invstd_.data()[c] = ch.invstd;
+    } else {
+      ch = bn_eval_channel(running_mean_.data()[c], running_var_.data()[c], gamma_.data()[c], beta_.data()[c], p_.eps);
+    }
+    for (int64_t b = 0; b < n; ++b) {
+      const float* p = xp + (b * C + c) * hw;
+      float* q = yp + (b * C + c) * hw;
+      for (int64_t i = 0; i < hw; ++i) q[i] = p[i] * ch.scale + ch.shift;
+    }
+  }
+}
+
+void BatchNorm::backward_cpu(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
+  OCTET_CHECK(last_train_, "batchnorm " << name() << ": backward needs a training forward before it");
+  const int64_t hw = plane(x), n = x.dim(0), C = channels_, m = n * hw;
+  const float *xp = x.data(), *dyp = dy.data();
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < C; ++c) {
+    const float mean = mean_.data()[c], invstd = invstd_.data()[c];
+    double sdy = 0, sdyx = 0;
+    for (int64_t b = 0; b < n; ++b) {
+      const float *p = xp + (b * C + c) * hw, *g = dyp + (b * C + c) * hw;
+      for (int64_t i = 0; i < hw; ++i) sdy += g[i], sdyx += static_cast<double>(g[i]) * ((p[i] - mean) * invstd);
+    }
+    dbeta_.data()[c] = static_cast<float>(sdy);
+    dgamma_.data()[c] = static_cast<float>(sdyx);
+    if (!dx) continue;
+    const BnGrad k = bn_grad_coeffs(sdy, sdyx, m, gamma_.data()[c], invstd);
+    for (int64_t b = 0; b < n; ++b) {
+      const float *p = xp + (b * C + c) * hw, *g = dyp + (b * C + c) * hw;
+      float* q = dx->data() + (b * C + c) * hw;
+      for (int64_t i = 0; i < hw; ++i) q[i] = k.k * (g[i] - k.a - (p[i] - mean) * invstd * k.b);
+    }
+  }
+}
+
+}  // namespace octet
