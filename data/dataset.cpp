@@ -49,14 +49,44 @@ U8ImageDataset::U8ImageDataset(std::string description, Shape sample_shape, std:
   OCTET_CHECK(pixels_.size() == labels_.size() * static_cast<size_t>(sample_numel_),
               description_ << ": " << pixels_.size() << " pixels for " << labels_.size() << " samples of "
                            << shape_str(shape_));
-  OCTET_CHECK(norm.std > 0.f, description_ << ": normalization std must be positive");
-  scale_ = 1.0f / (255.0f * norm.std);
-  shift_ = -norm.mean / norm.std;
+  affine_ = ChannelAffine(norm_, shape_.size() == 3 ? shape_[0] : 1, description_);
+}
+
+void Dataset::copy_train_sample(int64_t i, float* out, uint64_t) const { copy_sample(i, out); }
+
+void Dataset::copy_samples(const int64_t* idx, size_t n, float* out, int32_t* labels, const uint64_t* keys) const {
+  const int64_t d = shape_numel(sample_shape());
+  for (size_t k = 0; k < n; ++k) {
+    float* o = out + static_cast<int64_t>(k) * d;
+    labels[k] = label(idx[k]);
+    if (keys)
+      copy_train_sample(idx[k], o, keys[k]);
+    else
+      copy_sample(idx[k], o);
+  }
+}
+
+void U8ImageDataset::set_augment(const Augment& a) {
+  OCTET_CHECK(a.crop_padding == 0 || shape_.size() == 3,
+              description_ << ": data.augment.crop_padding needs [C,H,W] images, these are " << shape_str(shape_));
+  aug_ = a;
+  augment_ = a.crop_padding > 0 || a.flip;
 }
 
 void U8ImageDataset::copy_sample(int64_t i, float* out) const {
   const uint8_t* px = pixels_.data() + static_cast<size_t>(i) * static_cast<size_t>(sample_numel_);
-  for (int64_t j = 0; j < sample_numel_; ++j) out[j] = static_cast<float>(px[j]) * scale_ + shift_;
+  const int64_t C = static_cast<int64_t>(affine_.scale.size()), plane = sample_numel_ / C;
+  for (int64_t c = 0; c < C; ++c) {
+    const float sc = affine_.scale[static_cast<size_t>(c)], sh = affine_.shift[static_cast<size_t>(c)];
+    for (int64_t j = c * plane; j < (c + 1) * plane; ++j) out[j] = static_cast<float>(px[j]) * sc + sh;
+  }
+}
+
+void U8ImageDataset::copy_train_sample(int64_t i, float* out, uint64_t key) const {
+  if (!augment_) return copy_sample(i, out);
+  Rng draws(key);
+  augment_u8_chw(pixels_.data() + static_cast<size_t>(i) * static_cast<size_t>(sample_numel_), shape_[0], shape_[1],
+                 shape_[2], affine_, &aug_, &draws, out);
 }
 
 std::unique_ptr<U8ImageDataset> U8ImageDataset::slice(int64_t begin, int64_t end) const {

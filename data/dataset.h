@@ -6,13 +6,9 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "data/augment.h"
 
 namespace octet {
-
-struct Normalize {
-  float mean = 0.f;  // applied to pixel/255
-  float std = 1.f;
-};
 
 class Dataset {
  public:
@@ -20,8 +16,17 @@ class Dataset {
   virtual int64_t size() const = 0;
   virtual Shape sample_shape() const = 0;  // [C,H,W]
   virtual int num_classes() const = 0;
-  // Writes sample i (normalized fp32, CHW) to out[0 .. numel(sample_shape)).
+  // Writes sample i (normalized fp32, CHW) to out[0 .. numel(sample_shape)), as evaluation sees it.
   virtual void copy_sample(int64_t i, float* out) const = 0;
+  // The training view of sample i: augmented (when the dataset has augmentation) with draws keyed by key
+  // (sample_key(epoch_key(seed, epoch), i)).
+  virtual void copy_train_sample(int64_t i, float* out, uint64_t key) const;
+  // n samples into out (n x numel(sample_shape)) and their labels; keys == nullptr: evaluation, else each sample's
+  // key. A dataset that decodes files spreads them over its threads (and may stand another image in for an unreadable
+  // one, with that image's label).
+  virtual void copy_samples(const int64_t* idx, size_t n, float* out, int32_t* labels, const uint64_t* keys) const;
+  // Loader messages for the log at an epoch's end ("skipped 3 unreadable images"); "" when none.
+  virtual std::string take_notes() const { return ""; }
   virtual int32_t label(int64_t i) const = 0;
   virtual std::string describe() const = 0;
 };
@@ -35,7 +40,10 @@ class U8ImageDataset : public Dataset {
   Shape sample_shape() const override { return shape_; }
   int num_classes() const override { return classes_; }
   void copy_sample(int64_t i, float* out) const override;
+  void copy_train_sample(int64_t i, float* out, uint64_t key) const override;
   int32_t label(int64_t i) const override { return labels_[static_cast<size_t>(i)]; }
+  // Training augmentation: crop_padding and flip (a random-resized crop is image_folder's).
+  void set_augment(const Augment& a);
   std::string describe() const override { return description_; }
   // A copy of samples [begin, end).
   std::unique_ptr<U8ImageDataset> slice(int64_t begin, int64_t end) const;
@@ -48,7 +56,9 @@ class U8ImageDataset : public Dataset {
   std::vector<int32_t> labels_;
   int classes_;
   Normalize norm_;
-  float scale_, shift_;  // out = pixel * scale_ + shift_
+  ChannelAffine affine_;
+  Augment aug_;
+  bool augment_ = false;
 };
 
 // The whole file, gzip-compressed or not (zlib passes plain files through); errors name the file and the offset.

@@ -49,16 +49,15 @@ std::vector<int64_t> Sampler::indices(int64_t epoch, int64_t b) const {
   return out;
 }
 
-void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch& out) {
+void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch& out, const uint64_t* epoch) {
   Shape s = data.sample_shape();
-  const int64_t d = shape_numel(s);
   s.insert(s.begin(), static_cast<int64_t>(idx.size()));
   out.x.resize(s);
   out.labels.resize(idx.size());
-  for (size_t i = 0; i < idx.size(); ++i) {
-    data.copy_sample(idx[i], out.x.data() + static_cast<int64_t>(i) * d);
-    out.labels[i] = data.label(idx[i]);
-  }
+  std::vector<uint64_t> keys;
+  if (epoch)
+    for (int64_t i : idx) keys.push_back(sample_key(*epoch, i));
+  data.copy_samples(idx.data(), idx.size(), out.x.data(), out.labels.data(), epoch ? keys.data() : nullptr);
 }
 
 void to_device(const Batch& b, Tensor& x, Buffer<int32_t>& labels, const Stream& s) {
@@ -123,7 +122,8 @@ void Prefetcher::run(int base) {
       batch.index = b;
       {
         TraceSpan span("assemble batch", nullptr, nullptr, b);
-        assemble_batch(data_, sampler_.indices(epoch_, b), batch);
+        const uint64_t key = epoch_key(sampler_.seed(), epoch_);  // training draws: run seed, epoch, sample
+        assemble_batch(data_, sampler_.indices(epoch_, b), batch, &key);
       }
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || queue_.size() < depth_; });

@@ -17,6 +17,7 @@ class Sampler {
   Sampler(int64_t num_samples, int64_t batch_per_rank, int rank, int world, uint64_t seed, bool shuffle,
           bool drop_last);
   int64_t batches_per_epoch() const { return batches_; }
+  uint64_t seed() const { return seed_; }
   // This rank's sample indices of batch b in epoch e (fewer than B only in the last batch when !drop_last).
   std::vector<int64_t> indices(int64_t epoch, int64_t b) const;
 
@@ -71,8 +72,9 @@ class Prefetcher {
   std::thread thread_;
 };
 
-// Fills a batch synchronously (used by the prefetch thread and by evaluation).
-void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch& out);
+// Fills a batch synchronously (used by the prefetch thread and by evaluation). epoch: the epoch's key
+// (epoch_key(seed, epoch)) for training samples (augmented where the dataset augments), nullptr for evaluation.
+void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch& out, const uint64_t* epoch = nullptr);
 // A host batch's images and labels into device storage (grown as needed), queued on stream s (a GPU's copy stream).
 void to_device(const Batch& b, Tensor& x, Buffer<int32_t>& labels, const Stream& s);
 

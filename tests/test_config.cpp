@@ -1,8 +1,11 @@
 // Config tests: a valid file resolves with defaults; unknown keys, wrong types, bad values, missing files and
 // --set overrides produce errors that name the file, line and key.
+#include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "comm/transport.h"
+#include "core/error.h"
 #include "comm/world.h"
 #ifdef OCTET_WITH_CUDA
 #include "comm/nccl_transport.h"
@@ -104,7 +107,8 @@ TEST_CASE("config errors name file, line and key", "[config]") {
     auto p = write_config(d, replace(kValid, "dataset: synthetic", "dataset: imagenet"));
     CHECK_THROWS_WITH(
         load_config(p),
-        Catch::Contains("data.dataset: unknown value 'imagenet' (known: mnist_idx, cifar10_bin, synthetic)"));
+        Catch::Contains(
+            "data.dataset: unknown value 'imagenet' (known: mnist_idx, cifar10_bin, image_folder, synthetic)"));
   }
   SECTION("missing data folder") {
     auto p = write_config(d, replace(kValid, "dataset: synthetic", "dataset: mnist_idx\n  path: /nonexistent/mnist"));
@@ -213,4 +217,60 @@ TEST_CASE("batchnorm and add layers: keys read, a wrong source or shortcut named
                               "    - {type: fc, out_features: 4}\n    - {type: batchnorm, name: bnf}\n"));
   CHECK_THROWS_WITH(load_config(p, {"parallel.model_parallel_fc=true"}),
                     Catch::Contains("layer bnf (batchnorm) above the first fc layer"));
+}
+
+TEST_CASE("every shipped config loads and builds its model; the ResNets have their papers' sizes", "[config]") {
+  namespace fs = std::filesystem;
+  std::map<std::string, int64_t> params;
+  for (const auto& e : fs::recursive_directory_iterator(source_dir() + "/configs")) {
+    const std::string p = e.path().string();
+    if (e.path().extension() != ".yaml" || p.find("/configs/predict/") != std::string::npos) continue;
+    INFO(p);
+    Config c;
+    try {
+      c = load_config(p);
+    } catch (const Error& err) {  // a placeholder data.path: any folder will do for the check
+      REQUIRE_THAT(err.what(), Catch::Contains("data.path") && Catch::Contains("is not a folder"));
+      c = load_config(p, {"data.path=" + source_dir()});
+    }
+    const Shape input = !c.model.input.empty() ? c.model.input : Shape(c.data.synthetic_shape);
+    Model m = build_model(c.model, input);
+    params[e.path().filename().string()] = m.num_params();
+  }
+  CHECK(params.at("resnet20.yaml") == 269722);       // He et al.: 0.27M
+  CHECK(params.at("resnet18.yaml") == 11687720);     // torchvision's 11,689,512 less the projections' batchnorms
+  CHECK(params.at("cifar10_quick.yaml") == 145578);  // Caffe's
+  CHECK(params.count("alexnet.yaml") == 1);
+}
+
+TEST_CASE("data keys of the image pipeline: per-channel normalize, augment, image_folder's; errors name the key",
+          "[config][augment]") {
+  TempDir d;
+  std::string p = write_config(d, replace(kValid, "  synthetic_classes: 4\n",
+                                          "  synthetic_classes: 4\n  normalize: {mean: [0.5], std: 0.25}\n"
+                                          "  augment: {crop_padding: 2, flip: true}\n"));
+  Config c = load_config(p);
+  CHECK(c.data.normalize.mean == std::vector<float>{0.5f});
+  CHECK(c.data.normalize.std == std::vector<float>{0.25f});
+  CHECK((c.data.augment.crop_padding == 2 && c.data.augment.flip));
+  CHECK_THROWS_WITH(load_config(p, {"data.normalize.std=[1, -1, 1]"}),
+                    Catch::Contains("data.normalize.std: must be positive"));
+  CHECK_THROWS_WITH(load_config(p, {"data.augment.crop_padding=-1"}), Catch::Contains("data.augment.crop_padding"));
+  CHECK_THROWS_WITH(load_config(p, {"data.augment.scale=[0.5, 1]"}),
+                    Catch::Contains("data.augment.scale: unknown key"));  // a random-resized crop is image_folder's
+  const std::string folder = "  dataset: image_folder\n  path: " + d.path() + "\n  image_size: 16\n  resize: 20\n" +
+                             "  augment: {random_resized_crop: true, scale: [0.25, 1], flip: true}\n";
+  p = write_config(
+      d, replace(kValid, "  dataset: synthetic\n  synthetic_shape: [1, 8, 8]\n  synthetic_classes: 4\n", folder));
+  c = load_config(p);
+  CHECK((c.data.image_size == 16 && c.data.resize == 20 && c.data.decode_threads == 4 && !c.data.skip_bad));
+  CHECK(c.data.augment.random_resized_crop);
+  CHECK(c.data.augment.scale == std::vector<double>{0.25, 1.0});
+  CHECK_THROWS_WITH(load_config(p, {"data.augment.scale=[0.5, 1.5]"}),
+                    Catch::Contains("data.augment.scale: an area fraction: high must be <= 1"));
+  CHECK_THROWS_WITH(load_config(p, {"data.augment.ratio=[2, 1]"}),
+                    Catch::Contains("data.augment.ratio: expected [low, high] with 0 < low <= high"));
+  CHECK_THROWS_WITH(load_config(p, {"data.resize=8"}), Catch::Contains("data.resize"));
+  CHECK_THROWS_WITH(load_config(p, {"data.val_labels=/nonexistent/labels.txt"}),
+                    Catch::Contains("data.val_labels: '/nonexistent/labels.txt' does not exist"));
 }

@@ -67,7 +67,7 @@ TEST_CASE("CIFAR-10 binary batches: CHW planes and labels, five training files, 
   for (int i = 1; i <= 5; ++i) write_bytes(d.file("data_batch_" + std::to_string(i) + ".bin"), cifar_batch(i));
   write_gz(d.file("test_batch.bin.gz"), cifar_batch(0));
   auto train = load_cifar10_dir(d.path(), true, {});
-  auto test = load_cifar10_dir(d.path(), false, {0.5f, 0.25f});
+  auto test = load_cifar10_dir(d.path(), false, Normalize{{0.5f}, {0.25f}});
   REQUIRE(train->size() == 50000);
   REQUIRE(test->size() == 10000);
   CHECK(train->sample_shape() == Shape{3, 32, 32});
@@ -121,7 +121,7 @@ TEST_CASE("IDX loader reads raw and gzip files and normalizes", "[data][idx]") {
   TempDir d;
   write_bytes(d.file("train-images-idx3-ubyte"), idx_images(5, 2, 3));
   write_gz(d.file("train-labels-idx1-ubyte.gz"), idx_labels(5));
-  auto ds = load_mnist_dir(d.path(), "train", Normalize{0.5f, 0.25f});
+  auto ds = load_mnist_dir(d.path(), "train", Normalize{{0.5f}, {0.25f}});
   REQUIRE(ds->size() == 5);
   CHECK(ds->sample_shape() == Shape{1, 2, 3});
   CHECK(ds->label(3) == 3);

@@ -1,6 +1,6 @@
-// `octet bench compress`, `allreduce` and `trace`: codec throughput and error, collective bandwidth per codec, and what
-// a trace span costs, each printed beside a baseline measured in the same run (memcpy of the same buffer; dense
-// MPI_Allreduce; an empty loop).
+// `octet bench compress`, `allreduce`, `trace` and `loader`: codec throughput and error, collective bandwidth per
+// codec, and what a trace span costs, each printed beside a baseline measured in the same run (memcpy of the same
+// buffer; dense MPI_Allreduce; an empty loop).
 #pragma once
 #include <string>
 #include <vector>
@@ -14,5 +14,7 @@ int bench_compress(const std::vector<std::string>& args);
 int bench_allreduce(const std::vector<std::string>& args, const World& world);
 // The cost of one trace span (core/trace.h) off and on, beside an empty loop of the same length.
 int bench_trace(const std::vector<std::string>& args);
+// image_folder's training pipeline on a JPEG tree: images/s and per decode thread (tools/bench_loader.cpp).
+int bench_loader(const std::vector<std::string>& args);
 
 }  // namespace octet

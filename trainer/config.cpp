@@ -40,11 +40,22 @@ void read_run(Section s, RunConfig& r) {
 }
 
 void read_data(Section s, DataConfig& d) {
-  d.dataset = s.choice("dataset", d.dataset, {"mnist_idx", "cifar10_bin", "synthetic"});
-  if (d.dataset == "mnist_idx" || d.dataset == "cifar10_bin") {
+  d.dataset = s.choice("dataset", d.dataset, {"mnist_idx", "cifar10_bin", "image_folder", "synthetic"});
+  if (d.dataset != "synthetic") {
     d.path = s.get<std::string>("path");
     struct stat st {};
     if (::stat(d.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) s.fail("path", "'" + d.path + "' is not a folder");
+  }
+  const bool folder = d.dataset == "image_folder";
+  if (folder) {
+    d.val_labels = s.get<std::string>("val_labels", d.val_labels);
+    struct stat st {};
+    if (!d.val_labels.empty() && ::stat(d.val_labels.c_str(), &st) != 0)
+      s.fail("val_labels", "'" + d.val_labels + "' does not exist");
+    d.image_size = at_least(s, "image_size", d.image_size, 1);
+    d.resize = at_least(s, "resize", d.resize, d.image_size);
+    d.decode_threads = at_least(s, "decode_threads", d.decode_threads, 1);
+    d.skip_bad = s.get<bool>("skip_bad", d.skip_bad);
   }
   d.batch_size = at_least(s, "batch_size", d.batch_size, 1);
   d.eval_batch_size = at_least(s, "eval_batch_size", d.eval_batch_size, 1);
@@ -54,10 +65,32 @@ void read_data(Section s, DataConfig& d) {
   if (nice < 0 || nice > 19) s.fail("loader_nice", "must be in [0, 19], got " + std::to_string(nice));
   d.loader_nice = static_cast<int>(nice);
   Section n = s.section("normalize");
-  d.normalize.mean = n.get<float>("mean", d.normalize.mean);
-  d.normalize.std = n.get<float>("std", d.normalize.std);
-  if (!(d.normalize.std > 0.f)) n.fail("std", "must be positive");
+  for (const char* key : {"mean", "std"}) {
+    std::vector<float>& v = std::string(key) == "mean" ? d.normalize.mean : d.normalize.std;
+    if (n.is_list(key)) {
+      const std::vector<double> got = n.get<std::vector<double>>(key);
+      if (got.empty()) n.fail(key, "must not be empty");
+      v.assign(got.begin(), got.end());
+    } else {
+      v = {n.get<float>(key, v[0])};
+    }
+  }
+  for (float sd : d.normalize.std)
+    if (!(sd > 0.f)) n.fail("std", "must be positive");
   n.finish();
+  Section a = s.section("augment");
+  if (!folder) {
+    d.augment.crop_padding = at_least(a, "crop_padding", d.augment.crop_padding, 0);
+  } else if ((d.augment.random_resized_crop = a.get<bool>("random_resized_crop", false))) {
+    for (const char* key : {"scale", "ratio"}) {
+      std::vector<double>& v = std::string(key) == "scale" ? d.augment.scale : d.augment.ratio;
+      v = a.get<std::vector<double>>(key, v);
+      if (v.size() != 2 || !(v[0] > 0) || !(v[0] <= v[1])) a.fail(key, "expected [low, high] with 0 < low <= high");
+      if (std::string(key) == "scale" && v[1] > 1) a.fail(key, "an area fraction: high must be <= 1");
+    }
+  }
+  d.augment.flip = a.get<bool>("flip", d.augment.flip);
+  a.finish();
   d.train_limit = at_least(s, "train_limit", d.train_limit, 0);
   d.test_limit = at_least(s, "test_limit", d.test_limit, 0);
   if (d.dataset == "synthetic") {

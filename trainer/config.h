@@ -40,14 +40,21 @@ struct RunConfig {
 };
 
 struct DataConfig {
-  std::string dataset = "mnist_idx";  // mnist_idx | cifar10_bin | synthetic
-  std::string path;                   // mnist_idx: the four IDX files; cifar10_bin: the six batches (raw or .gz)
-  int64_t batch_size = 64;            // per rank
+  std::string dataset = "mnist_idx";  // mnist_idx | cifar10_bin | image_folder | synthetic
+  // mnist_idx: the four IDX files; cifar10_bin: the six batches (raw or .gz); image_folder: train/ and val/
+  std::string path;
+  int64_t batch_size = 64;  // per rank
   int64_t eval_batch_size = 1000;
   bool shuffle = true;
   int prefetch = 4;      // batches prepared ahead by the loader thread
   int loader_nice = 19;  // the loader thread's priority below the trainer's (nice increment, 0..19)
-  Normalize normalize;
+  Normalize normalize;   // per channel or one value
+  Augment augment;       // training only
+  // image_folder only
+  std::string val_labels;  // a flat val/ with "<file> <class>" lines ("" : val/<class>/...)
+  int64_t image_size = 224, resize = 256;
+  int64_t decode_threads = 4;
+  bool skip_bad = false;
   int64_t train_limit = 0;  // use only the first N training samples (0 = all)
   int64_t test_limit = 0;
   // synthetic only

@@ -91,6 +91,8 @@ bool Section::has(const std::string& key) const {
   return node_.IsDefined() && node_.IsMap() && node_[key].IsDefined() && !node_[key].IsNull();
 }
 
+bool Section::is_list(const std::string& key) const { return has(key) && node_[key].IsSequence(); }
+
 YAML::Node Section::lookup(const std::string& key) {
   used_.insert(key);
   if (!node_.IsDefined() || !node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);

@@ -18,6 +18,7 @@ class Section {
           std::shared_ptr<const std::set<std::string>> overridden = nullptr);
 
   bool has(const std::string& key) const;
+  bool is_list(const std::string& key) const;  // present and a YAML sequence
   template <typename T>
   T get(const std::string& key);  // required
   template <typename T>

@@ -58,7 +58,8 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
 
 int cmd_bench(const std::vector<std::string>& args, int* argc, char*** argv) {
   const char* usage =
-      "usage: octet bench compress|allreduce|trace [flags]   (octet bench compress --help, ... allreduce --help, "
+      "usage: octet bench compress|allreduce|trace|loader [flags]   (octet bench compress --help, ... allreduce "
+      "--help, "
       "...)\n";
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
     std::fputs(usage, args.empty() ? stderr : stdout);
@@ -67,7 +68,9 @@ int cmd_bench(const std::vector<std::string>& args, int* argc, char*** argv) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "compress") return octet::bench_compress(rest);
   if (args[0] == "trace") return octet::bench_trace(rest);
-  OCTET_CHECK(args[0] == "allreduce", "unknown benchmark '" << args[0] << "' (known: compress, allreduce, trace)");
+  if (args[0] == "loader") return octet::bench_loader(rest);
+  OCTET_CHECK(args[0] == "allreduce",
+              "unknown benchmark '" << args[0] << "' (known: compress, allreduce, trace, loader)");
   octet::MpiSession mpi(argc, argv);
   return octet::bench_allreduce(rest, mpi.world());
 }

@@ -338,6 +338,10 @@ bool Run::end_epoch(int64_t epoch) {
     save(pos);
     return false;
   }
+  for (const Dataset* d : {train_set_.get(), test_set_.get()}) {
+    const std::string note = d->take_notes();
+    if (!note.empty()) OCTET_LOG("warning: " << note);
+  }
   const bool last = epoch + 1 == cfg_.run.epochs || stop_;
   pos = {epoch + 1, 0, pos.global_step, pos.seed};
   if ((cfg_.run.eval_every > 0 && (epoch + 1) % cfg_.run.eval_every == 0) || last) evaluate_now(epoch);

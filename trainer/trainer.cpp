@@ -9,6 +9,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/timer.h"
+#include "data/image_folder.h"
 #include "data/loader.h"
 #include "layers/softmax_ce.h"
 #include "trainer/run.h"
@@ -16,6 +17,15 @@
 namespace octet {
 
 std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t seed) {
+  if (d.dataset == "image_folder") {
+    ImageFolderOptions o;
+    o.root = d.path, o.train = train, o.val_labels = d.val_labels;
+    o.image_size = d.image_size, o.resize = d.resize, o.threads = static_cast<int>(d.decode_threads);
+    o.skip_bad = d.skip_bad, o.norm = d.normalize, o.augment = d.augment, o.augmenting = train;
+    auto ds = std::make_unique<ImageFolderDataset>(o);
+    ds->truncate(train ? d.train_limit : d.test_limit);
+    return ds;
+  }
   std::unique_ptr<U8ImageDataset> ds;
   if (d.dataset == "mnist_idx") {
     ds = load_mnist_dir(d.path, train ? "train" : "t10k", d.normalize);
@@ -29,6 +39,7 @@ std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t se
   }
   const int64_t limit = train ? d.train_limit : d.test_limit;
   if (limit > 0 && limit < ds->size()) ds = ds->slice(0, limit);
+  if (train) ds->set_augment(d.augment);
   return ds;
 }
 

@@ -1,0 +1,98 @@
+// Augmentation draws and the normalizing writes (see augment.h).
+#include "data/augment.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace octet {
+
+ChannelAffine::ChannelAffine(const Normalize& n, int64_t channels, const std::string& what) {
+  const size_t C = static_cast<size_t>(channels);
+  OCTET_CHECK((n.mean.size() == 1 || n.mean.size() == C) && (n.std.size() == 1 || n.std.size() == C),
+              what << ": data.normalize has " << n.mean.size() << " means and " << n.std.size()
+                   << " stds for images of " << channels << " channels (give one, or one per channel)");
+  scale.resize(C), shift.resize(C);
+  for (size_t c = 0; c < C; ++c) {
+    const float m = n.mean.size() == 1 ? n.mean[0] : n.mean[c], s = n.std.size() == 1 ? n.std[0] : n.std[c];
+    OCTET_CHECK(s > 0.f, what << ": data.normalize.std must be positive, got " << s);
+    scale[c] = 1.0f / (255.0f * s);
+    shift[c] = -m / s;
+  }
+}
+
+Box random_resized_box(int64_t w, int64_t h, const Augment& a, Rng& rng) {
+  const double area = static_cast<double>(w) * static_cast<double>(h);
+  const double lr0 = std::log(a.ratio[0]), lr1 = std::log(a.ratio[1]);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * (a.scale[0] + (a.scale[1] - a.scale[0]) * rng.uniform());
+    const double ratio = std::exp(lr0 + (lr1 - lr0) * rng.uniform());
+    const int64_t cw = std::llround(std::sqrt(target * ratio)), ch = std::llround(std::sqrt(target / ratio));
+    if (cw > 0 && ch > 0 && cw <= w && ch <= h) {
+      const int64_t y = static_cast<int64_t>(rng.below(static_cast<uint64_t>(h - ch + 1)));
+      const int64_t x = static_cast<int64_t>(rng.below(static_cast<uint64_t>(w - cw + 1)));
+      return {x, y, cw, ch};
+    }
+  }
+  const double in_ratio = static_cast<double>(w) / static_cast<double>(h);
+  int64_t cw = w, ch = h;
+  if (in_ratio < a.ratio[0]) {
+    ch = std::llround(static_cast<double>(w) / a.ratio[0]);
+  } else if (in_ratio > a.ratio[1]) {
+    cw = std::llround(static_cast<double>(h) * a.ratio[1]);
+  }
+  return {(w - cw) / 2, (h - ch) / 2, cw, ch};
+}
+
+Box center_box(int64_t w, int64_t h, int64_t resize, int64_t out) {
+  // The shorter side becomes `resize`; the out x out centre of that image, mapped back to source pixels.
+  const double f = static_cast<double>(std::min(w, h)) / static_cast<double>(resize);
+  const int64_t side =
+      std::max<int64_t>(1, std::min<int64_t>(std::llround(static_cast<double>(out) * f), std::min(w, h)));
+  return {(w - side) / 2, (h - side) / 2, side, side};
+}
+
+void augment_u8_chw(const uint8_t* src, int64_t C, int64_t H, int64_t W, const ChannelAffine& norm, const Augment* aug,
+                    Rng* draws, float* out) {
+  int64_t dy = 0, dx = 0;
+  bool flip = false;
+  if (aug && draws) {
+    const int64_t p = aug->crop_padding;
+    if (p > 0) {
+      dy = static_cast<int64_t>(draws->below(static_cast<uint64_t>(2 * p + 1))) - p;
+      dx = static_cast<int64_t>(draws->below(static_cast<uint64_t>(2 * p + 1))) - p;
+    }
+    if (aug->flip) flip = draws->uniform() < 0.5f;
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    const float sc = norm.scale[static_cast<size_t>(c)], sh = norm.shift[static_cast<size_t>(c)];
+    const uint8_t* plane = src + c * H * W;
+    float* o = out + c * H * W;
+    for (int64_t y = 0; y < H; ++y) {
+      const int64_t sy = y + dy;
+      for (int64_t x = 0; x < W; ++x) {
+        const int64_t sx = (flip ? W - 1 - x : x) + dx;
+        const uint8_t v = sy >= 0 && sy < H && sx >= 0 && sx < W ? plane[sy * W + sx] : 0;  // padding: pixel 0
+        o[y * W + x] = static_cast<float>(v) * sc + sh;
+      }
+    }
+  }
+}
+
+void bgr_to_chw(const uint8_t* src, int64_t H, int64_t W, size_t stride, const ChannelAffine& norm, bool flip,
+                float* out) {
+  const int64_t plane = H * W;
+  for (int64_t y = 0; y < H; ++y) {
+    const uint8_t* row = src + static_cast<size_t>(y) * stride;
+    float *r = out + y * W, *g = r + plane, *b = g + plane;
+    for (int64_t x = 0; x < W; ++x) {
+      const uint8_t* px = row + 3 * (flip ? W - 1 - x : x);
+      r[x] = static_cast<float>(px[2]) * norm.scale[0] + norm.shift[0];
+      g[x] = static_cast<float>(px[1]) * norm.scale[1] + norm.shift[1];
+      b[x] = static_cast<float>(px[0]) * norm.scale[2] + norm.shift[2];
+    }
+  }
+}
+
+}  // namespace octet

@@ -1,0 +1,61 @@
+// Training-time augmentation and normalization: the per-sample draws (keyed by run seed, epoch and sample index, so
+// ranks and resumes agree), random crop with zero padding, horizontal flip, torchvision's random-resized-crop box, and
+// the fused uint8 -> normalized fp32 CHW write every loader ends with.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+
+namespace octet {
+
+struct Normalize {
+  std::vector<float> mean = {0.f};  // per channel (or one for all), applied to pixel/255
+  std::vector<float> std = {1.f};
+};
+
+struct Augment {
+  int64_t crop_padding = 0;                     // pad by this many zero pixels, crop back at a random place (0: off)
+  bool flip = false;                            // horizontal flip with probability 1/2
+  bool random_resized_crop = false;             // image_folder: torchvision's RandomResizedCrop (else resize + centre)
+  std::vector<double> scale = {0.08, 1.0};      // its area fraction range
+  std::vector<double> ratio = {0.75, 4.0 / 3};  // ... and aspect-ratio range (w/h), drawn log-uniform
+};
+
+// out = pixel * scale[c] + shift[c] for channel c: the normalization as two arrays of C values.
+struct ChannelAffine {
+  std::vector<float> scale, shift;
+  ChannelAffine() = default;
+  ChannelAffine(const Normalize& n, int64_t channels, const std::string& what);  // what: names the data in errors
+};
+
+// The key of sample i's draws in an epoch's training pass.
+inline uint64_t sample_key(uint64_t epoch_key, int64_t i) {
+  return derive_seed(epoch_key, 0xa06, static_cast<uint64_t>(i));
+}
+inline uint64_t epoch_key(uint64_t run_seed, int64_t epoch) {
+  return derive_seed(run_seed, 0xa065, static_cast<uint64_t>(epoch));
+}
+
+// A crop box in source pixels.
+struct Box {
+  int64_t x, y, w, h;
+};
+
+// torchvision's RandomResizedCrop.get_params: up to 10 draws of an area fraction in scale and a log-uniform ratio
+// that fit the w x h image; else the central crop with the ratio clamped to the range.
+Box random_resized_box(int64_t w, int64_t h, const Augment& a, Rng& rng);
+// Evaluation: the central out x out box of the image resized so its shorter side is `resize` (in source pixels).
+Box center_box(int64_t w, int64_t h, int64_t resize, int64_t out);
+
+// Writes a CHW uint8 image (C x H x W) into out (C x H x W floats), normalized, with crop_padding and flip applied
+// when draws != nullptr (training).
+void augment_u8_chw(const uint8_t* src, int64_t C, int64_t H, int64_t W, const ChannelAffine& norm, const Augment* aug,
+                    Rng* draws, float* out);
+// Interleaved BGR (H x W x 3, row stride in bytes; OpenCV's order) into normalized RGB CHW floats, mirrored when flip.
+void bgr_to_chw(const uint8_t* src, int64_t H, int64_t W, size_t stride, const ChannelAffine& norm, bool flip,
+                float* out);
+
+}  // namespace octet

@@ -1,0 +1,104 @@
+// Finding and loading the OpenCV module (dlopen), and reading a JPEG's size from its frame header.
+#include "data/image_codec.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "core/error.h"
+
+namespace octet {
+
+namespace {
+
+std::string exe_dir() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, static_cast<size_t>(n));
+  return p.substr(0, p.find_last_of('/'));
+}
+
+ImageCodec load_codec() {
+  std::vector<std::string> places;
+  if (const char* env = std::getenv("OCTET_OPENCV_MODULE")) {
+    places.push_back(env);
+  } else {
+    const std::string dir = exe_dir();
+    places = {dir + "/octet_opencv.so", dir + "/../octet_opencv.so"};
+#ifdef OCTET_BUILD_DIR
+    places.push_back(std::string(OCTET_BUILD_DIR) + "/octet_opencv.so");
+#endif
+  }
+  std::string tried;
+  for (const std::string& p : places) {
+    void* lib = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char* e = ::dlerror();
+      tried += "\n  " + p + ": " + (e ? e : "not loadable");
+      continue;
+    }
+    auto abi = reinterpret_cast<octet_img_abi_fn>(::dlsym(lib, "octet_img_abi"));
+    ImageCodec c{reinterpret_cast<octet_img_decode_fn>(::dlsym(lib, "octet_img_decode")),
+                 reinterpret_cast<octet_img_free_fn>(::dlsym(lib, "octet_img_free")),
+                 reinterpret_cast<octet_img_resize_fn>(::dlsym(lib, "octet_img_resize"))};
+    OCTET_CHECK(abi && abi() == kOctetImageAbi && c.decode && c.free && c.resize,
+                p << ": not octet's OpenCV module of this version (rebuild octet)");
+    return c;
+  }
+  OCTET_THROW(
+      "image_folder needs octet's OpenCV module (octet_opencv.so, built when libopencv-imgcodecs-dev and "
+      "libopencv-imgproc-dev are installed; set OCTET_OPENCV_MODULE to its path); tried:"
+      << tried);
+}
+
+}  // namespace
+
+const ImageCodec& image_codec() {
+  static std::once_flag once;
+  static ImageCodec codec{};
+  static std::string error;
+  std::call_once(once, [] {
+    try {
+      codec = load_codec();
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  OCTET_CHECK(error.empty(), error);
+  return codec;
+}
+
+bool jpeg_size(const uint8_t* b, size_t n, int& w, int& h) {
+  if (n < 4 || b[0] != 0xFF || b[1] != 0xD8) return false;
+  size_t i = 2;
+  while (i + 4 <= n) {
+    if (b[i] != 0xFF) return false;
+    const uint8_t m = b[i + 1];
+    if (m == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    if (m == 0xD8 || (m >= 0xD0 && m <= 0xD7) || m == 0x01) {  // markers without a length
+      i += 2;
+      continue;
+    }
+    const size_t len = static_cast<size_t>(b[i + 2]) << 8 | b[i + 3];
+    if (len < 2) return false;
+    const bool sof = m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
+    if (sof) {
+      if (i + 9 > n) return false;
+      h = b[i + 5] << 8 | b[i + 6];
+      w = b[i + 7] << 8 | b[i + 8];
+      return w > 0 && h > 0;
+    }
+    if (m == 0xDA || m == 0xD9) return false;  // scan or end before a frame header
+    i += 2 + len;
+  }
+  return false;
+}
+
+}  // namespace octet

@@ -1,0 +1,48 @@
+// The image decoder octet loads at run time (dlopen) from its OpenCV module, octet_opencv.so: OpenCV's imgcodecs
+// pulls ~135 shared libraries (GDAL and more) that no run without image files should map. The module's C ABI is
+// declared here; image_codec() finds and checks it once.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+extern "C" {
+// A decoded image: rows of w interleaved BGR pixels (OpenCV's order), `stride` bytes apart; owner: the module's
+// storage.
+struct OctetImage {
+  uint8_t* data;
+  int h, w;
+  size_t stride;
+  void* owner;
+};
+// Decodes bytes (JPEG, PNG, ... whatever OpenCV reads) to BGR at 1/reduce scale (1, 2, 4 or 8: JPEG's DCT scaling;
+// other formats decode whole and are shrunk). 0 on success, else -1 with a message in err.
+typedef int (*octet_img_decode_fn)(const uint8_t* bytes, size_t n, int reduce, OctetImage* img, char* err,
+                                   size_t errlen);
+typedef void (*octet_img_free_fn)(OctetImage* img);
+// Resizes the box (x, y, w, h) of img to out_w x out_h BGR at out (row stride out_w * 3): bilinear, area averaging
+// when shrinking by 2 or more. 0 on success, else -1 with a message.
+typedef int (*octet_img_resize_fn)(const OctetImage* img, int x, int y, int w, int h, uint8_t* out, int out_w,
+                                   int out_h, char* err, size_t errlen);
+// The module's ABI version (kOctetImageAbi).
+typedef int (*octet_img_abi_fn)();
+}
+
+namespace octet {
+
+constexpr int kOctetImageAbi = 1;
+
+struct ImageCodec {
+  octet_img_decode_fn decode;
+  octet_img_free_fn free;
+  octet_img_resize_fn resize;
+};
+
+// Loads the module on first use: $OCTET_OPENCV_MODULE, else octet_opencv.so beside the executable, one folder up, or
+// in the build folder it was compiled in. Throws naming every place tried and dlopen's reason.
+const ImageCodec& image_codec();
+
+// Width and height from a JPEG's frame header (SOFn) without decoding; false when bytes are no JPEG or end first.
+bool jpeg_size(const uint8_t* bytes, size_t n, int& w, int& h);
+
+}  // namespace octet

@@ -1,0 +1,245 @@
+// ImageFolderDataset: the folder scan (sorted classes and files, the flat-val labels file), per-image decode, crop,
+// resize and normalization, and the per-batch decode threads.
+#include "data/image_folder.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "data/image_codec.h"
+
+namespace octet {
+
+namespace {
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The entries of a folder, sorted by name (byte order, as Python's sorted()); "." and ".." left out.
+std::vector<std::string> list_dir(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  OCTET_CHECK(d, dir << ": cannot open the folder");
+  std::vector<std::string> out;
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Every image file under dir, recursively, in sorted order (os.walk with sorted names, as ImageFolder).
+void walk(const std::string& dir, std::vector<std::string>& out) {
+  for (const std::string& n : list_dir(dir)) {
+    const std::string p = dir + "/" + n;
+    if (is_dir(p))
+      walk(p, out);
+    else if (is_image_file(n))
+      out.push_back(p);
+  }
+}
+
+std::vector<uint8_t> read_whole(const std::string& path, std::string& why) {
+  std::vector<uint8_t> bytes;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    why = "cannot open the file";
+    return bytes;
+  }
+  uint8_t buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
+  if (std::ferror(f)) why = "read error after " + std::to_string(bytes.size()) + " bytes";
+  std::fclose(f);
+  if (why.empty() && bytes.empty()) why = "empty file";
+  return bytes;
+}
+
+}  // namespace
+
+bool is_image_file(const std::string& name) {
+  static const char* kExt[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* e : kExt) {
+    const size_t k = std::strlen(e);
+    if (lower.size() > k && lower.compare(lower.size() - k, k, e) == 0) return true;
+  }
+  return false;
+}
+
+ImageFolderDataset::ImageFolderDataset(const ImageFolderOptions& o) : o_(o) {
+  OCTET_CHECK(o.image_size > 0 && o.resize >= o.image_size && o.threads > 0,
+              o.root << ": image_folder needs image_size > 0, resize >= image_size and decode_threads > 0");
+  OCTET_CHECK(o.augment.crop_padding == 0, o.root << ": data.augment.crop_padding is for in-memory datasets; "
+                                                  << "image_folder crops with scale and ratio (random-resized crop)");
+  const std::string train_dir = o.root + "/train", split = o.root + (o.train ? "/train" : "/val");
+  OCTET_CHECK(is_dir(train_dir), o.root << ": no train/ folder (image_folder expects train/<class>/... and val/)");
+  OCTET_CHECK(is_dir(split), o.root << ": no " << (o.train ? "train" : "val") << "/ folder");
+  for (const std::string& n : list_dir(train_dir))
+    if (is_dir(train_dir + "/" + n)) classes_.push_back(n);
+  OCTET_CHECK(!classes_.empty(), train_dir << ": no class folders");
+  std::map<std::string, int32_t> index;
+  for (size_t c = 0; c < classes_.size(); ++c) index[classes_[c]] = static_cast<int32_t>(c);
+  if (!o.train && !o.val_labels.empty()) {  // the flat official layout: val/<file> with a labels file
+    std::ifstream f(o.val_labels);
+    OCTET_CHECK(f, o.val_labels << ": cannot open (data.val_labels)");
+    std::string line;
+    for (int64_t ln = 1; std::getline(f, line); ++ln) {
+      std::istringstream in(line);
+      std::string name, cls, extra;
+      if (!(in >> name)) continue;  // blank line
+      OCTET_CHECK(in >> cls && !(in >> extra),
+                  o.val_labels << ":" << ln << ": expected '<file> <class>', got '" << line << "'");
+      int32_t label = -1;
+      if (index.count(cls)) {
+        label = index[cls];
+      } else {
+        char* end = nullptr;
+        const long v = std::strtol(cls.c_str(), &end, 10);
+        OCTET_CHECK(*end == 0 && v >= 0 && v < static_cast<long>(classes_.size()),
+                    o.val_labels << ":" << ln << ": class '" << cls
+                                 << "' is neither a folder of train/ nor an index in [0," << classes_.size() << ")");
+        label = static_cast<int32_t>(v);
+      }
+      const std::string path = split + "/" + name;
+      struct stat st {};
+      OCTET_CHECK(::stat(path.c_str(), &st) == 0, o.val_labels << ":" << ln << ": " << path << " does not exist");
+      files_.push_back(path);
+      labels_.push_back(label);
+    }
+  } else {
+    for (const std::string& n : list_dir(split)) {
+      const std::string dir = split + "/" + n;
+      if (!is_dir(dir)) continue;
+      OCTET_CHECK(index.count(n), dir << ": class folder not in train/ (the classes are train/'s folders)");
+      const size_t before = files_.size();
+      walk(dir, files_);
+      OCTET_CHECK(files_.size() > before, dir << ": no image files ("
+                                              << ".jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp)");
+      labels_.resize(files_.size(), index[n]);
+    }
+  }
+  OCTET_CHECK(!files_.empty(), split << ": no images");
+  affine_ = ChannelAffine(o.norm, 3, o.root);
+  description_ = o.root + " (image_folder " + (o.train ? "train" : "val") + ", " + std::to_string(classes_.size()) +
+                 " classes, " + std::to_string(o.image_size) + "px)";
+}
+
+void ImageFolderDataset::truncate(int64_t n) {
+  if (n <= 0 || n >= size()) return;
+  files_.resize(static_cast<size_t>(n));
+  labels_.resize(static_cast<size_t>(n));
+}
+
+bool ImageFolderDataset::load(int64_t i, float* out, const uint64_t* key, std::string& why) const {
+  const ImageCodec& codec = image_codec();
+  const std::vector<uint8_t> bytes = read_whole(files_[static_cast<size_t>(i)], why);
+  if (!why.empty()) return false;
+  const int S = static_cast<int>(o_.image_size);
+  Rng draws(key ? *key : 0);
+  const bool train = key && o_.augmenting;
+  auto box_of = [&](int w, int h) {
+    return train && o_.augment.random_resized_crop ? random_resized_box(w, h, o_.augment, draws)
+                                                   : center_box(w, h, o_.resize, S);
+  };
+  // A JPEG's size is in its header: draw the box first, and decode at 1/2, 1/4 or 1/8 scale (DCT scaling) when the box
+  // still covers the output at that scale.
+  int w = 0, h = 0, reduce = 1;
+  Box box{};
+  const bool known = jpeg_size(bytes.data(), bytes.size(), w, h);
+  if (known) {
+    box = box_of(w, h);
+    while (reduce < 8 && box.w / (2 * reduce) >= S && box.h / (2 * reduce) >= S) reduce *= 2;
+  }
+  OctetImage img{};
+  char err[256] = "";
+  if (codec.decode(bytes.data(), bytes.size(), reduce, &img, err, sizeof err) != 0) {
+    why = err;
+    return false;
+  }
+  if (!known) {
+    box = box_of(img.w, img.h);
+  } else if (reduce > 1) {  // the box in the reduced image (its size: ceil(w / reduce))
+    box = {box.x / reduce, box.y / reduce, std::max<int64_t>(1, box.w / reduce), std::max<int64_t>(1, box.h / reduce)};
+    box.w = std::min<int64_t>(box.w, img.w - box.x), box.h = std::min<int64_t>(box.h, img.h - box.y);
+  }
+  const bool flip = train && o_.augment.flip && draws.uniform() < 0.5f;
+  std::vector<uint8_t> crop(static_cast<size_t>(S) * S * 3);
+  const int rc = codec.resize(&img, static_cast<int>(box.x), static_cast<int>(box.y), static_cast<int>(box.w),
+                              static_cast<int>(box.h), crop.data(), S, S, err, sizeof err);
+  codec.free(&img);
+  if (rc != 0) {
+    why = err;
+    return false;
+  }
+  bgr_to_chw(crop.data(), S, S, static_cast<size_t>(S) * 3, affine_, flip, out);
+  return true;
+}
+
+int32_t ImageFolderDataset::fill(int64_t i, float* out, const uint64_t* key) const {
+  std::string why;
+  if (load(i, out, key, why)) return labels_[static_cast<size_t>(i)];
+  OCTET_CHECK(o_.skip_bad, files_[static_cast<size_t>(i)] << ": " << why << " (data.skip_bad: true stands the next "
+                                                          << "readable image in)");
+  {
+    std::lock_guard<std::mutex> lock(note_mu_);
+    if (first_bad_.empty()) first_bad_ = files_[static_cast<size_t>(i)] + ": " + why;
+  }
+  ++skipped_;
+  for (int64_t k = 1; k <= 16; ++k) {  // the next files in order, deterministic for every rank and resume
+    const int64_t j = (i + k) % size();
+    std::string w2;
+    if (load(j, out, key, w2)) return labels_[static_cast<size_t>(j)];
+  }
+  OCTET_THROW(files_[static_cast<size_t>(i)] << ": " << why << ", and the 16 files after it are unreadable too");
+}
+
+void ImageFolderDataset::copy_sample(int64_t i, float* out) const { fill(i, out, nullptr); }
+
+void ImageFolderDataset::copy_train_sample(int64_t i, float* out, uint64_t key) const { fill(i, out, &key); }
+
+void ImageFolderDataset::copy_samples(const int64_t* idx, size_t n, float* out, int32_t* labels,
+                                      const uint64_t* keys) const {
+  const int64_t d = shape_numel(sample_shape());
+  const size_t T = std::min<size_t>(static_cast<size_t>(o_.threads), n);
+  std::vector<std::exception_ptr> errors(n);
+  auto work = [&](size_t t) {
+    for (size_t k = t; k < n; k += T) {
+      try {
+        labels[k] = fill(idx[k], out + static_cast<int64_t>(k) * d, keys ? &keys[k] : nullptr);
+      } catch (...) {
+        errors[k] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < T; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (auto& th : pool) th.join();
+  for (auto& e : errors)  // the first failing sample of the batch, whichever thread met it
+    if (e) std::rethrow_exception(e);
+}
+
+std::string ImageFolderDataset::take_notes() const {
+  const int64_t n = skipped_.exchange(0);
+  if (n == 0) return "";
+  std::lock_guard<std::mutex> lock(note_mu_);
+  std::string s = o_.root + ": stood other images in for " + std::to_string(n) + " unreadable one" +
+                  (n > 1 ? "s" : "") + " (data.skip_bad), the first " + first_bad_;
+  first_bad_.clear();
+  return s;
+}
+
+}  // namespace octet

@@ -1,0 +1,74 @@
+// octet_opencv.so: the only code that links OpenCV (imgcodecs, imgproc); octet dlopens it for image_folder datasets
+// (data/image_codec.h has the ABI).
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <cstdio>
+#include <cstring>
+
+#include "data/image_codec.h"
+
+namespace {
+
+void say(char* err, size_t len, const char* what) {
+  if (err && len) std::snprintf(err, len, "%s", what);
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int octet_img_abi() { return octet::kOctetImageAbi; }
+
+__attribute__((visibility("default"))) int octet_img_decode(const uint8_t* bytes, size_t n, int reduce, OctetImage* img,
+                                                            char* err, size_t errlen) {
+  try {
+    static const bool once = [] {
+      cv::setNumThreads(1);  // octet spreads images over its own decode threads
+      return true;
+    }();
+    (void)once;
+    const int flag = reduce >= 8   ? cv::IMREAD_REDUCED_COLOR_8
+                     : reduce >= 4 ? cv::IMREAD_REDUCED_COLOR_4
+                     : reduce >= 2 ? cv::IMREAD_REDUCED_COLOR_2
+                                   : cv::IMREAD_COLOR;
+    const cv::Mat raw(1, static_cast<int>(n), CV_8U, const_cast<uint8_t*>(bytes));
+    cv::Mat bgr = cv::imdecode(raw, flag | cv::IMREAD_IGNORE_ORIENTATION);
+    if (bgr.empty()) {
+      say(err, errlen, "not an image OpenCV can decode (unknown format, or corrupt or truncated data)");
+      return -1;
+    }
+    auto* m = new cv::Mat(std::move(bgr));
+    img->data = m->data;
+    img->h = m->rows, img->w = m->cols;
+    img->stride = m->step[0];
+    img->owner = m;
+    return 0;
+  } catch (const std::exception& e) {
+    say(err, errlen, e.what());
+    return -1;
+  }
+}
+
+__attribute__((visibility("default"))) void octet_img_free(OctetImage* img) {
+  delete static_cast<cv::Mat*>(img->owner);
+  img->owner = nullptr, img->data = nullptr;
+}
+
+__attribute__((visibility("default"))) int octet_img_resize(const OctetImage* img, int x, int y, int w, int h,
+                                                            uint8_t* out, int out_w, int out_h, char* err,
+                                                            size_t errlen) {
+  try {
+    const cv::Mat src(img->h, img->w, CV_8UC3, img->data, img->stride);
+    cv::Mat dst(out_h, out_w, CV_8UC3, out);
+    const bool shrink = w >= 2 * out_w && h >= 2 * out_h;
+    cv::resize(src(cv::Rect(x, y, w, h)), dst, dst.size(), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+    return 0;
+  } catch (const std::exception& e) {
+    say(err, errlen, e.what());
+    return -1;
+  }
+}
+
+}  // extern "C"
