@@ -20,12 +20,15 @@ Model::Model(Shape input, std::vector<LayerPtr> layers, Exec& exec)
   grads_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));
   skip_grads_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));
   skip_.assign(layers_.size(), -1);
+  skip_source_.assign(layers_.size(), false);
+  for (auto& t : eval_) t = Tensor(Shape{0}, exec.device());
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::string& from = layers_[i]->skip_from();
     if (from.empty()) continue;
     for (size_t j = 0; j < i; ++j)
       if (layers_[j]->name() == from) skip_[i] = static_cast<int64_t>(j);
     OCTET_CHECK(skip_[i] >= 0, "layer " << layers_[i]->name() << ": reads '" << from << "', which is no earlier layer");
+    skip_source_[static_cast<size_t>(skip_[i])] = true;
   }
   Shape s = {1};
   s.insert(s.end(), input_.begin(), input_.end());
@@ -41,10 +44,12 @@ const Tensor& Model::forward_to(const Tensor& x, size_t end, const StepContext& 
   for (size_t i = 0; i < end; ++i) {
     const double t0 = times_ ? now_seconds() : 0;
     TraceSpan span("forward", layers_[i]->name().c_str());
-    acts_[i].resize(layers_[i]->output_shape(in->shape()));
+    // Evaluation writes an output nothing reads after the next layer into the scratch pair (the input is the other).
+    Tensor& out = ctx.train || skip_source_[i] || i + 1 == end ? acts_[i] : eval_[i % 2];
+    out.resize(layers_[i]->output_shape(in->shape()));
     if (skip_[i] >= 0) layers_[i]->bind_skip(&acts_[static_cast<size_t>(skip_[i])], nullptr);
-    layers_[i]->forward(*in, acts_[i], ctx);
-    in = &acts_[i];
+    layers_[i]->forward(*in, out, ctx);
+    in = &out;
     if (times_) {
       exec_->sync(exec_->compute());
       times_->forward_s[i] += now_seconds() - t0;

@@ -21,7 +21,8 @@ class Model {
   size_t size() const { return layers_.size(); }
   Layer& layer(size_t i) { return *layers_.at(i); }
 
-  // x: [N, input...]; returns the last layer's output (the logits).
+  // x: [N, input...]; returns the last layer's output (the logits). Evaluation (ctx.train false) keeps only the outputs
+  // an add reads again and the last one: activation(i) of the others is not kept.
   const Tensor& forward(const Tensor& x, const StepContext& ctx) { return forward_to(x, layers_.size(), ctx); }
   // dlogits: gradient w.r.t. the logits; fills every parameter's grad. Calls the hook after each layer, last to first.
   void backward(const Tensor& x, const Tensor& dlogits) { backward_from(x, layers_.size(), dlogits); }
@@ -60,6 +61,8 @@ class Model {
   std::vector<Tensor> grads_;       // grads_[i]: gradient w.r.t. the output of layer i
   std::vector<int64_t> skip_;       // skip_[i]: the layer whose output layer i also reads (add), or -1
   std::vector<Tensor> skip_grads_;  // skip_grads_[i]: layer i's gradient w.r.t. that output, added once it is written
+  std::vector<bool> skip_source_;   // layer i's output is read again by a later add
+  Tensor eval_[2];                  // evaluation: outputs no backward and no add needs, in turn (two layers' worth)
   GradReadyHook hook_;
   LayerTimes* times_ = nullptr;
   Exec* exec_;

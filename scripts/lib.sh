@@ -2,6 +2,24 @@
 
 # field FILE KEY: a number from a flat JSON file such as a run's summary.json.
 field() { grep -o "\"$2\":[-0-9.e+]*" "$1" | sed -n 1p | cut -d: -f2; }
+# within_a_point A B FLOOR: true when accuracies A and B (fractions) differ by at most 0.01 and B exceeds FLOOR.
+within_a_point() { awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 && b > f) }'; }
+# codec_table BASE EPOCHS ROW...: the Markdown table of a codec comparison; each ROW is
+# "codec|accuracy|bytes sent|fp32 bytes|ratio|ratio fc|ratio conv|seconds|images/s"; BASE: fp32's accuracy ("": each
+# row's own).
+codec_table() {
+  local base=$1 ep=$2 r c acc sent fp32 ratio rfc rconv secs ips
+  shift 2
+  echo "| codec | test accuracy | vs fp32 (points) | kB sent/step/rank | ratio (all) | ratio fc | ratio conv | s/epoch | images/s |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  for r in "$@"; do
+    IFS='|' read -r c acc sent fp32 ratio rfc rconv secs ips <<<"$r"
+    awk -v c="$c" -v acc="$acc" -v base="${base:-$acc}" -v sent="$sent" -v ratio="$ratio" -v rfc="$rfc" -v rconv="$rconv" \
+        -v secs="$secs" -v ips="$ips" -v ep="$ep" 'BEGIN {
+      printf "| %s | %.2f%% | %+.2f | %.1f | %.1fx | %s | %s | %.1f | %.0f |\n", c, 100*acc, 100*(acc-base), sent/1000, ratio,
+             rfc == "" ? "-" : sprintf("%.1fx", rfc), rconv == "" ? "-" : sprintf("%.1fx", rconv), secs/ep, ips }'
+  done
+}
 # median: the median of the numbers on stdin, one a line.
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 

@@ -5,6 +5,7 @@
 set -u
 octet=$1
 src=$2
+source "$src/scripts/lib.sh"  # field, within_a_point
 fm=/usr/share/datasets/fashion-mnist
 [[ -f $fm/train-images-idx3-ubyte.gz ]] || { echo "FAIL: Fashion-MNIST expected at $fm (Debian's dataset-fashion-mnist)"; exit 1; }
 tmp=$(mktemp -d)
@@ -18,9 +19,9 @@ timeout 600 "$octet" train "$src/configs/fashion-mnist/lenet.yaml" "${common[@]}
   --set data.decode_threads=2 --set model.input=[3,28,28] >"$tmp/jpeg.log" 2>&1 ||
   { tail "$tmp/jpeg.log"; echo "FAIL: the image_folder run"; exit 1; }
 grep "^octet: " "$tmp/jpeg.log"
-a=$(grep -o '"test_accuracy":[0-9.e+-]*' "$tmp/idx/summary.json" | cut -d: -f2)
-b=$(grep -o '"test_accuracy":[0-9.e+-]*' "$tmp/jpeg/summary.json" | cut -d: -f2)
+a=$(field "$tmp/idx/summary.json" test_accuracy)
+b=$(field "$tmp/jpeg/summary.json" test_accuracy)
 echo "two epochs of LeNet: IDX 1x28x28 $a, image_folder JPEG 3x28x28 $b"
-awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 && b > 0.85) }' ||
+within_a_point "$a" "$b" 0.85 ||
   { echo "FAIL: the image_folder run is not within a point of the IDX run"; exit 1; }
 echo "ok: within a point"

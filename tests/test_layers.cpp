@@ -329,4 +329,17 @@ TEST_CASE("a model with residual blocks: gradients through both paths of every a
   }
   CHECK(checked >= 6 * 7);  // c1, bn1 (2), c2, bn2 (2), c3 (2), a3.proj, c4 (2)
   CHECK(m.state().size() == 4);
+  // Evaluation keeps only r1 (read by the adds) and the logits; its result is the layers chained one by one.
+  const StepContext eval{false, 7, 3};
+  const std::vector<float> logits = to_vector(m.forward(x, eval));
+  std::vector<Tensor> outs;
+  outs.reserve(m.size());
+  const Tensor* in = &x;
+  for (size_t i = 0; i < m.size(); ++i) {
+    outs.emplace_back(m.layer(i).output_shape(in->shape()));
+    if (!m.layer(i).skip_from().empty()) m.layer(i).bind_skip(&outs[2], nullptr);
+    m.layer(i).forward(*in, outs.back(), eval);
+    in = &outs.back();
+  }
+  CHECK(to_vector(outs.back()) == logits);
 }

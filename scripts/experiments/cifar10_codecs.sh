@@ -75,15 +75,7 @@ for n in $nets; do
     echo
     echo "${cfg[$n]}: $ranks ranks x batch $bs (global ${gbatch[$n]}), $ep epochs, lr x0.1 at epochs $ms."
     echo
-    echo "| codec | test accuracy | vs fp32 (points) | kB sent/step/rank | ratio (all) | ratio fc | ratio conv | s/epoch | images/s |"
-    echo "|---|---|---|---|---|---|---|---|---|"
-    for r in "${rows[@]}"; do
-      IFS='|' read -r c acc sent fp32 ratio rfc rconv secs ips <<<"$r"
-      awk -v c="$c" -v acc="$acc" -v base="${fp32_acc:-$acc}" -v sent="$sent" -v ratio="$ratio" -v rfc="$rfc" -v rconv="$rconv" \
-          -v secs="$secs" -v ips="$ips" -v ep="$ep" 'BEGIN {
-        printf "| %s | %.2f%% | %+.2f | %.1f | %.1fx | %s | %s | %.1f | %.0f |\n", c, 100*acc, 100*(acc-base), sent/1000, ratio,
-               rfc == "" ? "-" : sprintf("%.1fx", rfc), rconv == "" ? "-" : sprintf("%.1fx", rconv), secs/ep, ips }'
-    done
+    codec_table "${fp32_acc:-}" "$ep" "${rows[@]}"
     echo
     for p in loss accuracy bytes phases; do echo "![$n: $p]($(basename "$plots")/$n/$p.png)"; done
   } >>"$out.part"

@@ -36,15 +36,7 @@ done
   echo "hands to MPI per step (gradient payloads); ratios are fp32 bytes / payload bytes of the same exchange, per layer"
   echo "kind over the tensors that go through the codec. Time per epoch is training time only (evaluation excluded)."
   echo
-  echo "| codec | test accuracy | vs fp32 (points) | kB sent/step/rank | ratio (all) | ratio fc | ratio conv | s/epoch | images/s |"
-  echo "|---|---|---|---|---|---|---|---|---|"
-  for r in "${rows[@]}"; do
-    IFS='|' read -r c acc sent fp32 ratio rfc rconv secs ips <<<"$r"
-    awk -v c="$c" -v acc="$acc" -v base="${fp32_acc:-$acc}" -v sent="$sent" -v ratio="$ratio" -v rfc="$rfc" -v rconv="$rconv" \
-        -v secs="$secs" -v ips="$ips" -v ep="$epochs" 'BEGIN {
-      printf "| %s | %.2f%% | %+.2f | %.1f | %.1fx | %s | %s | %.1f | %.0f |\n", c, 100*acc, 100*(acc-base), sent/1000, ratio,
-             rfc == "" ? "-" : sprintf("%.1fx", rfc), rconv == "" ? "-" : sprintf("%.1fx", rconv), secs/ep, ips }'
-  done
+  codec_table "${fp32_acc:-}" "$epochs" "${rows[@]}"
   echo
   echo "![loss against step and time]($(basename "${out%.md}")_plots/loss.png)"
   echo "![test accuracy against step and time]($(basename "${out%.md}")_plots/accuracy.png)"
