@@ -38,7 +38,7 @@ ImageCodec load_codec() {
     void* lib = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
       const char* e = ::dlerror();
-      tried += "\n  " + p + ": " + (e ? e : "not loadable");
+      tried += (tried.empty() ? "" : "; ") + std::string(e ? e : p + ": not loadable");
       continue;
     }
     auto abi = reinterpret_cast<octet_img_abi_fn>(::dlsym(lib, "octet_img_abi"));
@@ -51,7 +51,7 @@ ImageCodec load_codec() {
   }
   OCTET_THROW(
       "image_folder needs octet's OpenCV module (octet_opencv.so, built when libopencv-imgcodecs-dev and "
-      "libopencv-imgproc-dev are installed; set OCTET_OPENCV_MODULE to its path); tried:"
+      "libopencv-imgproc-dev are installed; set OCTET_OPENCV_MODULE to its path); tried "
       << tried);
 }
 
@@ -65,7 +65,7 @@ const ImageCodec& image_codec() {
     try {
       codec = load_codec();
     } catch (const Error& e) {
-      error = e.what();
+      error = e.message();
     }
   });
   OCTET_CHECK(error.empty(), error);

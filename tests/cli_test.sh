@@ -31,6 +31,15 @@ sed -i 's/momentun/momentum/' "$tmp/bad.yaml"
 expect_error "bad magic at offset 0" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --resume "$tmp/ckpt.bin"
 expect_error "compression.method: unknown value 'zip' (known: none, fp16, linear8" train "$tmp/bad.yaml" --set compression.method=zip
 expect_error "compression.overrides.fc9: unknown key" train "$tmp/bad.yaml" --set compression.overrides.fc9.method=fp16
+mkdir -p "$tmp/tree/train/a" "$tmp/tree/val/a"
+cp "$src/tests/data/images/wide.jpg" "$tmp/tree/train/a/x.jpg"
+cp "$src/tests/data/images/wide.jpg" "$tmp/tree/val/a/y.jpg"
+printf 'broken' >"$tmp/tree/train/a/z.jpg"
+img=(--set data.dataset=image_folder --set data.path="$tmp/tree" --set data.image_size=28 --set data.resize=28
+     --set model.input=[3,28,28] --set model.layers.6.out_features=1 --set run.out_dir="$tmp/runs" --set data.batch_size=2)
+expect_error "$tmp/tree/train/a/z.jpg: not an image OpenCV can decode" train "$cfg" "${img[@]}"
+OCTET_OPENCV_MODULE=$tmp/none.so expect_error "image_folder needs octet's OpenCV module" train "$cfg" "${img[@]}" --overwrite
+expect_error "octet bench loader: expects one JPEG tree" bench loader
 # Nonsense that used to be accepted.
 expect_error "data.normalize.mean: expected a finite number, got '.nan'" train "$cfg" --set data.normalize.mean=.nan
 expect_error "optimizer.lr: expected a finite number, got '.inf'" train "$cfg" --set optimizer.lr=.inf

@@ -26,7 +26,8 @@ int bench_loader(const std::vector<std::string>& args) {
     std::fputs(f.usage().c_str(), stdout);
     return 0;
   }
-  if (f.positionals().size() != 1) f.fail("ROOT", "expects one JPEG tree (ROOT/train/<class>/...)");
+  OCTET_CHECK(f.positionals().size() == 1,
+              "octet bench loader: expects one JPEG tree, ROOT (ROOT/train/<class>/...); --help for the flags");
   ImageFolderOptions o;
   o.root = f.positionals()[0];
   o.train = true;
