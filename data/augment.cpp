@@ -53,6 +53,13 @@ Box center_box(int64_t w, int64_t h, int64_t resize, int64_t out) {
   return {(w - side) / 2, (h - side) / 2, side, side};
 }
 
+Box random_crop_box(int64_t w, int64_t h, int64_t resize, int64_t out, Rng& rng) {
+  Box b = center_box(w, h, resize, out);
+  b.x = static_cast<int64_t>(rng.below(static_cast<uint64_t>(w - b.w + 1)));
+  b.y = static_cast<int64_t>(rng.below(static_cast<uint64_t>(h - b.h + 1)));
+  return b;
+}
+
 void augment_u8_chw(const uint8_t* src, int64_t C, int64_t H, int64_t W, const ChannelAffine& norm, const Augment* aug,
                     Rng* draws, float* out) {
   int64_t dy = 0, dx = 0;

@@ -17,9 +17,10 @@ struct Normalize {
 };
 
 struct Augment {
-  int64_t crop_padding = 0;                     // pad by this many zero pixels, crop back at a random place (0: off)
-  bool flip = false;                            // horizontal flip with probability 1/2
-  bool random_resized_crop = false;             // image_folder: torchvision's RandomResizedCrop (else resize + centre)
+  int64_t crop_padding = 0;          // pad by this many zero pixels, crop back at a random place (0: off)
+  bool flip = false;                 // horizontal flip with probability 1/2
+  bool random_resized_crop = false;  // image_folder: torchvision's RandomResizedCrop (else resize + centre)
+  bool random_crop = false;  // image_folder: resize the shorter side, then a random square (Caffe's AlexNet crop)
   std::vector<double> scale = {0.08, 1.0};      // its area fraction range
   std::vector<double> ratio = {0.75, 4.0 / 3};  // ... and aspect-ratio range (w/h), drawn log-uniform
 };
@@ -49,6 +50,8 @@ struct Box {
 Box random_resized_box(int64_t w, int64_t h, const Augment& a, Rng& rng);
 // Evaluation: the central out x out box of the image resized so its shorter side is `resize` (in source pixels).
 Box center_box(int64_t w, int64_t h, int64_t resize, int64_t out);
+// Caffe's training crop: an out x out box at a uniformly drawn place in the image resized as for center_box.
+Box random_crop_box(int64_t w, int64_t h, int64_t resize, int64_t out, Rng& rng);
 
 // Writes a CHW uint8 image (C x H x W) into out (C x H x W floats), normalized, with crop_padding and flip applied
 // when draws != nullptr (training).

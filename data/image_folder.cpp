@@ -151,8 +151,9 @@ bool ImageFolderDataset::load(int64_t i, float* out, const uint64_t* key, std::s
   Rng draws(key ? *key : 0);
   const bool train = key && o_.augmenting;
   auto box_of = [&](int w, int h) {
-    return train && o_.augment.random_resized_crop ? random_resized_box(w, h, o_.augment, draws)
-                                                   : center_box(w, h, o_.resize, S);
+    if (train && o_.augment.random_resized_crop) return random_resized_box(w, h, o_.augment, draws);
+    if (train && o_.augment.random_crop) return random_crop_box(w, h, o_.resize, S, draws);
+    return center_box(w, h, o_.resize, S);
   };
   // A JPEG's size is in its header: draw the box first, and decode at 1/2, 1/4 or 1/8 scale (DCT scaling) when the box
   // still covers the output at that scale.

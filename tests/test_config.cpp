@@ -271,6 +271,16 @@ TEST_CASE("data keys of the image pipeline: per-channel normalize, augment, imag
   CHECK_THROWS_WITH(load_config(p, {"data.augment.ratio=[2, 1]"}),
                     Catch::Contains("data.augment.ratio: expected [low, high] with 0 < low <= high"));
   CHECK_THROWS_WITH(load_config(p, {"data.resize=8"}), Catch::Contains("data.resize"));
+  const std::string caffe = d.file("caffe.yaml");
+  std::ofstream(caffe) << replace(kValid,
+                                  "  dataset: synthetic\n  synthetic_shape: [1, 8, 8]\n  synthetic_classes: 4\n",
+                                  replace(folder, "random_resized_crop: true, scale: [0.25, 1]", "random_crop: true"));
+  CHECK(load_config(caffe).data.augment.random_crop);
+  CHECK_THROWS_WITH(load_config(caffe, {"data.augment.scale=[0.5, 1]"}),
+                    Catch::Contains("data.augment.scale: unknown"));
+  CHECK_THROWS_WITH(
+      load_config(p, {"data.augment.random_crop=true"}),
+      Catch::Contains("data.augment.random_crop: random_crop and random_resized_crop exclude each other"));
   CHECK_THROWS_WITH(load_config(p, {"data.val_labels=/nonexistent/labels.txt"}),
                     Catch::Contains("data.val_labels: '/nonexistent/labels.txt' does not exist"));
 }

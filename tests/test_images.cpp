@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "data/image_codec.h"
 #include "data/image_folder.h"
@@ -122,6 +123,13 @@ TEST_CASE("random-resized-crop boxes: inside the image, area and ratio in range;
   CHECK((f.w == 100 && f.h == 50 && f.x == 0 && f.y == 25));
   const Box c = center_box(500, 375, 256, 224);  // shorter side 375 -> 256: the 224 centre is 328 source pixels
   CHECK((c.w == 328 && c.h == 328 && c.x == 86 && c.y == 23));
+  std::set<std::pair<int64_t, int64_t>> places;  // Caffe's crop: the same square anywhere in the image
+  for (int i = 0; i < 500; ++i) {
+    const Box r = random_crop_box(500, 375, 256, 224, rng);
+    REQUIRE((r.w == 328 && r.h == 328 && r.x >= 0 && r.x + r.w <= 500 && r.y >= 0 && r.y + r.h <= 375));
+    places.insert({r.x, r.y});
+  }
+  CHECK(places.size() > 400);
 }
 
 TEST_CASE("JPEG frame header: size without decoding; other bytes refused", "[data][image_folder]") {

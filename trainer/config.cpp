@@ -81,6 +81,8 @@ void read_data(Section s, DataConfig& d) {
   Section a = s.section("augment");
   if (!folder) {
     d.augment.crop_padding = at_least(a, "crop_padding", d.augment.crop_padding, 0);
+  } else if ((d.augment.random_crop = a.get<bool>("random_crop", false)) && a.get<bool>("random_resized_crop", false)) {
+    a.fail("random_crop", "random_crop and random_resized_crop exclude each other");
   } else if ((d.augment.random_resized_crop = a.get<bool>("random_resized_crop", false))) {
     for (const char* key : {"scale", "ratio"}) {
       std::vector<double>& v = std::string(key) == "scale" ? d.augment.scale : d.augment.ratio;
