@@ -5,6 +5,11 @@
 
 namespace octet {
 
+// The CPU memory layout of a convolution: plain NCHW (oneDNN's gemm-based kernels), oneDNN's channel-blocked layouts
+// (its direct JIT kernels, behind reorders), or the rule measured for this machine class (docs/design_notes.md):
+// blocked for 3x3 kernels over 3 to 128 input channels.
+enum class ConvLayout { Auto, Plain, Blocked };
+
 struct Conv2dParams {
   int64_t in_channels = 0;
   int64_t out_channels = 0;
@@ -13,6 +18,7 @@ struct Conv2dParams {
   int64_t padding = 0;
   bool bias = true;
   Init init = Init::Xavier;
+  ConvLayout cpu_layout = ConvLayout::Auto;
 };
 
 class Conv2d : public Layer {
@@ -23,6 +29,7 @@ class Conv2d : public Layer {
   std::vector<Param> params() override;
   void init_params(Rng& rng) override;
   const Conv2dParams& config() const { return p_; }
+  bool cpu_blocked() const;  // the layout the CPU primitives use (cpu_layout, Auto resolved)
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;

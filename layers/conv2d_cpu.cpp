@@ -1,5 +1,6 @@
 // Conv2d on oneDNN: forward, backward-data and backward-weights primitives cached per input shape, on plain NCHW/OIHW
-// memory (oneDNN's blocked layouts with reorders measured no faster here: docs/design_notes.md).
+// memory or, where the layout rule says so, in the layouts oneDNN picks (channel-blocked) behind reorders
+// (docs/design_notes.md has the measurements behind the rule).
 #include <map>
 
 #include "core/dnnl_ctx.h"
@@ -18,13 +19,18 @@ struct Conv2d::CpuState {
 namespace {
 
 // The primitives for input shape in (output out), built on first use.
-WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache, const Conv2dParams& p,
+WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache, const Conv2dParams& p, bool blocked,
                           const Shape& in, const Shape& out, const Tensor& w) {
   auto& slot = cache[in];
   if (slot) return *slot;
   const dims src_d(in.begin(), in.end()), wei_d(w.shape().begin(), w.shape().end()), dst_d(out.begin(), out.end());
-  const dnnl::memory::desc src = plain_md(src_d), wei = plain_md(wei_d), dst = plain_md(dst_d);
+  const dnnl::memory::desc psrc = plain_md(src_d), pwei = plain_md(wei_d), pdst = plain_md(dst_d);
   const dnnl::memory::desc bias = p.bias ? plain_md({p.out_channels}) : dnnl::memory::desc();
+  auto any = [](const dims& d) {
+    return dnnl::memory::desc(d, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+  };
+  const dnnl::memory::desc src = blocked ? any(src_d) : psrc, wei = blocked ? any(wei_d) : pwei,
+                           dst = blocked ? any(dst_d) : pdst;
   const dims strides = {p.stride, p.stride}, pad = {p.padding, p.padding};
   // Right padding so that (H + pl + pr - K) / S + 1 == OH exactly (floor semantics).
   const dims pad_r = {(out[2] - 1) * p.stride + p.kernel - in[2] - p.padding,
@@ -40,15 +46,24 @@ WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache
   dnnl::convolution_forward::primitive_desc fpd(fwd_desc, eng);
   P->fwd = dnnl::convolution_forward(fpd);
   dnnl::convolution_backward_data::desc bdd(alg, src, wei, dst, strides, pad, pad_r);
-  P->bwd_data = dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(bdd, eng, fpd));
+  dnnl::convolution_backward_data::primitive_desc bdp(bdd, eng, fpd);
+  P->bwd_data = dnnl::convolution_backward_data(bdp);
   auto bwd = p.bias ? dnnl::convolution_backward_weights::desc(alg, src, wei, bias, dst, strides, pad, pad_r)
                     : dnnl::convolution_backward_weights::desc(alg, src, wei, dst, strides, pad, pad_r);
-  P->bwd_weights =
-      dnnl::convolution_backward_weights(dnnl::convolution_backward_weights::primitive_desc(bwd, eng, fpd));
-  P->src = src;
-  P->wei = wei;
+  dnnl::convolution_backward_weights::primitive_desc bwp(bwd, eng, fpd);
+  P->bwd_weights = dnnl::convolution_backward_weights(bwp);
+  P->src = psrc;
+  P->wei = pwei;
   P->bias = bias;
-  P->dst = dst;
+  P->dst = pdst;
+  if (blocked) {
+    P->f_src = staged(fpd.src_desc(), psrc), P->f_wei = staged(fpd.weights_desc(), pwei);
+    P->f_dst = staged(fpd.dst_desc(), pdst);
+    P->bd_dst = staged(bdp.diff_dst_desc(), pdst), P->bd_wei = staged(bdp.weights_desc(), pwei);
+    P->bd_src = staged(bdp.diff_src_desc(), psrc);
+    P->bw_src = staged(bwp.src_desc(), psrc), P->bw_dst = staged(bwp.diff_dst_desc(), pdst);
+    P->bw_wei = staged(bwp.diff_weights_desc(), pwei);
+  }
   P->has_bias = p.bias;
   slot = std::move(P);
   return *slot;
@@ -56,14 +71,19 @@ WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache
 
 }  // namespace
 
+bool Conv2d::cpu_blocked() const {
+  if (p_.cpu_layout != ConvLayout::Auto) return p_.cpu_layout == ConvLayout::Blocked;
+  return p_.kernel == 3 && p_.in_channels >= 3 && p_.in_channels <= 128;
+}
+
 void Conv2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
   if (!cpu_) cpu_ = std::make_shared<CpuState>();
-  weighted_forward(conv_prims(cpu_->prims, p_, x.shape(), y.shape(), w_), x, w_, b_, y);
+  weighted_forward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_), x, w_, b_, y);
 }
 
 void Conv2d::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   if (!cpu_) cpu_ = std::make_shared<CpuState>();
-  weighted_backward(conv_prims(cpu_->prims, p_, x.shape(), y.shape(), w_), x, w_, dy, dw_, db_, dx);
+  weighted_backward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_), x, w_, dy, dw_, db_, dx);
 }
 
 }  // namespace octet

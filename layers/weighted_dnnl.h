@@ -1,5 +1,6 @@
-// The oneDNN plumbing shared by layers with weights and an optional bias (conv, fc): their three primitives over
-// plain-layout memory, run against octet tensors.
+// The oneDNN plumbing shared by layers with weights and an optional bias (conv, fc): their three primitives, run
+// against octet tensors (plain layouts), with reorders into and out of the primitives' own layouts where they differ
+// (a convolution in oneDNN's channel-blocked layouts).
 #pragma once
 #include <dnnl.hpp>
 
@@ -7,9 +8,20 @@
 
 namespace octet {
 
+// One argument of a primitive: its layout, and scratch memory in it when that is not the tensor's plain layout.
+struct Staged {
+  dnnl::memory::desc want;
+  dnnl::memory mem;  // empty: the tensor's own memory is passed
+};
+// want for the tensor of plain layout `plain`: scratch memory only when they differ.
+Staged staged(const dnnl::memory::desc& want, const dnnl::memory::desc& plain);
+
 struct WeightedPrims {
-  dnnl::memory::desc src, wei, bias, dst;  // bias is empty when the layer has none
+  dnnl::memory::desc src, wei, bias, dst;  // the tensors' plain layouts; bias is empty when the layer has none
   dnnl::primitive fwd, bwd_data, bwd_weights;
+  // Each primitive's arguments (forward: x, w, y; backward data: dy, w, dx; backward weights: x, dy, dw); all plain
+  // unless set (the bias is always plain).
+  Staged f_src, f_wei, f_dst, bd_dst, bd_wei, bd_src, bw_src, bw_dst, bw_wei;
   bool has_bias = false;
 };
 

@@ -197,6 +197,10 @@ TEST_CASE("batchnorm and add layers: keys read, a wrong source or shortcut named
   const std::string good = replace(kValid, "    - {type: conv, out_channels: 3, kernel: 3}\n", block);
   Config c = load_config(write_config(d, good));
   REQUIRE(c.model.layers.size() == 7);
+  CHECK(std::get<Conv2dParams>(c.model.layers[0].params).cpu_layout == ConvLayout::Auto);
+  CHECK(std::get<Conv2dParams>(
+            load_config(write_config(d, good), {"model.layers.0.cpu_layout=plain"}).model.layers[0].params)
+            .cpu_layout == ConvLayout::Plain);
   const auto& bn = std::get<BatchNormParams>(c.model.layers[1].params);
   CHECK(bn.momentum == 0.2f);
   CHECK(bn.eps == 0.001f);

@@ -343,3 +343,38 @@ TEST_CASE("a model with residual blocks: gradients through both paths of every a
   }
   CHECK(to_vector(outs.back()) == logits);
 }
+
+TEST_CASE("conv in oneDNN's blocked layouts (behind reorders) computes what the plain layout does", "[layers][conv]") {
+  // 3x3 over 16 channels is blocked by the layout rule; forced both ways, forward and every gradient agree.
+  Conv2dParams p{16, 8, 3, 2, 1, true, Init::He};
+  Conv2d automatic("c", p);
+  CHECK(automatic.cpu_blocked());
+  p.cpu_layout = ConvLayout::Plain;
+  Conv2d plain("c", p);
+  p.cpu_layout = ConvLayout::Blocked;
+  Conv2d blocked("c", p);
+  CHECK(!plain.cpu_blocked());
+  CHECK(!Conv2d("c5", Conv2dParams{16, 8, 5, 1, 0, true, Init::He}).cpu_blocked());  // 5x5: plain
+  CHECK(!Conv2d("c1", Conv2dParams{1, 8, 3, 1, 1, true, Init::He}).cpu_blocked());   // one input channel: plain
+  Rng r1(4), r2(4);
+  plain.init_params(r1);
+  blocked.init_params(r2);
+  const Tensor x = random_tensor({3, 16, 9, 9}, 41);
+  Tensor ya(plain.output_shape(x.shape())), yb(ya.shape());
+  plain.forward(x, ya, train_ctx());
+  blocked.forward(x, yb, train_ctx());
+  const Tensor dy = random_tensor(ya.shape(), 42);
+  Tensor dxa(x.shape()), dxb(x.shape());
+  plain.backward(x, ya, dy, &dxa);
+  blocked.backward(x, yb, dy, &dxb);
+  auto close = [](const Tensor& a, const Tensor& b) {
+    double worst = 0;
+    for (int64_t i = 0; i < a.numel(); ++i)
+      worst = std::max(worst, static_cast<double>(std::abs(a.data()[i] - b.data()[i])));
+    return worst;
+  };
+  CHECK(close(ya, yb) < 1e-4);
+  CHECK(close(dxa, dxb) < 1e-4);
+  auto pa = plain.params(), pb = blocked.params();
+  for (size_t k = 0; k < pa.size(); ++k) CHECK(close(*pa[k].grad, *pb[k].grad) < 1e-3);
+}

@@ -41,7 +41,9 @@ void read_run(Section s, RunConfig& r) {
 
 void read_data(Section s, DataConfig& d) {
   d.dataset = s.choice("dataset", d.dataset, {"mnist_idx", "cifar10_bin", "image_folder", "synthetic"});
-  if (d.dataset != "synthetic") {
+  if (d.dataset == "synthetic") {
+    s.get<std::string>("path", "");  // ignored: a config switched to synthetic data (--set) for a speed run keeps it
+  } else {
     d.path = s.get<std::string>("path");
     struct stat st {};
     if (::stat(d.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) s.fail("path", "'" + d.path + "' is not a folder");

@@ -26,6 +26,8 @@ void parse_conv(Section& s, LayerSpec& spec) {
   if (p.padding < 0 || p.padding >= p.kernel) s.fail("padding", "must be in [0, kernel)");
   p.bias = s.get<bool>("bias", true);
   p.init = parse_init(s, "xavier");
+  const std::string layout = s.choice("cpu_layout", "auto", {"auto", "plain", "blocked"});
+  p.cpu_layout = layout == "auto" ? ConvLayout::Auto : layout == "plain" ? ConvLayout::Plain : ConvLayout::Blocked;
   spec.params = p;
 }
 
