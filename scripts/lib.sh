@@ -2,6 +2,15 @@
 
 # field FILE KEY: a number from a flat JSON file such as a run's summary.json.
 field() { grep -o "\"$2\":[-0-9.e+]*" "$1" | sed -n 1p | cut -d: -f2; }
+# require_fashion: sets fm to Debian's Fashion-MNIST folder (dataset-fashion-mnist), or fails the test saying so;
+# makes the scratch folder tmp, removed on exit.
+require_fashion() {
+  fm=/usr/share/datasets/fashion-mnist
+  [[ -f $fm/train-images-idx3-ubyte.gz ]] ||
+    { echo "FAIL: Fashion-MNIST expected at $fm (Debian's dataset-fashion-mnist)"; exit 1; }
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+}
 # within_a_point A B FLOOR: true when accuracies A and B (fractions) differ by at most 0.01 and B exceeds FLOOR.
 within_a_point() { awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 && b > f) }'; }
 # codec_table BASE EPOCHS ROW...: the Markdown table of a codec comparison; each ROW is

@@ -5,11 +5,8 @@
 set -u
 octet=$1
 src=$2
-source "$src/scripts/lib.sh"  # field, within_a_point
-fm=/usr/share/datasets/fashion-mnist
-[[ -f $fm/train-images-idx3-ubyte.gz ]] || { echo "FAIL: Fashion-MNIST expected at $fm (Debian's dataset-fashion-mnist)"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$src/scripts/lib.sh"  # require_fashion, field, within_a_point
+require_fashion
 /usr/bin/python3 "$src/scripts/convert_idx.py" --jpeg-tree --size 28 "$fm" "$tmp/jpeg" || { echo "FAIL: convert_idx.py"; exit 1; }
 common=(--set run.epochs=2 --set run.log_every=1000 --set run.out_dir="$tmp" --set run.threads=2)
 timeout 600 "$octet" train "$src/configs/fashion-mnist/lenet.yaml" "${common[@]}" --set run.name=idx >"$tmp/idx.log" 2>&1 ||

@@ -1,5 +1,5 @@
-// `octet bench compress`, `allreduce`, `trace` and `loader`: codec throughput and error, collective bandwidth per
-// codec, and what a trace span costs, each printed beside a baseline measured in the same run (memcpy of the same
+// `octet bench compress`, `allreduce`, `trace`, `loader` and `conv`: codec throughput and error, collective bandwidth
+// per codec, and what a trace span costs, each printed beside a baseline measured in the same run (memcpy of the same
 // buffer; dense MPI_Allreduce; an empty loop).
 #pragma once
 #include <string>
@@ -16,5 +16,7 @@ int bench_allreduce(const std::vector<std::string>& args, const World& world);
 int bench_trace(const std::vector<std::string>& args);
 // image_folder's training pipeline on a JPEG tree: images/s and per decode thread (tools/bench_loader.cpp).
 int bench_loader(const std::vector<std::string>& args);
+// One convolution's forward + backward in the plain and the blocked CPU layout (tools/bench_conv.cpp).
+int bench_conv(const std::vector<std::string>& args);
 
 }  // namespace octet

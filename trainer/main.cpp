@@ -26,6 +26,8 @@ const char* kUsage =
     "  octet bench compress [--size 64M] [--reps 5] [--codecs a,b] [--config CFG] ...\n"
     "  mpirun -np N octet bench allreduce [--min 4K] [--max 256M] [--factor 4] [--codecs a,b] ...\n"
     "  octet bench trace [--spans 1000000] [--reps 5]\n"
+    "  octet bench loader ROOT [--threads 1] [--images 2000] [--size 224]\n"
+    "  octet bench conv [--in 16] [--out 16] [--size 32] [--kernel 3] [--stride 1] [--batch 128]\n"
     "  [mpirun -np N] octet predict CONFIG|--profile FILE --ranks N --bandwidth GB/s|measure --latency us|measure ...\n"
     "  octet version\n";
 
@@ -58,7 +60,7 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
 
 int cmd_bench(const std::vector<std::string>& args, int* argc, char*** argv) {
   const char* usage =
-      "usage: octet bench compress|allreduce|trace|loader [flags]   (octet bench compress --help, ... allreduce "
+      "usage: octet bench compress|allreduce|trace|loader|conv [flags]   (octet bench compress --help, ... allreduce "
       "--help, "
       "...)\n";
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
@@ -69,8 +71,9 @@ int cmd_bench(const std::vector<std::string>& args, int* argc, char*** argv) {
   if (args[0] == "compress") return octet::bench_compress(rest);
   if (args[0] == "trace") return octet::bench_trace(rest);
   if (args[0] == "loader") return octet::bench_loader(rest);
+  if (args[0] == "conv") return octet::bench_conv(rest);
   OCTET_CHECK(args[0] == "allreduce",
-              "unknown benchmark '" << args[0] << "' (known: compress, allreduce, trace, loader)");
+              "unknown benchmark '" << args[0] << "' (known: compress, allreduce, trace, loader, conv)");
   octet::MpiSession mpi(argc, argv);
   return octet::bench_allreduce(rest, mpi.world());
 }

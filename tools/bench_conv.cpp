@@ -1,0 +1,72 @@
+// `octet bench conv`: one convolution's training work (forward, backward data, backward weights) on the CPU in the
+// plain layout and in oneDNN's blocked layouts behind reorders, timed in the same run: the measurement behind
+// conv's cpu_layout rule (docs/design_notes.md).
+#include <cstdio>
+
+#include "core/rng.h"
+#include "core/timer.h"
+#include "layers/conv2d.h"
+#include "tools/bench.h"
+#include "tools/flags.h"
+
+namespace octet {
+
+int bench_conv(const std::vector<std::string>& args) {
+  Flags f("octet bench conv", "",
+          {{"in", "C", "input channels", "16"},
+           {"out", "C", "output channels", "16"},
+           {"size", "H", "input height and width", "32"},
+           {"kernel", "K", "kernel size", "3"},
+           {"padding", "P", "zero padding (default K/2)", ""},
+           {"stride", "S", "stride", "1"},
+           {"batch", "N", "batch", "128"},
+           {"reps", "N", "repetitions; the best time of each layout is kept", "5"}});
+  f.parse(args);
+  if (f.help()) {
+    std::fputs(f.usage().c_str(), stdout);
+    return 0;
+  }
+  Conv2dParams p;
+  p.in_channels = f.integer("in", 1, 1 << 16);
+  p.out_channels = f.integer("out", 1, 1 << 16);
+  p.kernel = f.integer("kernel", 1, 64);
+  p.stride = f.integer("stride", 1, 64);
+  p.padding = f.given("padding") ? f.integer("padding", 0, p.kernel - 1) : p.kernel / 2;
+  p.bias = false;
+  const int64_t h = f.integer("size", p.kernel, 1 << 14), n = f.integer("batch", 1, 1 << 16);
+  const int reps = static_cast<int>(f.integer("reps", 1, 1000));
+  const Tensor x = [&] {
+    Tensor t({n, p.in_channels, h, h});
+    Rng rng(1);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = rng.normal();
+    return t;
+  }();
+  double best[2] = {1e30, 1e30};
+  const char* names[2] = {"plain", "blocked"};
+  for (int r = 0; r < reps; ++r)
+    for (int b = 0; b < 2; ++b) {  // alternating, so that a drifting machine affects both alike
+      p.cpu_layout = b ? ConvLayout::Blocked : ConvLayout::Plain;
+      Conv2d conv(names[b], p);
+      Rng rng(2);
+      conv.init_params(rng);
+      Tensor y(conv.output_shape(x.shape())), dx(x.shape());
+      const Tensor dy = y;  // zeros: the work does not depend on the values
+      conv.forward(x, y, StepContext{});
+      conv.backward(x, y, dy, &dx);  // primitives built and memory touched outside the timing
+      const double t0 = now_seconds();
+      conv.forward(x, y, StepContext{});
+      conv.backward(x, y, dy, &dx);
+      best[b] = std::min(best[b], now_seconds() - t0);
+    }
+  Conv2d rule("auto", Conv2dParams{p.in_channels, p.out_channels, p.kernel, p.stride, p.padding, false});
+  std::printf(
+      "conv %lld->%lld k%lld s%lld p%lld on %lldx%lld, batch %lld: plain %.2f ms, blocked %.2f ms (%.2fx); "
+      "cpu_layout auto picks %s\n",
+      static_cast<long long>(p.in_channels), static_cast<long long>(p.out_channels), static_cast<long long>(p.kernel),
+      static_cast<long long>(p.stride), static_cast<long long>(p.padding), static_cast<long long>(h),
+      static_cast<long long>(h), static_cast<long long>(n), 1e3 * best[0], 1e3 * best[1], best[0] / best[1],
+      rule.cpu_blocked() ? "blocked" : "plain");
+  return 0;
+}
+
+}  // namespace octet
