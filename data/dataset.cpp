@@ -67,10 +67,10 @@ void Dataset::copy_samples(const int64_t* idx, size_t n, float* out, int32_t* la
 }
 
 void U8ImageDataset::set_augment(const Augment& a) {
-  OCTET_CHECK(a.crop_padding == 0 || shape_.size() == 3,
-              description_ << ": data.augment.crop_padding needs [C,H,W] images, these are " << shape_str(shape_));
   aug_ = a;
   augment_ = a.crop_padding > 0 || a.flip;
+  OCTET_CHECK(!augment_ || shape_.size() == 3,
+              description_ << ": data.augment needs [C,H,W] images, these are " << shape_str(shape_));
 }
 
 void U8ImageDataset::copy_sample(int64_t i, float* out) const {

@@ -139,8 +139,15 @@ ImageFolderDataset::ImageFolderDataset(const ImageFolderOptions& o) : o_(o) {
 
 void ImageFolderDataset::truncate(int64_t n) {
   if (n <= 0 || n >= size()) return;
-  files_.resize(static_cast<size_t>(n));
-  labels_.resize(static_cast<size_t>(n));
+  // Files are sorted by class: an even stride keeps every class (the first n would keep the first classes only).
+  std::vector<std::string> files;
+  std::vector<int32_t> labels;
+  for (int64_t k = 0; k < n; ++k) {
+    const size_t i = static_cast<size_t>(k * size() / n);
+    files.push_back(files_[i]);
+    labels.push_back(labels_[i]);
+  }
+  files_ = std::move(files), labels_ = std::move(labels);
 }
 
 bool ImageFolderDataset::load(int64_t i, float* out, const uint64_t* key, std::string& why) const {

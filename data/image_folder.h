@@ -42,7 +42,7 @@ class ImageFolderDataset : public Dataset {
   std::string take_notes() const override;
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& file(int64_t i) const { return files_[static_cast<size_t>(i)]; }
-  // A subset [begin, end) of the files (data.train_limit / test_limit).
+  // Keeps n files evenly strided through the sorted list, so every class stays (data.train_limit / test_limit).
   void truncate(int64_t n);
 
  private:

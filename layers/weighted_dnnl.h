@@ -8,12 +8,12 @@
 
 namespace octet {
 
-// One argument of a primitive: its layout, and scratch memory in it when that is not the tensor's plain layout.
+// One argument of a primitive: its layout, and whether that differs from the tensor's plain one (then the argument
+// passes through scratch memory in that layout, reordered in or out around the call).
 struct Staged {
   dnnl::memory::desc want;
-  dnnl::memory mem;  // empty: the tensor's own memory is passed
+  bool on = false;
 };
-// want for the tensor of plain layout `plain`: scratch memory only when they differ.
 Staged staged(const dnnl::memory::desc& want, const dnnl::memory::desc& plain);
 
 struct WeightedPrims {

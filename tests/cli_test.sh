@@ -40,6 +40,11 @@ img=(--set data.dataset=image_folder --set data.path="$tmp/tree" --set data.imag
 expect_error "$tmp/tree/train/a/z.jpg: not an image OpenCV can decode" train "$cfg" "${img[@]}"
 OCTET_OPENCV_MODULE=$tmp/none.so expect_error "image_folder needs octet's OpenCV module" train "$cfg" "${img[@]}" --overwrite
 expect_error "octet bench loader: expects one JPEG tree" bench loader
+# skip_bad: the run goes on and says, after the epoch, which image the next one stood in for.
+if out=$("$octet" train "$cfg" "${img[@]}" --overwrite --set data.skip_bad=true --set run.epochs=1 2>&1) &&
+  grep -q "warning: $tmp/tree: stood other images in for 1 unreadable one" <<<"$out"; then
+  echo "ok: image_folder with skip_bad trains past an unreadable image and reports it"
+else echo "FAIL: image_folder with skip_bad:"; echo "$out"; fail=1; fi
 # Nonsense that used to be accepted.
 expect_error "data.normalize.mean: expected a finite number, got '.nan'" train "$cfg" --set data.normalize.mean=.nan
 expect_error "optimizer.lr: expected a finite number, got '.inf'" train "$cfg" --set optimizer.lr=.inf

@@ -185,6 +185,12 @@ TEST_CASE("image_folder: sorted classes and files, recursion, extensions; exact 
   // Gray JPEG: three equal channels.
   train.copy_sample(3, out.data());
   CHECK(std::equal(out.begin(), out.begin() + 400, out.begin() + 400));
+  // A limit keeps files evenly strided through the sorted list, so both classes stay.
+  ImageFolderDataset two(options(d.path(), true));
+  two.truncate(2);
+  REQUIRE(two.size() == 2);
+  CHECK((two.file(0) == train.file(0) && two.file(1) == train.file(2)));
+  CHECK((two.label(0) == 0 && two.label(1) == 1));
 }
 
 TEST_CASE("image_folder: random-resized crops are keyed, decode threads change nothing, reduced decoding is close",

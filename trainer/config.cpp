@@ -55,8 +55,11 @@ void read_data(Section s, DataConfig& d) {
     if (!d.val_labels.empty() && ::stat(d.val_labels.c_str(), &st) != 0)
       s.fail("val_labels", "'" + d.val_labels + "' does not exist");
     d.image_size = at_least(s, "image_size", d.image_size, 1);
+    if (d.image_size > 16384) s.fail("image_size", "must be at most 16384");
     d.resize = at_least(s, "resize", d.resize, d.image_size);
+    if (d.resize > 65536) s.fail("resize", "must be at most 65536");
     d.decode_threads = at_least(s, "decode_threads", d.decode_threads, 1);
+    if (d.decode_threads > 1024) s.fail("decode_threads", "must be at most 1024");
     d.skip_bad = s.get<bool>("skip_bad", d.skip_bad);
   }
   d.batch_size = at_least(s, "batch_size", d.batch_size, 1);

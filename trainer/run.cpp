@@ -336,17 +336,22 @@ void Run::evaluate_now(int64_t epoch) {
 bool Run::end_epoch(int64_t epoch) {
   if (stop_ && pos.batch < steps_per_epoch_) {  // stopped inside an epoch: keep the exact position for --resume
     save(pos);
+    report_loader_notes();
     return false;
-  }
-  for (const Dataset* d : {train_set_.get(), test_set_.get()}) {
-    const std::string note = d->take_notes();
-    if (!note.empty()) OCTET_LOG("warning: " << note);
   }
   const bool last = epoch + 1 == cfg_.run.epochs || stop_;
   pos = {epoch + 1, 0, pos.global_step, pos.seed};
   if ((cfg_.run.eval_every > 0 && (epoch + 1) % cfg_.run.eval_every == 0) || last) evaluate_now(epoch);
   if ((cfg_.run.checkpoint_every > 0 && (epoch + 1) % cfg_.run.checkpoint_every == 0) || last) save(pos);
+  report_loader_notes();
   return !stop_;
+}
+
+void Run::report_loader_notes() {
+  for (const Dataset* d : {train_set_.get(), test_set_.get()}) {
+    const std::string note = d->take_notes();  // this rank's: every rank reads its own shard
+    if (!note.empty()) warn_line("warning: " + note);
+  }
 }
 
 TrainResult Run::finish() {
@@ -356,6 +361,7 @@ TrainResult Run::finish() {
     TraceSpan span("evaluate");
     share_model_state();
     result.test = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_);
+    report_loader_notes();
   }
   if (trace::on()) {
     write_trace();

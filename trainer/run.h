@@ -56,6 +56,8 @@ class Run {
   // rank receives them on resume). What is evaluated and saved so depends only on rank 0's batches, which a resume
   // replays exactly.
   void share_model_state();
+  // The loaders' notes (images skip_bad stood in for) since the last report, on the rank that met them.
+  void report_loader_notes();
   void state_to_device();
 
   const Config& cfg_;
