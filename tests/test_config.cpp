@@ -212,6 +212,8 @@ TEST_CASE("batchnorm and add layers: keys read, a wrong source or shortcut named
   p = write_config(d, replace(good, "shortcut: pad", "shortcut: zero"));
   CHECK_THROWS_WITH(load_config(p),
                     Catch::Contains("model.layers[4].shortcut: unknown value 'zero' (known: identity, pad, conv)"));
+  p = write_config(d, replace(good, "shortcut: pad}", "shortcut: pad, init: xavier}"));
+  CHECK_THROWS_WITH(load_config(p), Catch::Contains("model.layers[4].init: unknown key"));
   p = write_config(d, replace(good, "momentum: 0.2", "momentum: 2"));
   CHECK_THROWS_WITH(load_config(p), Catch::Contains("model.layers[1].momentum: must be in [0, 1]"));
   Config ident = load_config(write_config(d, replace(good, "shortcut: pad", "shortcut: identity")));
@@ -233,7 +235,7 @@ TEST_CASE("every shipped config loads and builds its model; the ResNets have the
     Config c;
     try {
       c = load_config(p);
-    } catch (const Error& err) {  // a placeholder data.path: any folder will do for the check
+    } catch (const Error& err) {  // data.path names a copy this machine lacks: any folder will do for the check
       REQUIRE_THAT(err.what(), Catch::Contains("data.path") && Catch::Contains("is not a folder"));
       c = load_config(p, {"data.path=" + source_dir()});
     }

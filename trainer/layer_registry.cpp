@@ -82,7 +82,7 @@ void parse_add(Section& s, LayerSpec& spec) {
   p.from = s.get<std::string>("from");
   const std::string sc = s.choice("shortcut", "identity", {"identity", "pad", "conv"});
   p.shortcut = sc == "identity" ? Shortcut::Identity : sc == "pad" ? Shortcut::Pad : Shortcut::Conv;
-  p.init = parse_init(s, "he");
+  if (p.shortcut == Shortcut::Conv) p.init = parse_init(s, "he");  // elsewhere no weights: init is an unknown key
   spec.params = p;
 }
 
