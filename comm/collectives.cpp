@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "core/error.h"
+#include "core/launch.h"
 #include "core/rng.h"
 #include "core/tensor_ops.h"
 #include "core/trace.h"
@@ -76,18 +77,12 @@ size_t encode(const Codec& c, const float* x, int64_t n, float* residual, uint8_
   return encode_with_feedback(c, {x, static_cast<size_t>(n), d}, residual, o, seed, scratch_for(st, n, d), ex);
 }
 
+// x *= 1/world where ex runs (its comm stream on a device).
 void scale(float* x, int64_t n, int world, Exec& ex) {
   if (world == 1) return;
   const float inv = 1.0f / static_cast<float>(world);
-  if (ex.device() == Device::CPU) {
-    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-    return;
-  }
-#ifdef OCTET_WITH_CUDA
-  scale_into_cuda(x, x, inv, n, ex.comm());
-#else
-  OCTET_THROW("reduce_mean on " << device_name(ex.device()) << ": this octet was built without CUDA");
-#endif
+  launch_twin("scale (mean over ranks)", scale_into_cpu, OCTET_CUDA_TWIN(scale_into_cuda),
+              ex.device() == Device::CPU ? Stream{} : ex.comm(), x, x, inv, n);
 }
 
 // Displacements of 16-byte aligned slots for the given counts; returns the total.

@@ -53,13 +53,13 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
 
 void GradSync::sync(uint64_t step, CommStats& stats) {
   // The comm stream starts after the backward queued so far (the gradients); the host waits for each copy anyway.
-  if (exec_.device() == Device::CUDA) exec_.wait(exec_.comm(), exec_.record(exec_.compute()));
+  if (on_device(exec_.device())) exec_.wait(exec_.comm(), exec_.record(exec_.compute()));
   for (size_t i = 0; i < entries_.size(); ++i) sync_one(i, step, stats);
   release();
 }
 
 void GradSync::release() {
-  if (exec_.device() == Device::CUDA) exec_.wait(exec_.compute(), exec_.record(exec_.comm()));
+  if (on_device(exec_.device())) exec_.wait(exec_.compute(), exec_.record(exec_.comm()));
 }
 
 void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats, const std::atomic<bool>* cancel) {

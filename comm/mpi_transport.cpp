@@ -10,8 +10,10 @@ namespace octet {
 
 namespace {
 
-void check_host(Device d, const char* op) {
+void check_host(Device d, const void* p, const char* op) {
   OCTET_CHECK(d == Device::CPU, op << ": the MPI transport moves host memory, this buffer is on " << device_name(d));
+  OCTET_CHECK(pointer_on(Device::CPU, p), op << ": the MPI transport moves host memory, this buffer (tagged as host "
+                                             << "memory) is the simulated device's");
 }
 
 int as_count(size_t n, const char* op) {
@@ -61,7 +63,7 @@ void MpiTransport::alltoall_ints(const int* send, int* recv, const Progress& p) 
 void MpiTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_counts, const int* send_displs,
                                    Span<uint8_t> recv, const int* recv_counts, const int* recv_displs,
                                    const Progress& p) {
-  check_host(send.device, "alltoallv"), check_host(recv.device, "alltoallv");
+  check_host(send.device, send.data, "alltoallv"), check_host(recv.device, recv.data, "alltoallv");
   MPI_Request req;
   CHECK_MPI(MPI_Ialltoallv(send.data, send_counts, send_displs, MPI_BYTE, recv.data, recv_counts, recv_displs, MPI_BYTE,
                            w_.comm, &req));
@@ -76,7 +78,7 @@ void MpiTransport::allgather_ints(int mine, int* all, const Progress& p) {
 
 void MpiTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all, const int* counts, const int* displs,
                                     const Progress& p) {
-  check_host(mine.device, "allgatherv"), check_host(all.device, "allgatherv");
+  check_host(mine.device, mine.data, "allgatherv"), check_host(all.device, all.data, "allgatherv");
   MPI_Request req;
   CHECK_MPI(MPI_Iallgatherv(mine.data, as_count(mine.size, "allgatherv"), MPI_BYTE, all.data, counts, displs, MPI_BYTE,
                             w_.comm, &req));
@@ -84,7 +86,7 @@ void MpiTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all,
 }
 
 void MpiTransport::allreduce_sum(Span<float> x, const Progress& p) {
-  check_host(x.device, "allreduce");
+  check_host(x.device, x.data, "allreduce");
   if (w_.size == 1) return;
   MPI_Request req;
   CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, x.data, as_count(x.size, "allreduce"), MPI_FLOAT, MPI_SUM, w_.comm, &req));
@@ -92,14 +94,14 @@ void MpiTransport::allreduce_sum(Span<float> x, const Progress& p) {
 }
 
 void MpiTransport::allgatherv_floats(Span<float> x, const int* counts, const int* displs, const Progress& p) {
-  check_host(x.device, "allgatherv");
+  check_host(x.device, x.data, "allgatherv");
   MPI_Request req;
   CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x.data, counts, displs, MPI_FLOAT, w_.comm, &req));
   wait_request(req, w_, wait_for("MPI_Iallgatherv (model parallelism: gathering the FC rows)", p));
 }
 
 void MpiTransport::broadcast_floats(Span<float> x, int root, const Progress& p) {
-  check_host(x.device, "broadcast");
+  check_host(x.device, x.data, "broadcast");
   bcast_bounded(w_, x.data, as_count(x.size, "broadcast"), MPI_FLOAT, root,
                 wait_for("MPI_Ibcast (initial parameters)", p));
 }
@@ -110,7 +112,7 @@ void MpiTransport::allgather_u64(uint64_t mine, uint64_t* all, const Progress& p
 
 std::unique_ptr<Transport::Pending> MpiTransport::start_allgather(Span<const uint8_t> mine, Span<uint8_t> all,
                                                                   size_t each) {
-  check_host(mine.device, "allgather"), check_host(all.device, "allgather");
+  check_host(mine.device, mine.data, "allgather"), check_host(all.device, all.data, "allgather");
   OCTET_CHECK(mine.size == each && all.size >= each * static_cast<size_t>(w_.size),
               "allgather: " << mine.size << " bytes of " << each);
   if (side_ == MPI_COMM_NULL) CHECK_MPI(MPI_Comm_dup(w_.comm, &side_));

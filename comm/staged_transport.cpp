@@ -5,6 +5,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/sim.h"
 
 namespace octet {
 
@@ -13,7 +14,7 @@ StagedTransport::~StagedTransport() {
     ex_.sync(ex_.comm());  // copies queued from the areas must finish before they are freed
   } catch (...) {
   }
-  for (Area& a : areas_) cuda_free_pinned(a.p);
+  for (Area& a : areas_) pinned_free(a.p);
 }
 
 uint8_t* StagedTransport::stage(int which, size_t bytes) {
@@ -21,20 +22,26 @@ uint8_t* StagedTransport::stage(int which, size_t bytes) {
   if (bytes > a.size) {
     ex_.sync(ex_.comm());  // a copy queued from the old area may still be reading it
     const size_t size = std::max(bytes, a.size * 3 / 2);
-    uint8_t* p = static_cast<uint8_t*>(cuda_alloc_pinned(size));
-    cuda_free_pinned(a.p);
+    uint8_t* p = static_cast<uint8_t*>(pinned_alloc(size));
+    pinned_free(a.p);
     a.p = p, a.size = size;
   }
   return a.p;
 }
 
 void StagedTransport::to_host(void* dst, const void* src, size_t bytes) {
-  if (bytes) cuda_copy_async(dst, src, bytes, CopyKind::DeviceToHost, ex_.comm().handle);
+  copy_async(dst, src, bytes, CopyKind::DeviceToHost, ex_.comm());
   ex_.sync(ex_.comm());
 }
 
 void StagedTransport::to_device(void* dst, const void* src, size_t bytes) {
-  if (bytes) cuda_copy_async(dst, src, bytes, CopyKind::HostToDevice, ex_.comm().handle);
+  copy_async(dst, src, bytes, CopyKind::HostToDevice, ex_.comm());
+}
+
+void StagedTransport::check(Device d, const char* op) const {
+  OCTET_CHECK(d == ex_.device(), op << " over " << name() << " (staged): a " << device_name(d) << " buffer where "
+                                    << device_name(ex_.device()) << " was expected");
+  sim::note(std::string(op) + " over " + name() + " (staged)");
 }
 
 namespace {
@@ -51,15 +58,15 @@ void StagedTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_
                                       const Progress& p) {
   if (send.device == Device::CPU && recv.device == Device::CPU)
     return in_.alltoallv_bytes(send, send_counts, send_displs, recv, recv_counts, recv_displs, p);
+  check(send.device, "alltoallv"), check(recv.device, "alltoallv");
   const size_t sb = extent(send_counts, send_displs, size()), rb = extent(recv_counts, recv_displs, size());
   uint8_t* hs = stage(0, sb);
   uint8_t* hr = stage(1, rb);
   // Only the payload bytes cross PCIe, not the alignment gaps between them (one copy per rank's payload).
   for (int j = 0; j < size(); ++j)
-    if (send_counts[j])
-      cuda_copy_async(hs + send_displs[j], send.data + send_displs[j], static_cast<size_t>(send_counts[j]),
-                      CopyKind::DeviceToHost, ex_.comm().handle);
-  ex_.sync(ex_.comm());
+    copy_async(hs + send_displs[j], send.data + send_displs[j], static_cast<size_t>(send_counts[j]),
+               CopyKind::DeviceToHost, ex_.comm());
+  ex_.sync(ex_.comm());  // the host reads the staged payloads only once they are there
   in_.alltoallv_bytes({hs, sb, Device::CPU}, send_counts, send_displs, {hr, rb, Device::CPU}, recv_counts, recv_displs,
                       p);
   for (int i = 0; i < size(); ++i)
@@ -70,6 +77,7 @@ void StagedTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> a
                                        const int* displs, const Progress& p) {
   if (mine.device == Device::CPU && all.device == Device::CPU)
     return in_.allgatherv_bytes(mine, all, counts, displs, p);
+  check(mine.device, "allgatherv"), check(all.device, "allgatherv");
   const size_t ab = extent(counts, displs, size());
   uint8_t* hm = stage(0, mine.size);
   uint8_t* ha = stage(1, ab);
@@ -80,6 +88,7 @@ void StagedTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> a
 
 void StagedTransport::allreduce_sum(Span<float> x, const Progress& p) {
   if (x.device == Device::CPU) return in_.allreduce_sum(x, p);
+  check(x.device, "allreduce");
   const size_t bytes = x.size * 4;
   float* h = reinterpret_cast<float*>(stage(0, bytes));
   to_host(h, x.data, bytes);
@@ -89,6 +98,7 @@ void StagedTransport::allreduce_sum(Span<float> x, const Progress& p) {
 
 void StagedTransport::allgatherv_floats(Span<float> x, const int* counts, const int* displs, const Progress& p) {
   if (x.device == Device::CPU) return in_.allgatherv_floats(x, counts, displs, p);
+  check(x.device, "allgatherv");
   const size_t bytes = x.size * 4;
   float* h = reinterpret_cast<float*>(stage(0, bytes));
   to_host(h, x.data, bytes);
@@ -98,6 +108,7 @@ void StagedTransport::allgatherv_floats(Span<float> x, const int* counts, const 
 
 void StagedTransport::broadcast_floats(Span<float> x, int root, const Progress& p) {
   if (x.device == Device::CPU) return in_.broadcast_floats(x, root, p);
+  check(x.device, "broadcast");
   const size_t bytes = x.size * 4;
   float* h = reinterpret_cast<float*>(stage(0, bytes));
   to_host(h, x.data, bytes);

@@ -6,6 +6,7 @@
 
 #include "compress/adacomp_math.h"
 #include "compress/codec_cuda.h"
+#include "compress/codec_device.h"
 #include "compress/codecs.h"
 #include "compress/exact_sum.h"
 #include "compress/sparse.h"
@@ -75,15 +76,18 @@ class AdacompCodec : public Codec {
                 "adacomp payload: " << size << " bytes cannot hold " << h.param << " values (count at offset 8)");
     return h.param;
   }
-#ifdef OCTET_WITH_CUDA
-  size_t encode_cuda(const float* g, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
-    return adacomp_encode_cuda(g, ctx.fresh, n, bin_, out, ex);
+  // (The GPU encoder checks its input itself, between its passes.)
+  size_t encode_device(const float* g, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
+    return OCTET_CODEC_KERNEL(ex, "adacomp encode", adacomp_encode_cuda(g, ctx.fresh, n, bin_, out, ex),
+                              encode_cpu(g, n, out, ctx));
   }
-  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
-    adacomp_decode_cuda(in, size, out, n, check(codec_cuda_header(ex, in, size).b, size, n), accumulate, ex);
-    codec_cuda_check(ex, "adacomp");
+  void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    const uint32_t count = check(codec_device_header(ex, in, size).b, size, n);
+    codec_device_reset_status(ex);
+    OCTET_CODEC_KERNEL(ex, "adacomp decode", adacomp_decode_cuda(in, size, out, n, count, accumulate, ex),
+                       decode_cpu(in, size, out, n, accumulate));
+    codec_device_check(ex, "adacomp");
   }
-#endif
   void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
     const uint32_t count = check(in, size, n);
     float scale;

@@ -139,13 +139,13 @@ __global__ void adacomp_finish_kernel(int64_t n, const uint32_t* all, const doub
 
 // Decode, phase 1: every varint read from its start byte (b == 0 or after a terminator) into vals/starts.
 __global__ void adacomp_read_kernel(const uint8_t* body, int64_t m, const uint32_t* number, uint32_t count,
-                                    uint64_t* vals, uint32_t* starts, CudaStatus* st) {
+                                    uint64_t* vals, uint32_t* starts, CodecStatus* st) {
   OCTET_GRID_STRIDE(b, m) {
     if (b > 0 && (body[b - 1] & 128)) continue;  // not a start
     const unsigned long long at = kHeaderBytes + 4 + b;
     const uint32_t j = number[b];  // terminators before b: this varint's number
     if (j >= count) {
-      cuda_report(st, CudaFault::Trailing, at);
+      cuda_report(st, CodecFault::Trailing, at);
       continue;
     }
     uint64_t val = 0;
@@ -157,7 +157,7 @@ __global__ void adacomp_read_kernel(const uint8_t* body, int64_t m, const uint32
       if (!(body[e] & 128)) break;
     }
     if (e >= m || shift > 35) {
-      cuda_report(st, CudaFault::Truncated, at);
+      cuda_report(st, CodecFault::Truncated, at);
       continue;
     }
     vals[j] = val;
@@ -167,12 +167,12 @@ __global__ void adacomp_read_kernel(const uint8_t* body, int64_t m, const uint32
 
 // Fewer varints than the count, all terminated: the CPU runs out of bytes at the payload's end.
 __global__ void adacomp_total_kernel(const uint8_t* in, const uint8_t* body, int64_t m, const uint32_t* number,
-                                     uint32_t count, CudaStatus* st) {
+                                     uint32_t count, CodecStatus* st) {
   float scale;  // the CPU's first check
   memcpy(&scale, in + kHeaderBytes, 4);
-  if (!(isfinite(scale) && scale >= 0.f)) cuda_report(st, CudaFault::BadScale, kHeaderBytes);
+  if (!(isfinite(scale) && scale >= 0.f)) cuda_report(st, CodecFault::BadScale, kHeaderBytes);
   const uint32_t total = m ? number[m - 1] + ((body[m - 1] & 128) ? 0u : 1u) : 0u;
-  if (total < count && (m == 0 || !(body[m - 1] & 128))) cuda_report(st, CudaFault::Truncated, kHeaderBytes + 4 + m);
+  if (total < count && (m == 0 || !(body[m - 1] & 128))) cuda_report(st, CodecFault::Truncated, kHeaderBytes + 4 + m);
 }
 
 __global__ void adacomp_terminators_kernel(const uint8_t* body, int64_t m, uint32_t* flags) {
@@ -188,15 +188,15 @@ __global__ void adacomp_gaps_kernel(const uint64_t* vals, uint32_t count, int64_
 
 // Indices past n, at the start of their varint (varints never read: start ~0, they lost to their own fault).
 __global__ void adacomp_index_kernel(const uint64_t* pos, const uint32_t* starts, uint32_t count, int64_t n,
-                                     CudaStatus* st) {
+                                     CodecStatus* st) {
   OCTET_GRID_STRIDE(j, static_cast<int64_t>(count)) {
-    if (pos[j] - 1 >= static_cast<uint64_t>(n) && starts[j] != ~0u) cuda_report(st, CudaFault::BadIndex, starts[j]);
+    if (pos[j] - 1 >= static_cast<uint64_t>(n) && starts[j] != ~0u) cuda_report(st, CodecFault::BadIndex, starts[j]);
   }
 }
 
 // Only a payload with no fault at all reaches out (the status is final: every check ran before, in stream order).
 __global__ void adacomp_scatter_kernel(const uint8_t* in, const uint64_t* vals, const uint64_t* pos, uint32_t count,
-                                       float* out, const CudaStatus* st) {
+                                       float* out, const CodecStatus* st) {
   if (st->key != ~0ull) return;
   float scale;
   memcpy(&scale, in + kHeaderBytes, 4);
@@ -218,7 +218,7 @@ size_t adacomp_encode_cuda(const float* g, const float* fresh, int64_t n, int64_
   scan_bytes = std::max(scan_bytes, scan2);
   const size_t a_max = align(4 * static_cast<size_t>(nbins + 1)), a_chunk = align(sizeof(Chunk) * (nchunks + 1)),
                a_64 = align(8 * static_cast<size_t>(nchunks + 1));
-  uint8_t* t = static_cast<uint8_t*>(codec_cuda_temp(ex, 256 + a_max + a_chunk + 4 * a_64 + scan_bytes));
+  uint8_t* t = static_cast<uint8_t*>(codec_device_temp(ex, 256 + a_max + a_chunk + 4 * a_64 + scan_bytes));
   auto* all = reinterpret_cast<uint32_t*>(t);
   auto* sum = reinterpret_cast<double*>(t + 8);
   auto* count = reinterpret_cast<unsigned long long*>(t + 16);
@@ -230,14 +230,14 @@ size_t adacomp_encode_cuda(const float* g, const float* fresh, int64_t n, int64_
   int64_t* bytes = prev + a_64 / 8;
   int64_t* offset = bytes + a_64 / 8;
   void* scan_temp = offset + a_64 / 8;
-  codec_cuda_reset_status(ex);
+  codec_device_reset_status(ex);
   CHECK_CUDA(cudaMemsetAsync(t, 0, 32, s));
-  block_max_cuda(g, n, bin, maxima, nbins, codec_cuda_scratch(ex).status, ex);
+  block_max_cuda(g, n, bin, maxima, nbins, codec_device_scratch(ex).status, ex);
   const View v{g, fresh, maxima, n, bin};
   if (n > 0) {
     max_of_kernel<<<std::min<unsigned>(grid_for(nbins), 1024), kThreads, 0, s>>>(maxima, nbins, all);
     CHECK_LAUNCH("adacomp_max");
-    codec_cuda_check(ex, "adacomp", g, n);  // a NaN or infinity must not reach the selection
+    codec_device_check(ex, "adacomp", g, n);  // a NaN or infinity must not reach the selection
     adacomp_count_kernel<<<static_cast<unsigned>(nchunks), kThreads, 0, s>>>(v, all, chunks, sum, count);
     CHECK_LAUNCH("adacomp_count");
     // lasts[c] = chunks[c].last, then prev[c] = max of lasts before c (-1: none)
@@ -255,7 +255,7 @@ size_t adacomp_encode_cuda(const float* g, const float* fresh, int64_t n, int64_
                                         header_bytes({codec_id("adacomp"), 1, 0, static_cast<uint32_t>(n), 0}),
                                         size_dev);
   CHECK_LAUNCH("adacomp_finish");
-  auto* host = static_cast<unsigned long long*>(codec_cuda_pinned(ex, 8));
+  auto* host = static_cast<unsigned long long*>(codec_device_pinned(ex, 8));
   CHECK_CUDA(cudaMemcpyAsync(host, size_dev, 8, cudaMemcpyDeviceToHost, s));
   CHECK_CUDA(cudaStreamSynchronize(s));
   return static_cast<size_t>(*host);
@@ -275,7 +275,7 @@ void adacomp_decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, 
   const size_t a_m = align(4 * static_cast<size_t>(m + 1)), a_c8 = align(8 * (static_cast<size_t>(count) + 1)),
                a_c4 = align(4 * (static_cast<size_t>(count) + 1));
   size_t a_s = align(std::max(scan_a, scan_b));
-  uint8_t* t = static_cast<uint8_t*>(codec_cuda_temp(ex, 2 * a_m + 3 * a_c8 + a_c4 + a_s));
+  uint8_t* t = static_cast<uint8_t*>(codec_device_temp(ex, 2 * a_m + 3 * a_c8 + a_c4 + a_s));
   auto* flags = reinterpret_cast<uint32_t*>(t);
   auto* number = reinterpret_cast<uint32_t*>(t + a_m);
   auto* vals = reinterpret_cast<uint64_t*>(t + 2 * a_m);
@@ -283,8 +283,7 @@ void adacomp_decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, 
   auto* pos = reinterpret_cast<uint64_t*>(t + 2 * a_m + 2 * a_c8);
   auto* starts = reinterpret_cast<uint32_t*>(t + 2 * a_m + 3 * a_c8);
   void* scan_temp = t + 2 * a_m + 3 * a_c8 + a_c4;
-  codec_cuda_reset_status(ex);
-  CudaStatus* st = codec_cuda_scratch(ex).status;
+  CodecStatus* st = codec_device_scratch(ex).status;
   CHECK_CUDA(cudaMemsetAsync(vals, 0, 8 * (static_cast<size_t>(count) + 1), s));       // unread varints: gap 0
   CHECK_CUDA(cudaMemsetAsync(starts, 0xff, 4 * (static_cast<size_t>(count) + 1), s));  // and no offset
   if (m > 0) {

@@ -56,6 +56,15 @@ class CodeBook {
   uint32_t first_ = 0;
 };
 
+// A code book's tables in device memory, as its CUDA kernels read them (the entries, first bits, shift, magnitudes).
+struct CodebookDevice {
+  const uint32_t* entries = nullptr;
+  const float* magnitudes = nullptr;  // 128
+  uint32_t first = 0;
+  int shift = 0;
+  bool linear = false;
+};
+
 // SIMD kernels (codebook8_x86.cpp) at the isa() level in force. Each does the leading values it can (a multiple of
 // its vector width; 0 at the scalar level) and returns how many; the caller's scalar loop does the rest, and each
 // kernel's bytes or floats equal that loop's. next (or null) is the following block, prefetched as this one goes.

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "compress/codec_cuda.h"
+#include "compress/codec_device.h"
 #include "compress/codecs.h"
 #include "compress/simd.h"
 #include "core/device.h"
@@ -182,45 +183,57 @@ class Codebook8Codec : public Codec {
                                     << ", expected " << want);
     return b;
   }
-#ifdef OCTET_WITH_CUDA
   // The code book's tables on ex's device (uploaded on first use, kept for the codec's life).
   CodebookDevice device_book(Exec& ex) const {
     std::lock_guard<std::mutex> lk(mu_);
-    DeviceTables& t = device_[ex.ordinal()];
+    DeviceTables& t = device_[{ex.device(), ex.ordinal()}];
     if (t.entries.size() == 0) {
       const size_t ne = book_.entries_size();
-      t.entries = Buffer<uint32_t>(ne, Device::CUDA);
-      t.magnitudes = Buffer<float>(128, Device::CUDA);
-      cuda_copy_sync(t.entries.data(), book_.entries(), ne * 4, CopyKind::HostToDevice);
-      cuda_copy_sync(t.magnitudes.data(), book_.magnitudes().data(), 128 * 4, CopyKind::HostToDevice);
+      t.entries = Buffer<uint32_t>(ne, ex.device());
+      t.magnitudes = Buffer<float>(128, ex.device());
+      copy_sync(ex.device(), t.entries.data(), book_.entries(), ne * 4, CopyKind::HostToDevice);
+      copy_sync(ex.device(), t.magnitudes.data(), book_.magnitudes().data(), 128 * 4, CopyKind::HostToDevice);
     }
     return {t.entries.data(), t.magnitudes.data(), book_.first_bits(), book_.shift(), linear_};
   }
-  size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext&, Exec& ex) const override {
-    const size_t bytes = codebook8_encode_cuda(device_book(ex), codec_id(name_), x, n, block_for(n), out, ex);
-    codec_cuda_check(ex, name_, x, n);
+  size_t encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
+    const CodebookDevice book = device_book(ex);
+    codec_device_reset_status(ex);
+    const size_t bytes =
+        OCTET_CODEC_KERNEL(ex, std::string(name_) + " encode",
+                           codebook8_encode_cuda(book, codec_id(name_), x, n, block_for(n), out, ex),
+                           encode_cpu(x, n, out, ctx));
+    codec_device_check(ex, name_, x, n);
     return bytes;
   }
-  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
-    codebook8_decode_cuda(device_book(ex), in, out, n, check(codec_cuda_header(ex, in, size).b, size, n), accumulate,
-                          ex);
-    codec_cuda_check(ex, name_);
+  void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    const CodebookDevice book = device_book(ex);
+    const int64_t b = check(codec_device_header(ex, in, size).b, size, n);
+    codec_device_reset_status(ex);
+    OCTET_CODEC_KERNEL(ex, std::string(name_) + " decode", codebook8_decode_cuda(book, in, out, n, b, accumulate, ex),
+                       decode_cpu(in, size, out, n, accumulate));
+    codec_device_check(ex, name_);
   }
   size_t reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
-                             Span<uint8_t> out, uint64_t, Exec& ex) const override {
+                             Span<uint8_t> out, uint64_t seed, Exec& ex) const override {
     const int64_t b = block_for(n);
+    if (b > kCodebookFusedMax || n == 0 || !fusable_parts(parts, 4)) return 0;  // one block in shared memory
+    const CodebookDevice book = device_book(ex);
     std::vector<const uint8_t*> ins;
     for (const auto& p : parts) {
-      if (check(codec_cuda_header(ex, p.data, p.size).b, p.size, n) != b)
+      if (check(codec_device_header(ex, p.data, p.size).b, p.size, n) != b)
         return 0;  // another block size than this encoder's: not fusable
       ins.push_back(p.data);
     }
-    const size_t bytes = codebook8_reduce_encode_cuda(device_book(ex), codec_id(name_), ins.data(),
-                                                      static_cast<int>(ins.size()), n, b, residual, out.data, ex);
-    if (bytes) codec_cuda_check(ex, name_);
+    codec_device_reset_status(ex);
+    const size_t bytes = OCTET_CODEC_KERNEL(
+        ex, std::string(name_) + " owner step",
+        codebook8_reduce_encode_cuda(book, codec_id(name_), ins.data(), static_cast<int>(ins.size()), n, b, residual,
+                                     out.data, ex),
+        reduce_encode_cpu(parts, n, residual, out.data, seed));
+    if (bytes) codec_device_check(ex, name_);
     return bytes;
   }
-#endif
   void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
     const int64_t b = check(in, size, n), nb = blocks(n, b);
     const uint8_t* codes = in + kHeaderBytes + 4 * nb;
@@ -247,14 +260,12 @@ class Codebook8Codec : public Codec {
   int64_t block_;
   CodeBook book_;
   bool linear_;
-#ifdef OCTET_WITH_CUDA
   struct DeviceTables {
-    Buffer<uint32_t> entries{0, Device::CUDA};
-    Buffer<float> magnitudes{0, Device::CUDA};
+    Buffer<uint32_t> entries;
+    Buffer<float> magnitudes;
   };
   mutable std::mutex mu_;
-  mutable std::map<int, DeviceTables> device_;  // per GPU ordinal
-#endif
+  mutable std::map<std::pair<Device, int>, DeviceTables> device_;  // per device and ordinal
 };
 
 }  // namespace

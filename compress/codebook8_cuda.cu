@@ -11,7 +11,6 @@ namespace octet {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kFusedMax = 8192;  // values of a scale block the fused owner step holds in shared memory
 
 struct Factors {
   float inv, s;  // 1 / absmax (code books) and 127 / absmax (linear8), 0 where they overflow
@@ -50,7 +49,7 @@ __global__ void encode_kernel(CodebookDevice book, const float* __restrict__ x, 
 }
 
 __global__ void decode_kernel(CodebookDevice book, const uint8_t* in, float* __restrict__ out, int64_t n, int64_t block,
-                              int64_t nb, bool accumulate, CudaStatus* st) {
+                              int64_t nb, bool accumulate, CodecStatus* st) {
   __shared__ float mag[128];
   load_magnitudes(mag, book.magnitudes);
   const float* scales = reinterpret_cast<const float*>(in + kHeaderBytes);
@@ -59,7 +58,7 @@ __global__ void decode_kernel(CodebookDevice book, const uint8_t* in, float* __r
     const int64_t k = i / block;
     const float s = scales[k];
     if (!(isfinite(s) && s >= 0.f)) {
-      cuda_report(st, CudaFault::BadScale, kHeaderBytes + 4 * k);
+      cuda_report(st, CodecFault::BadScale, kHeaderBytes + 4 * k);
       continue;
     }
     const float v = value_of(mag, codes[i], s);
@@ -70,7 +69,7 @@ __global__ void decode_kernel(CodebookDevice book, const uint8_t* in, float* __r
 // One thread block per scale block k: y = sum of the parts' values (rank order) + residual, its abs-max, codes,
 // residual = y - decode(code).
 __global__ void reduce_encode_kernel(CodebookDevice book, Parts parts, int nparts, int64_t n, int64_t block, int64_t nb,
-                                     float* __restrict__ residual, uint8_t* out, HeaderBytes h, CudaStatus* st) {
+                                     float* __restrict__ residual, uint8_t* out, HeaderBytes h, CodecStatus* st) {
   __shared__ float mag[128];
   extern __shared__ float y[];
   load_magnitudes(mag, book.magnitudes);
@@ -82,7 +81,7 @@ __global__ void reduce_encode_kernel(CodebookDevice book, Parts parts, int npart
     for (int q = 0; q < nparts; ++q) {
       const float s = reinterpret_cast<const float*>(parts.p[q] + kHeaderBytes)[k];
       if (!(isfinite(s) && s >= 0.f)) {
-        if (j == 0) cuda_report(st, CudaFault::BadScale, kHeaderBytes + 4 * k);
+        if (j == 0) cuda_report(st, CodecFault::BadScale, kHeaderBytes + 4 * k);
         continue;
       }
       const float v = value_of(mag, (parts.p[q] + kHeaderBytes + 4 * nb)[lo + j], s);
@@ -92,7 +91,7 @@ __global__ void reduce_encode_kernel(CodebookDevice book, Parts parts, int npart
     y[j] = yj;
     const uint32_t a = f32_bits(yj) & 0x7fffffffu;
     // Ranked after any bad scale (the unfused path decodes, and fails, before it encodes): kNonFiniteSum marks it.
-    if (a >= 0x7f800000u) cuda_report(st, CudaFault::NonFiniteInput, kNonFiniteSum | static_cast<uint64_t>(lo + j));
+    if (a >= 0x7f800000u) cuda_report(st, CodecFault::NonFiniteInput, kNonFiniteSum | static_cast<uint64_t>(lo + j));
     m = max(m, a);
   }
   m = block_max_u32(m);  // (its __syncthreads also orders this block's fault reports before the read below)
@@ -115,9 +114,8 @@ size_t codebook8_encode_cuda(const CodebookDevice& book, uint8_t id, const float
                              uint8_t* out, Exec& ex) {
   const int64_t nb = (n + block - 1) / block;
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, "8-bit encoder (CUDA): payload not 4-byte aligned");
-  codec_cuda_reset_status(ex);
-  uint32_t* maxima = static_cast<uint32_t*>(codec_cuda_temp(ex, static_cast<size_t>(nb) * 4 + 4));
-  block_max_cuda(x, n, block, maxima, nb, codec_cuda_scratch(ex).status, ex);
+  uint32_t* maxima = static_cast<uint32_t*>(codec_device_temp(ex, static_cast<size_t>(nb) * 4 + 4));
+  block_max_cuda(x, n, block, maxima, nb, codec_device_scratch(ex).status, ex);
   encode_kernel<<<grid_for(n), kThreads, 0, comm_stream(ex)>>>(
       book, x, n, block, nb, maxima, out,
       header_bytes({id, 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(block)}));
@@ -128,23 +126,21 @@ size_t codebook8_encode_cuda(const CodebookDevice& book, uint8_t id, const float
 void codebook8_decode_cuda(const CodebookDevice& book, const uint8_t* in, float* out, int64_t n, int64_t block,
                            bool accumulate, Exec& ex) {
   OCTET_CHECK(reinterpret_cast<uintptr_t>(in) % 4 == 0, "8-bit payload (CUDA): not 4-byte aligned");
-  codec_cuda_reset_status(ex);
   decode_kernel<<<grid_for(n), kThreads, 0, comm_stream(ex)>>>(book, in, out, n, block, (n + block - 1) / block,
-                                                               accumulate, codec_cuda_scratch(ex).status);
+                                                               accumulate, codec_device_scratch(ex).status);
   CHECK_LAUNCH("codebook8_decode");
 }
 
 size_t codebook8_reduce_encode_cuda(const CodebookDevice& book, uint8_t id, const uint8_t* const* ins, int parts,
                                     int64_t n, int64_t block, float* residual, uint8_t* out, Exec& ex) {
   Parts p{};
-  if (block > kFusedMax || n == 0 || !fill_parts(p, ins, parts, 4)) return 0;
+  if (block > kCodebookFusedMax || n == 0 || !fill_parts(p, ins, parts, 4)) return 0;
   const int64_t nb = (n + block - 1) / block;
   OCTET_CHECK(nb < (int64_t{1} << 31), "8-bit owner step (CUDA): " << nb << " blocks");
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, "8-bit owner step (CUDA): payload not 4-byte aligned");
-  codec_cuda_reset_status(ex);
   reduce_encode_kernel<<<static_cast<unsigned>(nb), kThreads, static_cast<size_t>(block) * 4, comm_stream(ex)>>>(
       book, p, parts, n, block, nb, residual, out,
-      header_bytes({id, 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(block)}), codec_cuda_scratch(ex).status);
+      header_bytes({id, 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(block)}), codec_device_scratch(ex).status);
   CHECK_LAUNCH("codebook8_reduce_encode");
   return kHeaderBytes + 4 * static_cast<size_t>(nb) + static_cast<size_t>(n);
 }

@@ -9,6 +9,9 @@
 
 namespace octet {
 
+// The largest scale block the fused owner step holds in a thread block's shared memory (larger: the unfused path).
+constexpr int64_t kCodebookFusedMax = 8192;
+
 // Code-book index of a in [0, 1] from its float bits: the bucket of its top bits holds the code nearest the bucket's
 // low end (entry bits 0..7) and the offset of the one boundary inside the bucket (bits 8..), so the index is that code
 // plus (a's low bits >= offset). entries/first/shift: CodeBook's tables (codebook8.h).

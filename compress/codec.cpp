@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "compress/codec_cuda.h"
+#include "compress/codec_device.h"
 #include "compress/codecs.h"
 #include "compress/simd.h"
 #include "core/error.h"
@@ -94,31 +94,40 @@ const CodecTraits& Codec::traits() const {
 
 size_t Codec::encode(Span<const float> x, Span<uint8_t> out, const EncodeContext& ctx, Exec& ex) const {
   OCTET_CHECK(x.device == ex.device() && out.device == ex.device(),
-              name() << " encoder: data on " << device_name(x.device) << "/" << device_name(out.device)
-                     << ", context on " << device_name(ex.device()));
+              name() << " encoder: input on " << device_name(x.device) << ", payload on " << device_name(out.device)
+                     << ", the codec runs on " << device_name(ex.device()));
   OCTET_CHECK(out.size >= max_bytes(static_cast<int64_t>(x.size)),
               name() << " encoder: " << out.size << " bytes of room for " << max_bytes(static_cast<int64_t>(x.size)));
   const int64_t n = static_cast<int64_t>(x.size);
-  return ex.device() == Device::CPU ? encode_cpu(x.data, n, out.data, ctx) : encode_cuda(x.data, n, out.data, ctx, ex);
+  if (ex.device() == Device::CPU) return encode_cpu(x.data, n, out.data, ctx);
+  sim::note(std::string(name()) + " encode (host side)");
+  return encode_device(x.data, n, out.data, ctx, ex);
 }
 
 void Codec::decode(Span<const uint8_t> in, Span<float> out, bool accumulate, Exec& ex) const {
   OCTET_CHECK(in.device == ex.device() && out.device == ex.device(),
-              name() << " decoder: data on " << device_name(in.device) << "/" << device_name(out.device)
-                     << ", context on " << device_name(ex.device()));
+              name() << " decoder: payload on " << device_name(in.device) << ", output on " << device_name(out.device)
+                     << ", the codec runs on " << device_name(ex.device()));
   const int64_t n = static_cast<int64_t>(out.size);
-  if (ex.device() == Device::CPU)
-    decode_cpu(in.data, in.size, out.data, n, accumulate);
-  else
-    decode_cuda(in.data, in.size, out.data, n, accumulate, ex);
+  if (ex.device() == Device::CPU) return decode_cpu(in.data, in.size, out.data, n, accumulate);
+  sim::note(std::string(name()) + " decode (host side)");
+  decode_device(in.data, in.size, out.data, n, accumulate, ex);
 }
 
-size_t Codec::encode_cuda(const float*, int64_t, uint8_t*, const EncodeContext&, Exec&) const {
-  OCTET_THROW(name() << " has no CUDA kernel");
+size_t Codec::encode_device(const float*, int64_t, uint8_t*, const EncodeContext&, Exec& ex) const {
+  OCTET_THROW(name() << " has no " << device_name(ex.device()) << " kernel");
 }
 
-void Codec::decode_cuda(const uint8_t*, size_t, float*, int64_t, bool, Exec&) const {
-  OCTET_THROW(name() << " has no CUDA kernel");
+void Codec::decode_device(const uint8_t*, size_t, float*, int64_t, bool, Exec& ex) const {
+  OCTET_THROW(name() << " has no " << device_name(ex.device()) << " kernel");
+}
+
+size_t Codec::reduce_encode_cpu(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
+                                uint8_t* out, uint64_t seed) const {
+  std::vector<float> sum(static_cast<size_t>(n)), scratch(2 * static_cast<size_t>(n));
+  for (size_t s = 0; s < parts.size(); ++s) decode_cpu(parts[s].data, parts[s].size, sum.data(), n, s > 0);
+  if (!residual) return encode_cpu(sum.data(), n, out, {seed, nullptr});
+  return encode_with_feedback(*this, sum.data(), n, residual, out, seed, scratch.data());
 }
 
 size_t Codec::reduce_encode_fused(const std::vector<Span<const uint8_t>>&, int64_t, float*, Span<uint8_t>, uint64_t,
@@ -130,9 +139,15 @@ size_t Codec::reduce_encode(const std::vector<Span<const uint8_t>>& parts, int64
                             Span<uint8_t> out, uint64_t seed, float* scratch, Exec& ex) const {
   OCTET_CHECK(!parts.empty(), name() << ": the owner step needs at least one payload");
   OCTET_CHECK(out.size >= max_bytes(n), name() << " owner step: " << out.size << " bytes of room for " << max_bytes(n));
-  if (ex.device() == Device::CUDA)
-    if (const size_t fused = reduce_encode_fused(parts, n, residual, out, seed, ex)) return fused;
   const Device d = ex.device();
+  for (const auto& p : parts)
+    OCTET_CHECK(p.device == d && out.device == d, name() << " owner step: a payload on " << device_name(p.device)
+                                                         << ", the output on " << device_name(out.device)
+                                                         << ", the codec runs on " << device_name(d));
+  if (d != Device::CPU) {
+    sim::note(std::string(name()) + " owner step (host side)");
+    if (const size_t fused = reduce_encode_fused(parts, n, residual, out, seed, ex)) return fused;
+  }
   for (size_t s = 0; s < parts.size(); ++s) decode(parts[s], {scratch, static_cast<size_t>(n), d}, s > 0, ex);
   const Span<const float> sum{scratch, static_cast<size_t>(n), d};
   if (!residual) return encode(sum, out, {seed, nullptr}, ex);
@@ -143,17 +158,25 @@ size_t encode_with_feedback(const Codec& c, Span<const float> x, float* residual
                             float* scratch, Exec& ex) {
   const int64_t n = static_cast<int64_t>(x.size);
   if (ex.device() == Device::CPU) return encode_with_feedback(c, x.data, n, residual, out.data, seed, scratch);
-#ifdef OCTET_WITH_CUDA
+  OCTET_CHECK(x.device == ex.device() && pointer_on(ex.device(), residual) && pointer_on(ex.device(), scratch),
+              c.name() << " error feedback: the residual and scratch must be where the codec runs ("
+                       << device_name(ex.device()) << ")");
   float* y = scratch;
   float* sent = scratch + n;
-  feedback_add_cuda(y, x.data, residual, n, ex);
+  launch_twin("feedback add", feedback_add_cpu, OCTET_CUDA_TWIN(feedback_add_cuda), ex.comm(), y, x.data, residual, n);
   const size_t bytes = c.encode({y, x.size, x.device}, out, {seed, x.data}, ex);
   c.decode({out.data, bytes, out.device}, {sent, x.size, x.device}, false, ex);
-  feedback_residual_cuda(residual, y, sent, n, ex);
+  launch_twin("feedback residual", feedback_residual_cpu, OCTET_CUDA_TWIN(feedback_residual_cuda), ex.comm(), residual,
+              y, sent, n);
   return bytes;
-#else
-  OCTET_THROW("error feedback on " << device_name(ex.device()) << ": this octet was built without CUDA");
-#endif
+}
+
+void feedback_add_cpu(float* y, const float* x, const float* residual, int64_t n, const Stream&) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] + residual[i];
+}
+
+void feedback_residual_cpu(float* residual, const float* y, const float* sent, int64_t n, const Stream&) {
+  for (int64_t i = 0; i < n; ++i) residual[i] = y[i] - sent[i];
 }
 
 Isa parse_isa(const std::string& s) {
@@ -199,11 +222,11 @@ size_t encode_with_feedback(const Codec& c, const float* x, int64_t n, float* re
                             float* scratch) {
   float* y = scratch;
   float* sent = scratch + n;
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] + residual[i];
+  feedback_add_cpu(y, x, residual, n, Stream{});
   EncodeContext ctx{seed, x};
   const size_t bytes = c.encode(y, n, out, ctx);
   c.decode(out, bytes, sent, n, false);
-  for (int64_t i = 0; i < n; ++i) residual[i] = y[i] - sent[i];
+  feedback_residual_cpu(residual, y, sent, n, Stream{});
   return bytes;
 }
 

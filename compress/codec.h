@@ -57,8 +57,8 @@ class Codec {
   virtual size_t max_bytes(int64_t n) const = 0;
 
   // Encodes x into out (room for max_bytes(x.size)); returns the bytes written. Runs on ex's device, where x and out
-  // must be. A NaN or infinite input throws NonFiniteError (found on the pass the encoder makes anyway): no payload
-  // ever carries one.
+  // must be (checked). A NaN or infinite input throws NonFiniteError (found on the pass the encoder makes anyway): no
+  // payload ever carries one.
   size_t encode(Span<const float> x, Span<uint8_t> out, const EncodeContext& ctx, Exec& ex) const;
   // Decodes exactly in.size bytes that must describe out.size values; writes out, or adds to it when accumulate.
   // Never reads outside in; a malformed payload (a non-finite value or scale included) throws naming the offset.
@@ -66,7 +66,8 @@ class Codec {
   // Scatter-allgather's owner step on ex's device: out = encode(y), y = the parts' values decoded and summed in rank
   // order (+ residual when given), and then residual = y - decode(out). parts: payloads of exactly their sizes, each
   // describing n values; scratch: 3n floats where ex runs. Returns the payload size. Bytes equal decode-accumulate
-  // then encode_with_feedback; a codec with a fused kernel (the 8-bit types on a GPU) does it in one pass.
+  // then encode_with_feedback; a codec with a fused kernel (the 8-bit types and qsgd, fp16 on a device) does it in one
+  // pass.
   size_t reduce_encode(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual, Span<uint8_t> out,
                        uint64_t seed, float* scratch, Exec& ex) const;
   // The same on host arrays.
@@ -80,13 +81,19 @@ class Codec {
  protected:
   virtual size_t encode_cpu(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx) const = 0;
   virtual void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const = 0;
-  // Device pointers, queued on ex's comm stream. Default: "<name> has no CUDA kernel".
-  virtual size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const;
-  virtual void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const;
-  // The owner step in one pass on a GPU where the codec has one (called with out's room checked); 0: not fused
+  // On a device (a GPU, or the simulated device): device pointers, queued on ex's comm stream; each codec's host-side
+  // checks around its kernels (OCTET_CODEC_KERNEL, compress/codec_device.h). Default: "<name> has no device kernel".
+  virtual size_t encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const;
+  virtual void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const;
+  // The owner step in one pass on a device where the codec has one (called with out's room checked); 0: not fused
   // (reduce_encode decodes, sums and encodes in turn).
   virtual size_t reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
                                      Span<uint8_t> out, uint64_t seed, Exec& ex) const;
+  // The fused owner step's CPU twin, the simulated device's kernel: decode the parts in rank order into one sum, then
+  // encode (with feedback on residual when given), as the unfused path does, on host arrays (parts, residual and out
+  // may be device memory open to a kernel).
+  size_t reduce_encode_cpu(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual, uint8_t* out,
+                           uint64_t seed) const;
 
  private:
   friend std::unique_ptr<Codec> make_codec(const struct CodecParams& p);

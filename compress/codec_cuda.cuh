@@ -10,7 +10,7 @@ namespace octet {
 
 inline cudaStream_t comm_stream(Exec& ex) { return cuda_stream(ex.comm()); }
 
-__device__ inline void cuda_report(CudaStatus* st, CudaFault f, unsigned long long offset) {
+__device__ inline void cuda_report(CodecStatus* st, CodecFault f, unsigned long long offset) {
   atomicMin(&st->key, offset << 8 | static_cast<unsigned long long>(f));
 }
 
@@ -29,7 +29,6 @@ __device__ inline void put_header(uint8_t* out, const HeaderBytes& h) {
 }
 
 // The owner step's N payloads as a kernel argument (at most kMaxParts ranks fused; more take the unfused path).
-constexpr int kMaxParts = 64;
 struct Parts {
   const uint8_t* p[kMaxParts];
 };
@@ -56,6 +55,6 @@ __device__ inline uint32_t block_max_u32(uint32_t v) {
 
 // maxima[k] = max |x| bits over x[k * block, +block) for the nb blocks (NaN and infinity reported as NonFiniteInput);
 // queued on the comm stream.
-void block_max_cuda(const float* x, int64_t n, int64_t block, uint32_t* maxima, int64_t nb, CudaStatus* st, Exec& ex);
+void block_max_cuda(const float* x, int64_t n, int64_t block, uint32_t* maxima, int64_t nb, CodecStatus* st, Exec& ex);
 
 }  // namespace octet

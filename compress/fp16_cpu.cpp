@@ -9,6 +9,7 @@
 #endif
 
 #include "compress/codec_cuda.h"
+#include "compress/codec_device.h"
 #include "compress/codecs.h"
 #include "compress/half_math.h"
 #include "core/error.h"
@@ -54,29 +55,36 @@ class Fp16Codec : public Codec {
     OCTET_CHECK(size == max_bytes(n),
                 "fp16 payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
   }
-#ifdef OCTET_WITH_CUDA
-  size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext&, Exec& ex) const override {
-    const size_t bytes = fp16_encode_cuda(x, n, out, ex);
-    codec_cuda_check(ex, "fp16", x, n);
+  size_t encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
+    codec_device_reset_status(ex);
+    const size_t bytes =
+        OCTET_CODEC_KERNEL(ex, "fp16 encode", fp16_encode_cuda(x, n, out, ex), encode_cpu(x, n, out, ctx));
+    codec_device_check(ex, "fp16", x, n);
     return bytes;
   }
+  // One thread per value on a GPU: any number of values fuses.
   size_t reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
-                             Span<uint8_t> out, uint64_t, Exec& ex) const override {
+                             Span<uint8_t> out, uint64_t seed, Exec& ex) const override {
+    if (n == 0 || !fusable_parts(parts, 2)) return 0;
     std::vector<const uint8_t*> ins;
     for (const auto& p : parts) {
-      check(codec_cuda_header(ex, p.data, p.size).b, p.size, n);
+      check(codec_device_header(ex, p.data, p.size).b, p.size, n);
       ins.push_back(p.data);
     }
-    const size_t bytes = fp16_reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, residual, out.data, ex);
-    if (bytes) codec_cuda_check(ex, "fp16");
+    codec_device_reset_status(ex);
+    const size_t bytes = OCTET_CODEC_KERNEL(
+        ex, "fp16 owner step", fp16_reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, residual, out.data, ex),
+        reduce_encode_cpu(parts, n, residual, out.data, seed));
+    if (bytes) codec_device_check(ex, "fp16");
     return bytes;
   }
-  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
-    check(codec_cuda_header(ex, in, size).b, size, n);
-    fp16_decode_cuda(in, out, n, accumulate, ex);
-    codec_cuda_check(ex, "fp16");
+  void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    check(codec_device_header(ex, in, size).b, size, n);
+    codec_device_reset_status(ex);
+    OCTET_CODEC_KERNEL(ex, "fp16 decode", fp16_decode_cuda(in, out, n, accumulate, ex),
+                       decode_cpu(in, size, out, n, accumulate));
+    codec_device_check(ex, "fp16");
   }
-#endif
   void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
     check(in, size, n);
     const uint16_t* bits = reinterpret_cast<const uint16_t*>(in + kHeaderBytes);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "compress/codec_cuda.h"
+#include "compress/codec_device.h"
 #include "compress/codecs.h"
 #include "core/error.h"
 
@@ -61,18 +62,20 @@ class NoneCodec : public Codec {
     OCTET_CHECK(size == max_bytes(n),
                 "none payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
   }
-#ifdef OCTET_WITH_CUDA
-  size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext&, Exec& ex) const override {
-    const size_t bytes = none_encode_cuda(x, n, out, ex);
-    codec_cuda_check(ex, "none", x, n);
+  size_t encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
+    codec_device_reset_status(ex);
+    const size_t bytes =
+        OCTET_CODEC_KERNEL(ex, "none encode", none_encode_cuda(x, n, out, ex), encode_cpu(x, n, out, ctx));
+    codec_device_check(ex, "none", x, n);
     return bytes;
   }
-  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
-    check(codec_cuda_header(ex, in, size).b, size, n);
-    none_decode_cuda(in, out, n, accumulate, ex);
-    codec_cuda_check(ex, "none");
+  void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    check(codec_device_header(ex, in, size).b, size, n);
+    codec_device_reset_status(ex);
+    OCTET_CODEC_KERNEL(ex, "none decode", none_decode_cuda(in, out, n, accumulate, ex),
+                       decode_cpu(in, size, out, n, accumulate));
+    codec_device_check(ex, "none");
   }
-#endif
   void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
     check(in, size, n);
     if (copy_checked(in + kHeaderBytes, out, n, accumulate)) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "compress/codec_cuda.h"
+#include "compress/codec_device.h"
 #include "compress/codecs.h"
 #include "compress/exact_sum.h"
 #include "compress/sparse.h"
@@ -96,17 +97,20 @@ class OnebitCodec : public Codec {
     OCTET_CHECK(size == want, "onebit payload: " << size << " bytes, expected " << want);
     return b;
   }
-#ifdef OCTET_WITH_CUDA
-  size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext&, Exec& ex) const override {
-    const size_t bytes = onebit_encode_cuda(x, n, block_for(n), out, ex);
-    codec_cuda_check(ex, "onebit", x, n);
+  size_t encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
+    codec_device_reset_status(ex);
+    const size_t bytes = OCTET_CODEC_KERNEL(ex, "onebit encode", onebit_encode_cuda(x, n, block_for(n), out, ex),
+                                            encode_cpu(x, n, out, ctx));
+    codec_device_check(ex, "onebit", x, n);
     return bytes;
   }
-  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
-    onebit_decode_cuda(in, out, n, check(codec_cuda_header(ex, in, size).b, size, n), accumulate, ex);
-    codec_cuda_check(ex, "onebit");
+  void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    const int64_t b = check(codec_device_header(ex, in, size).b, size, n);
+    codec_device_reset_status(ex);
+    OCTET_CODEC_KERNEL(ex, "onebit decode", onebit_decode_cuda(in, out, n, b, accumulate, ex),
+                       decode_cpu(in, size, out, n, accumulate));
+    codec_device_check(ex, "onebit");
   }
-#endif
   void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
     const int64_t b = check(in, size, n), nb = (n + b - 1) / b;
     const uint8_t* __restrict bits = in + kHeaderBytes + 8 * nb;

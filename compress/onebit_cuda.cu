@@ -68,14 +68,14 @@ __global__ void onebit_finish_kernel(int64_t n, int64_t block, int64_t nb, const
 }
 
 __global__ void onebit_decode_kernel(const uint8_t* in, float* __restrict__ out, int64_t n, int64_t block, int64_t nb,
-                                     bool accumulate, CudaStatus* st) {
+                                     bool accumulate, CodecStatus* st) {
   const float* rec = reinterpret_cast<const float*>(in + kHeaderBytes);
   const uint8_t* bits = in + kHeaderBytes + 8 * nb;
   OCTET_GRID_STRIDE(i, n) {
     const int64_t k = i / block;
     const float p = rec[2 * k], q = rec[2 * k + 1];
     if (!isfinite(p) || !isfinite(q)) {
-      cuda_report(st, CudaFault::BadScale, kHeaderBytes + 8 * k);
+      cuda_report(st, CodecFault::BadScale, kHeaderBytes + 8 * k);
       continue;
     }
     const float v = (bits[i >> 3] >> (i & 7)) & 1u ? p : q;
@@ -88,12 +88,11 @@ __global__ void onebit_decode_kernel(const uint8_t* in, float* __restrict__ out,
 size_t onebit_encode_cuda(const float* x, int64_t n, int64_t block, uint8_t* out, Exec& ex) {
   const int64_t nb = (n + block - 1) / block;
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, "onebit encoder (CUDA): payload not 4-byte aligned");
-  codec_cuda_reset_status(ex);
   const size_t max_bytes = (static_cast<size_t>(nb) * 4 + 15) / 16 * 16;
-  uint8_t* temp = static_cast<uint8_t*>(codec_cuda_temp(ex, max_bytes + static_cast<size_t>(nb) * sizeof(Sums)));
+  uint8_t* temp = static_cast<uint8_t*>(codec_device_temp(ex, max_bytes + static_cast<size_t>(nb) * sizeof(Sums)));
   uint32_t* maxima = reinterpret_cast<uint32_t*>(temp);
   Sums* sums = reinterpret_cast<Sums*>(temp + max_bytes);
-  block_max_cuda(x, n, block, maxima, nb, codec_cuda_scratch(ex).status, ex);
+  block_max_cuda(x, n, block, maxima, nb, codec_device_scratch(ex).status, ex);
   CHECK_CUDA(cudaMemsetAsync(sums, 0, static_cast<size_t>(nb) * sizeof(Sums), comm_stream(ex)));
   const int64_t segments = (block + kSegment - 1) / kSegment;
   if (n > 0) {
@@ -112,9 +111,8 @@ size_t onebit_encode_cuda(const float* x, int64_t n, int64_t block, uint8_t* out
 
 void onebit_decode_cuda(const uint8_t* in, float* out, int64_t n, int64_t block, bool accumulate, Exec& ex) {
   OCTET_CHECK(reinterpret_cast<uintptr_t>(in) % 4 == 0, "onebit payload (CUDA): not 4-byte aligned");
-  codec_cuda_reset_status(ex);
   onebit_decode_kernel<<<grid_for(n), kThreads, 0, comm_stream(ex)>>>(in, out, n, block, (n + block - 1) / block,
-                                                                      accumulate, codec_cuda_scratch(ex).status);
+                                                                      accumulate, codec_device_scratch(ex).status);
   CHECK_LAUNCH("onebit_decode");
 }
 

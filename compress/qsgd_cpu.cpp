@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compress/codec_cuda.h"
+#include "compress/codec_device.h"
 #include "compress/codecs.h"
 #include "compress/qsgd.h"
 #include "compress/qsgd_math.h"
@@ -242,32 +243,40 @@ class QsgdCodec : public Codec {
     OCTET_CHECK(size == want, "qsgd payload: " << size << " bytes, expected " << want << " for " << n << " values");
     return {bits, bucket};
   }
-#ifdef OCTET_WITH_CUDA
-  size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
-    const size_t bytes =
-        qsgd_encode_cuda(x, n, bits_, bucket_, static_cast<uint32_t>(ctx.seed ^ (ctx.seed >> 32)), out, ex);
-    codec_cuda_check(ex, "qsgd", x, n);
+  size_t encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
+    const uint32_t seed = static_cast<uint32_t>(ctx.seed ^ (ctx.seed >> 32));
+    codec_device_reset_status(ex);
+    const size_t bytes = OCTET_CODEC_KERNEL(ex, "qsgd encode", qsgd_encode_cuda(x, n, bits_, bucket_, seed, out, ex),
+                                            encode_cpu(x, n, out, ctx));
+    codec_device_check(ex, "qsgd", x, n);
     return bytes;
   }
   size_t reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
                              Span<uint8_t> out, uint64_t seed, Exec& ex) const override {
+    if (!qsgd_fusable(n, bits_, bucket_) || !fusable_parts(parts, 4)) return 0;
     std::vector<const uint8_t*> ins;
     for (const auto& p : parts) {
-      if (check(codec_cuda_header(ex, p.data, p.size).b, p.size, n) != std::pair<int, int64_t>{bits_, bucket_})
+      if (check(codec_device_header(ex, p.data, p.size).b, p.size, n) != std::pair<int, int64_t>{bits_, bucket_})
         return 0;  // payloads of other parameters than this encoder's: not fusable
       ins.push_back(p.data);
     }
-    const size_t bytes = qsgd_reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, bits_, bucket_,
-                                                 static_cast<uint32_t>(seed ^ (seed >> 32)), residual, out.data, ex);
-    if (bytes) codec_cuda_check(ex, "qsgd");
+    const uint32_t seed32 = static_cast<uint32_t>(seed ^ (seed >> 32));
+    codec_device_reset_status(ex);
+    const size_t bytes = OCTET_CODEC_KERNEL(
+        ex, "qsgd owner step",
+        qsgd_reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, bits_, bucket_, seed32, residual,
+                                out.data, ex),
+        reduce_encode_cpu(parts, n, residual, out.data, seed));
+    if (bytes) codec_device_check(ex, "qsgd");
     return bytes;
   }
-  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
-    const auto [bits, bucket] = check(codec_cuda_header(ex, in, size).b, size, n);
-    qsgd_decode_cuda(in, out, n, bits, bucket, accumulate, ex);
-    codec_cuda_check(ex, "qsgd");
+  void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    const auto [bits, bucket] = check(codec_device_header(ex, in, size).b, size, n);
+    codec_device_reset_status(ex);
+    OCTET_CODEC_KERNEL(ex, "qsgd decode", qsgd_decode_cuda(in, out, n, bits, bucket, accumulate, ex),
+                       decode_cpu(in, size, out, n, accumulate));
+    codec_device_check(ex, "qsgd");
   }
-#endif
   void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
     const auto [bits, bucket] = check(in, size, n);
     const int64_t nb = (n + bucket - 1) / bucket;

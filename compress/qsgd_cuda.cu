@@ -32,7 +32,7 @@ __global__ void qsgd_encode_kernel(const float* __restrict__ x, int64_t n, int b
 }
 
 __global__ void qsgd_decode_kernel(const uint8_t* in, float* __restrict__ out, int64_t n, int bits, int64_t bucket,
-                                   int64_t nb, bool accumulate, CudaStatus* st) {
+                                   int64_t nb, bool accumulate, CodecStatus* st) {
   const float* scales = reinterpret_cast<const float*>(in + kHeaderBytes);
   const uint8_t* codes = in + kHeaderBytes + 4 * nb;
   const int per_byte = 8 / bits;
@@ -42,7 +42,7 @@ __global__ void qsgd_decode_kernel(const uint8_t* in, float* __restrict__ out, i
     const int64_t k = i / bucket;
     const float amax = scales[k];
     if (!(isfinite(amax) && amax >= 0.f)) {
-      cuda_report(st, CudaFault::BadScale, kHeaderBytes + 4 * k);
+      cuda_report(st, CodecFault::BadScale, kHeaderBytes + 4 * k);
       continue;
     }
     const float v = qsgd_value((codes[i / per_byte] >> ((i % per_byte) * bits)) & mask, amax / s, bits);
@@ -54,7 +54,7 @@ __global__ void qsgd_decode_kernel(const uint8_t* in, float* __restrict__ out, i
 // the packed codes (a byte never spans two buckets here), residual = y - decode(code).
 __global__ void qsgd_reduce_encode_kernel(Parts parts, int nparts, int64_t n, int bits, int64_t bucket, int64_t nb,
                                           uint32_t seed, float* __restrict__ residual, uint8_t* out, HeaderBytes h,
-                                          CudaStatus* st) {
+                                          CodecStatus* st) {
   extern __shared__ float y[];
   put_header(out, h);
   const int per_byte = 8 / bits;
@@ -68,7 +68,7 @@ __global__ void qsgd_reduce_encode_kernel(Parts parts, int nparts, int64_t n, in
     for (int q = 0; q < nparts; ++q) {
       const float amax = reinterpret_cast<const float*>(parts.p[q] + kHeaderBytes)[k];
       if (!(isfinite(amax) && amax >= 0.f)) {
-        if (j == 0) cuda_report(st, CudaFault::BadScale, kHeaderBytes + 4 * k);
+        if (j == 0) cuda_report(st, CodecFault::BadScale, kHeaderBytes + 4 * k);
         continue;
       }
       const uint8_t* codes = parts.p[q] + kHeaderBytes + 4 * nb;
@@ -78,7 +78,7 @@ __global__ void qsgd_reduce_encode_kernel(Parts parts, int nparts, int64_t n, in
     const float yj = residual ? __fadd_rn(sum, residual[i]) : sum;
     y[j] = yj;
     const uint32_t a = f32_bits(yj) & 0x7fffffffu;
-    if (a >= 0x7f800000u) cuda_report(st, CudaFault::NonFiniteInput, kNonFiniteSum | static_cast<uint64_t>(i));
+    if (a >= 0x7f800000u) cuda_report(st, CodecFault::NonFiniteInput, kNonFiniteSum | static_cast<uint64_t>(i));
     m = max(m, a);
   }
   m = block_max_u32(m);  // its __syncthreads also makes y whole and this block's fault reports visible
@@ -104,16 +104,15 @@ __global__ void qsgd_reduce_encode_kernel(Parts parts, int nparts, int64_t n, in
 size_t qsgd_reduce_encode_cuda(const uint8_t* const* ins, int parts, int64_t n, int bits, int64_t bucket, uint32_t seed,
                                float* residual, uint8_t* out, Exec& ex) {
   Parts p{};
-  if (n == 0 || bucket > 8192 || bucket % (8 / bits) != 0 || !fill_parts(p, ins, parts, 4)) return 0;
+  if (!qsgd_fusable(n, bits, bucket) || !fill_parts(p, ins, parts, 4)) return 0;
   const int64_t nb = (n + bucket - 1) / bucket;
   OCTET_CHECK(nb < (int64_t{1} << 31), "qsgd owner step (CUDA): " << nb << " buckets");
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, "qsgd owner step (CUDA): payload not 4-byte aligned");
-  codec_cuda_reset_status(ex);
   qsgd_reduce_encode_kernel<<<static_cast<unsigned>(nb), 256, static_cast<size_t>(bucket) * 4, comm_stream(ex)>>>(
       p, parts, n, bits, bucket, nb, seed, residual, out,
       header_bytes(
           {codec_id("qsgd"), 1, static_cast<uint16_t>(bits), static_cast<uint32_t>(n), static_cast<uint32_t>(bucket)}),
-      codec_cuda_scratch(ex).status);
+      codec_device_scratch(ex).status);
   CHECK_LAUNCH("qsgd_reduce_encode");
   return kHeaderBytes + 4 * static_cast<size_t>(nb) + static_cast<size_t>((n * bits + 7) / 8);
 }
@@ -121,9 +120,8 @@ size_t qsgd_reduce_encode_cuda(const uint8_t* const* ins, int parts, int64_t n, 
 size_t qsgd_encode_cuda(const float* x, int64_t n, int bits, int64_t bucket, uint32_t seed, uint8_t* out, Exec& ex) {
   const int64_t nb = (n + bucket - 1) / bucket;
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, "qsgd encoder (CUDA): payload not 4-byte aligned");
-  codec_cuda_reset_status(ex);
-  uint32_t* maxima = static_cast<uint32_t*>(codec_cuda_temp(ex, static_cast<size_t>(nb) * 4 + 4));
-  block_max_cuda(x, n, bucket, maxima, nb, codec_cuda_scratch(ex).status, ex);
+  uint32_t* maxima = static_cast<uint32_t*>(codec_device_temp(ex, static_cast<size_t>(nb) * 4 + 4));
+  block_max_cuda(x, n, bucket, maxima, nb, codec_device_scratch(ex).status, ex);
   const int64_t nbytes = (n * bits + 7) / 8;
   qsgd_encode_kernel<<<grid_for(nbytes), 256, 0, comm_stream(ex)>>>(
       x, n, bits, bucket, nb, seed, maxima, out,
@@ -135,9 +133,8 @@ size_t qsgd_encode_cuda(const float* x, int64_t n, int bits, int64_t bucket, uin
 
 void qsgd_decode_cuda(const uint8_t* in, float* out, int64_t n, int bits, int64_t bucket, bool accumulate, Exec& ex) {
   OCTET_CHECK(reinterpret_cast<uintptr_t>(in) % 4 == 0, "qsgd payload (CUDA): not 4-byte aligned");
-  codec_cuda_reset_status(ex);
   qsgd_decode_kernel<<<grid_for(n), 256, 0, comm_stream(ex)>>>(in, out, n, bits, bucket, (n + bucket - 1) / bucket,
-                                                               accumulate, codec_cuda_scratch(ex).status);
+                                                               accumulate, codec_device_scratch(ex).status);
   CHECK_LAUNCH("qsgd_decode");
 }
 

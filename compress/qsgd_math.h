@@ -11,6 +11,12 @@
 
 namespace octet {
 
+// Whether qsgd's owner step fuses into one pass (one thread block per bucket, the bucket in shared memory, no byte of
+// codes shared between two buckets).
+OCTET_HD bool qsgd_fusable(int64_t n, int bits, int64_t bucket) {
+  return n > 0 && bucket <= 8192 && bucket % (8 / bits) == 0;
+}
+
 // Uniform [0,1) draw for value i: the murmur3 finalizer of (i ^ seed) * golden ratio, top 24 bits.
 OCTET_HD float qsgd_draw(uint32_t seed, uint32_t i) {
   uint32_t h = (i ^ seed) * 0x9E3779B1u;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "compress/codec_cuda.h"
+#include "compress/codec_device.h"
 #include "compress/codecs.h"
 #include "compress/sparse.h"
 #include "compress/topk_math.h"
@@ -108,15 +109,17 @@ class TopkCodec : public Codec {
                 "topk payload: " << size << " bytes for " << h.param << " values (count at offset 8)");
     return h.param;
   }
-#ifdef OCTET_WITH_CUDA
-  size_t encode_cuda(const float* x, int64_t n, uint8_t* out, const EncodeContext&, Exec& ex) const override {
-    return topk_encode_cuda(x, n, k_for(n), out, ex);
+  // (The GPU encoder checks its input itself, between its passes.)
+  size_t encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
+    return OCTET_CODEC_KERNEL(ex, "topk encode", topk_encode_cuda(x, n, k_for(n), out, ex), encode_cpu(x, n, out, ctx));
   }
-  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
-    topk_decode_cuda(in, out, n, check(codec_cuda_header(ex, in, size).b, size, n), accumulate, ex);
-    codec_cuda_check(ex, "topk");
+  void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
+    const uint32_t count = check(codec_device_header(ex, in, size).b, size, n);
+    codec_device_reset_status(ex);
+    OCTET_CODEC_KERNEL(ex, "topk decode", topk_decode_cuda(in, out, n, count, accumulate, ex),
+                       decode_cpu(in, size, out, n, accumulate));
+    codec_device_check(ex, "topk");
   }
-#endif
   void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
     TopkEntries e{in, check(in, size, n), n};
     if (accumulate) {

@@ -75,8 +75,11 @@ __global__ void topk_write_kernel(const float* __restrict__ x, int64_t n, uint32
   }
 }
 
+// k = 0: the payload is its header alone (no scan of counts runs, so none is read).
+__global__ void topk_header_kernel(uint8_t* out, HeaderBytes h) { put_header(out, h); }
+
 __global__ void topk_decode_kernel(const uint8_t* in, float* __restrict__ out, int64_t n, uint32_t count,
-                                   CudaStatus* st) {
+                                   CodecStatus* st) {
   OCTET_GRID_STRIDE(j, static_cast<int64_t>(count)) {
     const uint8_t* p = in + kHeaderBytes + 8 * j;
     uint32_t i, prev = 0;
@@ -85,11 +88,11 @@ __global__ void topk_decode_kernel(const uint8_t* in, float* __restrict__ out, i
     memcpy(&v, p + 4, 4);
     if (j > 0) memcpy(&prev, p - 8, 4);
     if (static_cast<int64_t>(i) >= n || (j > 0 && i <= prev)) {
-      cuda_report(st, CudaFault::BadIndex, kHeaderBytes + 8 * j);
+      cuda_report(st, CodecFault::BadIndex, kHeaderBytes + 8 * j);
       continue;
     }
     if (!isfinite(v)) {
-      cuda_report(st, CudaFault::NonFiniteValue, kHeaderBytes + 8 * j + 4);
+      cuda_report(st, CodecFault::NonFiniteValue, kHeaderBytes + 8 * j + 4);
       continue;
     }
     out[i] += v;
@@ -106,17 +109,17 @@ size_t topk_encode_cuda(const float* x, int64_t n, int64_t k, uint8_t* out, Exec
   CHECK_CUDA(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<uint32_t*>(nullptr),
                                            static_cast<uint32_t*>(nullptr), static_cast<int>(chunks + 1), s));
   const size_t hist_bytes = kTopkBuckets * 8, arr = (static_cast<size_t>(chunks + 1) * 4 + 255) / 256 * 256;
-  uint8_t* temp = static_cast<uint8_t*>(codec_cuda_temp(ex, hist_bytes + 4 * arr + scan_bytes));
+  uint8_t* temp = static_cast<uint8_t*>(codec_device_temp(ex, hist_bytes + 4 * arr + scan_bytes));
   auto* hist = reinterpret_cast<unsigned long long*>(temp);
   auto* gt = reinterpret_cast<uint32_t*>(temp + hist_bytes);
   auto* eq = reinterpret_cast<uint32_t*>(temp + hist_bytes + arr);
   auto* gt_before = reinterpret_cast<uint32_t*>(temp + hist_bytes + 2 * arr);
   auto* eq_before = reinterpret_cast<uint32_t*>(temp + hist_bytes + 3 * arr);
   void* scan_temp = temp + hist_bytes + 4 * arr;
-  auto* host_hist = static_cast<unsigned long long*>(codec_cuda_pinned(ex, hist_bytes));
+  auto* host_hist = static_cast<unsigned long long*>(codec_device_pinned(ex, hist_bytes));
   if (k == 0) {
-    topk_write_kernel<<<1, kThreads, 0, s>>>(x, 0, 0, 0, gt, eq, out, h);  // the header alone
-    CHECK_LAUNCH("topk_write");
+    topk_header_kernel<<<1, 1, 0, s>>>(out, h);
+    CHECK_LAUNCH("topk_header");
     return kHeaderBytes;
   }
   TopkSelect sel;
@@ -147,10 +150,9 @@ size_t topk_encode_cuda(const float* x, int64_t n, int64_t k, uint8_t* out, Exec
 }
 
 void topk_decode_cuda(const uint8_t* in, float* out, int64_t n, uint32_t count, bool accumulate, Exec& ex) {
-  codec_cuda_reset_status(ex);
   if (!accumulate) CHECK_CUDA(cudaMemsetAsync(out, 0, static_cast<size_t>(n) * 4, comm_stream(ex)));
   if (count)
-    topk_decode_kernel<<<grid_for(count), 256, 0, comm_stream(ex)>>>(in, out, n, count, codec_cuda_scratch(ex).status);
+    topk_decode_kernel<<<grid_for(count), 256, 0, comm_stream(ex)>>>(in, out, n, count, codec_device_scratch(ex).status);
   CHECK_LAUNCH("topk_decode");
 }
 

@@ -2,7 +2,7 @@
 // (cuDNN and cuBLAS, typed in CUDA files and opaque here; oneDNN's CPU engine and stream) and events that order work
 // across streams without waiting on the host. CUDA functions take their stream explicitly (as llm.c does); on the CPU
 // an op has finished when it returns (oneDNN's CPU stream runs in order and synchronously), so CPU streams are empty
-// handles and CPU events are always reached.
+// handles and CPU events are always reached. The simulated device's streams are queues (core/sim.h).
 #pragma once
 #include <memory>
 
@@ -14,19 +14,22 @@ enum class StreamKind { Compute = 0, Copy = 1, Comm = 2 };
 
 struct Stream {
   Device device = Device::CPU;
-  void* handle = nullptr;  // cudaStream_t on CUDA
+  void* handle = nullptr;  // cudaStream_t on CUDA, sim::Queue* on the simulated device
 };
 
-// A point in a stream's queued work (a cudaEvent_t); default-constructed or recorded on the CPU: already reached.
+// A point in a stream's queued work (a cudaEvent_t, or a queue position on the simulated device); default-constructed
+// or recorded on the CPU: already reached.
 class Event {
  public:
   Event() = default;
   bool on_device() const { return ev_ != nullptr; }
+  Device device() const { return device_; }
   void* handle() const { return ev_.get(); }
 
  private:
   friend class Exec;
   std::shared_ptr<void> ev_;  // destroyed with the last copy
+  Device device_ = Device::CPU;
 };
 
 class Exec {
@@ -34,6 +37,7 @@ class Exec {
   static Exec& host();             // the CPU context
   static Exec& cuda(int ordinal);  // device `ordinal`: binds it, creates its streams and handles on first use;
                                    // throws naming what is missing (no CUDA build, device or driver)
+  static Exec& sim();              // the simulated device (core/sim.h); binds it to the calling thread
   Device device() const { return device_; }
   int ordinal() const { return ordinal_; }
   Stream stream(StreamKind k) const { return streams_[static_cast<int>(k)]; }
@@ -42,7 +46,7 @@ class Exec {
   Stream comm() const { return stream(StreamKind::Comm); }
 
   // Makes this context's device the current one of the calling thread (CUDA: per thread; the communication and
-  // loader threads call it before they queue work). No-op on the CPU.
+  // loader threads call it before they queue work or allocate page-locked memory). No-op on the CPU.
   void bind_thread() const;
   Event record(Stream s) const;               // marks the work queued on s so far
   void wait(Stream s, const Event& e) const;  // s's later work waits for e (the host does not)

@@ -1,7 +1,9 @@
-// The host Exec, and in a CPU-only build the CUDA entry points that say why there is no GPU here.
+// The host and simulated-device Execs, the stream/event operations of every device (the CUDA ones through
+// core/device.h's runtime wrappers), and in a CPU-only build the CUDA entry points that say why there is no GPU here.
 #include "core/device.h"
 #include "core/error.h"
 #include "core/exec.h"
+#include "core/sim.h"
 
 namespace octet {
 
@@ -14,16 +16,69 @@ Exec& Exec::host() {
   return *e;
 }
 
+Exec& Exec::sim() {
+  static Exec* e = [] {
+    auto* x = new Exec();
+    x->device_ = Device::Sim;
+    x->ordinal_ = 0;
+    const char* names[] = {"compute", "copy", "comm"};
+    for (int k = 0; k < 3; ++k) x->streams_[k] = {Device::Sim, sim::make_queue(names[k])};
+    return x;
+  }();
+  sim::bind_thread();
+  return *e;
+}
+
+namespace {
+sim::Queue* queue_of(const Stream& s) { return static_cast<sim::Queue*>(s.handle); }
+struct SimMark {
+  sim::Queue* q;
+  uint64_t seq;
+};
+}  // namespace
+
+void Exec::bind_thread() const {
+  if (device_ == Device::CUDA) cuda_set_device(ordinal_);
+  if (device_ == Device::Sim) sim::bind_thread();
+}
+
+Event Exec::record(Stream s) const {
+  Event e;
+  e.device_ = s.device;
+  if (s.device == Device::CUDA)
+    e.ev_ = std::shared_ptr<void>(cuda_event_record(s.handle), [](void* p) { cuda_event_destroy(p); });
+  else if (s.device == Device::Sim)
+    e.ev_ = std::make_shared<SimMark>(SimMark{queue_of(s), sim::mark(queue_of(s))});
+  return e;
+}
+
+void Exec::wait(Stream s, const Event& e) const {
+  if (!e.on_device()) return;
+  OCTET_CHECK(s.device == e.device(), "a " << device_name(s.device) << " stream cannot wait for a "
+                                           << device_name(e.device()) << " event");
+  if (e.device() == Device::CUDA) return cuda_stream_wait(s.handle, e.handle());
+  // The simulated device runs kernels when they are launched: what s does after this waits for e's work by that work
+  // running now.
+  const auto* m = static_cast<const SimMark*>(e.handle());
+  sim::flush(m->q, m->seq);
+}
+
+void Exec::sync(const Event& e) const {
+  if (!e.on_device()) return;
+  if (e.device() == Device::CUDA) return cuda_event_sync(e.handle());
+  const auto* m = static_cast<const SimMark*>(e.handle());
+  sim::flush(m->q, m->seq);
+}
+
+void Exec::sync(Stream s) const {
+  // CPU ops (oneDNN's included: its CPU stream runs them in order) finish before they return.
+  if (s.device == Device::CUDA) cuda_stream_sync(s.handle);
+  if (s.device == Device::Sim) sim::flush(queue_of(s));
+}
+
 #ifndef OCTET_WITH_CUDA
 
 Exec& Exec::cuda(int) { OCTET_THROW("no CUDA device can be used: " << cuda_unavailable_reason()); }
-
-void Exec::bind_thread() const {}
-Event Exec::record(Stream) const { return Event(); }
-void Exec::wait(Stream, const Event&) const {}
-void Exec::sync(const Event&) const {}
-void Exec::sync(Stream) const {
-}  // CPU ops (oneDNN's included: its CPU stream runs them in order) finish before they return
 
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
@@ -42,6 +97,13 @@ void cuda_memset_async(void*, size_t, void*) { OCTET_NO_CUDA; }
 void cuda_copy_2d_async(void*, size_t, const void*, size_t, size_t, size_t, CopyKind, void*) { OCTET_NO_CUDA; }
 void cuda_copy_sync(void*, const void*, size_t, CopyKind) { OCTET_NO_CUDA; }
 void cuda_memset_sync(void*, size_t) { OCTET_NO_CUDA; }
+bool cuda_is_device_pointer(const void*) { return false; }
+void* cuda_event_record(void*) { OCTET_NO_CUDA; }
+void cuda_event_destroy(void*) {}
+void cuda_stream_wait(void*, void*) { OCTET_NO_CUDA; }
+void cuda_event_sync(void*) { OCTET_NO_CUDA; }
+void cuda_stream_sync(void*) { OCTET_NO_CUDA; }
+void cuda_set_device(int) { OCTET_NO_CUDA; }
 
 #endif
 

@@ -1,5 +1,5 @@
-// CUDA build of core/device.h and of Exec's device contexts: device and pinned memory, stream-ordered copies, the
-// per-device streams (compute, copy, comm), events, and cuDNN/cuBLAS handles bound to the compute stream.
+// CUDA build of core/device.h's runtime wrappers and of Exec's GPU contexts: device and pinned memory, stream-ordered
+// copies, the per-device streams (compute, copy, comm), events, and cuDNN/cuBLAS handles bound to the compute stream.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <dlfcn.h>
@@ -164,31 +164,34 @@ Exec& Exec::cuda(int ordinal) {
   return *slot;
 }
 
-void Exec::bind_thread() const {
-  if (device_ == Device::CUDA) CHECK_CUDA(cudaSetDevice(ordinal_));
+bool cuda_is_device_pointer(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
-Event Exec::record(Stream s) const {
-  Event e;
-  if (s.device != Device::CUDA) return e;
+void* cuda_event_record(void* stream) {
   cudaEvent_t ev;
   CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  e.ev_ = std::shared_ptr<void>(ev, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
-  CHECK_CUDA(cudaEventRecord(ev, static_cast<cudaStream_t>(s.handle)));
-  return e;
+  CHECK_CUDA(cudaEventRecord(ev, static_cast<cudaStream_t>(stream)));
+  return ev;
 }
 
-void Exec::wait(Stream s, const Event& e) const {
-  if (s.device != Device::CUDA || !e.on_device()) return;
-  CHECK_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(s.handle), static_cast<cudaEvent_t>(e.handle()), 0));
+void cuda_event_destroy(void* event) {
+  if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
 }
 
-void Exec::sync(const Event& e) const {
-  if (e.on_device()) CHECK_CUDA(cudaEventSynchronize(static_cast<cudaEvent_t>(e.handle())));
+void cuda_stream_wait(void* stream, void* event) {
+  CHECK_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
 }
 
-void Exec::sync(Stream s) const {
-  if (s.device == Device::CUDA) CHECK_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(s.handle)));
-}
+void cuda_event_sync(void* event) { CHECK_CUDA(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); }
+
+void cuda_stream_sync(void* stream) { CHECK_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }
+
+void cuda_set_device(int ordinal) { CHECK_CUDA(cudaSetDevice(ordinal)); }
 
 }  // namespace octet

@@ -10,8 +10,6 @@
 
 namespace octet {
 
-const char* device_name(Device d) { return d == Device::CPU ? "cpu" : "cuda"; }
-
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) {
@@ -31,33 +29,12 @@ std::string shape_str(const Shape& s) {
   return out;
 }
 
-void* device_alloc(Device d, size_t bytes) {
-  if (bytes == 0) return nullptr;
-  if (d == Device::CUDA) return cuda_alloc(bytes);
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  OCTET_CHECK(p, "out of host memory allocating " << bytes << " bytes");
-  return p;
-}
-
-void device_free(Device d, void* p) {
-  if (!p) return;
-  if (d == Device::CUDA)
-    cuda_free(p);
-  else
-    std::free(p);
-}
-
 namespace {
 
 void host_free(float* p) { std::free(p); }
-void pinned_free(float* p) { cuda_free_pinned(p); }
+void pinned_free_floats(float* p) { pinned_free(p); }
 void cuda_free_floats(float* p) { cuda_free(p); }
-
-CopyKind kind_of(Device dst, Device src) {
-  return dst == Device::CPU   ? CopyKind::DeviceToHost
-         : src == Device::CPU ? CopyKind::HostToDevice
-                              : CopyKind::DeviceToDevice;
-}
+void sim_free_floats(float* p) { device_free(Device::Sim, p); }
 
 }  // namespace
 
@@ -70,17 +47,17 @@ void Tensor::allocate(int64_t n) {
   }
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   if (device_ == Device::CPU && pinned_) {
-    float* p = static_cast<float*>(cuda_alloc_pinned(bytes));
+    float* p = static_cast<float*>(pinned_alloc(bytes));
     std::memset(p, 0, bytes);
-    data_ = {p, pinned_free};
+    data_ = {p, pinned_free_floats};
   } else if (device_ == Device::CPU) {
     float* p = static_cast<float*>(device_alloc(Device::CPU, bytes));
     std::memset(p, 0, (bytes + 63) / 64 * 64);
     data_ = {p, host_free};
   } else {
-    float* p = static_cast<float*>(cuda_alloc(bytes));
-    cuda_memset_sync(p, bytes);
-    data_ = {p, cuda_free_floats};
+    float* p = static_cast<float*>(device_alloc(device_, bytes));
+    zero_sync(device_, p, bytes);
+    data_ = {p, device_ == Device::CUDA ? cuda_free_floats : sim_free_floats};
   }
   capacity_ = n;
 }
@@ -126,7 +103,7 @@ Tensor Tensor::pinned(Shape shape) {
   Tensor t;
   t.shape_ = std::move(shape);
   t.numel_ = shape_numel(t.shape_);
-  t.pinned_ = cuda_device_count() > 0;
+  t.pinned_ = true;
   t.allocate(t.numel_);
   return t;
 }
@@ -165,11 +142,7 @@ void Tensor::reshape(const Shape& shape) {
 }
 
 void Tensor::zero() {
-  if (numel_ == 0) return;
-  if (device_ == Device::CPU)
-    std::memset(data(), 0, bytes());
-  else
-    cuda_memset_sync(data(), bytes());
+  if (numel_ > 0) zero_sync(device_, data(), bytes());
 }
 
 void Tensor::zero(const Stream& s) {
@@ -178,8 +151,9 @@ void Tensor::zero(const Stream& s) {
     std::memset(data(), 0, bytes());
     return;
   }
-  OCTET_CHECK(s.device == Device::CUDA, "zeroing a device tensor needs a device stream");
-  cuda_memset_async(data(), bytes(), s.handle);
+  OCTET_CHECK(s.device == device_, "zeroing a " << device_name(device_) << " tensor on a " << device_name(s.device)
+                                                << " stream");
+  zero_async(data(), bytes(), s);
 }
 
 void Tensor::fill(float v) {
@@ -201,8 +175,20 @@ void Tensor::copy_from(const Tensor& src) {
     std::memcpy(data(), src.data(), bytes());
     return;
   }
-  cuda_copy_sync(data(), src.data(), bytes(), kind_of(device_, src.device_));
+  OCTET_CHECK(device_ == Device::CPU || src.device_ == Device::CPU || device_ == src.device_,
+              "copy from a " << device_name(src.device_) << " tensor into a " << device_name(device_) << " one");
+  copy_sync(on_device(device_) ? device_ : src.device_, data(), src.data(), bytes(), copy_kind(device_, src.device_));
 }
+
+namespace {
+// The stream of a copy between dst and src devices must be on the device involved.
+void check_copy_stream(Device dst, Device src, const Stream& s, const char* what) {
+  const Device d = on_device(dst) ? dst : src;
+  OCTET_CHECK((dst == Device::CPU || src == Device::CPU || dst == src) && s.device == d,
+              what << " from " << device_name(src) << " to " << device_name(dst) << " on a " << device_name(s.device)
+                   << " stream");
+}
+}  // namespace
 
 void Tensor::copy_from(const Tensor& src, const Stream& s) {
   OCTET_CHECK(src.numel_ == numel_, "copy of " << shape_str(src.shape_) << " into " << shape_str(shape_));
@@ -211,8 +197,8 @@ void Tensor::copy_from(const Tensor& src, const Stream& s) {
     std::memcpy(data(), src.data(), bytes());
     return;
   }
-  OCTET_CHECK(s.device == Device::CUDA, "a copy to or from a device tensor needs a device stream");
-  cuda_copy_async(data(), src.data(), bytes(), kind_of(device_, src.device_), s.handle);
+  check_copy_stream(device_, src.device_, s, "a tensor copy");
+  copy_async(data(), src.data(), bytes(), copy_kind(device_, src.device_), s);
 }
 
 void copy_rows(Tensor& dst, int64_t doff, int64_t dpitch, const Tensor& src, int64_t soff, int64_t spitch, int64_t rows,
@@ -230,10 +216,10 @@ void copy_rows(Tensor& dst, int64_t doff, int64_t dpitch, const Tensor& src, int
       std::memcpy(d + i * dpitch, x + i * spitch, sizeof(float) * static_cast<size_t>(cols));
     return;
   }
-  OCTET_CHECK(s.device == Device::CUDA, "a copy to or from a device tensor needs a device stream");
-  cuda_copy_2d_async(d, sizeof(float) * static_cast<size_t>(dpitch), x, sizeof(float) * static_cast<size_t>(spitch),
-                     sizeof(float) * static_cast<size_t>(cols), static_cast<size_t>(rows),
-                     kind_of(dst.device(), src.device()), s.handle);
+  check_copy_stream(dst.device(), src.device(), s, "copy_rows");
+  copy_2d_async(d, sizeof(float) * static_cast<size_t>(dpitch), x, sizeof(float) * static_cast<size_t>(spitch),
+                sizeof(float) * static_cast<size_t>(cols), static_cast<size_t>(rows),
+                copy_kind(dst.device(), src.device()), s);
 }
 
 }  // namespace octet

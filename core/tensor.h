@@ -9,10 +9,9 @@
 #include <string>
 #include <vector>
 
-namespace octet {
+#include "core/device.h"
 
-enum class Device { CPU, CUDA };
-const char* device_name(Device d);
+namespace octet {
 
 struct Stream;
 
@@ -29,8 +28,8 @@ class Tensor {
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&& other);  // takes the storage over; into a view: copies (writes through), like the above
 
-  // A host tensor in page-locked memory (fast, asynchronous copies to and from a GPU); plain host memory where no GPU
-  // can be used.
+  // A host tensor for copies to and from a device (core/device.h's pinned_alloc: page-locked on a GPU machine); its
+  // reallocations stay so.
   static Tensor pinned(Shape shape);
   // A non-owning tensor over n = shape_numel(shape) floats at data (the owner must outlive it).
   static Tensor wrap(float* data, Shape shape, Device device = Device::CPU);
@@ -89,10 +88,6 @@ struct Span {
 inline Span<const float> span_of(const Tensor& t) { return {t.data(), static_cast<size_t>(t.numel()), t.device()}; }
 inline Span<float> span_of(Tensor& t) { return {t.data(), static_cast<size_t>(t.numel()), t.device()}; }
 
-// Raw storage of a device, for what is not fp32 values: payload bytes, labels.
-void* device_alloc(Device d, size_t bytes);
-void device_free(Device d, void* p);
-
 template <typename T>
 class Buffer {
  public:
@@ -108,7 +103,8 @@ class Buffer {
         std::swap(data_, o.data_);
     return *this;
   }
-  // Grows the storage when needed (keeping the first size() elements on the CPU; new ones are not initialized).
+  // Raw storage of a device (core/device.h) for what is not fp32 values: payload bytes, labels. Grows the storage when
+  // needed (keeping the first size() elements on the CPU; new ones are not initialized).
   void resize(size_t n) {
     if (n > capacity_) {
       T* p = static_cast<T*>(device_alloc(device_, n * sizeof(T)));

@@ -10,10 +10,10 @@ namespace octet {
 
 // acc[i] += x[i] (same numel, same device: exec's); queued on exec's compute stream on a GPU.
 void add_into(Tensor& acc, const Tensor& x, const Exec& exec);
-// dst[i] = src[i] * s (same numel, same device: exec's; dst may be a view).
+// dst[i] = src[i] * s (same numel, same device: exec's; dst may be a view, and may be src itself).
 void scale_into(Tensor& dst, const Tensor& src, float s, const Exec& exec);
 
-// The raw twins (stream: where the CUDA kernel is queued; the CPU loops run at once).
+// The raw twins (stream: where the CUDA kernel is queued; the CPU loops run at once). scale_into's dst may equal src.
 void add_into_cpu(float* acc, const float* x, int64_t n, const Stream& stream);
 void scale_into_cpu(float* dst, const float* src, float s, int64_t n, const Stream& stream);
 void add_into_cuda(float* acc, const float* x, int64_t n, const Stream& stream);

@@ -3,6 +3,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/launch.h"
 
 namespace octet {
 
@@ -25,20 +26,16 @@ void scale_into_cpu(float* dst, const float* src, float s, int64_t n, const Stre
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * s;
 }
 
-#ifndef OCTET_WITH_CUDA
-void add_into_cuda(float*, const float*, int64_t, const Stream&) { OCTET_THROW(cuda_unavailable_reason()); }
-void scale_into_cuda(float*, const float*, float, int64_t, const Stream&) { OCTET_THROW(cuda_unavailable_reason()); }
-#endif
-
 void add_into(Tensor& acc, const Tensor& x, const Exec& exec) {
   check_pair(acc, x, exec, "add_into");
-  (exec.device() == Device::CUDA ? add_into_cuda : add_into_cpu)(acc.data(), x.data(), x.numel(), exec.compute());
+  launch_twin("add_into", add_into_cpu, OCTET_CUDA_TWIN(add_into_cuda), exec.compute(), acc.data(), x.data(),
+              x.numel());
 }
 
 void scale_into(Tensor& dst, const Tensor& src, float s, const Exec& exec) {
   check_pair(dst, src, exec, "scale_into");
-  (exec.device() == Device::CUDA ? scale_into_cuda : scale_into_cpu)(dst.data(), src.data(), s, src.numel(),
-                                                                     exec.compute());
+  launch_twin("scale_into", scale_into_cpu, OCTET_CUDA_TWIN(scale_into_cuda), exec.compute(), dst.data(), src.data(),
+              s, src.numel());
 }
 
 }  // namespace octet

@@ -10,7 +10,7 @@ __global__ void add_into_kernel(float* __restrict__ acc, const float* __restrict
   OCTET_GRID_STRIDE(i, n) { acc[i] += x[i]; }
 }
 
-__global__ void scale_into_kernel(float* __restrict__ dst, const float* __restrict__ src, float s, int64_t n) {
+__global__ void scale_into_kernel(float* dst, const float* src, float s, int64_t n) {  // dst may be src
   OCTET_GRID_STRIDE(i, n) { dst[i] = src[i] * s; }
 }
 

@@ -61,23 +61,23 @@ void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch&
 }
 
 void to_device(const Batch& b, Tensor& x, Buffer<int32_t>& labels, const Stream& s) {
-  if (x.device() != Device::CUDA) x = Tensor(Shape{0}, Device::CUDA);
+  if (x.device() != s.device) x = Tensor(Shape{0}, s.device);
   x.resize(b.x.shape());
   x.copy_from(b.x, s);
+  if (labels.device() != s.device) labels = Buffer<int32_t>(0, s.device);
   labels.resize(b.labels.size());
-  if (b.labels.size())
-    cuda_copy_async(labels.data(), b.labels.data(), 4 * b.labels.size(), CopyKind::HostToDevice, s.handle);
+  copy_async(labels.data(), b.labels.data(), 4 * b.labels.size(), CopyKind::HostToDevice, s);
 }
 
 Prefetcher::Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth,
-                       int nice, bool pinned)
+                       int nice, const Exec* device)
     : data_(data),
       sampler_(sampler),
       epoch_(epoch),
       next_batch_(first_batch),
       depth_(static_cast<size_t>(depth > 0 ? depth : 1)),
       nice_(nice),
-      pinned_(pinned) {
+      device_(device) {
   OCTET_CHECK(nice >= 0 && nice <= 19, "prefetcher: nice increment " << nice << " outside [0, 19]");
   const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));  // this thread's nice (Linux: per thread)
   thread_ = std::thread([this, base] { run(base); });
@@ -98,6 +98,7 @@ void Prefetcher::run(int base) {
     // thread alone.
     const id_t tid = static_cast<id_t>(gettid());
     trace::name_thread("loader");
+    if (device_) device_->bind_thread();  // its page-locked batches belong to the run's device, not device 0
     if (nice_ > 0 && setpriority(PRIO_PROCESS, tid, std::min(19, base + nice_)) != 0)
       OCTET_THROW("data loader: cannot lower the loader thread's priority by " << nice_ << ": "
                                                                                << std::strerror(errno));
@@ -118,7 +119,7 @@ void Prefetcher::run(int base) {
           free_.pop_back();
         }
       }
-      if (pinned_ && !batch.x.is_pinned()) batch.x = Tensor::pinned(Shape{0});  // grows page-locked
+      if (device_ && !batch.x.is_pinned()) batch.x = Tensor::pinned(Shape{0});  // grows page-locked
       batch.index = b;
       {
         TraceSpan span("assemble batch", nullptr, nullptr, b);

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/exec.h"
 #include "data/dataset.h"
 
 namespace octet {
@@ -42,9 +43,10 @@ struct Batch {
 // time compute leaves, instead of preempting a rank on every batch and handing its core to the rank beside it.
 class Prefetcher {
  public:
-  // pinned: batches in page-locked memory (for asynchronous copies to a GPU).
+  // device (a GPU or the simulated device, else null): batches in page-locked memory for asynchronous copies there,
+  // allocated by a loader thread bound to that device.
   Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth, int nice = 0,
-             bool pinned = false);
+             const Exec* device = nullptr);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -61,7 +63,7 @@ class Prefetcher {
   int64_t epoch_, next_batch_;
   size_t depth_;
   int nice_;
-  bool pinned_;
+  const Exec* device_;
   std::optional<int> nice_read_;  // the thread's nice once it has set it
   std::deque<Batch> queue_;
   std::vector<Batch> free_;  // batches handed back by next(), reused by the loader
@@ -75,7 +77,8 @@ class Prefetcher {
 // Fills a batch synchronously (used by the prefetch thread and by evaluation). epoch: the epoch's key
 // (epoch_key(seed, epoch)) for training samples (augmented where the dataset augments), nullptr for evaluation.
 void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch& out, const uint64_t* epoch = nullptr);
-// A host batch's images and labels into device storage (grown as needed), queued on stream s (a GPU's copy stream).
+// A host batch's images and labels into storage on s's device (re-made there, grown as needed), queued on stream s
+// (a device's copy stream).
 void to_device(const Batch& b, Tensor& x, Buffer<int32_t>& labels, const Stream& s);
 
 }  // namespace octet

@@ -1,7 +1,9 @@
-// Add, device-neutral: the shortcut's geometry, the projection's parameters, the skip tensor's checks.
+// Add, device-neutral: the shortcut's geometry, the projection's parameters, the skip tensor's checks, and the one
+// forward/backward orchestration every device runs over the kernel twins.
 #include "layers/add.h"
 
 #include "core/error.h"
+#include "core/launch.h"
 
 namespace octet {
 
@@ -64,6 +66,37 @@ const Tensor& Add::skip(const Tensor& x) const {
 PadGeom Add::pad_geom(const Tensor& x) const {
   const Shape& s = p_.skip_shape;
   return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), s[1], s[2], s[3], (x.dim(1) - s[1]) / 2, stride_};
+}
+
+void Add::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
+  const Tensor& s = skip(x);
+  const Stream st = exec().compute();
+  if (p_.shortcut == Shortcut::Pad)
+    return launch_twin("add (pad) forward", add_pad_forward_cpu, OCTET_CUDA_TWIN(add_pad_forward_cuda), st, x.data(),
+                       s.data(), y.data(), pad_geom(x));
+  const float* sp = s.data();
+  if (p_.shortcut == Shortcut::Conv) {
+    if (proj_y_.device() != device()) proj_y_ = Tensor(Shape{0}, device());
+    proj_y_.resize(x.shape());
+    proj_->forward(s, proj_y_, ctx);
+    sp = proj_y_.data();
+  }
+  launch_twin("add forward", add_sum_cpu, OCTET_CUDA_TWIN(add_sum_cuda), st, x.data(), sp, y.data(), x.numel());
+}
+
+void Add::backward_cpu(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
+  const Tensor& s = skip(x);
+  const Stream st = exec().compute();
+  if (dx) dx->copy_from(dy, st);
+  if (p_.shortcut == Shortcut::Conv) {  // the projection's weight gradient always; its input gradient when wanted
+    proj_->backward(s, proj_y_, dy, skip_dx_);
+    return;
+  }
+  if (!skip_dx_) return;
+  if (p_.shortcut == Shortcut::Identity) return skip_dx_->copy_from(dy, st);
+  skip_dx_->zero(st);  // positions the stride skips get no gradient
+  launch_twin("add (pad) backward", add_pad_backward_cpu, OCTET_CUDA_TWIN(add_pad_backward_cuda), st, dy.data(),
+              skip_dx_->data(), pad_geom(x));
 }
 
 }  // namespace octet

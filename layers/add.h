@@ -44,8 +44,18 @@ class Add : public Layer {
   int64_t stride() const { return stride_; }
 
  protected:
+  // One orchestration on every device (add.cpp): the projection is a Conv2d bound where this layer runs, the sums and
+  // option A's strided reads are kernel twins (add_cpu.cpp, add_cuda.cu), the copies are ordered on the compute stream.
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
   void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override { forward_cpu(x, y, ctx); }
+  void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override {
+    backward_cpu(x, y, dy, dx);
+  }
+  void forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) override { forward_cpu(x, y, ctx); }
+  void backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override {
+    backward_cpu(x, y, dy, dx);
+  }
   void bound(Exec& exec) override;
   // The bound skip tensor, checked against the configured shape for this batch.
   const Tensor& skip(const Tensor& x) const;
@@ -56,16 +66,21 @@ class Add : public Layer {
   Shape main_;  // per batch of one: [1,C,H,W]
   int64_t stride_ = 1;
   std::unique_ptr<Conv2d> proj_;  // Conv only
-  Tensor proj_y_;                 // the projection's output [N,C,H,W] (Conv only)
+  Tensor proj_y_;                 // the projection's output [N,C,H,W] (Conv only), where the layer runs
 
-#ifdef OCTET_WITH_CUDA  // the CUDA twin (add_cuda.cu)
+#ifdef OCTET_WITH_CUDA  // the CUDA kernels (add_cuda.cu)
  public:
   bool has_cuda() const override { return true; }
-
- protected:
-  void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override;
-  void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 #endif
 };
+
+// The kernel twins (CPU loops at once, CUDA kernels queued on s): y = x + s; option A's y[i] = x[i] + s[pad_source(i)]
+// (n = g's output size); its gradient ds[pad_source(i)] = dy[i] (ds zeroed first by the caller).
+void add_sum_cpu(const float* x, const float* s, float* y, int64_t n, const Stream& st);
+void add_sum_cuda(const float* x, const float* s, float* y, int64_t n, const Stream& st);
+void add_pad_forward_cpu(const float* x, const float* s, float* y, PadGeom g, const Stream& st);
+void add_pad_forward_cuda(const float* x, const float* s, float* y, PadGeom g, const Stream& st);
+void add_pad_backward_cpu(const float* dy, float* ds, PadGeom g, const Stream& st);
+void add_pad_backward_cuda(const float* dy, float* ds, PadGeom g, const Stream& st);
 
 }  // namespace octet

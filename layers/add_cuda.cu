@@ -1,5 +1,5 @@
-// Add on the GPU: the sum and option A's strided read as kernels over the output (pad_source shared with the CPU),
-// the projection through Conv2d's cuDNN twin.
+// Add's CUDA kernels: the sum and option A's strided read over the output and its gradient (pad_source shared with the
+// CPU loops); the orchestration (the projection through Conv2d, the copies) is add.cpp's, shared by every device.
 #include "core/cuda_util.cuh"
 #include "core/tensor_ops.h"
 #include "layers/add.h"
@@ -29,40 +29,23 @@ __global__ void add_sum(const float* __restrict__ a, const float* __restrict__ b
 
 }  // namespace
 
-void Add::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) {
-  const Tensor& s = skip(x);
-  const cudaStream_t st = cuda_stream(exec().compute());
-  if (p_.shortcut == Shortcut::Pad) {
-    add_pad_forward<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), s.data(), y.data(), pad_geom(x));
-    CHECK_LAUNCH("add_pad_forward");
-    return;
-  }
-  const float* sp = s.data();
-  if (p_.shortcut == Shortcut::Conv) {
-    if (proj_y_.device() != Device::CUDA) proj_y_ = Tensor(x.shape(), Device::CUDA);
-    proj_y_.resize(x.shape());
-    proj_->forward(s, proj_y_, ctx);
-    sp = proj_y_.data();
-  }
-  add_sum<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), sp, y.data(), x.numel());
+void add_sum_cuda(const float* x, const float* s, float* y, int64_t n, const Stream& st) {
+  if (n <= 0) return;
+  add_sum<<<grid_for(n), 256, 0, cuda_stream(st)>>>(x, s, y, n);
   CHECK_LAUNCH("add_sum");
 }
 
-void Add::backward_cuda(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
-  const Tensor& s = skip(x);
-  const Stream& st = exec().compute();
-  if (dx) dx->copy_from(dy, st);
-  if (p_.shortcut == Shortcut::Conv) {
-    proj_->backward(s, proj_y_, dy, skip_dx_);
-    return;
-  }
-  if (!skip_dx_) return;
-  if (p_.shortcut == Shortcut::Identity) {
-    skip_dx_->copy_from(dy, st);
-    return;
-  }
-  skip_dx_->zero(st);
-  add_pad_backward<<<grid_for(dy.numel()), 256, 0, cuda_stream(st)>>>(dy.data(), skip_dx_->data(), pad_geom(x));
+void add_pad_forward_cuda(const float* x, const float* s, float* y, PadGeom g, const Stream& st) {
+  const int64_t n = g.n * g.c * g.h * g.w;
+  if (n <= 0) return;
+  add_pad_forward<<<grid_for(n), 256, 0, cuda_stream(st)>>>(x, s, y, g);
+  CHECK_LAUNCH("add_pad_forward");
+}
+
+void add_pad_backward_cuda(const float* dy, float* ds, PadGeom g, const Stream& st) {
+  const int64_t n = g.n * g.c * g.h * g.w;
+  if (n <= 0) return;
+  add_pad_backward<<<grid_for(n), 256, 0, cuda_stream(st)>>>(dy, ds, g);
   CHECK_LAUNCH("add_pad_backward");
 }
 

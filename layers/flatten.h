@@ -14,8 +14,13 @@ class Flatten : public Layer {
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
   void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  // On a GPU and on the simulated device: the copy queued on the compute stream.
   void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override;
   void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  void forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) override { forward_cuda(x, y, ctx); }
+  void backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override {
+    backward_cuda(x, y, dy, dx);
+  }
 };
 
 }  // namespace octet

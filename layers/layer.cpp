@@ -2,25 +2,87 @@
 #include "layers/layer.h"
 
 #include "core/error.h"
+#include "core/launch.h"
 
 namespace octet {
 
+std::string Layer::op(const char* pass) const { return "layer " + name_ + " (" + kind() + ") " + pass; }
+
+void Layer::check_operand(const Tensor& t, const char* what, const char* pass) const {
+  OCTET_CHECK(t.device() == device(), op(pass) << ": " << what << " " << shape_str(t.shape()) << " is on "
+                                                << device_name(t.device()) << ", the layer runs on "
+                                                << device_name(device()));
+}
+
 void Layer::forward(const Tensor& x, Tensor& y, const StepContext& ctx) {
-  if (exec_->device() == Device::CPU)
-    forward_cpu(x, y, ctx);
-  else
-    forward_cuda(x, y, ctx);
+  check_operand(x, "the input", "forward");
+  check_operand(y, "the output", "forward");
+  if (skip_x_) check_operand(*skip_x_, "the skip input", "forward");
+  switch (exec_->device()) {
+    case Device::CPU:
+      return forward_cpu(x, y, ctx);
+    case Device::CUDA:
+      return forward_cuda(x, y, ctx);
+    case Device::Sim:
+      sim::note(op("forward"));
+      return forward_sim(x, y, ctx);
+  }
 }
 
 void Layer::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
-  if (exec_->device() == Device::CPU)
-    backward_cpu(x, y, dy, dx);
-  else
-    backward_cuda(x, y, dy, dx);
+  check_operand(x, "the input", "backward");
+  check_operand(y, "the output", "backward");
+  check_operand(dy, "the output gradient", "backward");
+  if (dx) check_operand(*dx, "the input gradient", "backward");
+  if (skip_x_) check_operand(*skip_x_, "the skip input", "backward");
+  if (skip_dx_) check_operand(*skip_dx_, "the skip gradient", "backward");
+  switch (exec_->device()) {
+    case Device::CPU:
+      return backward_cpu(x, y, dy, dx);
+    case Device::CUDA:
+      return backward_cuda(x, y, dy, dx);
+    case Device::Sim:
+      sim::note(op("backward"));
+      return backward_sim(x, y, dy, dx);
+  }
 }
 
 void Layer::forward_cuda(const Tensor&, Tensor&, const StepContext&) { no_cuda(); }
 void Layer::backward_cuda(const Tensor&, const Tensor&, const Tensor&, Tensor*) { no_cuda(); }
+
+namespace {
+// What a queued kernel holds of a tensor: its storage and shape as they are at launch (a view is made of them when it
+// runs; a Tensor itself would be copied deeply).
+struct Ref {
+  float* p = nullptr;
+  Shape shape;
+  Device d = Device::CPU;
+  bool set = false;
+  Ref() = default;
+  explicit Ref(const Tensor* t) : p(t ? const_cast<float*>(t->data()) : nullptr), set(t != nullptr) {
+    if (t) shape = t->shape(), d = t->device();
+  }
+  Tensor view() const { return set ? Tensor::wrap(p, shape, d) : Tensor(); }
+};
+}  // namespace
+
+void Layer::forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) {
+  const Ref xr(&x), yr(&y), sr(skip_x_);
+  sim::launch(sim_queue(exec_->compute()), op("forward"), [this, xr, yr, sr, ctx] {
+    Tensor xv = xr.view(), yv = yr.view(), sx = sr.view();
+    if (sr.set) bind_skip(&sx, nullptr);
+    forward_cpu(xv, yv, ctx);
+  });
+}
+
+void Layer::backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
+  const Ref xr(&x), yr(&y), dyr(&dy), dxr(dx), sr(skip_x_), sdr(skip_dx_);
+  sim::launch(sim_queue(exec_->compute()), op("backward"), [this, xr, yr, dyr, dxr, sr, sdr] {
+    Tensor xv = xr.view(), yv = yr.view(), dyv = dyr.view(), dxv = dxr.view(), sx = sr.view(), sdx = sdr.view();
+    if (sr.set) bind_skip(&sx, sdr.set ? &sdx : nullptr);
+    backward_cpu(xv, yv, dyv, dxr.set ? &dxv : nullptr);
+  });
+}
 
 const std::string& Layer::skip_from() const {
   static const std::string none;

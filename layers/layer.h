@@ -44,8 +44,9 @@ class Layer {
   virtual const char* kind() const = 0;
   // Full shapes including the batch dimension N.
   virtual Shape output_shape(const Shape& in) const = 0;
-  // x: input, y: output already sized to output_shape(x.shape()), both on the layer's device; queued on its compute
-  // stream (on the CPU: done when it returns).
+  // x: input, y: output already sized to output_shape(x.shape()), both on the layer's device (checked: an operand
+  // elsewhere is an error naming the layer and the tensor); queued on its compute stream (on the CPU: done when it
+  // returns).
   void forward(const Tensor& x, Tensor& y, const StepContext& ctx);
   // dy: gradient of the loss w.r.t. y; writes parameter grads, and dx when dx != nullptr.
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
@@ -71,6 +72,11 @@ class Layer {
   virtual void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;
   virtual void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx);
   virtual void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
+  // The simulated device (core/sim.h): by default the CPU twin as one kernel on the compute stream; a layer whose
+  // device path is plain stream work (flatten's copy) runs that instead.
+  virtual void forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx);
+  virtual void backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
+  std::string op(const char* pass) const;  // "layer conv1 (conv) forward": what errors and the sim's fault line name
   // Called at the end of bind (a layer that owns sub-layers binds them here).
   virtual void bound(Exec&) {}
   const Tensor* skip_x_ = nullptr;
@@ -78,6 +84,7 @@ class Layer {
 
  private:
   [[noreturn]] void no_cuda() const;
+  void check_operand(const Tensor& t, const char* what, const char* pass) const;
   std::string name_;
   Exec* exec_ = &Exec::host();
 };

@@ -1,26 +1,23 @@
-// CPU reference of the fused softmax + cross-entropy: max-shifted exponentials, log-sum-exp loss, argmax and top-5
-// accuracy.
+// CPU reference kernels of the fused softmax + cross-entropy: max-shifted exponentials, log-sum-exp loss in double,
+// argmax and top-5 rank per sample; the gradient (softmax - onehot) * scale.
 #include <cmath>
 
-#include "core/error.h"
 #include "layers/softmax_ce.h"
 #include "layers/softmax_ce_math.h"
 
 namespace octet {
 
-LossResult SoftmaxCrossEntropy::forward_cpu(const Tensor& logits, const int32_t* labels) {
-  OCTET_CHECK(logits.ndim() == 2, "softmax_ce expects [N,K] logits, got " << shape_str(logits.shape()));
-  const int64_t n = logits.dim(0), k = logits.dim(1);
-  if (probs_.device() != Device::CPU) probs_ = Tensor();
-  probs_.resize(logits.shape());
-  labels_ = labels;
-  LossResult r;
-  r.count = n;
+void ce_forward_cpu(const float* z_all, const int32_t* labels, float* probs, double* loss, int32_t* hit, int64_t n,
+                    int64_t k, const Stream&) {
   for (int64_t i = 0; i < n; ++i) {
-    const float* z = logits.data() + i * k;
-    float* p = probs_.data() + i * k;
+    const float* z = z_all + i * k;
+    float* p = probs + i * k;
     const int32_t label = labels[i];
-    OCTET_CHECK(label >= 0 && label < k, "label " << label << " of sample " << i << " outside [0," << k << ")");
+    if (label < 0 || label >= k) {
+      hit[i] = -1;  // reported by the host, naming the sample
+      loss[i] = 0;
+      continue;
+    }
     int64_t arg = 0;
     float zmax = z[0];
     for (int64_t j = 1; j < k; ++j)
@@ -29,21 +26,18 @@ LossResult SoftmaxCrossEntropy::forward_cpu(const Tensor& logits, const int32_t*
     for (int64_t j = 0; j < k; ++j) sum += std::exp(static_cast<double>(z[j] - zmax));
     const double log_sum = std::log(sum);
     for (int64_t j = 0; j < k; ++j) p[j] = static_cast<float>(std::exp(static_cast<double>(z[j] - zmax) - log_sum));
-    r.loss_sum += log_sum - static_cast<double>(z[label] - zmax);
-    r.correct += arg == label;
-    r.correct5 += label_rank(z, k, label) < 5;
+    loss[i] = log_sum - static_cast<double>(z[label] - zmax);
+    hit[i] = (arg == label ? 1 : 0) | (label_rank(z, k, label) < 5 ? 2 : 0);
   }
-  return r;
 }
 
-void SoftmaxCrossEntropy::backward_cpu(Tensor& dlogits, float grad_scale) const {
-  OCTET_CHECK(labels_ && dlogits.shape() == probs_.shape(), "softmax_ce backward before forward");
-  const int64_t n = probs_.dim(0), k = probs_.dim(1);
+void ce_backward_cpu(const float* probs, const int32_t* labels, float* d, int64_t n, int64_t k, float scale,
+                     const Stream&) {
   for (int64_t i = 0; i < n; ++i) {
-    const float* p = probs_.data() + i * k;
-    float* d = dlogits.data() + i * k;
-    for (int64_t j = 0; j < k; ++j) d[j] = p[j] * grad_scale;
-    d[labels_[i]] -= grad_scale;
+    const float* p = probs + i * k;
+    float* di = d + i * k;
+    for (int64_t j = 0; j < k; ++j) di[j] = p[j] * scale;
+    di[labels[i]] -= scale;
   }
 }
 

@@ -1,7 +1,6 @@
-// The softmax cross-entropy head on the GPU: one thread per sample computes what the CPU loop does (max shift,
-// log-sum-exp in double, probabilities, loss, argmax); the per-sample losses and hits come back to the host and are
-// summed there in sample order, as on the CPU. Labels outside [0, K) are reported naming the sample.
-#include <vector>
+// The softmax cross-entropy kernels on the GPU: one thread per sample computes what the CPU loop does (max shift,
+// log-sum-exp in double, probabilities, loss, argmax, top-5 rank); one thread per element of the gradient. The host
+// side (softmax_ce.cpp) is shared with the CPU and the simulated device.
 
 #include "core/cuda_util.cuh"
 #include "layers/softmax_ce_math.h"
@@ -46,44 +45,17 @@ __global__ void ce_backward(const float* __restrict__ probs, const int32_t* __re
 
 }  // namespace
 
-LossResult SoftmaxCrossEntropy::forward_cuda(const Tensor& logits, const int32_t* labels, Exec& exec) {
-  OCTET_CHECK(logits.ndim() == 2, "softmax_ce expects [N,K] logits, got " << shape_str(logits.shape()));
-  const int64_t n = logits.dim(0), k = logits.dim(1);
-  if (probs_.device() != Device::CUDA) probs_ = Tensor(Shape{0}, Device::CUDA);
-  probs_.resize(logits.shape());
-  labels_ = labels;
-  Buffer<double>& loss = loss_dev_;
-  Buffer<int32_t>& hit = hit_dev_;
-  loss.resize(static_cast<size_t>(n));
-  hit.resize(static_cast<size_t>(n));
-  const cudaStream_t s = cuda_stream(exec.compute());
-  ce_forward<<<grid_for(n, 128), 128, 0, s>>>(logits.data(), labels, probs_.data(), loss.data(), hit.data(), n, k);
+void ce_forward_cuda(const float* z, const int32_t* labels, float* probs, double* loss, int32_t* hit, int64_t n,
+                     int64_t k, const Stream& s) {
+  if (n <= 0) return;
+  ce_forward<<<grid_for(n, 128), 128, 0, cuda_stream(s)>>>(z, labels, probs, loss, hit, n, k);
   CHECK_LAUNCH("ce_forward");
-  std::vector<double> loss_h(static_cast<size_t>(n));
-  std::vector<int32_t> hit_h(static_cast<size_t>(n));
-  CHECK_CUDA(cudaMemcpyAsync(loss_h.data(), loss.data(), sizeof(double) * n, cudaMemcpyDeviceToHost, s));
-  CHECK_CUDA(cudaMemcpyAsync(hit_h.data(), hit.data(), sizeof(int32_t) * n, cudaMemcpyDeviceToHost, s));
-  CHECK_CUDA(cudaStreamSynchronize(s));
-  LossResult r;
-  r.count = n;
-  for (int64_t i = 0; i < n; ++i) {
-    if (hit_h[i] < 0) {
-      int32_t bad = 0;
-      CHECK_CUDA(cudaMemcpy(&bad, labels + i, sizeof bad, cudaMemcpyDeviceToHost));
-      OCTET_THROW("label " << bad << " of sample " << i << " outside [0," << k << ")");
-    }
-    r.loss_sum += loss_h[i];
-    r.correct += hit_h[i] & 1;
-    r.correct5 += (hit_h[i] >> 1) & 1;
-  }
-  return r;
 }
 
-void SoftmaxCrossEntropy::backward_cuda(Tensor& dlogits, float grad_scale, Exec& exec) const {
-  OCTET_CHECK(labels_ && dlogits.shape() == probs_.shape(), "softmax_ce backward before forward");
-  const int64_t n = probs_.dim(0), k = probs_.dim(1);
-  ce_backward<<<grid_for(n * k), 256, 0, cuda_stream(exec.compute())>>>(probs_.data(), labels_, dlogits.data(), n, k,
-                                                                        grad_scale);
+void ce_backward_cuda(const float* probs, const int32_t* labels, float* d, int64_t n, int64_t k, float scale,
+                      const Stream& s) {
+  if (n * k <= 0) return;
+  ce_backward<<<grid_for(n * k), 256, 0, cuda_stream(s)>>>(probs, labels, d, n, k, scale);
   CHECK_LAUNCH("ce_backward");
 }
 

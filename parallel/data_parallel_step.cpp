@@ -22,7 +22,7 @@ void broadcast_parameters(Transport& t, Model& model, int root) {
 }
 
 DataParallelStep::DataParallelStep(Model& model, Optimizer& opt, Transport* t, const StepOptions& o)
-    : Step(model, opt), bucket_mb_(o.bucket_mb) {
+    : Step(model, opt), bucket_mb_(o.bucket_mb), dlogits_(Shape{0}, model.exec().device()) {
   if (!t) return;
   broadcast_parameters(*t, model, 0);  // identical start even if initialization ever differed
   if (t->size() == 1 && codec_traits(o.compression.base.codec.method).identity && o.compression.overrides.empty())

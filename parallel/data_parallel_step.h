@@ -28,7 +28,7 @@ class DataParallelStep : public Step {
   std::optional<OverlapSync> overlap_;
   double bucket_mb_;
   SoftmaxCrossEntropy loss_;
-  Tensor dlogits_;
+  Tensor dlogits_;  // [B, classes] on the model's device
 };
 
 // Rank root's parameter values to every rank (the identical start of a run).

@@ -45,7 +45,7 @@ FcModelParallel::FcModelParallel(Transport& t, Model& model, size_t fc_start, co
     : t_(t),
       model_(model),
       ex_(model.exec()),
-      gpu_(model.exec().device() == Device::CUDA),
+      gpu_(on_device(model.exec().device())),
       start_(fc_start),
       opt_(o),
       codec_(make_codec(o.codec)) {
@@ -195,6 +195,10 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
   step_ = static_cast<int64_t>(ctx.step);
   const int64_t B = a.dim(0), m = B / K, feat = a.numel() / B, M = N * m;
   OCTET_CHECK(B % K == 0, "model parallelism: batch " << B << " is not divisible into " << K << " sub-batches");
+  OCTET_CHECK(a.device() == ex_.device() && da.device() == ex_.device(),
+              "model parallelism: the FC part's input is on " << device_name(a.device()) << ", its gradient on "
+                                                             << device_name(da.device()) << ", the model runs on "
+                                                             << device_name(ex_.device()));
   const Stream cs = ex_.compute();
   for (auto& s : slices_) {  // this rank's rows of the current parameters; fresh gradient sums
     s->mw.value->copy_from(s->w.value->view(s->lo[r] * s->in, s->mw.value->shape()), cs);
@@ -208,8 +212,9 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
   const int32_t* labels_h = labels;
   if (gpu_) {
     labels_host_.resize(static_cast<size_t>(B));
-    cuda_copy_async(labels_host_.data(), labels, 4 * static_cast<size_t>(B), CopyKind::DeviceToHost, cs.handle);
+    copy_async(labels_host_.data(), labels, 4 * static_cast<size_t>(B), CopyKind::DeviceToHost, cs);
     labels_h = labels_host_.data();
+    if (labels_all_dev_.device() != ex_.device()) labels_all_dev_ = Buffer<int32_t>(0, ex_.device());
     labels_all_dev_.resize(static_cast<size_t>(M));
   }
   const Tensor* a_hp;
@@ -235,8 +240,7 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
     const int32_t* labels_all = labels_all_.data();
     if (gpu_) {
       x0_.copy_from(x0_h, cs);
-      cuda_copy_async(labels_all_dev_.data(), labels_all_.data(), 4 * static_cast<size_t>(M), CopyKind::HostToDevice,
-                      cs.handle);
+      copy_async(labels_all_dev_.data(), labels_all_.data(), 4 * static_cast<size_t>(M), CopyKind::HostToDevice, cs);
       labels_all = labels_all_dev_.data();
     }
     // Sub-batch k+1's input travels while sub-batch k computes (progressed between layers and by the exchanges).

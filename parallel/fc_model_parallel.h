@@ -6,9 +6,9 @@
 // the logits end whole on every rank, and backward sums the partial input gradients with a compressed reduce-scatter
 // (each rank receives the share it needs: its samples' rows at the conv boundary, its columns between FC layers).
 // Every rank decodes the same bytes, so the whole FC part sees identical inputs everywhere.
-// On a GPU the FC part computes on the model's device and every exchange goes through page-locked host buffers
-// (Debian's Open MPI is not CUDA-aware; the codecs run on the host until they have CUDA kernels): each payload is
-// copied down once the compute stream has produced it, and what comes back is copied up on the same stream.
+// On a device (a GPU, or the simulated one) the FC part computes on the model's device and every exchange goes through
+// page-locked host buffers, where the activation codec runs (Debian's Open MPI is not CUDA-aware): each activation
+// block is copied down once the compute stream has produced it, and what comes back is copied up on the same stream.
 #pragma once
 #include <memory>
 #include <vector>
@@ -73,7 +73,7 @@ class FcModelParallel {
   Transport& t_;
   Model& model_;
   Exec& ex_;  // the model's: where the FC part computes
-  bool gpu_;  // ex_ is a GPU: exchanges go through the host buffers below
+  bool gpu_;  // ex_ is a device (GPU or simulated): exchanges go through the host buffers below
   size_t start_;
   ModelParallelOptions opt_;
   CodecPtr codec_;
@@ -89,7 +89,7 @@ class FcModelParallel {
   Tensor gathered_, packed_, a_host_, x0_host_;
   std::vector<Tensor> dx_host_;
   std::vector<int32_t> labels_host_, labels_all_;
-  Buffer<int32_t> labels_all_dev_{0, Device::CUDA};
+  Buffer<int32_t> labels_all_dev_;  // on the model's device
   std::vector<uint8_t> send_;
   std::unique_ptr<Transport::Pending> prefetch_;  // the conv->FC input gather in flight, beside the blocking exchanges
   std::vector<uint8_t> prefetch_send_, prefetch_recv_;

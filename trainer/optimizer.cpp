@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/launch.h"
 
 namespace octet {
 
@@ -58,37 +59,33 @@ void Optimizer::restrict(const std::string& name, int64_t offset, int64_t count)
 }
 
 void Optimizer::step(float lr) {
-  // One non-finite flag per parameter (host memory, or one device tensor for parameters on the GPU, read back once).
+  // One non-finite flag per parameter: host memory, or one tensor on the device for parameters there, read back once.
   flags_.assign(params_.size(), 0);
-  bool any_gpu = false;
+  const Device d = exec_->device();
+  bool any_dev = false;
   for (size_t i = 0; i < params_.size(); ++i) {
     Param& p = params_[i];
-    const bool gpu = p.value->device() == Device::CUDA;
-    any_gpu = any_gpu || gpu;
+    OCTET_CHECK(p.value->device() == p.grad->device() && (p.value->device() == Device::CPU || p.value->device() == d),
+                "optimizer: " << p.name << " is on " << device_name(p.value->device()) << ", its gradient on "
+                              << device_name(p.grad->device()) << ", the update runs on " << device_name(d));
+    const bool dev = p.value->device() != Device::CPU;
+    any_dev = any_dev || dev;
     const auto [off, n] = range_[i];
     float* state = buf_.empty() ? nullptr : buf_[i].data() + off;
-#ifdef OCTET_WITH_CUDA
-    auto sgd = gpu ? sgd_update_cuda : sgd_update_cpu;
-    auto rmsprop = gpu ? rmsprop_update_cuda : rmsprop_update_cpu;
-    if (gpu && flags_dev_.numel() != static_cast<int64_t>(params_.size()))
-      flags_dev_ = Tensor({static_cast<int64_t>(params_.size())}, Device::CUDA);
-    uint32_t* flag = gpu ? reinterpret_cast<uint32_t*>(flags_dev_.data()) + i : &flags_[i];
-#else
-    OCTET_CHECK(!gpu, "parameter " << p.name << " is on the GPU in a CPU-only build");
-    auto sgd = sgd_update_cpu;
-    auto rmsprop = rmsprop_update_cpu;
-    uint32_t* flag = &flags_[i];
-#endif
+    if (dev && flags_dev_.numel() != static_cast<int64_t>(params_.size()))
+      flags_dev_ = Tensor({static_cast<int64_t>(params_.size())}, d);
+    uint32_t* flag = dev ? reinterpret_cast<uint32_t*>(flags_dev_.data()) + i : &flags_[i];
     if (n == 0) continue;
-    const Stream stream = gpu ? exec_->compute() : Stream{};
+    const Stream stream = dev ? exec_->compute() : Stream{};
     if (cfg_.type == OptimizerType::Sgd)
-      sgd(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov},
-          flag, stream);
+      launch_twin("sgd update", sgd_update_cpu, OCTET_CUDA_TWIN(sgd_update_cuda), stream, p.value->data() + off,
+                  p.grad->data() + off, state, n, SgdHyper{lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov}, flag);
     else
-      rmsprop(p.value->data() + off, p.grad->data() + off, state, n, {lr, cfg_.alpha, cfg_.eps, cfg_.weight_decay},
-              flag, stream);
+      launch_twin("rmsprop update", rmsprop_update_cpu, OCTET_CUDA_TWIN(rmsprop_update_cuda), stream,
+                  p.value->data() + off, p.grad->data() + off, state, n,
+                  RmspropHyper{lr, cfg_.alpha, cfg_.eps, cfg_.weight_decay}, flag);
   }
-  if (any_gpu) {  // the device flags (zeroed after each read) OR into the host ones, once the updates are done
+  if (any_dev) {  // the device flags (zeroed after each read) OR into the host ones, once the updates are done
     Tensor host(flags_dev_.shape());
     host.copy_from(flags_dev_, exec_->compute());
     flags_dev_.zero(exec_->compute());

@@ -16,8 +16,8 @@ struct RmspropHyper {
   float lr = 0.001f, alpha = 0.9f, eps = 1e-8f, weight_decay = 0.f;
 };
 
-// nonfinite: set to 1 when an updated weight is NaN or infinite (left as it is otherwise); a host pointer for the CPU
-// kernels, a device pointer for the CUDA ones. stream: where the CUDA kernel is queued (the CPU twin runs at once).
+// nonfinite: set to 1 when an updated weight is NaN or infinite (left as it is otherwise); where the other pointers
+// are. stream: where the CUDA kernel is queued (the CPU twin runs at once). Run by core/launch.h's launch_twin.
 void sgd_update_cpu(float* w, const float* g, float* v, int64_t n, const SgdHyper& h, uint32_t* nonfinite,
                     const Stream& stream);
 void rmsprop_update_cpu(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h, uint32_t* nonfinite,

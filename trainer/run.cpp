@@ -187,6 +187,9 @@ void Run::open_outputs() {
   if (exec_->device() == Device::CUDA)
     OCTET_LOG("device: " << cuda_device_describe(exec_->ordinal())
                          << (size_ > 1 ? " on rank 0 (each rank takes GPU local_rank % GPUs of its node)" : ""));
+  if (exec_->device() == Device::Sim)
+    OCTET_LOG("device: sim (the simulated device: the GPU path with the CPU kernels, guarded memory and queued "
+              "streams; a testing device, not a fast one)");
   OCTET_LOG(model_->summary());
   const std::string plan = step_->plan();
   if (!plan.empty()) OCTET_LOG(plan);
@@ -194,7 +197,8 @@ void Run::open_outputs() {
 
 std::unique_ptr<Prefetcher> Run::loader(int64_t epoch) {
   return std::make_unique<Prefetcher>(*train_set_, *sampler_, epoch, epoch == pos.epoch ? pos.batch : 0,
-                                      cfg_.data.prefetch, cfg_.data.loader_nice, exec_->device() == Device::CUDA);
+                                      cfg_.data.prefetch, cfg_.data.loader_nice,
+                                      on_device(exec_->device()) ? exec_ : nullptr);
 }
 
 void Run::state_to_host() {
@@ -280,7 +284,7 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
   const double rate = lr_at(cfg_.optimizer, cfg_.schedule, pos.global_step, steps_per_epoch_, cfg_.run.epochs);
   const Tensor* x = &batch.x;
   const int32_t* labels = batch.labels.data();
-  if (exec_->device() == Device::CUDA) {  // the batch to the GPU on the copy stream; compute waits for it there
+  if (on_device(exec_->device())) {  // the batch to the device on the copy stream; compute waits for it there
     to_device(batch, x_dev_, labels_dev_, exec_->copy());
     exec_->wait(exec_->compute(), exec_->record(exec_->copy()));
     x = &x_dev_, labels = labels_dev_.data();

@@ -54,7 +54,7 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
                     false);
     Batch batch;
     Tensor x_dev;
-    Buffer<int32_t> labels_dev(0, Device::CUDA);
+    Buffer<int32_t> labels_dev;
     Exec& ex = model.exec();
     for (int64_t b = 0; b < sampler.batches_per_epoch(); ++b) {
       std::vector<int64_t> idx = sampler.indices(0, b);
@@ -62,7 +62,7 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
       assemble_batch(data, idx, batch);
       const Tensor* x = &batch.x;
       const int32_t* labels = batch.labels.data();
-      if (ex.device() == Device::CUDA) {
+      if (on_device(ex.device())) {
         to_device(batch, x_dev, labels_dev, ex.compute());
         x = &x_dev, labels = labels_dev.data();
       }
@@ -85,6 +85,7 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
 
 Exec& select_device(Device d, const World* world) {
   if (d == Device::CPU) return Exec::host();
+  if (d == Device::Sim) return Exec::sim();
   OCTET_CHECK(cuda_device_count() > 0,
               "parallel.device: cuda, but no CUDA device can be used here: " << cuda_unavailable_reason());
   int local = -1;

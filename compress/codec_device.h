@@ -1,0 +1,87 @@
+// The codecs' host side on a device, shared by a GPU and the simulated device: the status record kernels report bad
+// input through (the first offset wins), per-thread device scratch, a payload's header read back for the host's checks,
+// a fault turned into the CPU codec's error line, and OCTET_CODEC_KERNEL, which runs a codec op's kernel: the CUDA
+// launcher on a GPU, the CPU codec's own loop as a kernel of the comm stream on the simulated device.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compress/codec.h"
+#include "core/exec.h"
+#include "core/launch.h"
+
+namespace octet {
+
+// What a kernel found wrong (the first offset wins, by atomicMin): turned into the CPU codec's error line.
+enum class CodecFault : uint32_t {
+  None = 0,
+  NonFiniteInput,  // encoder input: NaN or infinity (NonFiniteError naming the first such value)
+  BadScale,        // a payload's scale / reconstruction value is negative or non-finite
+  NonFiniteValue,  // a payload value is NaN or infinite
+  BadIndex,        // a sparse index out of range or out of order
+  Truncated,       // a varint runs past the payload or is overlong
+  Trailing,        // bytes after the last value
+};
+// key = offset << 8 | fault, kept at its minimum (~0: nothing found). offset: the payload byte offset (decoders) or the
+// value index (encoders).
+struct CodecStatus {
+  unsigned long long key;
+};
+// Added to a NonFiniteInput offset that must rank after every payload fault of the same call (a fused decode+encode).
+constexpr unsigned long long kNonFiniteSum = 1ull << 47;
+
+// Per host thread and device: the status record (device memory, reset before a call's kernels) and growable scratch.
+struct CodecDeviceScratch {
+  CodecStatus* status = nullptr;  // device
+  CodecStatus* host = nullptr;    // host mirror for the read-back
+  uint8_t* bytes = nullptr;       // device scratch
+  size_t capacity = 0;
+  uint8_t* pinned = nullptr;  // host area for values the host reads back (sizes, headers, histograms)
+  size_t pinned_capacity = 0;
+};
+CodecDeviceScratch& codec_device_scratch(Exec& ex);
+void* codec_device_temp(Exec& ex, size_t bytes);    // device scratch of at least bytes (valid until the next call)
+void* codec_device_pinned(Exec& ex, size_t bytes);  // host scratch of at least bytes, for copies from the device
+void codec_device_reset_status(Exec& ex);           // queued on the comm stream
+// Waits for the comm stream, then throws what the kernels reported: NonFiniteError naming the first bad input value
+// (x: the encoder's device input of n values), or the payload error naming its offset.
+void codec_device_check(Exec& ex, const char* codec, const float* x = nullptr, int64_t n = 0);
+// The first min(size, 12) bytes of a device payload (zero after those), for the decoders' header and size checks on
+// the host (waits for the comm stream).
+struct HostHeader {
+  uint8_t b[kHeaderBytes];
+};
+HostHeader codec_device_header(Exec& ex, const uint8_t* in, size_t size);
+
+// The owner step's payloads fuse into one pass when they are 1 to kMaxParts, each aligned to `align` bytes.
+constexpr int kMaxParts = 64;
+bool fusable_parts(const std::vector<Span<const uint8_t>>& parts, uintptr_t align);
+
+// Error feedback's two elementwise steps as twins (core/launch.h): y = x + residual; residual = y - sent.
+void feedback_add_cpu(float* y, const float* x, const float* residual, int64_t n, const Stream& s);
+void feedback_add_cuda(float* y, const float* x, const float* residual, int64_t n, const Stream& s);
+void feedback_residual_cpu(float* residual, const float* y, const float* sent, int64_t n, const Stream& s);
+void feedback_residual_cuda(float* residual, const float* y, const float* sent, int64_t n, const Stream& s);
+
+// A codec op's kernel on the simulated device: body (the CPU loop) as an eager kernel of ex's comm stream (the host
+// needs the payload size it returns at once, as a CUDA launcher returns it).
+template <class F>
+decltype(auto) codec_sim_kernel(Exec& ex, const std::string& op, F&& body) {
+  OCTET_CHECK(ex.device() == Device::Sim, op << " on " << device_name(ex.device()) << ": " << cuda_unavailable_reason());
+  return sim::run(sim_queue(ex.comm()), op, std::forward<F>(body));
+}
+
+}  // namespace octet
+
+// The kernel of a codec op on ex's device: cuda_call (a launcher of compress/codec_cuda.h) on a GPU, cpu_call (the CPU
+// codec's loop over the same device pointers) on the simulated device. The one place a codec file meets the build's
+// choice of CUDA.
+#ifdef OCTET_WITH_CUDA
+#define OCTET_CODEC_KERNEL(ex, op, cuda_call, cpu_call)                     \
+  ((ex).device() == ::octet::Device::CUDA ? (cuda_call)                     \
+                                          : ::octet::codec_sim_kernel((ex), (op), [&] { return (cpu_call); }))
+#else
+#define OCTET_CODEC_KERNEL(ex, op, cuda_call, cpu_call) ::octet::codec_sim_kernel((ex), (op), [&] { return (cpu_call); })
+#endif
