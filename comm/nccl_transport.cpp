@@ -1,5 +1,6 @@
-// Implementation of the NCCL transport: the library loaded with dlopen, the communicator bootstrapped through MPI, each
-// exchange queued on the comm stream and waited for with a bound.
+// Implementation of the NCCL transport: the library loaded with dlopen, a non-blocking communicator bootstrapped through
+// MPI (its set-up, each group's launch and each exchange on the comm stream polled under parallel.timeout_s, so a peer
+// that never joins or stops mid-way ends the job with an error, not a hang).
 #include "comm/nccl_transport.h"
 
 #include <dlfcn.h>
@@ -18,7 +19,8 @@ namespace {
 
 struct NcclApi {
   decltype(&ncclGetUniqueId) get_unique_id;
-  decltype(&ncclCommInitRank) init_rank;
+  decltype(&ncclCommInitRankConfig) init_rank_config;
+  decltype(&ncclCommFinalize) finalize;
   decltype(&ncclCommDestroy) destroy;
   decltype(&ncclCommAbort) abort;
   decltype(&ncclCommGetAsyncError) async_error;
@@ -54,7 +56,8 @@ const Loaded& loaded() {
     };
     NcclApi& a = out.api;
     sym(a.get_unique_id, "ncclGetUniqueId");
-    sym(a.init_rank, "ncclCommInitRank");
+    sym(a.init_rank_config, "ncclCommInitRankConfig");
+    sym(a.finalize, "ncclCommFinalize");
     sym(a.destroy, "ncclCommDestroy");
     sym(a.abort, "ncclCommAbort");
     sym(a.async_error, "ncclCommGetAsyncError");
@@ -78,10 +81,12 @@ const NcclApi& api() {
 
 }  // namespace
 
-#define CHECK_NCCL(call)                                                                              \
-  do {                                                                                                \
-    const ncclResult_t octet_nc_ = (call);                                                            \
-    if (octet_nc_ != ncclSuccess) OCTET_THROW(#call << " failed: " << api().error_string(octet_nc_)); \
+// A call on the non-blocking communicator: done, or still in progress (polled for by wait_ready/finish).
+#define CHECK_NCCL(call)                                                                 \
+  do {                                                                                   \
+    const ncclResult_t octet_nc_ = (call);                                               \
+    if (octet_nc_ != ncclSuccess && octet_nc_ != ncclInProgress)                         \
+      OCTET_THROW(#call << " failed: " << api().error_string(octet_nc_));                \
   } while (0)
 
 std::string nccl_unavailable_reason() { return loaded().why; }
@@ -98,7 +103,11 @@ NcclTransport::NcclTransport(const World& w, Exec& exec) : mpi_(w), ex_(exec), c
   if (w.rank == 0) CHECK_NCCL(a.get_unique_id(&id));
   bcast_bounded(w, &id, sizeof id, MPI_BYTE, 0, WaitOptions{"MPI_Ibcast (the NCCL communicator's id)", -1});
   exec.bind_thread();
-  CHECK_NCCL(a.init_rank(&comm_->c, w.size, id, w.rank));
+  // Non-blocking: the set-up returns at once and is polled for, so a rank that never joins cannot hang this one.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  CHECK_NCCL(a.init_rank_config(&comm_->c, w.size, id, w.rank, &config));
+  wait_ready("ncclCommInitRankConfig (setting up the NCCL communicator)", {-1});
 }
 
 NcclTransport::~NcclTransport() {
@@ -107,12 +116,49 @@ NcclTransport::~NcclTransport() {
   if (comm_->aborted) return;  // already torn down by the timeout path
   try {
     ex_.sync(ex_.comm());
+    CHECK_NCCL(a.finalize(comm_->c));  // flushes what was issued; polled for, bounded
+    wait_ready("ncclCommFinalize", {-1});
   } catch (...) {
+    if (!comm_->aborted) a.abort(comm_->c);
+    return;
   }
   a.destroy(comm_->c);
 }
 
+void NcclTransport::give_up(const char* op, const Progress& p) {
+  const bool cancelled = p.cancel && p.cancel->load();
+  api().abort(comm_->c);  // the queued NCCL kernels return; the communicator cannot be used again
+  comm_->aborted = true;
+  OCTET_CHECK(!cancelled, op << " cancelled at step " << p.step);
+  OCTET_THROW(op << " at step " << p.step << " did not complete within " << mpi_.world().timeout_s
+                 << " s (parallel.timeout_s): a peer stopped, never joined or is wedged");
+}
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+// Spin briefly (small exchanges finish in microseconds), then poll every 20 us; a communication thread beside compute
+// always sleeps between polls.
+void pause(int polls, const Progress& p) {
+  if (p.yield || polls > 200) std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
+}  // namespace
+
+void NcclTransport::wait_ready(const char* op, const Progress& p) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    ncclResult_t state = ncclSuccess;
+    CHECK_NCCL(api().async_error(comm_->c, &state));
+    if (state == ncclSuccess) return;
+    OCTET_CHECK(state == ncclInProgress, op << " at step " << p.step << ": NCCL reports " << api().error_string(state));
+    if (seconds_since(start) > mpi_.world().timeout_s || (p.cancel && p.cancel->load())) give_up(op, p);
+    pause(polls, p);
+  }
+}
+
 void NcclTransport::finish(const char* op, const Progress& p) {
+  wait_ready(op, p);  // the group's launch (non-blocking: it may still be enqueueing its kernels)
   const auto start = std::chrono::steady_clock::now();
   const cudaStream_t s = cuda_stream(ex_.comm());
   for (int polls = 0;; ++polls) {
@@ -121,19 +167,10 @@ void NcclTransport::finish(const char* op, const Progress& p) {
     OCTET_CHECK(rc == cudaErrorNotReady, op << ": " << cudaGetErrorName(rc) << ": " << cudaGetErrorString(rc));
     ncclResult_t async = ncclSuccess;
     CHECK_NCCL(api().async_error(comm_->c, &async));
-    OCTET_CHECK(async == ncclSuccess, op << " at step " << p.step << ": NCCL reports " << api().error_string(async));
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const bool cancelled = p.cancel && p.cancel->load();
-    if (waited > mpi_.world().timeout_s || cancelled) {
-      api().abort(comm_->c);  // the queued NCCL kernels return; the communicator cannot be used again
-      comm_->aborted = true;
-      OCTET_CHECK(!cancelled, op << " cancelled at step " << p.step);
-      OCTET_THROW(op << " at step " << p.step << " did not complete within " << mpi_.world().timeout_s
-                     << " s (parallel.timeout_s): a peer stopped or is wedged");
-    }
-    // Spin briefly (small exchanges finish in microseconds), then poll every 20 us; a communication thread beside
-    // compute always sleeps between polls.
-    if (p.yield || polls > 200) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    OCTET_CHECK(async == ncclSuccess || async == ncclInProgress,
+                op << " at step " << p.step << ": NCCL reports " << api().error_string(async));
+    if (seconds_since(start) > mpi_.world().timeout_s || (p.cancel && p.cancel->load())) give_up(op, p);
+    pause(polls, p);
   }
 }
 

@@ -2,7 +2,8 @@
 // comm stream (grouped send/recv for the variable-size exchanges, ncclAllReduce for dense fp32, ncclBroadcast), with
 // NCCL bootstrapped through MPI and loaded at run time (dlopen, as cuBLAS is) so CPU runs never map it. Host buffers
 // and the small control values (payload sizes, checksums) go through the MPI transport it holds. Every wait is bounded
-// by parallel.timeout_s; on a timeout the communicator is aborted and the error names the operation and step.
+// by parallel.timeout_s (the communicator is non-blocking, so its set-up and each group's launch are bounded too); on a
+// timeout the communicator is aborted and the error names the operation and step.
 #pragma once
 #include <memory>
 
@@ -39,8 +40,12 @@ class NcclTransport : public Transport {
 
  private:
   struct Comm;  // the NCCL communicator (nccl_transport.cpp)
-  // Waits (bounded) for the NCCL work queued on the comm stream; op names it for the timeout error.
+  // Waits (bounded) for the NCCL work queued on the comm stream, once the group that queues it has launched; op names
+  // it for the timeout error.
   void finish(const char* op, const Progress& p);
+  // Waits (bounded) until the non-blocking communicator is no longer busy with a call (set-up, a group's launch).
+  void wait_ready(const char* op, const Progress& p);
+  [[noreturn]] void give_up(const char* op, const Progress& p);  // aborts the communicator, throws the timeout error
   MpiTransport mpi_;
   Exec& ex_;
   std::unique_ptr<Comm> comm_;

@@ -41,7 +41,7 @@ void StagedTransport::to_device(void* dst, const void* src, size_t bytes) {
 void StagedTransport::check(Device d, const char* op) const {
   OCTET_CHECK(d == ex_.device(), op << " over " << name() << " (staged): a " << device_name(d) << " buffer where "
                                     << device_name(ex_.device()) << " was expected");
-  sim::note(std::string(op) + " over " + name() + " (staged)");
+  if (d == Device::Sim) sim::note(std::string(op) + " over " + name() + " (staged)");
 }
 
 namespace {

@@ -100,7 +100,7 @@ size_t Codec::encode(Span<const float> x, Span<uint8_t> out, const EncodeContext
               name() << " encoder: " << out.size << " bytes of room for " << max_bytes(static_cast<int64_t>(x.size)));
   const int64_t n = static_cast<int64_t>(x.size);
   if (ex.device() == Device::CPU) return encode_cpu(x.data, n, out.data, ctx);
-  sim::note(std::string(name()) + " encode (host side)");
+  if (ex.device() == Device::Sim) sim::note(std::string(name()) + " encode (host side)");
   return encode_device(x.data, n, out.data, ctx, ex);
 }
 
@@ -110,7 +110,7 @@ void Codec::decode(Span<const uint8_t> in, Span<float> out, bool accumulate, Exe
                      << ", the codec runs on " << device_name(ex.device()));
   const int64_t n = static_cast<int64_t>(out.size);
   if (ex.device() == Device::CPU) return decode_cpu(in.data, in.size, out.data, n, accumulate);
-  sim::note(std::string(name()) + " decode (host side)");
+  if (ex.device() == Device::Sim) sim::note(std::string(name()) + " decode (host side)");
   decode_device(in.data, in.size, out.data, n, accumulate, ex);
 }
 
@@ -145,7 +145,7 @@ size_t Codec::reduce_encode(const std::vector<Span<const uint8_t>>& parts, int64
                                                          << ", the output on " << device_name(out.device)
                                                          << ", the codec runs on " << device_name(d));
   if (d != Device::CPU) {
-    sim::note(std::string(name()) + " owner step (host side)");
+    if (d == Device::Sim) sim::note(std::string(name()) + " owner step (host side)");
     if (const size_t fused = reduce_encode_fused(parts, n, residual, out, seed, ex)) return fused;
   }
   for (size_t s = 0; s < parts.size(); ++s) decode(parts[s], {scratch, static_cast<size_t>(n), d}, s > 0, ex);

@@ -3,7 +3,14 @@
 
 #include <omp.h>
 
+#include "core/sim.h"
+
 namespace octet {
+
+namespace {
+// The simulated device's kernels run with the thread count of the thread that asks for them.
+const bool kSimThreads = (sim::set_thread_hooks(&omp_get_max_threads, &omp_set_num_threads), true);
+}  // namespace
 
 dnnl::engine& dnnl_engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);

@@ -3,10 +3,10 @@
 // pages a switch costs microseconds); a best-fit allocator over it; queues of copies run when flushed.
 #include "core/sim.h"
 
+#include <execinfo.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,7 +36,10 @@ std::atomic<bool> g_active{false};
 thread_local char t_op[192] = "";
 char g_op[192] = "";
 thread_local bool t_bound = false;
+int (*g_get_threads)() = nullptr;  // the CPU thread-count setting kernels run with (OpenMP's, set by core/dnnl_ctx)
+void (*g_set_threads)(int) = nullptr;
 int g_rank = -1, g_size = 1;  // from Open MPI's environment, for the fault line's prefix
+bool g_backtrace = false;     // OCTET_SIM_BACKTRACE set: the fault line is followed by the faulting thread's stack
 
 void copy_str(char* dst, size_t cap, const std::string& s) {
   const size_t n = std::min(cap - 1, s.size());
@@ -62,6 +65,19 @@ Arena* g_arena = nullptr;  // set once, never destroyed (threads may still touch
 
 void on_fault(int sig, siginfo_t* info, void* uctx);
 
+// Puts the fault handler in front of whatever handles SIGSEGV now (MPI's, a test framework's), which it calls for
+// faults outside the device memory.
+void install_handler(Arena& a) {
+  struct sigaction now {};
+  sigaction(SIGSEGV, nullptr, &now);
+  if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_fault) return;
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  OCTET_CHECK(sigaction(SIGSEGV, &sa, &a.previous) == 0, "simulated device: cannot install its fault handler");
+}
+
 Arena& arena() {
   static Arena* a = [] {
     auto* x = new Arena();
@@ -77,12 +93,9 @@ Arena& arena() {
     (void)madvise(x->dev, x->reserve, MADV_HUGEPAGE);
     if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK")) g_rank = std::atoi(r);
     if (const char* s = std::getenv("OMPI_COMM_WORLD_SIZE")) g_size = std::atoi(s);
-    struct sigaction sa {};
-    sa.sa_sigaction = on_fault;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    OCTET_CHECK(sigaction(SIGSEGV, &sa, &x->previous) == 0, "simulated device: cannot install its fault handler");
+    g_backtrace = std::getenv("OCTET_SIM_BACKTRACE") != nullptr;
     g_arena = x;
+    install_handler(*x);
     g_active = true;
     return x;
   }();
@@ -197,6 +210,10 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
   l.put(t_op[0] ? t_op : g_op[0] ? g_op : "none");
   l.put(" [core/sim.cpp]\n");
   (void)!::write(2, l.buf, l.n);
+  if (g_backtrace) {  // OCTET_SIM_BACKTRACE=1: where the host touched it (for whoever fixes it)
+    void* frames[64];
+    backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
+  }
   _exit(1);
 }
 
@@ -311,7 +328,7 @@ struct DeviceThread {
   pid_t pid = 0;  // the process the thread runs in (a forked child starts its own)
 
   void serve(Request& r) {
-    omp_set_num_threads(r.threads);
+    if (g_set_threads && r.threads > 0) g_set_threads(r.threads);
     if (!r.q) {
       std::vector<Queue*> qs;
       {
@@ -353,7 +370,7 @@ struct DeviceThread {
   }
   // Hands r to the device thread and waits for it (rethrowing what it threw).
   void submit(Request& r) {
-    r.threads = omp_get_max_threads();
+    r.threads = g_get_threads ? g_get_threads() : 0;
     {
       std::lock_guard<std::mutex> lk(mu);
       if (pid != getpid()) {
@@ -508,7 +525,7 @@ size_t bytes_in_use() {
 bool active() { return g_active; }
 
 void bind_thread() {
-  arena();
+  install_handler(arena());  // (again: a handler installed since, by MPI or a test framework, goes behind it)
   t_bound = true;
 }
 
@@ -611,6 +628,8 @@ void note(const std::string& op) {
 }
 
 std::string last_op() { return t_op; }
+
+void set_thread_hooks(int (*get)(), void (*set)(int)) { g_get_threads = get, g_set_threads = set; }
 
 Counters counters() {
   return {n_kernels.load(), n_kernels_queued.load(), n_copies.load(), n_flushes.load(), n_protects.load()};

@@ -77,6 +77,10 @@ decltype(auto) run(Queue* q, const std::string& op, F&& f) {
 void note(const std::string& op);
 std::string last_op();
 
+// How the device thread reads the requesting thread's CPU thread count and takes it (OpenMP's; core/dnnl_ctx.cpp
+// installs them), so kernels run with the run's run.threads.
+void set_thread_hooks(int (*get)(), void (*set)(int));
+
 struct Counters {
   uint64_t kernels = 0;  // run (eager and queued)
   uint64_t queued = 0;   // kernels launched to run later

@@ -14,8 +14,8 @@ void ce_forward_cpu(const float* z_all, const int32_t* labels, float* probs, dou
     float* p = probs + i * k;
     const int32_t label = labels[i];
     if (label < 0 || label >= k) {
-      hit[i] = -1;  // reported by the host, naming the sample
-      loss[i] = 0;
+      hit[i] = -1;  // reported by the host, naming the sample and the label read here
+      loss[i] = label;
       continue;
     }
     int64_t arg = 0;

@@ -17,8 +17,8 @@ __global__ void ce_forward(const float* __restrict__ z, const int32_t* __restric
     float* pi = probs + i * k;
     const int32_t label = labels[i];
     if (label < 0 || label >= k) {
-      hit[i] = -1;  // reported by the host
-      loss[i] = 0;
+      hit[i] = -1;  // reported by the host, naming the sample and the label read here
+      loss[i] = label;
       continue;
     }
     int64_t arg = 0;

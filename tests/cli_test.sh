@@ -67,6 +67,7 @@ if "$octet" version | grep -q " 0 GPUs usable"; then
 fi
 # Benchmarks and predict: every bad number names its flag.
 expect_error "octet bench compress: --reps expects an integer in [1, 1000000], got '0'" bench compress --reps 0
+expect_error "octet bench compress: --device expects cpu, cuda or sim, got 'tpu'" bench compress --device tpu
 expect_error "octet bench compress: --codecs expects a comma-separated list without empty items, got ''" bench compress --codecs ""
 expect_error "octet bench compress: --size expects a size in bytes" bench compress --size 12Q
 expect_error "octet bench compress: --grad-steps expects an integer in [0, 1000000], got 'many'" bench compress --grad-steps many

@@ -3,7 +3,9 @@
 # parallel.device: cuda reaches the CPU's 97% bar in one epoch; two ranks sharing one GPU keep bit-identical replicas
 # (checksum every step) through a compressed exchange; a GPU run resumed on the GPU ends in the very checkpoint of the
 # uninterrupted run, and a checkpoint moves GPU -> CPU -> GPU; FC model parallelism on the GPU converges; NCCL and MPI
-# staging end in the same checkpoint; a residual net with batchnorm learns on 2 ranks and resumes exactly on the GPU.
+# staging end in the same checkpoint; a residual net with batchnorm learns on 2 ranks and resumes exactly on the GPU;
+# gradient buckets exchanged on the communication stream beside backward (parallel.overlap) end in the blocking run's
+# checkpoint. (Every case but NCCL's also runs on the simulated device in CI: tests/sim_train_test.sh.)
 set -u
 octet=$1
 src=$2
@@ -99,31 +101,10 @@ else bad "NCCL and MPI staging end in different checkpoints ($ranks rank(s))"; f
 # 6. Batchnorm and residual blocks (identity, option A, projection) on the GPU: 2 ranks with dynamic_tree8 learn the
 # synthetic classes with replicas compared every 10 steps; stopped at step 30 and resumed, the run ends in the
 # uninterrupted run's checkpoint (running statistics included).
-cat >"$tmp/res.yaml" <<'YAML'
-run: {name: res, epochs: 3, log_every: 50}
-data: {dataset: synthetic, synthetic_shape: [3, 16, 16], synthetic_classes: 4, synthetic_train: 1024, batch_size: 16}
-model:
-  layers:
-    - {type: conv, name: c1, out_channels: 8, kernel: 3, padding: 1, bias: false}
-    - {type: batchnorm, name: bn1}
-    - {type: relu, name: r1}
-    - {type: conv, name: c2, out_channels: 8, kernel: 3, padding: 1, bias: false}
-    - {type: batchnorm, name: bn2}
-    - {type: add, name: a1, from: r1}
-    - {type: relu, name: r2}
-    - {type: conv, name: c3, out_channels: 16, kernel: 3, stride: 2, padding: 1, bias: false}
-    - {type: batchnorm, name: bn3}
-    - {type: add, name: a2, from: r2, shortcut: pad}
-    - {type: relu, name: r3}
-    - {type: conv, name: c4, out_channels: 32, kernel: 3, stride: 2, padding: 1}
-    - {type: add, name: a3, from: r3, shortcut: conv}
-    - {type: global_avgpool, name: gap}
-    - {type: fc, name: fc, out_features: 4}
-optimizer: {lr: 0.05, momentum: 0.9}
-compression: {method: dynamic_tree8, min_numel: 1}
-parallel: {device: cuda, checksum_every: 10}
-YAML
-res() { timeout 600 mpirun -np 2 "$octet" train "$tmp/res.yaml" --set run.out_dir="$1" "${@:2}"; }
+res() {
+  timeout 600 mpirun -np 2 "$octet" train "$src/tests/data/residual_net.yaml" --set parallel.device=cuda \
+    --set run.out_dir="$1" "${@:2}"
+}
 res "$tmp/rfull" >"$tmp/log6a" 2>&1 || { tail -20 "$tmp/log6a"; bad "the residual net on 2 GPU ranks"; }
 acc=$(field "$tmp/rfull/res/summary.json" test_accuracy)
 if awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.6) }'; then echo "ok: residual net with batchnorm, 2 GPU ranks: test accuracy $acc"
@@ -133,4 +114,17 @@ res "$tmp/rhalf" --resume "$tmp/rhalf/res" >"$tmp/log6c" 2>&1 || { tail "$tmp/lo
 if cmp -s "$tmp/rfull/res/checkpoint.bin" "$tmp/rhalf/res/checkpoint.bin"; then
   echo "ok: the residual net resumed on the GPU ends in the uninterrupted run's checkpoint (byte for byte)"
 else bad "the residual net's resumed GPU run differs from the uninterrupted one"; fi
+
+# 7. Overlap on the GPU: buckets reduced on the comm stream while backward runs on the compute stream (events between
+# them), a lossy codec with error feedback, replicas compared every step; the same bytes as the blocking exchange.
+for mode in false true; do
+  timeout 600 mpirun -np 2 "$octet" train "$src/configs/mnist/lenet.yaml" --set data.path="$data" \
+    --set run.out_dir="$tmp/ov$mode" --set parallel.device=cuda --set run.max_steps=150 --set data.batch_size=32 \
+    --set parallel.overlap=$mode --set parallel.bucket_mb=0.1 --set parallel.checksum_every=1 \
+    --set compression.method=qsgd --set compression.bits=4 --set compression.error_feedback=true >"$tmp/log7$mode" 2>&1 ||
+    { tail -20 "$tmp/log7$mode"; bad "2 GPU ranks, overlap=$mode"; }
+done
+if cmp -s "$tmp/ovfalse/mnist-lenet/checkpoint.bin" "$tmp/ovtrue/mnist-lenet/checkpoint.bin"; then
+  echo "ok: overlap on the GPU (qsgd 4-bit, error feedback, 2 ranks) ends in the blocking run's checkpoint"
+else bad "overlap on the GPU ends elsewhere than the blocking exchange"; fi
 exit $fail

@@ -162,6 +162,17 @@ TEST_CASE("parallel.transport: mpi by default, nccl only beside parallel.device:
 #endif
 }
 
+TEST_CASE("parallel.device: cpu by default, cuda, or sim (the simulated device); nccl needs cuda", "[config]") {
+  TempDir d;
+  const std::string p = write_config(d, kValid);
+  CHECK(load_config(p).parallel.device == Device::CPU);
+  CHECK(load_config(p, {"parallel.device=sim"}).parallel.device == Device::Sim);
+  CHECK(load_config(p, {"parallel.device=cuda"}).parallel.device == Device::CUDA);
+  CHECK_THROWS_WITH(load_config(p, {"parallel.device=gpu"}), Catch::Contains("unknown value 'gpu' (known: cpu, cuda, sim)"));
+  CHECK_THROWS_WITH(load_config(p, {"parallel.device=sim", "parallel.transport=nccl"}),
+                    Catch::Contains("parallel.transport: nccl needs parallel.device: cuda"));
+}
+
 TEST_CASE("global_avgpool averages each whole channel plane; non-square input is refused naming the layer",
           "[config][layers]") {
   TempDir d;

@@ -59,21 +59,23 @@ std::vector<float> real_gradients(const std::string& config, int64_t steps) {
   return g;
 }
 
-// Device-side codec throughput: encode and decode of n N(0,1) values on GPU 0's comm stream against a
-// device-to-device copy of the same buffer timed in the same repetitions (each timing ends with a stream sync).
-int bench_compress_cuda(const std::vector<std::string>& codecs, int64_t n, int reps, int bits) {
-  Exec& ex = Exec::cuda(0);
+// Device-side codec throughput: encode and decode of n N(0,1) values on the device's comm stream (GPU 0, or the
+// simulated device) against a device-to-device copy of the same buffer timed in the same repetitions (each timing ends
+// with a stream sync).
+int bench_compress_device(Device d, const std::vector<std::string>& codecs, int64_t n, int reps, int bits) {
+  Exec& ex = d == Device::Sim ? Exec::sim() : Exec::cuda(0);
   ex.bind_thread();
   std::vector<float> host(static_cast<size_t>(n));
   Rng rng(1);
   for (auto& v : host) v = rng.normal();
-  Tensor x({n}, Device::CUDA), y({n}, Device::CUDA), copy({n}, Device::CUDA);
-  cuda_copy_sync(x.data(), host.data(), 4 * static_cast<size_t>(n), CopyKind::HostToDevice);
+  Tensor x({n}, d), y({n}, d), copy({n}, d);
+  copy_sync(d, x.data(), host.data(), 4 * static_cast<size_t>(n), CopyKind::HostToDevice);
   const double mb = 4.0 * static_cast<double>(n);
+  const std::string where = d == Device::Sim ? "the simulated device (its speed is no GPU's)" : cuda_device_describe(0);
   std::printf(
-      "octet bench compress --device cuda: %.0f MB of fp32 N(0,1) on %s, best of %d; x copy = against a "
+      "octet bench compress --device %s: %.0f MB of fp32 N(0,1) on %s, best of %d; x copy = against a "
       "device-to-device copy of the same buffer timed in the same repetitions (GB/s of fp32 input)\n",
-      mb / 1e6, cuda_device_describe(0).c_str(), reps);
+      device_name(d), mb / 1e6, where.c_str(), reps);
   std::printf("%-14s %11s %10s %8s %11s %8s %9s %11s\n", "codec", "d2d GB/s", "comp GB/s", "x copy", "decomp GB/s",
               "x copy", "bytes/fp32", "err N(0,1)");
   for (const std::string& m : codecs) {
@@ -81,23 +83,23 @@ int bench_compress_cuda(const std::vector<std::string>& codecs, int64_t n, int r
     p.method = m;
     p.bits = bits;
     CodecPtr c = make_codec(p);
-    Buffer<uint8_t> buf(c->max_bytes(n), Device::CUDA);
+    Buffer<uint8_t> buf(c->max_bytes(n), d);
     size_t bytes = 0;
     double t_copy = 1e30, tc = 1e30, td = 1e30;
     for (int r = 0; r <= reps; ++r) {  // repetition 0 warms up (code book upload, scratch growth)
       const double a = best_time(1, [&] {
-        cuda_copy_async(copy.data(), x.data(), 4 * static_cast<size_t>(n), CopyKind::DeviceToDevice, ex.comm().handle);
+        copy_async(copy.data(), x.data(), 4 * static_cast<size_t>(n), CopyKind::DeviceToDevice, ex.comm());
         ex.sync(ex.comm());
       });
       const double b = best_time(1, [&] {
-        bytes = c->encode(span_of(std::as_const(x)), {buf.data(), buf.size(), Device::CUDA}, {5, nullptr}, ex);
+        bytes = c->encode(span_of(std::as_const(x)), {buf.data(), buf.size(), d}, {5, nullptr}, ex);
         ex.sync(ex.comm());
       });
-      const double d = best_time(1, [&] {
-        c->decode({buf.data(), bytes, Device::CUDA}, span_of(y), false, ex);
+      const double e = best_time(1, [&] {
+        c->decode({buf.data(), bytes, d}, span_of(y), false, ex);
         ex.sync(ex.comm());
       });
-      if (r > 0) t_copy = std::min(t_copy, a), tc = std::min(tc, b), td = std::min(td, d);
+      if (r > 0) t_copy = std::min(t_copy, a), tc = std::min(tc, b), td = std::min(td, e);
     }
     const Tensor back = y.to(Device::CPU);
     const double err = mean_relative_error(host.data(), back.data(), n);
@@ -119,7 +121,8 @@ int bench_compress(const std::vector<std::string>& args) {
             "configs/fashion-mnist/lenet.yaml"},
            {"grad-steps", "N", "SGD steps before the real gradients are taken", "100"},
            {"isa", "scalar|avx2|avx512", "highest instruction-set level of the codec kernels", isa_name(kBuiltIsa)},
-           {"device", "cpu|cuda", "where the codecs run (cuda: GPU 0, against a device-to-device copy)", "cpu"}});
+           {"device", "cpu|cuda|sim", "where the codecs run (cuda: GPU 0, against a device-to-device copy; sim: the "
+                                      "simulated device, a test of the GPU path, not of speed)", "cpu"}});
   f.parse(args);
   if (f.help()) {
     std::fputs(f.usage().c_str(), stdout);
@@ -134,8 +137,9 @@ int bench_compress(const std::vector<std::string>& args) {
   const int64_t grad_steps = f.integer("grad-steps", 0, 1000000);
   const std::string config = f.str("config");
   const std::string device = f.str("device");
-  if (device != "cpu" && device != "cuda") f.fail("device", "expects cpu or cuda, got '" + device + "'");
-  if (device == "cuda") return bench_compress_cuda(codecs, n, reps, bits);
+  if (device != "cpu" && device != "cuda" && device != "sim")
+    f.fail("device", "expects cpu, cuda or sim, got '" + device + "'");
+  if (device != "cpu") return bench_compress_device(device == "sim" ? Device::Sim : Device::CUDA, codecs, n, reps, bits);
   set_cpu_threads(1);
   const Isa level = set_isa_cap(parse_isa(f.str("isa")));
   // 64-byte aligned, as the trainer's tensors are (cache-line-split vector loads would slow the codecs down)
@@ -200,7 +204,8 @@ Flags allreduce_flags() {
         codec_list(CodecList::Allreduce)},
        {"iters", "N", "calls timed per size and codec (0: from 3 to 50, fewer for larger buffers)", "0"},
        {"bits", "2|4|8", "qsgd bits", "8"},
-       {"device", "cpu|cuda", "where the buffers are and the codecs run (cuda: GPU local_rank % GPUs)", "cpu"},
+       {"device", "cpu|cuda|sim", "where the buffers are and the codecs run (cuda: GPU local_rank % GPUs; sim: the "
+                                    "simulated device, a test of the GPU path, not of speed)", "cpu"},
        {"transport", "mpi|nccl",
         "how payloads move (mpi: from a GPU staged through page-locked host memory; nccl: device to device)", "mpi"}});
 }
@@ -223,14 +228,16 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
   for (const auto& m : codecs) make_codec(CodecParams{m});
   const int N = w.size;
   const std::string device = f.str("device");
-  if (device != "cpu" && device != "cuda") f.fail("device", "expects cpu or cuda, got '" + device + "'");
+  if (device != "cpu" && device != "cuda" && device != "sim")
+    f.fail("device", "expects cpu, cuda or sim, got '" + device + "'");
   const std::string via = f.str("transport");
   if (via != "mpi" && via != "nccl") f.fail("transport", "expects mpi or nccl, got '" + via + "'");
-  const bool gpu = device == "cuda";
-  if (via == "nccl" && !gpu) f.fail("transport", "nccl needs --device cuda");
-  Exec& ex = select_device(gpu ? Device::CUDA : Device::CPU, &w);
+  const Device d = device == "cuda" ? Device::CUDA : device == "sim" ? Device::Sim : Device::CPU;
+  const bool gpu = on_device(d);  // device buffers (a GPU's or the simulated device's)
+  if (via == "nccl" && d != Device::CUDA) f.fail("transport", "nccl needs --device cuda");
+  Exec& ex = select_device(d, &w);
   std::unique_ptr<Transport> base = make_transport(via, w, ex), staged;
-  if (gpu && !base->accepts(Device::CUDA)) staged = std::make_unique<StagedTransport>(*base, ex);
+  if (gpu && !base->accepts(d)) staged = std::make_unique<StagedTransport>(*base, ex);
   Transport& transport = staged ? *staged : *base;
   if (w.rank == 0) {
     std::printf(
@@ -245,7 +252,7 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
     std::vector<float> ref(static_cast<size_t>(n)), x(static_cast<size_t>(n));
     Rng rng(derive_seed(1, w.rank));
     for (auto& v : ref) v = rng.normal();
-    Tensor dx = gpu ? Tensor({n}, Device::CUDA) : Tensor();
+    Tensor dx = gpu ? Tensor({n}, d) : Tensor();
     int iters = static_cast<int>(iters_flag);
     if (iters <= 0) iters = static_cast<int>(std::clamp<int64_t>((64 << 20) / std::max<int64_t>(bytes, 1), 3, 50));
     double dense_time = 0;
@@ -264,7 +271,7 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       double total = 0;
       for (int it = -1; it < iters; ++it) {  // iteration -1 warms up buffers
         std::memcpy(x.data(), ref.data(), 4 * static_cast<size_t>(n));
-        if (gpu) cuda_copy_sync(dx.data(), ref.data(), 4 * static_cast<size_t>(n), CopyKind::HostToDevice);
+        if (gpu) copy_sync(d, dx.data(), ref.data(), 4 * static_cast<size_t>(n), CopyKind::HostToDevice);
         CHECK_MPI(MPI_Barrier(w.comm));
         const double t = now_seconds();
         CommStats s;

@@ -30,7 +30,7 @@ if [[ -z $build ]]; then
 fi
 build=$(cd "$build" && pwd)
 out=${out:-$build/octet-gpu.tar.gz}
-for b in octet tests/octet_cuda_tests tests/octet_tests tests/octet_mpi_tests; do
+for b in octet tests/octet_cuda_tests tests/octet_sim_tests tests/octet_tests tests/octet_mpi_tests; do
   [[ -x $build/$b ]] || { echo "bundle.sh: $build/$b is missing (build with the CUDA backend and the tests)" >&2; exit 1; }
 done
 grep -q "OCTET_WITH_CUDA" "$build/CMakeFiles/octet_lib.dir/flags.make" 2>/dev/null ||
@@ -46,7 +46,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 b=$tmp/octet-gpu
 mkdir -p "$b/bin" "$b/lib" "$b/tests" "$b/datasets"
-cp "$build/octet" "$build/tests/octet_cuda_tests" "$build/tests/octet_tests" "$build/tests/octet_mpi_tests" "$b/bin/"
+cp "$build/octet" "$build/tests/octet_cuda_tests" "$build/tests/octet_sim_tests" "$build/tests/octet_tests" \
+  "$build/tests/octet_mpi_tests" "$b/bin/"
 cp "$mpirun_bin" "$b/bin/"
 ln -sf "$(basename "$mpirun_bin")" "$b/bin/mpirun"
 for t in orted ompi_info; do [[ -x $ompi_prefix/bin/$t ]] && cp "$ompi_prefix/bin/$t" "$b/bin/"; done
@@ -83,6 +84,7 @@ done
 cp -r "$src/configs" "$b/"
 cp -r "$src/datasets/mnist-22k" "$b/datasets/"
 cp "$src/tests/cuda_train_test.sh" "$b/tests/"
+mkdir -p "$b/tests/data" && cp "$src/tests/data/residual_net.yaml" "$b/tests/data/"
 mkdir -p "$b/scripts/bench"
 cp "$src/scripts/bench/lenet_torch.py" "$b/scripts/bench/"
 cp "$src/scripts/gpu/check.sh" "$src/scripts/gpu/env.sh" "$b/"

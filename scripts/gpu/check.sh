@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
 # The GPU check of an unpacked octet-gpu bundle (scripts/gpu/bundle.sh), in one call: the bundled Open MPI runs two
-# ranks; then, where a GPU is usable, the CUDA parity tests (every layer, the loss head, the optimizers, the copies),
+# ranks and the GPU path runs on the simulated device; then, where a GPU is usable, the CUDA parity tests (every layer, the loss head, the optimizers, the copies),
 # the GPU training tests (tests/cuda_train_test.sh) and speed figures measured in this same run: LeNet one epoch on
 # the GPU vs this machine's CPU cores vs PyTorch on the same GPU (when python3 has torch with CUDA), an AlexNet-shaped
 # model on the GPU vs the CPU with every phase's time, and two ranks sharing the GPU with and without compression.
-# Usage: check.sh [--out DIR] [--require-gpu]
+# With --sanitize, compute-sanitizer (from the CUDA toolkit) runs the parity tests under memcheck, the codec cases
+# under racecheck and synccheck, and a short two-rank training run (overlap, a lossy codec) under memcheck.
+# Usage: check.sh [--out DIR] [--require-gpu] [--sanitize]
 #   --out          where check.log and summary.txt go (default: $OUT when set, else ./octet-gpu-check)
 #   --require-gpu  fail, instead of reporting the GPU checks as skipped, where no GPU is usable
+#   --sanitize     also the compute-sanitizer runs (a few minutes more)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$PWD/octet-gpu-check}
 require=0
+sanitize=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --out) out=$2; shift 2 ;;
     --require-gpu) require=1; shift ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "check.sh: unknown argument '$1' (known: --out DIR, --require-gpu)" >&2; exit 2 ;;
+    --sanitize) sanitize=1; shift ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "check.sh: unknown argument '$1' (known: --out DIR, --require-gpu, --sanitize)" >&2; exit 2 ;;
   esac
 done
 # shellcheck source=env.sh
@@ -50,6 +55,12 @@ smoke=(train "$here/configs/mnist/lenet.yaml" --set data.path="$here/datasets/mn
 if timeout 300 mpirun -np 2 octet "${smoke[@]}" >>"$log" 2>&1; then say "ok: the bundled Open MPI runs 2 ranks (20 steps, linear8)"
 else bad "2 ranks through the bundled Open MPI (see check.log)"; fi
 
+# 1b. The GPU path's host side on the simulated device (no GPU needed): the device parity tests with the CPU twins as
+# kernels, guarded memory and queued streams.
+section "the simulated device"
+if timeout 600 octet_sim_tests >>"$log" 2>&1; then say "ok: the GPU path on the simulated device: $(grep -E '^All tests passed' "$log" | tail -1)"
+else bad "the GPU path on the simulated device (octet_sim_tests; see check.log)"; fi
+
 if [[ $version == *"; 0 GPUs usable"* || $version != *"CUDA backend built"* ]]; then
   if [[ $require -eq 1 ]]; then bad "no GPU usable: $version"
   else say "skipped: no GPU usable here, so no parity, GPU training or speed checks"; fi
@@ -60,6 +71,36 @@ fi
 section "CUDA parity tests"
 if timeout 600 octet_cuda_tests >>"$log" 2>&1; then say "ok: CUDA parity: $(grep -E '^All tests passed' "$log" | tail -1)"
 else bad "CUDA parity: $(grep -E '^test cases:' "$log" | tail -1) (see check.log)"; fi
+
+# 2b. compute-sanitizer: memory errors in every kernel of the parity tests, races and barrier misuse in the codecs'
+# kernels (shared memory, block reductions), and memcheck over a short training run with overlap on two ranks.
+if [[ $sanitize -eq 1 ]]; then
+  section "compute-sanitizer"
+  cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+  if [[ ! -x $cs ]]; then
+    bad "--sanitize: compute-sanitizer not found (on PATH or in \$CUDA_HOME/bin)"
+  else
+    for run in "memcheck|" "racecheck|[codec]" "synccheck|[codec]" "initcheck|[codec]"; do
+      tool=${run%%|*} filter=${run#*|}
+      if timeout 1200 "$cs" --tool "$tool" --error-exitcode 9 octet_cuda_tests $filter >"$tmp/cs.log" 2>&1; then
+        say "ok: compute-sanitizer --tool $tool on the parity tests ${filter:-(all)}: $(grep -E 'ERROR SUMMARY' "$tmp/cs.log" | tail -1)"
+      else
+        bad "compute-sanitizer --tool $tool ${filter:-(all)}: $(grep -E 'ERROR SUMMARY|^test cases:' "$tmp/cs.log" | tail -1) (see check.log)"
+      fi
+      cat "$tmp/cs.log" >>"$log"
+    done
+    if timeout 1200 mpirun -np 2 "$cs" --tool memcheck --error-exitcode 9 octet train "$here/configs/mnist/lenet.yaml" \
+      --set data.path="$here/datasets/mnist-22k" --set run.out_dir="$tmp/cstrain" --set parallel.device=cuda \
+      --set run.max_steps=20 --set data.batch_size=32 --set parallel.overlap=true --set parallel.bucket_mb=0.1 \
+      --set compression.method=dynamic_tree8 --set parallel.checksum_every=1 --set data.test_limit=1000 \
+      >"$tmp/cs.log" 2>&1; then
+      say "ok: compute-sanitizer memcheck over 20 training steps on 2 ranks (overlap, dynamic_tree8)"
+    else
+      bad "compute-sanitizer memcheck over a training run: $(grep -E 'ERROR SUMMARY|octet: error' "$tmp/cs.log" | head -1)"
+    fi
+    cat "$tmp/cs.log" >>"$log"
+  fi
+fi
 
 # 3. GPU training end to end.
 section "GPU training tests"

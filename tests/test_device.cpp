@@ -1,6 +1,8 @@
-// CUDA parity tests: every case of the layer table, every codec (payload bytes, decodes, error feedback, the fused
-// owner step, hostile payloads), the loss head, the optimizer kernels and the device plumbing against their CPU twins.
-// Exits 77 (CTest: skipped) with a message when no GPU is visible.
+// Device parity tests, built twice: against a GPU (octet_cuda_tests: the CUDA twins) and against the simulated device
+// (octet_sim_tests, in every CI run: the GPU path's host-side orchestration with the CPU twins as kernels). Every case
+// of the layer table, every codec (payload bytes, decodes, error feedback, the fused owner step, hostile payloads), the
+// loss head, the optimizer kernels and the device plumbing against the CPU. The CUDA build exits 77 (CTest: skipped)
+// with a message when no GPU is visible.
 #define CATCH_CONFIG_RUNNER
 #include <cstdio>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/exec.h"
+#include "core/launch.h"
 #include "core/tensor_ops.h"
 #include "layers/softmax_ce.h"
 #include "tests/layer_cases.h"
@@ -20,8 +23,16 @@
 using namespace octet;
 using namespace octet::test;
 
+#ifdef OCTET_TEST_SIM
+constexpr Device kDev = Device::Sim;
+Exec& dev() { return Exec::sim(); }
+#else
+constexpr Device kDev = Device::CUDA;
+Exec& dev() { return Exec::cuda(0); }
+#endif
+
 int main(int argc, char** argv) {
-  if (cuda_device_count() == 0) {
+  if (kDev == Device::CUDA && cuda_device_count() == 0) {
     std::printf("no CUDA device visible (%s): skipping the CUDA parity tests\n", cuda_unavailable_reason());
     return 77;
   }
@@ -53,10 +64,10 @@ void check_close(const Tensor& gpu, const Tensor& cpu, double tol, const std::st
 }  // namespace
 
 TEST_CASE("tensor copies host -> device -> host, on streams and synchronously", "[cuda]") {
-  Exec& ex = Exec::cuda(0);
+  Exec& ex = dev();
   Tensor h = random_tensor({1000, 3}, 1);
-  Tensor d = h.to(Device::CUDA);
-  CHECK(d.device() == Device::CUDA);
+  Tensor d = h.to(kDev);
+  CHECK(d.device() == kDev);
   CHECK(to_vector(d.to(Device::CPU)) == to_vector(h));
   Tensor pinned = Tensor::pinned({1000, 3});
   CHECK(pinned.is_pinned());
@@ -69,27 +80,27 @@ TEST_CASE("tensor copies host -> device -> host, on streams and synchronously", 
 }
 
 TEST_CASE("every case of the layer table: the CUDA twin matches the CPU forward and backward", "[cuda][parity]") {
-  Exec& ex = Exec::cuda(0);
+  Exec& ex = dev();
   const StepContext ctx{true, 7, 3, 0};
   for (const LayerCase& c : layer_cases()) {
     INFO(c.name << " (parity tolerance " << c.parity << ")");
     LayerPtr cpu = c.make(), gpu = c.make();  // the same seeded parameters
-    REQUIRE(gpu->has_cuda());
+    if (kDev == Device::CUDA) REQUIRE(gpu->has_cuda());
     gpu->bind(ex);
     const Tensor x = c.input();
-    const Tensor xd = x.to(Device::CUDA);
+    const Tensor xd = x.to(kDev);
     const Tensor s = c.skip_input ? c.skip_input() : Tensor(Shape{0});
-    const Tensor sd = s.to(Device::CUDA);
-    Tensor ds(s.shape()), dsd(s.shape(), Device::CUDA);
+    const Tensor sd = s.to(kDev);
+    Tensor ds(s.shape()), dsd(s.shape(), kDev);
     if (c.skip_input) cpu->bind_skip(&s, &ds), gpu->bind_skip(&sd, &dsd);
-    Tensor y(cpu->output_shape(x.shape())), yd(y.shape(), Device::CUDA);
+    Tensor y(cpu->output_shape(x.shape())), yd(y.shape(), kDev);
     cpu->forward(x, y, ctx);
     gpu->forward(xd, yd, ctx);
     ex.sync(ex.compute());
     check_close(yd, y, c.parity, "forward");
     const Tensor dy = random_tensor(y.shape(), 99);
-    const Tensor dyd = dy.to(Device::CUDA);
-    Tensor dx(x.shape()), dxd(x.shape(), Device::CUDA);
+    const Tensor dyd = dy.to(kDev);
+    Tensor dx(x.shape()), dxd(x.shape(), kDev);
     cpu->backward(x, y, dy, &dx);
     gpu->backward(xd, yd, dyd, &dxd);
     ex.sync(ex.compute());
@@ -110,53 +121,55 @@ TEST_CASE("every case of the layer table: the CUDA twin matches the CPU forward 
 }
 
 TEST_CASE("softmax cross-entropy on the GPU: the CPU's loss, hits and gradient; bad labels named", "[cuda][parity]") {
-  Exec& ex = Exec::cuda(0);
+  Exec& ex = dev();
   const Tensor logits = random_tensor({64, 10}, 5, 3.0f);
   std::vector<int32_t> labels(64);
   for (int i = 0; i < 64; ++i) labels[i] = (i * 7) % 10;
-  Buffer<int32_t> labels_d(64, Device::CUDA);
+  Buffer<int32_t> labels_d(64, kDev);
   Tensor lab_f = Tensor::wrap(reinterpret_cast<float*>(labels.data()), {64});  // 4-byte values: copied as they are
-  Tensor lab_d = Tensor::wrap(reinterpret_cast<float*>(labels_d.data()), {64}, Device::CUDA);
+  Tensor lab_d = Tensor::wrap(reinterpret_cast<float*>(labels_d.data()), {64}, kDev);
   lab_d.copy_from(lab_f);
   SoftmaxCrossEntropy cpu, gpu;
   const LossResult rc = cpu.forward(logits, labels.data());
-  const LossResult rg = gpu.forward(logits.to(Device::CUDA), labels_d.data(), ex);
+  const LossResult rg = gpu.forward(logits.to(kDev), labels_d.data(), ex);
   CHECK(rg.count == rc.count);
   CHECK(rg.correct == rc.correct);
   CHECK(rg.correct5 == rc.correct5);
   CHECK(rc.correct5 > rc.correct);
   CHECK(rg.loss_sum == Approx(rc.loss_sum).epsilon(1e-12));
-  Tensor dc(logits.shape()), dg(logits.shape(), Device::CUDA);
+  Tensor dc(logits.shape()), dg(logits.shape(), kDev);
   cpu.backward(dc, 1.0f / 64);
   gpu.backward(dg, 1.0f / 64, ex);
   ex.sync(ex.compute());
   check_close(dg, dc, 1e-6, "dlogits");
   labels[5] = 12;
   lab_d.copy_from(lab_f);
-  CHECK_THROWS_WITH(gpu.forward(logits.to(Device::CUDA), labels_d.data(), ex),
+  CHECK_THROWS_WITH(gpu.forward(logits.to(kDev), labels_d.data(), ex),
                     Catch::Contains("label 12 of sample 5 outside [0,10)"));
 }
 
 TEST_CASE("SGD and RMSProp CUDA kernels match the CPU reference and flag non-finite weights", "[cuda][optim]") {
   const int64_t n = 100003;
-  Exec& ex = Exec::cuda(0);
+  Exec& ex = dev();
   for (int variant = 0; variant < 4; ++variant) {
     Tensor w = random_tensor({n}, 1), g = random_tensor({n}, 2), s = random_tensor({n}, 3, 0.1f);
     if (variant == 3)
       for (int64_t i = 0; i < n; ++i) s.data()[i] = std::abs(s.data()[i]);
-    Tensor wd = w.to(Device::CUDA), gd = g.to(Device::CUDA), sd = s.to(Device::CUDA);
-    Tensor flag_dev({1}, Device::CUDA);  // uint32 bits in a float slot
+    Tensor wd = w.to(kDev), gd = g.to(kDev), sd = s.to(kDev);
+    Tensor flag_dev({1}, kDev);  // uint32 bits in a float slot
     uint32_t flag = 0;
     uint32_t* fd = reinterpret_cast<uint32_t*>(flag_dev.data());
     for (int step = 0; step < 3; ++step) {
       if (variant < 3) {
         SgdHyper h{0.1f, variant == 0 ? 0.f : 0.9f, 1e-4f, variant == 2};
         sgd_update_cpu(w.data(), g.data(), s.data(), n, h, &flag, Stream{});
-        sgd_update_cuda(wd.data(), gd.data(), sd.data(), n, h, fd, ex.compute());
+        launch_twin("sgd", sgd_update_cpu, OCTET_CUDA_TWIN(sgd_update_cuda), ex.compute(), wd.data(), gd.data(),
+                    sd.data(), n, h, fd);
       } else {
         RmspropHyper h{0.01f, 0.9f, 1e-8f, 1e-4f};
         rmsprop_update_cpu(w.data(), g.data(), s.data(), n, h, &flag, Stream{});
-        rmsprop_update_cuda(wd.data(), gd.data(), sd.data(), n, h, fd, ex.compute());
+        launch_twin("rmsprop", rmsprop_update_cpu, OCTET_CUDA_TWIN(rmsprop_update_cuda), ex.compute(), wd.data(),
+                    gd.data(), sd.data(), n, h, fd);
       }
     }
     ex.sync(ex.compute());
@@ -169,23 +182,23 @@ TEST_CASE("SGD and RMSProp CUDA kernels match the CPU reference and flag non-fin
   // An infinite gradient leaves an infinite weight: flagged on both.
   Tensor w({8}), g({8}), v({8});
   g.data()[3] = std::numeric_limits<float>::infinity();
-  Tensor wd = w.to(Device::CUDA), gd = g.to(Device::CUDA), vd = v.to(Device::CUDA), flag_dev({1}, Device::CUDA);
+  Tensor wd = w.to(kDev), gd = g.to(kDev), vd = v.to(kDev), flag_dev({1}, kDev);
   uint32_t flag = 0;
   sgd_update_cpu(w.data(), g.data(), v.data(), 8, {0.1f}, &flag, Stream{});
-  sgd_update_cuda(wd.data(), gd.data(), vd.data(), 8, {0.1f}, reinterpret_cast<uint32_t*>(flag_dev.data()),
-                  ex.compute());
+  launch_twin("sgd", sgd_update_cpu, OCTET_CUDA_TWIN(sgd_update_cuda), ex.compute(), wd.data(), gd.data(), vd.data(),
+              int64_t{8}, SgdHyper{0.1f}, reinterpret_cast<uint32_t*>(flag_dev.data()));
   ex.sync(ex.compute());
   CHECK(flag == 1);
   CHECK(flag_dev.to(Device::CPU).data()[0] != 0.f);
 }
 
 TEST_CASE("copy_rows across devices and the elementwise kernels match their host twins", "[cuda][parity]") {
-  Exec& ex = Exec::cuda(0);
+  Exec& ex = dev();
   const Tensor src = random_tensor({5, 8}, 11);  // [5, 8]
   Tensor want({4, 6});                           // [4, 6]
   copy_rows(want, 2, 6, src, 8 + 1, 8, 4, 3, Exec::host().copy());
-  const Tensor dsrc = src.to(Device::CUDA);
-  Tensor ddst({4, 6}, Device::CUDA);
+  const Tensor dsrc = src.to(kDev);
+  Tensor ddst({4, 6}, kDev);
   ddst.zero(ex.copy());
   copy_rows(ddst, 2, 6, dsrc, 8 + 1, 8, 4, 3, ex.copy());  // device -> device
   ex.sync(ex.copy());
@@ -194,17 +207,17 @@ TEST_CASE("copy_rows across devices and the elementwise kernels match their host
   copy_rows(pinned, 2, 6, dsrc, 8 + 1, 8, 4, 3, ex.copy());  // device -> host
   ex.sync(ex.copy());
   CHECK(to_vector(pinned) == to_vector(want));
-  Tensor back({4, 6}, Device::CUDA);
+  Tensor back({4, 6}, kDev);
   back.zero(ex.copy());
   copy_rows(back, 0, 6, pinned, 0, 6, 4, 6, ex.copy());  // host -> device
   ex.sync(ex.copy());
   check_close(back, want, 0, "copy_rows host to device");
 
   Tensor acc = random_tensor({1001}, 12), x = random_tensor({1001}, 13);
-  Tensor dacc = acc.to(Device::CUDA);
-  add_into(dacc, x.to(Device::CUDA), ex);
+  Tensor dacc = acc.to(kDev);
+  add_into(dacc, x.to(kDev), ex);
   add_into(acc, x, Exec::host());
-  Tensor dscaled({1001}, Device::CUDA), scaled({1001});
+  Tensor dscaled({1001}, kDev), scaled({1001});
   scale_into(dscaled, dacc, 0.125f, ex);
   scale_into(scaled, acc, 0.125f, Exec::host());
   ex.sync(ex.compute());
@@ -251,14 +264,14 @@ std::vector<float> gradient(int64_t n, uint64_t seed) {
 
 template <typename T>
 Buffer<T> device_copy(const std::vector<T>& h) {
-  Buffer<T> d(h.size(), Device::CUDA);
-  if (!h.empty()) cuda_copy_sync(d.data(), h.data(), h.size() * sizeof(T), CopyKind::HostToDevice);
+  Buffer<T> d(h.size(), kDev);
+  if (!h.empty()) copy_sync(kDev, d.data(), h.data(), h.size() * sizeof(T), CopyKind::HostToDevice);
   return d;
 }
 template <typename T>
 std::vector<T> host_copy(const T* d, size_t n) {
   std::vector<T> h(n);
-  if (n) cuda_copy_sync(h.data(), d, n * sizeof(T), CopyKind::DeviceToHost);
+  if (n) copy_sync(kDev, h.data(), d, n * sizeof(T), CopyKind::DeviceToHost);
   return h;
 }
 
@@ -275,7 +288,7 @@ std::string case_name(const CodecCase& c, int64_t n) {
 
 TEST_CASE("every codec: GPU payloads are the CPU's bytes, and each side decodes the other's bit-exactly",
           "[cuda][codec][parity]") {
-  Exec& ex = Exec::cuda(0);
+  Exec& ex = dev();
   for (const CodecCase& cc : kCodecCases)
     for (const int64_t n : kSizes) {
       INFO(case_name(cc, n));
@@ -286,8 +299,8 @@ TEST_CASE("every codec: GPU payloads are the CPU's bytes, and each side decodes 
       std::vector<uint8_t> cpu(c->max_bytes(n));
       cpu.resize(c->encode(x.data(), n, cpu.data(), host_ctx));
       Buffer<float> dx = device_copy(x), dfresh = device_copy(fresh);
-      Buffer<uint8_t> dout(c->max_bytes(n), Device::CUDA);
-      const size_t gb = c->encode({dx.data(), x.size(), Device::CUDA}, {dout.data(), dout.size(), Device::CUDA},
+      Buffer<uint8_t> dout(c->max_bytes(n), kDev);
+      const size_t gb = c->encode({dx.data(), x.size(), kDev}, {dout.data(), dout.size(), kDev},
                                   {host_ctx.seed, dfresh.data()}, ex);
       ex.sync(ex.comm());
       REQUIRE(gb == cpu.size());
@@ -297,7 +310,7 @@ TEST_CASE("every codec: GPU payloads are the CPU's bytes, and each side decodes 
         c->decode(cpu.data(), cpu.size(), want.data(), n, acc);
         Buffer<float> dy = device_copy(std::vector<float>(x.size(), 0.5f));
         Buffer<uint8_t> din = device_copy(cpu);
-        c->decode({din.data(), din.size(), Device::CUDA}, {dy.data(), dy.size(), Device::CUDA}, acc, ex);
+        c->decode({din.data(), din.size(), kDev}, {dy.data(), dy.size(), kDev}, acc, ex);
         ex.sync(ex.comm());
         CHECK(same_bits(host_copy(dy.data(), dy.size()), want));
       }
@@ -306,21 +319,21 @@ TEST_CASE("every codec: GPU payloads are the CPU's bytes, and each side decodes 
 
 TEST_CASE("every codec: error feedback and the owner step on the GPU match the CPU over steps",
           "[cuda][codec][parity]") {
-  Exec& ex = Exec::cuda(0);
+  Exec& ex = dev();
   for (const CodecCase& cc : kCodecCases) {
     const int64_t n = 20000;
     INFO(case_name(cc, n));
     const CodecPtr c = make(cc);
     std::vector<float> residual(n, 0.f), scratch(3 * n);
-    Buffer<float> dres = device_copy(residual), dscratch(3 * n, Device::CUDA);
+    Buffer<float> dres = device_copy(residual), dscratch(3 * n, kDev);
     for (uint64_t step = 0; step < 3; ++step) {
       const std::vector<float> g = gradient(n, 1000 + step);
       std::vector<uint8_t> cpu(c->max_bytes(n));
       cpu.resize(encode_with_feedback(*c, g.data(), n, residual.data(), cpu.data(), step, scratch.data()));
       Buffer<float> dg = device_copy(g);
-      Buffer<uint8_t> dout(c->max_bytes(n), Device::CUDA);
-      const size_t gb = encode_with_feedback(*c, {dg.data(), g.size(), Device::CUDA}, dres.data(),
-                                             {dout.data(), dout.size(), Device::CUDA}, step, dscratch.data(), ex);
+      Buffer<uint8_t> dout(c->max_bytes(n), kDev);
+      const size_t gb = encode_with_feedback(*c, {dg.data(), g.size(), kDev}, dres.data(),
+                                             {dout.data(), dout.size(), kDev}, step, dscratch.data(), ex);
       ex.sync(ex.comm());
       REQUIRE(gb == cpu.size());
       CHECK(host_copy(dout.data(), gb) == cpu);
@@ -340,16 +353,16 @@ TEST_CASE("every codec: error feedback and the owner step on the GPU match the C
     std::vector<Span<const uint8_t>> hs, ds;
     for (int q = 0; q < 3; ++q) {
       hs.push_back({parts[q].data(), parts[q].size(), Device::CPU});
-      ds.push_back({dparts[q].data(), parts[q].size(), Device::CUDA});
+      ds.push_back({dparts[q].data(), parts[q].size(), kDev});
     }
     std::vector<float> owner(n, 0.125f);
     Buffer<float> downer = device_copy(owner);
     std::vector<uint8_t> cpu(c->max_bytes(n));
     const size_t cb =
         c->reduce_encode(hs, n, owner.data(), {cpu.data(), cpu.size(), Device::CPU}, 11, scratch.data(), Exec::host());
-    Buffer<uint8_t> dout(c->max_bytes(n), Device::CUDA);
+    Buffer<uint8_t> dout(c->max_bytes(n), kDev);
     const size_t gb =
-        c->reduce_encode(ds, n, downer.data(), {dout.data(), dout.size(), Device::CUDA}, 11, dscratch.data(), ex);
+        c->reduce_encode(ds, n, downer.data(), {dout.data(), dout.size(), kDev}, 11, dscratch.data(), ex);
     ex.sync(ex.comm());
     REQUIRE(gb == cb);
     cpu.resize(cb);
@@ -359,7 +372,7 @@ TEST_CASE("every codec: error feedback and the owner step on the GPU match the C
 }
 
 TEST_CASE("GPU decoders reject hostile payloads naming the offset; GPU encoders reject NaN", "[cuda][codec][hostile]") {
-  Exec& ex = Exec::cuda(0);
+  Exec& ex = dev();
   for (const CodecCase& cc : kCodecCases) {
     const int64_t n = 5000;
     INFO(case_name(cc, n));
@@ -367,10 +380,10 @@ TEST_CASE("GPU decoders reject hostile payloads naming the offset; GPU encoders 
     std::vector<float> x = gradient(n, 3);
     std::vector<uint8_t> good(c->max_bytes(n));
     good.resize(c->encode(x.data(), n, good.data(), {1, nullptr}));
-    Buffer<float> dy(n, Device::CUDA);
+    Buffer<float> dy(n, kDev);
     auto gpu_decode = [&](const std::vector<uint8_t>& p) {
       Buffer<uint8_t> d = device_copy(p);
-      c->decode({d.data(), p.size(), Device::CUDA}, {dy.data(), dy.size(), Device::CUDA}, false, ex);
+      c->decode({d.data(), p.size(), kDev}, {dy.data(), dy.size(), kDev}, false, ex);
       ex.sync(ex.comm());
     };
     // Truncated by a byte, and a wrong codec id: the header/size checks both decoders share.
@@ -400,9 +413,9 @@ TEST_CASE("GPU decoders reject hostile payloads naming the offset; GPU encoders 
     }
     x[n / 2] = std::numeric_limits<float>::infinity();
     Buffer<float> dx = device_copy(x);
-    Buffer<uint8_t> dout(c->max_bytes(n), Device::CUDA);
+    Buffer<uint8_t> dout(c->max_bytes(n), kDev);
     CHECK_THROWS_AS(
-        c->encode({dx.data(), x.size(), Device::CUDA}, {dout.data(), dout.size(), Device::CUDA}, {1, nullptr}, ex),
+        c->encode({dx.data(), x.size(), kDev}, {dout.data(), dout.size(), kDev}, {1, nullptr}, ex),
         NonFiniteError);
   }
   // Sparse payloads: an index out of order (topk), an overlong varint and trailing bytes (adacomp).
@@ -414,8 +427,8 @@ TEST_CASE("GPU decoders reject hostile payloads naming the offset; GPU encoders 
   p.resize(topk->encode(x.data(), 5000, p.data(), {}));
   std::swap_ranges(p.begin() + kHeaderBytes, p.begin() + kHeaderBytes + 4, p.begin() + kHeaderBytes + 8);
   Buffer<uint8_t> dp = device_copy(p);
-  Buffer<float> dy(5000, Device::CUDA);
-  CHECK_THROWS_WITH(topk->decode({dp.data(), p.size(), Device::CUDA}, {dy.data(), 5000, Device::CUDA}, false, ex),
+  Buffer<float> dy(5000, kDev);
+  CHECK_THROWS_WITH(topk->decode({dp.data(), p.size(), kDev}, {dy.data(), 5000, kDev}, false, ex),
                     Catch::Contains("offset 20"));
   CodecParams ap;
   ap.method = "adacomp", ap.bin = 50;
@@ -425,11 +438,11 @@ TEST_CASE("GPU decoders reject hostile payloads naming the offset; GPU encoders 
   std::vector<uint8_t> trailing = q;
   trailing.push_back(0);
   Buffer<uint8_t> dt = device_copy(trailing);
-  CHECK_THROWS_WITH(ada->decode({dt.data(), trailing.size(), Device::CUDA}, {dy.data(), 5000, Device::CUDA}, false, ex),
+  CHECK_THROWS_WITH(ada->decode({dt.data(), trailing.size(), kDev}, {dy.data(), 5000, kDev}, false, ex),
                     Catch::Contains("offset " + std::to_string(q.size())));
   std::vector<uint8_t> overlong = q;
   for (size_t i = kHeaderBytes + 4; i < kHeaderBytes + 11 && i < overlong.size(); ++i) overlong[i] |= 0x80;
   Buffer<uint8_t> dl = device_copy(overlong);
-  CHECK_THROWS_WITH(ada->decode({dl.data(), overlong.size(), Device::CUDA}, {dy.data(), 5000, Device::CUDA}, false, ex),
+  CHECK_THROWS_WITH(ada->decode({dl.data(), overlong.size(), kDev}, {dy.data(), 5000, kDev}, false, ex),
                     Catch::Contains("offset 16"));
 }
