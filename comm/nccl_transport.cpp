@@ -1,6 +1,6 @@
-// Implementation of the NCCL transport: the library loaded with dlopen, a non-blocking communicator bootstrapped through
-// MPI (its set-up, each group's launch and each exchange on the comm stream polled under parallel.timeout_s, so a peer
-// that never joins or stops mid-way ends the job with an error, not a hang).
+// Implementation of the NCCL transport: the library loaded with dlopen, a non-blocking communicator bootstrapped
+// through MPI (its set-up, each group's launch and each exchange on the comm stream polled under parallel.timeout_s, so
+// a peer that never joins or stops mid-way ends the job with an error, not a hang).
 #include "comm/nccl_transport.h"
 
 #include <dlfcn.h>
@@ -82,11 +82,11 @@ const NcclApi& api() {
 }  // namespace
 
 // A call on the non-blocking communicator: done, or still in progress (polled for by wait_ready/finish).
-#define CHECK_NCCL(call)                                                                 \
-  do {                                                                                   \
-    const ncclResult_t octet_nc_ = (call);                                               \
-    if (octet_nc_ != ncclSuccess && octet_nc_ != ncclInProgress)                         \
-      OCTET_THROW(#call << " failed: " << api().error_string(octet_nc_));                \
+#define CHECK_NCCL(call)                                                  \
+  do {                                                                    \
+    const ncclResult_t octet_nc_ = (call);                                \
+    if (octet_nc_ != ncclSuccess && octet_nc_ != ncclInProgress)          \
+      OCTET_THROW(#call << " failed: " << api().error_string(octet_nc_)); \
   } while (0)
 
 std::string nccl_unavailable_reason() { return loaded().why; }

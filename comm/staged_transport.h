@@ -1,7 +1,7 @@
 // A Transport for device buffers (a GPU's, or the simulated device's) over a host-memory transport (MPI): device
 // payloads are copied to page-locked host buffers on the exec's comm stream, moved by the inner transport once that
-// copy is complete, and copied back, so only what the codecs produced crosses PCIe. Host buffers pass straight through. (Debian's Open MPI is not CUDA-aware; NCCL moves device buffers
-// itself: comm/nccl_transport.h.)
+// copy is complete, and copied back, so only what the codecs produced crosses PCIe. Host buffers pass straight through.
+// (Debian's Open MPI is not CUDA-aware; NCCL moves device buffers itself: comm/nccl_transport.h.)
 #pragma once
 #include "comm/transport.h"
 #include "core/exec.h"
@@ -32,7 +32,7 @@ class StagedTransport : public Transport {
   uint8_t* stage(int which, size_t bytes);
   void to_host(void* dst, const void* src, size_t bytes);    // device -> host, complete when it returns
   void to_device(void* dst, const void* src, size_t bytes);  // host -> device, queued on the comm stream
-  void check(Device d, const char* op) const;                 // a device buffer must be on the exec's device
+  void check(Device d, const char* op) const;                // a device buffer must be on the exec's device
   Transport& in_;
   Exec& ex_;
   struct Area {

@@ -199,10 +199,9 @@ class Codebook8Codec : public Codec {
   size_t encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
     const CodebookDevice book = device_book(ex);
     codec_device_reset_status(ex);
-    const size_t bytes =
-        OCTET_CODEC_KERNEL(ex, std::string(name_) + " encode",
-                           codebook8_encode_cuda(book, codec_id(name_), x, n, block_for(n), out, ex),
-                           encode_cpu(x, n, out, ctx));
+    const size_t bytes = OCTET_CODEC_KERNEL(ex, std::string(name_) + " encode",
+                                            codebook8_encode_cuda(book, codec_id(name_), x, n, block_for(n), out, ex),
+                                            encode_cpu(x, n, out, ctx));
     codec_device_check(ex, name_, x, n);
     return bytes;
   }
@@ -226,11 +225,11 @@ class Codebook8Codec : public Codec {
       ins.push_back(p.data);
     }
     codec_device_reset_status(ex);
-    const size_t bytes = OCTET_CODEC_KERNEL(
-        ex, std::string(name_) + " owner step",
-        codebook8_reduce_encode_cuda(book, codec_id(name_), ins.data(), static_cast<int>(ins.size()), n, b, residual,
-                                     out.data, ex),
-        reduce_encode_cpu(parts, n, residual, out.data, seed));
+    const size_t bytes =
+        OCTET_CODEC_KERNEL(ex, std::string(name_) + " owner step",
+                           codebook8_reduce_encode_cuda(book, codec_id(name_), ins.data(), static_cast<int>(ins.size()),
+                                                        n, b, residual, out.data, ex),
+                           reduce_encode_cpu(parts, n, residual, out.data, seed));
     if (bytes) codec_device_check(ex, name_);
     return bytes;
   }

@@ -140,7 +140,8 @@ size_t codebook8_reduce_encode_cuda(const CodebookDevice& book, uint8_t id, cons
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, "8-bit owner step (CUDA): payload not 4-byte aligned");
   reduce_encode_kernel<<<static_cast<unsigned>(nb), kThreads, static_cast<size_t>(block) * 4, comm_stream(ex)>>>(
       book, p, parts, n, block, nb, residual, out,
-      header_bytes({id, 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(block)}), codec_device_scratch(ex).status);
+      header_bytes({id, 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(block)}),
+      codec_device_scratch(ex).status);
   CHECK_LAUNCH("codebook8_reduce_encode");
   return kHeaderBytes + 4 * static_cast<size_t>(nb) + static_cast<size_t>(n);
 }

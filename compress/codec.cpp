@@ -122,8 +122,8 @@ void Codec::decode_device(const uint8_t*, size_t, float*, int64_t, bool, Exec& e
   OCTET_THROW(name() << " has no " << device_name(ex.device()) << " kernel");
 }
 
-size_t Codec::reduce_encode_cpu(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
-                                uint8_t* out, uint64_t seed) const {
+size_t Codec::reduce_encode_cpu(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual, uint8_t* out,
+                                uint64_t seed) const {
   std::vector<float> sum(static_cast<size_t>(n)), scratch(2 * static_cast<size_t>(n));
   for (size_t s = 0; s < parts.size(); ++s) decode_cpu(parts[s].data, parts[s].size, sum.data(), n, s > 0);
   if (!residual) return encode_cpu(sum.data(), n, out, {seed, nullptr});

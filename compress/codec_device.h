@@ -69,7 +69,8 @@ void feedback_residual_cuda(float* residual, const float* y, const float* sent, 
 // needs the payload size it returns at once, as a CUDA launcher returns it).
 template <class F>
 decltype(auto) codec_sim_kernel(Exec& ex, const std::string& op, F&& body) {
-  OCTET_CHECK(ex.device() == Device::Sim, op << " on " << device_name(ex.device()) << ": " << cuda_unavailable_reason());
+  OCTET_CHECK(ex.device() == Device::Sim,
+              op << " on " << device_name(ex.device()) << ": " << cuda_unavailable_reason());
   return sim::run(sim_queue(ex.comm()), op, std::forward<F>(body));
 }
 
@@ -79,9 +80,10 @@ decltype(auto) codec_sim_kernel(Exec& ex, const std::string& op, F&& body) {
 // codec's loop over the same device pointers) on the simulated device. The one place a codec file meets the build's
 // choice of CUDA.
 #ifdef OCTET_WITH_CUDA
-#define OCTET_CODEC_KERNEL(ex, op, cuda_call, cpu_call)                     \
-  ((ex).device() == ::octet::Device::CUDA ? (cuda_call)                     \
+#define OCTET_CODEC_KERNEL(ex, op, cuda_call, cpu_call) \
+  ((ex).device() == ::octet::Device::CUDA ? (cuda_call) \
                                           : ::octet::codec_sim_kernel((ex), (op), [&] { return (cpu_call); }))
 #else
-#define OCTET_CODEC_KERNEL(ex, op, cuda_call, cpu_call) ::octet::codec_sim_kernel((ex), (op), [&] { return (cpu_call); })
+#define OCTET_CODEC_KERNEL(ex, op, cuda_call, cpu_call) \
+  ::octet::codec_sim_kernel((ex), (op), [&] { return (cpu_call); })
 #endif

@@ -72,9 +72,10 @@ class Fp16Codec : public Codec {
       ins.push_back(p.data);
     }
     codec_device_reset_status(ex);
-    const size_t bytes = OCTET_CODEC_KERNEL(
-        ex, "fp16 owner step", fp16_reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, residual, out.data, ex),
-        reduce_encode_cpu(parts, n, residual, out.data, seed));
+    const size_t bytes =
+        OCTET_CODEC_KERNEL(ex, "fp16 owner step",
+                           fp16_reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, residual, out.data, ex),
+                           reduce_encode_cpu(parts, n, residual, out.data, seed));
     if (bytes) codec_device_check(ex, "fp16");
     return bytes;
   }

@@ -262,11 +262,10 @@ class QsgdCodec : public Codec {
     }
     const uint32_t seed32 = static_cast<uint32_t>(seed ^ (seed >> 32));
     codec_device_reset_status(ex);
-    const size_t bytes = OCTET_CODEC_KERNEL(
-        ex, "qsgd owner step",
-        qsgd_reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, bits_, bucket_, seed32, residual,
-                                out.data, ex),
-        reduce_encode_cpu(parts, n, residual, out.data, seed));
+    const size_t bytes = OCTET_CODEC_KERNEL(ex, "qsgd owner step",
+                                            qsgd_reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, bits_,
+                                                                    bucket_, seed32, residual, out.data, ex),
+                                            reduce_encode_cpu(parts, n, residual, out.data, seed));
     if (bytes) codec_device_check(ex, "qsgd");
     return bytes;
   }

@@ -152,7 +152,8 @@ size_t topk_encode_cuda(const float* x, int64_t n, int64_t k, uint8_t* out, Exec
 void topk_decode_cuda(const uint8_t* in, float* out, int64_t n, uint32_t count, bool accumulate, Exec& ex) {
   if (!accumulate) CHECK_CUDA(cudaMemsetAsync(out, 0, static_cast<size_t>(n) * 4, comm_stream(ex)));
   if (count)
-    topk_decode_kernel<<<grid_for(count), 256, 0, comm_stream(ex)>>>(in, out, n, count, codec_device_scratch(ex).status);
+    topk_decode_kernel<<<grid_for(count), 256, 0, comm_stream(ex)>>>(in, out, n, count,
+                                                                     codec_device_scratch(ex).status);
   CHECK_LAUNCH("topk_decode");
 }
 

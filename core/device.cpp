@@ -71,8 +71,9 @@ bool pinned_by_cuda() {
 
 void* pinned_alloc(size_t bytes) {
   if (sim::active())
-    OCTET_CHECK(sim::thread_bound(), "page-locked host memory allocated on a thread bound to no device (call "
-                                     "Exec::bind_thread first: on a GPU this thread would open a context on device 0)");
+    OCTET_CHECK(sim::thread_bound(),
+                "page-locked host memory allocated on a thread bound to no device (call "
+                "Exec::bind_thread first: on a GPU this thread would open a context on device 0)");
   if (pinned_by_cuda()) return cuda_alloc_pinned(bytes);
   if (sim::active()) return sim::alloc_host(bytes);
   return device_alloc(Device::CPU, bytes);
@@ -91,9 +92,10 @@ sim::Queue* queue_of(const Stream& s) { return static_cast<sim::Queue*>(s.handle
 
 // The device a copy involves must be the stream's.
 void check_stream(const Stream& s, CopyKind kind, const char* what) {
-  OCTET_CHECK(on_device(s.device), what << " " << (kind == CopyKind::HostToDevice   ? "to a device"
-                                                   : kind == CopyKind::DeviceToHost ? "from a device"
-                                                                                    : "between device buffers")
+  OCTET_CHECK(on_device(s.device), what << " "
+                                        << (kind == CopyKind::HostToDevice   ? "to a device"
+                                            : kind == CopyKind::DeviceToHost ? "from a device"
+                                                                             : "between device buffers")
                                         << " needs a device stream, got a " << device_name(s.device) << " one");
 }
 

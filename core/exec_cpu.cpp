@@ -54,11 +54,10 @@ Event Exec::record(Stream s) const {
 
 void Exec::wait(Stream s, const Event& e) const {
   if (!e.on_device()) return;
-  OCTET_CHECK(s.device == e.device(), "a " << device_name(s.device) << " stream cannot wait for a "
-                                           << device_name(e.device()) << " event");
+  OCTET_CHECK(s.device == e.device(),
+              "a " << device_name(s.device) << " stream cannot wait for a " << device_name(e.device()) << " event");
   if (e.device() == Device::CUDA) return cuda_stream_wait(s.handle, e.handle());
-  // The simulated device runs kernels when they are launched: what s does after this waits for e's work by that work
-  // running now.
+  // On the simulated device the work e covers runs now, so everything queued on s from here on runs after it.
   const auto* m = static_cast<const SimMark*>(e.handle());
   sim::flush(m->q, m->seq);
 }

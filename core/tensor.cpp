@@ -151,8 +151,8 @@ void Tensor::zero(const Stream& s) {
     std::memset(data(), 0, bytes());
     return;
   }
-  OCTET_CHECK(s.device == device_, "zeroing a " << device_name(device_) << " tensor on a " << device_name(s.device)
-                                                << " stream");
+  OCTET_CHECK(s.device == device_,
+              "zeroing a " << device_name(device_) << " tensor on a " << device_name(s.device) << " stream");
   zero_async(data(), bytes(), s);
 }
 

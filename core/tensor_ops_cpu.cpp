@@ -34,8 +34,8 @@ void add_into(Tensor& acc, const Tensor& x, const Exec& exec) {
 
 void scale_into(Tensor& dst, const Tensor& src, float s, const Exec& exec) {
   check_pair(dst, src, exec, "scale_into");
-  launch_twin("scale_into", scale_into_cpu, OCTET_CUDA_TWIN(scale_into_cuda), exec.compute(), dst.data(), src.data(),
-              s, src.numel());
+  launch_twin("scale_into", scale_into_cpu, OCTET_CUDA_TWIN(scale_into_cuda), exec.compute(), dst.data(), src.data(), s,
+              src.numel());
 }
 
 }  // namespace octet

@@ -110,8 +110,8 @@ ConvEntry& Conv2d::CudaState::get(const Conv2dParams& p, const Shape& in, const 
   cudnnHandle_t h = cudnn_of(ex);
   int n = 0;
   cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, e->w, e->fwd.conv, e->y,
-                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
+  CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, e->w, e->fwd.conv, e->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                     &n, fp));
   ConvEntry* ep = e.get();
   pick(fp, n, "forward", in, e->fwd, [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
     return cudnnGetConvolutionForwardWorkspaceSize(h, ep->x, ep->w, ep->fwd.conv, ep->y, a, bytes);
@@ -163,9 +163,8 @@ void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, T
   if (p_.bias) CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, e.y, dy.data(), &zero, e.b, db_.data()));
   if (dx) {
     cuda_->need_bwd_data(e, x.shape(), exec());
-    CHECK_CUDNN(cudnnConvolutionBackwardData(h, &one, e.w, w_.data(), e.y, dy.data(), e.bwd_data.conv,
-                                             e.bwd_data.algo, cuda_->workspace.data(), e.bwd_data.workspace, &zero,
-                                             e.x, dx->data()));
+    CHECK_CUDNN(cudnnConvolutionBackwardData(h, &one, e.w, w_.data(), e.y, dy.data(), e.bwd_data.conv, e.bwd_data.algo,
+                                             cuda_->workspace.data(), e.bwd_data.workspace, &zero, e.x, dx->data()));
   }
 }
 

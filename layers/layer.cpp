@@ -10,8 +10,8 @@ std::string Layer::op(const char* pass) const { return "layer " + name_ + " (" +
 
 void Layer::check_operand(const Tensor& t, const char* what, const char* pass) const {
   OCTET_CHECK(t.device() == device(), op(pass) << ": " << what << " " << shape_str(t.shape()) << " is on "
-                                                << device_name(t.device()) << ", the layer runs on "
-                                                << device_name(device()));
+                                               << device_name(t.device()) << ", the layer runs on "
+                                               << device_name(device()));
 }
 
 void Layer::forward(const Tensor& x, Tensor& y, const StepContext& ctx) {

@@ -72,8 +72,8 @@ class Layer {
   virtual void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;
   virtual void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx);
   virtual void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
-  // The simulated device (core/sim.h): by default the CPU twin as one kernel on the compute stream; a layer whose
-  // device path is plain stream work (flatten's copy) runs that instead.
+  // The simulated device (core/sim.h): by default the CPU twin as one queued kernel of the compute stream; a layer
+  // whose device path is plain stream work (flatten's copy) runs that instead.
   virtual void forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx);
   virtual void backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
   std::string op(const char* pass) const;  // "layer conv1 (conv) forward": what errors and the sim's fault line name

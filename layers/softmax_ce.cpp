@@ -59,13 +59,12 @@ LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, const int32_t* lab
 void SoftmaxCrossEntropy::backward(Tensor& dlogits, float grad_scale, Exec& exec) const {
   OCTET_CHECK(labels_ && dlogits.shape() == probs_.shape(), "softmax_ce backward before forward");
   OCTET_CHECK(dlogits.device() == exec.device() && probs_.device() == exec.device(),
-              "softmax_ce backward: dlogits " << shape_str(dlogits.shape()) << " is on "
-                                              << device_name(dlogits.device()) << ", the loss runs on "
-                                              << device_name(exec.device()) << " (its forward ran on "
-                                              << device_name(probs_.device()) << ")");
+              "softmax_ce backward: dlogits "
+                  << shape_str(dlogits.shape()) << " is on " << device_name(dlogits.device()) << ", the loss runs on "
+                  << device_name(exec.device()) << " (its forward ran on " << device_name(probs_.device()) << ")");
   const int64_t n = probs_.dim(0), k = probs_.dim(1);
-  launch_twin("softmax_ce backward", ce_backward_cpu, OCTET_CUDA_TWIN(ce_backward_cuda), exec.compute(),
-              probs_.data(), labels_, dlogits.data(), n, k, grad_scale);
+  launch_twin("softmax_ce backward", ce_backward_cpu, OCTET_CUDA_TWIN(ce_backward_cuda), exec.compute(), probs_.data(),
+              labels_, dlogits.data(), n, k, grad_scale);
 }
 
 }  // namespace octet

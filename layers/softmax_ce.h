@@ -35,8 +35,8 @@ class SoftmaxCrossEntropy {
 };
 
 // The kernel pair. Forward, per sample i: the probabilities' row, loss[i] = -log p(label), hit[i] = top-1 (bit 0) |
-// top-5 (bit 1), or -1 for a label outside [0, k) (loss[i] then holds that label). Backward: d = (probs - onehot(label)) * scale. The CPU twins run at
-// once; the CUDA ones are queued on s.
+// top-5 (bit 1), or -1 for a label outside [0, k) (loss[i] then holds that label). Backward: d = (probs -
+// onehot(label)) * scale. The CPU twins run at once; the CUDA ones are queued on s.
 void ce_forward_cpu(const float* z, const int32_t* labels, float* probs, double* loss, int32_t* hit, int64_t n,
                     int64_t k, const Stream& s);
 void ce_forward_cuda(const float* z, const int32_t* labels, float* probs, double* loss, int32_t* hit, int64_t n,

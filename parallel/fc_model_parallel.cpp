@@ -197,8 +197,8 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
   OCTET_CHECK(B % K == 0, "model parallelism: batch " << B << " is not divisible into " << K << " sub-batches");
   OCTET_CHECK(a.device() == ex_.device() && da.device() == ex_.device(),
               "model parallelism: the FC part's input is on " << device_name(a.device()) << ", its gradient on "
-                                                             << device_name(da.device()) << ", the model runs on "
-                                                             << device_name(ex_.device()));
+                                                              << device_name(da.device()) << ", the model runs on "
+                                                              << device_name(ex_.device()));
   const Stream cs = ex_.compute();
   for (auto& s : slices_) {  // this rank's rows of the current parameters; fresh gradient sums
     s->mw.value->copy_from(s->w.value->view(s->lo[r] * s->in, s->mw.value->shape()), cs);

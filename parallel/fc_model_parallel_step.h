@@ -26,7 +26,7 @@ class FcModelParallelStep : public Step {
   size_t fc_start_;  // index of the first FC layer
   std::optional<FcModelParallel> mp_;
   std::optional<GradSync> sync_;  // the layers below the FC part
-  Tensor dact_;  // the gradient w.r.t. the FC part's input, on the model's device
+  Tensor dact_;                   // the gradient w.r.t. the FC part's input, on the model's device
 };
 
 }  // namespace octet

@@ -7,22 +7,15 @@
 # gradient buckets exchanged on the communication stream beside backward (parallel.overlap) end in the blocking run's
 # checkpoint. (Every case but NCCL's also runs on the simulated device in CI: tests/sim_train_test.sh.)
 set -u
-octet=$1
-src=$2
-data=$src/datasets/mnist-22k
-version=$("$octet" version)
+version=$("$1" version)
 if [[ $version != *"CUDA backend built"* || $version == *"; 0 GPUs usable"* ]]; then
   echo "skipping the GPU training tests: $version"
   exit 77
 fi
 echo "$version"
-[[ -d $data ]] || { echo "FAIL: real MNIST expected at $data"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-field() { grep -o "\"$2\":[0-9.e+-]*" "$1" | cut -d: -f2; }
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+mnist_setup "$1" "$2"
 train() {  # train OUT_DIR [extra args...]: LeNet on real MNIST on the GPU
   local out=$1
   shift

@@ -7,16 +7,9 @@
 # and a checkpoint moved sim -> CPU -> sim; FC model parallelism on 4 ranks; a residual net with batchnorm on 2 ranks
 # (and its resume); overlap with a lossy codec and checksums every step.
 set -u
-octet=$1
-src=$2
-data=$src/datasets/mnist-22k
-[[ -d $data ]] || { echo "FAIL: real MNIST expected at $data"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-field() { grep -o "\"$2\":[0-9.e+-]*" "$1" | cut -d: -f2; }
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+mnist_setup "$1" "$2"
 lenet=("$src/configs/mnist/lenet.yaml" --set data.path="$data" --set run.log_every=100)
 # SIM_CASES="1 4" runs those cases alone (scripts/sim_mutations.sh); every case by default.
 want() { [[ -z ${SIM_CASES:-} || " $SIM_CASES " == *" $1 "* ]]; }

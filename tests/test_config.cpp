@@ -168,7 +168,8 @@ TEST_CASE("parallel.device: cpu by default, cuda, or sim (the simulated device);
   CHECK(load_config(p).parallel.device == Device::CPU);
   CHECK(load_config(p, {"parallel.device=sim"}).parallel.device == Device::Sim);
   CHECK(load_config(p, {"parallel.device=cuda"}).parallel.device == Device::CUDA);
-  CHECK_THROWS_WITH(load_config(p, {"parallel.device=gpu"}), Catch::Contains("unknown value 'gpu' (known: cpu, cuda, sim)"));
+  CHECK_THROWS_WITH(load_config(p, {"parallel.device=gpu"}),
+                    Catch::Contains("unknown value 'gpu' (known: cpu, cuda, sim)"));
   CHECK_THROWS_WITH(load_config(p, {"parallel.device=sim", "parallel.transport=nccl"}),
                     Catch::Contains("parallel.transport: nccl needs parallel.device: cuda"));
 }

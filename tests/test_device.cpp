@@ -300,8 +300,8 @@ TEST_CASE("every codec: GPU payloads are the CPU's bytes, and each side decodes 
       cpu.resize(c->encode(x.data(), n, cpu.data(), host_ctx));
       Buffer<float> dx = device_copy(x), dfresh = device_copy(fresh);
       Buffer<uint8_t> dout(c->max_bytes(n), kDev);
-      const size_t gb = c->encode({dx.data(), x.size(), kDev}, {dout.data(), dout.size(), kDev},
-                                  {host_ctx.seed, dfresh.data()}, ex);
+      const size_t gb =
+          c->encode({dx.data(), x.size(), kDev}, {dout.data(), dout.size(), kDev}, {host_ctx.seed, dfresh.data()}, ex);
       ex.sync(ex.comm());
       REQUIRE(gb == cpu.size());
       CHECK(host_copy(dout.data(), gb) == cpu);
@@ -361,8 +361,7 @@ TEST_CASE("every codec: error feedback and the owner step on the GPU match the C
     const size_t cb =
         c->reduce_encode(hs, n, owner.data(), {cpu.data(), cpu.size(), Device::CPU}, 11, scratch.data(), Exec::host());
     Buffer<uint8_t> dout(c->max_bytes(n), kDev);
-    const size_t gb =
-        c->reduce_encode(ds, n, downer.data(), {dout.data(), dout.size(), kDev}, 11, dscratch.data(), ex);
+    const size_t gb = c->reduce_encode(ds, n, downer.data(), {dout.data(), dout.size(), kDev}, 11, dscratch.data(), ex);
     ex.sync(ex.comm());
     REQUIRE(gb == cb);
     cpu.resize(cb);
@@ -414,9 +413,8 @@ TEST_CASE("GPU decoders reject hostile payloads naming the offset; GPU encoders 
     x[n / 2] = std::numeric_limits<float>::infinity();
     Buffer<float> dx = device_copy(x);
     Buffer<uint8_t> dout(c->max_bytes(n), kDev);
-    CHECK_THROWS_AS(
-        c->encode({dx.data(), x.size(), kDev}, {dout.data(), dout.size(), kDev}, {1, nullptr}, ex),
-        NonFiniteError);
+    CHECK_THROWS_AS(c->encode({dx.data(), x.size(), kDev}, {dout.data(), dout.size(), kDev}, {1, nullptr}, ex),
+                    NonFiniteError);
   }
   // Sparse payloads: an index out of order (topk), an overlong varint and trailing bytes (adacomp).
   CodecParams tp;

@@ -150,9 +150,10 @@ TEST_CASE("gradient sync plan, checksum divergence detection and broadcast", "[m
   }
 }
 
-TEST_CASE("collectives on the simulated device: every algorithm and codec, staged through page-locked memory, error "
-          "feedback over steps, end in the CPU's bytes",
-          "[mpi][collective][sim]") {
+TEST_CASE(
+    "collectives on the simulated device: every algorithm and codec, staged through page-locked memory, error "
+    "feedback over steps, end in the CPU's bytes",
+    "[mpi][collective][sim]") {
   Exec& sim = Exec::sim();
   MpiTransport t(g_world);
   StagedTransport staged(t, sim);

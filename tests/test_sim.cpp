@@ -81,7 +81,7 @@ TEST_CASE("sim: host code touching device memory outside a kernel ends the proce
   CHECK(rd.status == 1);
   CHECK_THAT(rd.err, Catch::StartsWith("octet: error: host code read simulated device memory at 0x") &&
                          Catch::Contains("(byte 8 of a 256-byte allocation) outside a kernel or a copy") &&
-                         Catch::Contains("last op on this thread: layer fc1 (fc) backward [core/sim.cpp]"));
+                         Catch::Contains("last op on this thread: layer fc1 (fc) backward [core/sim_memory.cpp]"));
   CHECK(std::count(rd.err.begin(), rd.err.end(), '\n') == 1);
   const ChildResult wr = in_child([&] { t.data()[0] = 1.f; });
   CHECK(wr.status == 1);
@@ -133,7 +133,10 @@ TEST_CASE("sim: fresh device memory is poison; a copy's destination is poison un
           "[sim][stream]") {
   Exec& ex = Exec::sim();
   const size_t used = sim::bytes_in_use();
-  { Buffer<uint8_t> gone(1000, Device::Sim); CHECK(sim::bytes_in_use() == used + 1024); }
+  {
+    Buffer<uint8_t> gone(1000, Device::Sim);
+    CHECK(sim::bytes_in_use() == used + 1024);
+  }
   CHECK(sim::bytes_in_use() == used);  // freed: back to the allocator
   Buffer<uint8_t> b(100, Device::Sim);
   std::vector<uint8_t> h(100, 0);
@@ -211,8 +214,8 @@ TEST_CASE("sim: a later copy of a stream may overwrite what an earlier one still
   std::vector<float> stage = to_vector(a);
   Tensor up({16}, Device::Sim);
   const Tensor db = b.to(Device::Sim);
-  copy_async(up.data(), stage.data(), 64, CopyKind::HostToDevice, ex.comm());    // reads stage later
-  copy_async(stage.data(), db.data(), 64, CopyKind::DeviceToHost, ex.comm());    // then overwrites it
+  copy_async(up.data(), stage.data(), 64, CopyKind::HostToDevice, ex.comm());  // reads stage later
+  copy_async(stage.data(), db.data(), 64, CopyKind::DeviceToHost, ex.comm());  // then overwrites it
   ex.sync(ex.comm());
   CHECK(back(up) == to_vector(a));
   CHECK(stage == to_vector(b));

@@ -121,8 +121,10 @@ int bench_compress(const std::vector<std::string>& args) {
             "configs/fashion-mnist/lenet.yaml"},
            {"grad-steps", "N", "SGD steps before the real gradients are taken", "100"},
            {"isa", "scalar|avx2|avx512", "highest instruction-set level of the codec kernels", isa_name(kBuiltIsa)},
-           {"device", "cpu|cuda|sim", "where the codecs run (cuda: GPU 0, against a device-to-device copy; sim: the "
-                                      "simulated device, a test of the GPU path, not of speed)", "cpu"}});
+           {"device", "cpu|cuda|sim",
+            "where the codecs run (cuda: GPU 0, against a device-to-device copy; sim: the "
+            "simulated device, a test of the GPU path, not of speed)",
+            "cpu"}});
   f.parse(args);
   if (f.help()) {
     std::fputs(f.usage().c_str(), stdout);
@@ -139,7 +141,8 @@ int bench_compress(const std::vector<std::string>& args) {
   const std::string device = f.str("device");
   if (device != "cpu" && device != "cuda" && device != "sim")
     f.fail("device", "expects cpu, cuda or sim, got '" + device + "'");
-  if (device != "cpu") return bench_compress_device(device == "sim" ? Device::Sim : Device::CUDA, codecs, n, reps, bits);
+  if (device != "cpu")
+    return bench_compress_device(device == "sim" ? Device::Sim : Device::CUDA, codecs, n, reps, bits);
   set_cpu_threads(1);
   const Isa level = set_isa_cap(parse_isa(f.str("isa")));
   // 64-byte aligned, as the trainer's tensors are (cache-line-split vector loads would slow the codecs down)
@@ -204,8 +207,10 @@ Flags allreduce_flags() {
         codec_list(CodecList::Allreduce)},
        {"iters", "N", "calls timed per size and codec (0: from 3 to 50, fewer for larger buffers)", "0"},
        {"bits", "2|4|8", "qsgd bits", "8"},
-       {"device", "cpu|cuda|sim", "where the buffers are and the codecs run (cuda: GPU local_rank % GPUs; sim: the "
-                                    "simulated device, a test of the GPU path, not of speed)", "cpu"},
+       {"device", "cpu|cuda|sim",
+        "where the buffers are and the codecs run (cuda: GPU local_rank % GPUs; sim: the "
+        "simulated device, a test of the GPU path, not of speed)",
+        "cpu"},
        {"transport", "mpi|nccl",
         "how payloads move (mpi: from a GPU staged through page-locked host memory; nccl: device to device)", "mpi"}});
 }

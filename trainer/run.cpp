@@ -188,8 +188,9 @@ void Run::open_outputs() {
     OCTET_LOG("device: " << cuda_device_describe(exec_->ordinal())
                          << (size_ > 1 ? " on rank 0 (each rank takes GPU local_rank % GPUs of its node)" : ""));
   if (exec_->device() == Device::Sim)
-    OCTET_LOG("device: sim (the simulated device: the GPU path with the CPU kernels, guarded memory and queued "
-              "streams; a testing device, not a fast one)");
+    OCTET_LOG(
+        "device: sim (the simulated device: the GPU path with the CPU kernels, guarded memory and queued "
+        "streams; a testing device, not a fast one)");
   OCTET_LOG(model_->summary());
   const std::string plan = step_->plan();
   if (!plan.empty()) OCTET_LOG(plan);

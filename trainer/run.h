@@ -76,7 +76,7 @@ class Run {
   CheckpointState state_;
   std::vector<std::pair<Tensor*, Tensor>> mirrors_;  // device tensor, its host copy (device runs)
   Tensor x_dev_;                                     // the batch on the device
-  Buffer<int32_t> labels_dev_;  // on the device (to_device makes it there)
+  Buffer<int32_t> labels_dev_;                       // on the device (to_device makes it there)
   TrainPosition pos;
   std::string ckpt_path_, resume_from_;
   std::vector<std::string> earlier_;  // an earlier run's outputs in the run directory

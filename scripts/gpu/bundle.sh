@@ -83,7 +83,7 @@ done
 
 cp -r "$src/configs" "$b/"
 cp -r "$src/datasets/mnist-22k" "$b/datasets/"
-cp "$src/tests/cuda_train_test.sh" "$b/tests/"
+cp "$src/tests/cuda_train_test.sh" "$src/tests/lib.sh" "$b/tests/"
 mkdir -p "$b/tests/data" && cp "$src/tests/data/residual_net.yaml" "$b/tests/data/"
 mkdir -p "$b/scripts/bench"
 cp "$src/scripts/bench/lenet_torch.py" "$b/scripts/bench/"
