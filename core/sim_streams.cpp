@@ -111,8 +111,15 @@ struct Queue {
 
 namespace {
 
-std::mutex g_queues_mu;
-std::vector<Queue*> g_queues;
+// Every queue (never destroyed: a device tensor freed during static destruction still flushes them).
+std::mutex& queues_mu() {
+  static auto* m = new std::mutex();
+  return *m;
+}
+std::vector<Queue*>& queues() {
+  static auto* v = new std::vector<Queue*>();
+  return *v;
+}
 
 // The device: one thread runs every queued op and eager kernel (so each CPU twin runs on the thread that built its
 // primitives, as a GPU runs its kernels), only when a host thread asks for a flush and waits for it: deterministic.
@@ -137,10 +144,11 @@ struct DeviceThread {
     if (!r.q) {
       std::vector<Queue*> qs;
       {
-        std::lock_guard<std::mutex> lk(g_queues_mu);
-        qs = g_queues;
+        std::lock_guard<std::mutex> lk(queues_mu());
+        qs = queues();
       }
-      for (Queue* q : qs) q->run_upto(UINT64_MAX);
+      for (Queue* q : qs)  // (a sync inside a kernel of q: what precedes that kernel has run)
+        if (q != t_running) q->run_upto(UINT64_MAX);
     } else {
       r.q->run_upto(r.upto);
     }
@@ -242,8 +250,8 @@ Queue* make_queue(const std::string& name) {
   ensure_arena();
   auto* q = new Queue();
   q->name = name;
-  std::lock_guard<std::mutex> lk(g_queues_mu);
-  g_queues.push_back(q);
+  std::lock_guard<std::mutex> lk(queues_mu());
+  queues().push_back(q);
   return q;
 }
 
