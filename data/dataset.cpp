@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "core/error.h"
@@ -11,12 +13,27 @@
 
 namespace octet {
 
-std::vector<uint8_t> read_file_gz(const std::string& path) {
+void check_regular_file(const std::string& path) {
   struct stat st {};
-  OCTET_CHECK(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), path << ": no such file");
+  if (::stat(path.c_str(), &st) != 0) {
+    const int e = errno;
+    OCTET_THROW(path << ": " << (e == ENOENT ? "no such file" : std::strerror(e)));
+  }
+  OCTET_CHECK(!S_ISDIR(st.st_mode), path << ": is a folder, not a file");
+  OCTET_CHECK(S_ISREG(st.st_mode), path << ": is not a regular file (a FIFO, device or socket)");
+}
+
+std::vector<uint8_t> read_file_gz(const std::string& path,
+                                  const std::function<SizeLimit(const std::vector<uint8_t>&)>& limit) {
+  check_regular_file(path);
   gzFile f = gzopen(path.c_str(), "rb");
-  OCTET_CHECK(f, path << ": cannot open");
+  if (!f) {
+    const int e = errno;
+    OCTET_THROW(path << ": cannot open: " << std::strerror(e));
+  }
   std::vector<uint8_t> out;
+  SizeLimit most;
+  bool asked = !limit;
   uint8_t buf[1 << 16];
   for (;;) {
     int n = gzread(f, buf, sizeof buf);
@@ -28,7 +45,14 @@ std::vector<uint8_t> read_file_gz(const std::string& path) {
     }
     if (n == 0) break;
     out.insert(out.end(), buf, buf + n);
+    if (!asked && out.size() >= 64) most = limit(out), asked = true;
+    if (out.size() > most.bytes) {
+      gzclose(f);
+      OCTET_THROW(path << ": inflates past " << most.bytes << " bytes, more than " << most.what
+                       << " holds (a compression bomb, or not that kind of file); reading stopped there");
+    }
   }
+
   int code = 0;
   const char* msg = gzerror(f, &code);
   std::string err = code != Z_OK && code != Z_STREAM_END ? msg : "";
@@ -71,6 +95,9 @@ void U8ImageDataset::set_augment(const Augment& a) {
   augment_ = a.crop_padding > 0 || a.flip;
   OCTET_CHECK(!augment_ || shape_.size() == 3,
               description_ << ": data.augment needs [C,H,W] images, these are " << shape_str(shape_));
+  OCTET_CHECK(a.crop_padding == 0 || a.crop_padding < std::min(shape_[1], shape_[2]),
+              description_ << ": data.augment.crop_padding " << a.crop_padding << " is not below the images' "
+                           << shape_[1] << "x" << shape_[2] << ": most crops would be zero padding");
 }
 
 void U8ImageDataset::copy_sample(int64_t i, float* out) const {

@@ -1,6 +1,7 @@
 // Datasets: labelled uint8 images kept compact in memory and normalized to fp32 on the way into a batch.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,8 +62,20 @@ class U8ImageDataset : public Dataset {
   bool augment_ = false;
 };
 
+// Throws naming path unless it is a regular file: missing, a folder, or a FIFO, device or socket (/dev/zero) each say so.
+void check_regular_file(const std::string& path);
+
+// The most bytes a file of some format may hold; what: that format, for the error.
+struct SizeLimit {
+  uint64_t bytes = UINT64_MAX;
+  std::string what;
+};
 // The whole file, gzip-compressed or not (zlib passes plain files through); errors name the file and the offset.
-std::vector<uint8_t> read_file_gz(const std::string& path);
+// limit(first bytes): what the file may inflate to at most, asked once its first 64 bytes are in: inflating stops just
+// past it, so a compression bomb costs no more than that (an error naming the file). Callers leave the format's own
+// checks some slack beyond the exact size, so that a few trailing bytes get the format's error naming their offset.
+std::vector<uint8_t> read_file_gz(const std::string& path,
+                                  const std::function<SizeLimit(const std::vector<uint8_t>&)>& limit = {});
 
 // MNIST-format IDX files (images idx3, labels idx1), raw or gzip; every header field and the length are validated.
 std::unique_ptr<U8ImageDataset> load_idx(const std::string& images_path, const std::string& labels_path,
@@ -78,7 +91,8 @@ std::unique_ptr<U8ImageDataset> load_mnist_dir(const std::string& dir, const std
 
 // CIFAR-10's binary batches: records of 1 label byte (0-9) + 1024 R, 1024 G, 1024 B bytes (32x32, row-major), 10,000
 // records (30,730,000 bytes) a file. train: data_batch_1.bin .. data_batch_5.bin in dir; else test_batch.bin. Each
-// file raw or .gz; length and labels checked, errors naming the file and offset.
+// file raw or .gz; length and labels checked, errors naming the file and offset. A file of fewer whole records (a
+// subset) is read as it is.
 std::unique_ptr<U8ImageDataset> load_cifar10_dir(const std::string& dir, bool train, Normalize norm);
 // One batch file's bytes (name: for errors) appended to pixels (CHW) and labels.
 void parse_cifar10_batch(const std::string& name, const std::vector<uint8_t>& bytes, std::vector<uint8_t>& pixels,

@@ -101,4 +101,29 @@ bool jpeg_size(const uint8_t* b, size_t n, int& w, int& h) {
   return false;
 }
 
+bool jpeg_complete(const uint8_t* b, size_t n) {
+  if (n < 2 || b[0] != 0xFF || b[1] != 0xD8) return true;
+  size_t i = 2;  // the segments before the first scan, by their lengths (an EXIF thumbnail holds an EOI of its own)
+  while (i + 4 <= n) {
+    if (b[i] != 0xFF) return false;
+    const uint8_t m = b[i + 1];
+    if (m == 0xFF) {
+      ++i;
+      continue;
+    }
+    if (m == 0xD8 || (m >= 0xD0 && m <= 0xD7) || m == 0x01) {
+      i += 2;
+      continue;
+    }
+    if (m == 0xD9) return true;  // an image without a scan: complete as far as it goes (the decoder judges it)
+    const size_t len = static_cast<size_t>(b[i + 2]) << 8 | b[i + 3];
+    if (len < 2) return false;
+    i += 2 + len;
+    if (m == 0xDA) break;  // the first scan: entropy-coded data from here, where FF D9 can only be the end marker
+  }
+  for (; i + 1 < n; ++i)
+    if (b[i] == 0xFF && b[i + 1] == 0xD9) return true;
+  return false;
+}
+
 }  // namespace octet

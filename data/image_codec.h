@@ -44,5 +44,8 @@ const ImageCodec& image_codec();
 
 // Width and height from a JPEG's frame header (SOFn) without decoding; false when bytes are no JPEG or end first.
 bool jpeg_size(const uint8_t* bytes, size_t n, int& w, int& h);
+// For bytes that start as a JPEG: whether its end-of-image marker follows its first scan (libjpeg decodes a file cut
+// short with the missing part grey and only a warning). Not a JPEG: true (other decoders fail on their own).
+bool jpeg_complete(const uint8_t* bytes, size_t n);
 
 }  // namespace octet

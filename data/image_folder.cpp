@@ -6,14 +6,18 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "data/image_codec.h"
 
 namespace octet {
@@ -39,14 +43,48 @@ std::vector<std::string> list_dir(const std::string& dir) {
   return out;
 }
 
-// Every image file under dir, recursively, in sorted order (os.walk with sorted names, as ImageFolder).
-void walk(const std::string& dir, std::vector<std::string>& out) {
+// The real path of p ("" when it cannot be resolved).
+std::string real(const std::string& p) {
+  char* r = ::realpath(p.c_str(), nullptr);
+  if (!r) return "";
+  std::string out = r;
+  std::free(r);
+  return out;
+}
+
+bool inside(const std::string& path, const std::string& root) {
+  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+                          path[root.size()] == '/');
+}
+
+// What a walk of one class folder met and left out: folders reached a second time (a link loop) or through a link
+// that leads out of the class folder (it would label other folders' images with this class).
+struct WalkState {
+  std::string root;                                   // the class folder's real path
+  std::set<std::pair<dev_t, ino_t>> seen;             // folders walked
+  std::vector<std::string>* skipped;                  // "<folder>: <why>", across the split
+};
+
+// Every image file under dir, recursively, in sorted order (os.walk with sorted names and followed links, as
+// ImageFolder), each folder once and none outside the class folder.
+void walk(const std::string& dir, std::vector<std::string>& out, WalkState& w) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !w.seen.insert({st.st_dev, st.st_ino}).second) {
+    w.skipped->push_back(dir + ": a folder already walked (reached again through a link)");
+    return;
+  }
   for (const std::string& n : list_dir(dir)) {
     const std::string p = dir + "/" + n;
-    if (is_dir(p))
-      walk(p, out);
-    else if (is_image_file(n))
+    if (is_dir(p)) {
+      struct stat ls {};
+      if (::lstat(p.c_str(), &ls) == 0 && S_ISLNK(ls.st_mode) && !inside(real(p), w.root)) {
+        w.skipped->push_back(p + ": a link to " + real(p) + ", outside its class folder");
+        continue;
+      }
+      walk(p, out, w);
+    } else if (is_image_file(n)) {
       out.push_back(p);
+    }
   }
 }
 
@@ -54,7 +92,7 @@ std::vector<uint8_t> read_whole(const std::string& path, std::string& why) {
   std::vector<uint8_t> bytes;
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) {
-    why = "cannot open the file";
+    why = std::string("cannot open the file: ") + std::strerror(errno);
     return bytes;
   }
   uint8_t buf[1 << 16];
@@ -95,6 +133,8 @@ ImageFolderDataset::ImageFolderDataset(const ImageFolderOptions& o) : o_(o) {
   if (!o.train && !o.val_labels.empty()) {  // the flat official layout: val/<file> with a labels file
     std::ifstream f(o.val_labels);
     OCTET_CHECK(f, o.val_labels << ": cannot open (data.val_labels)");
+    const std::string val_root = real(split);
+    std::map<std::string, int64_t> listed;  // real path -> its line
     std::string line;
     for (int64_t ln = 1; std::getline(f, line); ++ln) {
       std::istringstream in(line);
@@ -116,20 +156,32 @@ ImageFolderDataset::ImageFolderDataset(const ImageFolderOptions& o) : o_(o) {
       const std::string path = split + "/" + name;
       struct stat st {};
       OCTET_CHECK(::stat(path.c_str(), &st) == 0, o.val_labels << ":" << ln << ": " << path << " does not exist");
+      const std::string where = real(path);
+      OCTET_CHECK(inside(where, val_root) && where != val_root,
+                  o.val_labels << ":" << ln << ": " << name << " is " << where << ", outside " << split);
+      const auto first = listed.emplace(where, ln);
+      OCTET_CHECK(first.second, o.val_labels << ":" << ln << ": " << name << " is listed again (first at line "
+                                             << first.first->second << ")");
       files_.push_back(path);
       labels_.push_back(label);
     }
   } else {
+    std::vector<std::string> skipped;
     for (const std::string& n : list_dir(split)) {
       const std::string dir = split + "/" + n;
       if (!is_dir(dir)) continue;
       OCTET_CHECK(index.count(n), dir << ": class folder not in train/ (the classes are train/'s folders)");
       const size_t before = files_.size();
-      walk(dir, files_);
+      WalkState w{real(dir), {}, &skipped};
+      walk(dir, files_, w);
       OCTET_CHECK(files_.size() > before, dir << ": no image files ("
                                               << ".jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp)");
       labels_.resize(files_.size(), index[n]);
     }
+    if (!skipped.empty())
+      OCTET_LOG("warning: " << split << ": skipped " << skipped.size() << " folder" << (skipped.size() > 1 ? "s" : "")
+                            << " that loop or lead out of their class folder (the first: " << skipped[0] << ")");
+    skipped_folders_ = static_cast<int64_t>(skipped.size());
   }
   OCTET_CHECK(!files_.empty(), split << ": no images");
   affine_ = ChannelAffine(o.norm, 3, o.root);
@@ -154,6 +206,10 @@ bool ImageFolderDataset::load(int64_t i, float* out, const uint64_t* key, std::s
   const ImageCodec& codec = image_codec();
   const std::vector<uint8_t> bytes = read_whole(files_[static_cast<size_t>(i)], why);
   if (!why.empty()) return false;
+  if (!jpeg_complete(bytes.data(), bytes.size())) {
+    why = "the JPEG ends before its end-of-image marker (cut off after " + std::to_string(bytes.size()) + " bytes?)";
+    return false;
+  }
   const int S = static_cast<int>(o_.image_size);
   Rng draws(key ? *key : 0);
   const bool train = key && o_.augmenting;

@@ -42,6 +42,8 @@ class ImageFolderDataset : public Dataset {
   std::string take_notes() const override;
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& file(int64_t i) const { return files_[static_cast<size_t>(i)]; }
+  // Folders the scan left out (a link loop, or a link out of its class folder), each counted in a warning.
+  int64_t skipped_folders() const { return skipped_folders_; }
   // Keeps n files evenly strided through the sorted list, so every class stays (data.train_limit / test_limit).
   void truncate(int64_t n);
 
@@ -60,6 +62,7 @@ class ImageFolderDataset : public Dataset {
   mutable std::atomic<int64_t> skipped_{0};
   mutable std::mutex note_mu_;
   mutable std::string first_bad_;
+  int64_t skipped_folders_ = 0;
 };
 
 }  // namespace octet

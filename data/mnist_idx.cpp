@@ -58,11 +58,25 @@ std::unique_ptr<U8ImageDataset> parse_idx(const std::string& images_path, std::v
   return std::make_unique<U8ImageDataset>(images_path, shape, std::move(img), std::move(labels), 10, norm);
 }
 
+namespace {
+// What an IDX file may inflate to: what its header promises (a header that promises nothing sane: what the header
+// check allows, which then names the fault).
+SizeLimit idx_limit(const std::vector<uint8_t>& head, uint32_t rank) {
+  SizeLimit l{uint64_t{1} << 41, "an IDX file's header allows"};
+  if (head.size() < 4 + 4 * rank) return l;
+  uint64_t payload = 1;
+  for (uint32_t i = 0; i < rank && payload <= (uint64_t{1} << 40); ++i) payload *= be32(head, 4 + 4 * i);
+  if (payload <= (uint64_t{1} << 40)) l.bytes = 4 + 4 * rank + payload + (1 << 16), l.what = "its IDX header promises";
+  return l;
+}
+}  // namespace
+
 std::unique_ptr<U8ImageDataset> load_idx(const std::string& images_path, const std::string& labels_path,
                                          Normalize norm) {
-  std::vector<uint8_t> img = read_file_gz(images_path);
+  std::vector<uint8_t> img = read_file_gz(images_path, [](const std::vector<uint8_t>& h) { return idx_limit(h, 3); });
   parse_header(images_path, img, 3);  // the images' errors before the labels file is read
-  return parse_idx(images_path, std::move(img), labels_path, read_file_gz(labels_path), norm);
+  return parse_idx(images_path, std::move(img), labels_path,
+                   read_file_gz(labels_path, [](const std::vector<uint8_t>& h) { return idx_limit(h, 1); }), norm);
 }
 
 std::unique_ptr<U8ImageDataset> load_mnist_dir(const std::string& dir, const std::string& prefix, Normalize norm) {

@@ -24,22 +24,37 @@ def load_run(path):
     if not os.path.isfile(metrics):
         fail(f"{metrics}: no such file (is {path} an octet run directory?)")
     train, evals, summary = [], [], None
-    with open(metrics) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
+    with open(metrics, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        fail(f"{metrics}: not a metrics file: binary bytes at offset {err.start}")
+    lines = text.split("\n")
+    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    for n, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            e = json.loads(line)
+        except json.JSONDecodeError as err:
+            if n - 1 == last and not text.endswith("\n"):
+                # A run cut off mid-write (a full disk, a kill) leaves its last line half-written: octet's --resume
+                # drops it; a plot skips it.
+                print(f"plot.py: warning: {metrics}:{n}: the last line is cut off ({err.msg}); skipped it",
+                      file=sys.stderr)
                 continue
-            try:
-                e = json.loads(line)
-            except json.JSONDecodeError as err:
-                fail(f"{metrics}:{n}: not JSON ({err.msg} at column {err.colno})")
-            kind = e.get("event")
-            if kind == "train":
-                train.append(e)
-            elif kind == "eval":
-                evals.append(e)
-            elif kind == "summary":
-                summary = e
+            fail(f"{metrics}:{n}: not JSON ({err.msg} at column {err.colno})")
+        if not isinstance(e, dict):
+            fail(f"{metrics}:{n}: not a metrics record (a JSON {type(e).__name__})")
+        kind = e.get("event")
+        if kind == "train":
+            train.append(e)
+        elif kind == "eval":
+            evals.append(e)
+        elif kind == "summary":
+            summary = e
     if not train and not evals:
         fail(f"{metrics}: no train or eval events to plot")
     method = "none"
@@ -47,9 +62,11 @@ def load_run(path):
     if os.path.isfile(cfg):
         import yaml
         try:
-            c = yaml.safe_load(open(cfg)) or {}
-        except yaml.YAMLError as err:
-            fail(f"{cfg}: not YAML ({err})")
+            c = yaml.safe_load(open(cfg, encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as err:
+            fail(f"{cfg}: not YAML ({str(err).splitlines()[0]})")
+        if not isinstance(c, dict):
+            fail(f"{cfg}: not an octet config (a YAML {type(c).__name__})")
         method = ((c.get("compression") or {}).get("method")) or "none"
     return {"path": path, "name": os.path.basename(os.path.normpath(path)), "method": method, "train": train,
             "evals": evals, "summary": summary}

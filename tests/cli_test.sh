@@ -42,9 +42,25 @@ OCTET_OPENCV_MODULE=$tmp/none.so expect_error "image_folder needs octet's OpenCV
 expect_error "octet bench loader: expects one JPEG tree" bench loader
 # skip_bad: the run goes on and says, after the epoch, which image the next one stood in for.
 if out=$("$octet" train "$cfg" "${img[@]}" --overwrite --set data.skip_bad=true --set run.epochs=1 2>&1) &&
-  grep -q "warning: $tmp/tree: stood other images in for 1 unreadable one" <<<"$out"; then
+  grep -q "warning: $tmp/tree: stood other images in for 1 unreadable one" <<<"$out" && ! grep -q "warning: warning" <<<"$out"; then
   echo "ok: image_folder with skip_bad trains past an unreadable image and reports it"
 else echo "FAIL: image_folder with skip_bad:"; echo "$out"; fail=1; fi
+# Mistakes that used to show only at the first step, after the run folder was made (blaming the learning rate), are
+# start-up errors naming their cause; a folder such a run left (config.yaml, an empty metrics.jsonl) is no run.
+syn=(--set data.dataset=synthetic --set data.synthetic_train=256 --set data.synthetic_test=64 --set run.out_dir="$tmp/late")
+expect_error "model.layers[5] (bn): batchnorm of [500] inputs sees 1 value a channel in a training batch of 1 (data.batch_size): batch statistics need at least 2" \
+  train "$cfg" "${syn[@]}" --set data.batch_size=1 --set 'model.layers.5={type: batchnorm, name: bn}'
+expect_error "data.normalize.std: std 1e-30 (mean 0.286) maps pixels in [0, 1] to values as large as 7.14e+29" train "$cfg" \
+  "${syn[@]}" --set data.normalize.std=1e-30
+expect_error "data.augment.crop_padding 1000 is not below the images' 28x28" train "$cfg" "${syn[@]}" \
+  --set data.augment.crop_padding=1000
+[[ -e $tmp/late ]] && { echo "FAIL: a run that failed its start-up checks created its run directory"; fail=1; }
+mkdir -p "$tmp/late/fashion-lenet" && cp "$cfg" "$tmp/late/fashion-lenet/config.yaml" && : >"$tmp/late/fashion-lenet/metrics.jsonl"
+expect_error "checkpoint.bin: checkpoint not found (that run stopped before its first checkpoint: start it again without --resume)" \
+  train "$cfg" "${syn[@]}" --resume "$tmp/late/fashion-lenet"
+if "$octet" train "$cfg" "${syn[@]}" --set run.max_steps=2 >"$tmp/late.log" 2>&1 && [[ -s $tmp/late/fashion-lenet/checkpoint.bin ]]; then
+  echo "ok: a folder holding only config.yaml and an empty metrics.jsonl is no run: the corrected run goes ahead"
+else echo "FAIL: the leftover of a failed start refuses the corrected run:"; tail -3 "$tmp/late.log"; fail=1; fi
 # Nonsense that used to be accepted.
 expect_error "data.normalize.mean: expected a finite number, got '.nan'" train "$cfg" --set data.normalize.mean=.nan
 expect_error "optimizer.lr: expected a finite number, got '.inf'" train "$cfg" --set optimizer.lr=.inf
@@ -129,6 +145,11 @@ if mpirun -np 2 --oversubscribe "$octet" train "$tmp/bad.yaml" --set run.out_dir
 else
   echo "FAIL: mpirun -np 2 octet train"; cat "$tmp/mpilog"; fail=1
 fi
+# A config error every rank meets alike is said once, not once per rank.
+out=$(mpirun -np 2 --oversubscribe "$octet" train "$cfg" --set optimizer.lr=-1 2>&1)
+if [[ $(grep -c "octet: error" <<<"$out") -eq 1 ]] && grep -q "^octet: error: --set optimizer.lr: optimizer.lr: must be positive" <<<"$out"; then
+  echo "ok: a config error under mpirun -np 2 is one line"
+else echo "FAIL: a config error under mpirun -np 2:"; echo "$out"; fail=1; fi
 # A failing rank takes the job down with one error line per rank and a non-zero exit.
 if mpirun -np 2 --oversubscribe "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.name=y --resume "$tmp/ckpt.bin" >"$tmp/mpifail" 2>&1; then
   echo "FAIL: mpirun with a bad checkpoint exited 0"; fail=1

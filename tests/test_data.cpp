@@ -1,6 +1,7 @@
 // Data tests: IDX and CIFAR-10 binary loading and every malformed-file error, sharded sampling, prefetch order,
 // synthetic data.
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -90,16 +91,46 @@ TEST_CASE("CIFAR-10 loader rejects missing, truncated, padded and mislabelled fi
   std::vector<uint8_t> pixels;
   std::vector<int32_t> labels;
   auto b = cifar_batch(0);
-  SECTION("truncated") {
+  SECTION("cut inside a record") {
     b.pop_back();
     CHECK_THROWS_WITH(parse_cifar10_batch("x.bin", b, pixels, labels),
-                      Catch::StartsWith("x.bin: 30729999 bytes; a CIFAR-10 batch holds exactly 10000 records of 3073 "
-                                        "bytes (30730000): truncated (data ends at offset 30729999)"));
+                      Catch::StartsWith("x.bin: 30729999 bytes are 9999 whole records of 3073 bytes and 3072 more: the "
+                                        "file is cut inside record 9999 (at offset 30729999; a CIFAR-10 batch holds "
+                                        "10000)"));
+  }
+  SECTION("fewer whole records: a subset, read as it is") {
+    b.resize(static_cast<size_t>(4000 * kCifarRecord));
+    parse_cifar10_batch("x.bin", b, pixels, labels);
+    CHECK(labels.size() == 4000);
+    CHECK(pixels.size() == static_cast<size_t>(4000 * 3072));
+    CHECK_THROWS_WITH(parse_cifar10_batch("x.bin", {}, pixels, labels), Catch::Contains("x.bin: empty"));
   }
   SECTION("trailing bytes") {
     b.push_back(0);
     CHECK_THROWS_WITH(parse_cifar10_batch("x.bin", b, pixels, labels),
-                      Catch::Contains("30730001 bytes") && Catch::Contains("trailing bytes"));
+                      Catch::Contains("30730001 bytes") && Catch::Contains("trailing bytes from offset 30730000"));
+  }
+  SECTION("a compression bomb stops inflating just past a batch's size") {
+    gzFile f = gzopen(d.file("test_batch.bin.gz").c_str(), "wb1");
+    REQUIRE(f);
+    std::vector<uint8_t> zeros(1 << 20, 0);
+    for (int i = 0; i < 200; ++i) REQUIRE(gzwrite(f, zeros.data(), static_cast<unsigned>(zeros.size())) > 0);
+    gzclose(f);  // 200 MB of zeros in about 200 KB
+    CHECK_THROWS_WITH(load_cifar10_dir(d.path(), false, {}),
+                      Catch::Contains("test_batch.bin.gz: inflates past 30795536 bytes, more than a CIFAR-10 batch "
+                                      "holds (a compression bomb, or not that kind of file); reading stopped there"));
+  }
+  SECTION("a folder, a FIFO or a device where a batch belongs, each said so") {
+    REQUIRE(::mkdir(d.file("test_batch.bin").c_str(), 0755) == 0);
+    CHECK_THROWS_WITH(load_cifar10_dir(d.path(), false, {}), Catch::Contains("test_batch.bin: is a folder, not a file"));
+    ::rmdir(d.file("test_batch.bin").c_str());
+    REQUIRE(::mkfifo(d.file("test_batch.bin").c_str(), 0644) == 0);
+    CHECK_THROWS_WITH(load_cifar10_dir(d.path(), false, {}),
+                      Catch::Contains("test_batch.bin: is not a regular file (a FIFO, device or socket)"));
+    ::unlink(d.file("test_batch.bin").c_str());
+    REQUIRE(::symlink("/dev/zero", d.file("test_batch.bin").c_str()) == 0);
+    CHECK_THROWS_WITH(load_cifar10_dir(d.path(), false, {}),
+                      Catch::Contains("test_batch.bin: is not a regular file (a FIFO, device or socket)"));
   }
   SECTION("a label out of range") {
     b[7 * 3073] = 10;

@@ -249,6 +249,11 @@ TEST_CASE("image_folder: a flat val/ with a labels file; every layout error name
   CHECK_THROWS_WITH(ImageFolderDataset(o), Catch::Contains("labels.txt:1: " + d.path() + "/flat/val/v3.jpg does not"));
   std::ofstream(d.path() + "/labels.txt") << "v1.jpg bee extra\n";
   CHECK_THROWS_WITH(ImageFolderDataset(o), Catch::Contains("labels.txt:1: expected '<file> <class>'"));
+  std::ofstream(d.path() + "/labels.txt") << "v1.jpg bee\nv2.jpg ant\n./v1.jpg ant\n";  // one file, two classes
+  CHECK_THROWS_WITH(ImageFolderDataset(o), Catch::Contains("labels.txt:3: ./v1.jpg is listed again (first at line 1)"));
+  std::ofstream(d.path() + "/labels.txt") << "v1.jpg bee\n../train/ant/x.png ant\n";  // a training image
+  CHECK_THROWS_WITH(ImageFolderDataset(o), Catch::Contains("labels.txt:2: ../train/ant/x.png is ") &&
+                                               Catch::Contains("outside " + d.path() + "/flat/val"));
   fs::create_directories(d.path() + "/train/cow");
   CHECK_THROWS_WITH(ImageFolderDataset(options(d.path(), true)),
                     Catch::Contains(d.path() + "/train/cow: no image files"));
@@ -257,6 +262,46 @@ TEST_CASE("image_folder: a flat val/ with a labels file; every layout error name
   CHECK_THROWS_WITH(ImageFolderDataset(options(d.path(), false)),
                     Catch::Contains(d.path() + "/val/yak: class folder not in train/"));
   CHECK_THROWS_WITH(ImageFolderDataset(options(d.path() + "/nowhere", true)), Catch::Contains("no train/ folder"));
+}
+
+TEST_CASE("image_folder: link loops and links out of a class folder are skipped and counted, never followed",
+          "[data][image_folder]") {
+  TempDir d;
+  make_tree(d.path());
+  fs::create_directory_symlink(".", d.path() + "/train/ant/self");   // a loop
+  fs::create_directory_symlink(".", d.path() + "/train/ant/self2");  // another: together they branch without end
+  fs::create_directory_symlink("..", d.path() + "/train/bee/up");    // every class again, labelled bee
+  fs::create_directory_symlink("nested", d.path() + "/train/ant/also");  // inside the class: walked once only
+  ImageFolderDataset ds(options(d.path(), true));
+  REQUIRE(ds.size() == 4);  // a_grad, nested/b_wide, c_big, d_gray: each once, under its own class
+  CHECK((ds.label(0) == 0 && ds.label(1) == 0 && ds.label(2) == 1 && ds.label(3) == 1));
+  CHECK(ds.skipped_folders() == 4);  // also (nested seen), self, self2, up
+  std::set<std::string> files;
+  for (int64_t i = 0; i < ds.size(); ++i) files.insert(ds.file(i).substr(ds.file(i).rfind('/') + 1));
+  CHECK(files == std::set<std::string>{"a_grad.png", "b_wide.JPG", "c_big.jpeg", "d_gray.jpg"});
+}
+
+TEST_CASE("image_folder: a JPEG cut short is an unreadable image, not one with a grey part", "[data][image_folder]") {
+  const auto whole = bytes_of(image("big.jpg"));  // progressive
+  const auto plain = bytes_of(image("wide.jpg"));
+  CHECK(jpeg_complete(whole.data(), whole.size()));
+  CHECK(jpeg_complete(plain.data(), plain.size()));
+  for (const double part : {0.5, 0.9}) {
+    INFO("cut to " << part);
+    for (const auto* b : {&whole, &plain})
+      CHECK_FALSE(jpeg_complete(b->data(), static_cast<size_t>(static_cast<double>(b->size()) * part)));
+  }
+  auto png = bytes_of(image("grad.png"));
+  CHECK(jpeg_complete(png.data(), png.size() / 2));  // no JPEG: its own decoder judges it
+  TempDir d;
+  make_tree(d.path());
+  auto cut = whole;
+  cut.resize(cut.size() * 9 / 10);
+  write_bytes(d.path() + "/train/bee/c_big.jpeg", cut);
+  ImageFolderDataset ds(options(d.path(), true));
+  std::vector<float> out(3 * 400);
+  CHECK_THROWS_WITH(ds.copy_sample(2, out.data()),
+                    Catch::Contains(d.path() + "/train/bee/c_big.jpeg: the JPEG ends before its end-of-image marker"));
 }
 
 TEST_CASE("image_folder: an unreadable image fails naming it, or with skip_bad the next one stands in and is counted",
@@ -273,6 +318,11 @@ TEST_CASE("image_folder: an unreadable image fails naming it, or with skip_bad t
   CHECK_THROWS_WITH(strict.copy_sample(2, out.data()),
                     Catch::Contains(d.path() + "/train/bee/c_big.jpeg: not an image OpenCV can decode") &&
                         Catch::Contains("data.skip_bad"));
+  fs::create_symlink(d.path() + "/gone.jpg", d.path() + "/train/bee/e_gone.jpg");  // a file that cannot be opened
+  ImageFolderDataset dangling(o);
+  CHECK_THROWS_WITH(dangling.copy_sample(4, out.data()),
+                    Catch::Contains("e_gone.jpg: cannot open the file: No such file or directory"));
+  fs::remove(d.path() + "/train/bee/e_gone.jpg");
   o.skip_bad = true;
   ImageFolderDataset lenient(o);
   Batch batch;

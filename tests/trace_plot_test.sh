@@ -68,5 +68,20 @@ else
 fi
 /usr/bin/python3 "$src/scripts/plot.py" "$tmp/plots" --out "$tmp/plots" >"$tmp/log5" 2>&1 && bad "plot.py accepted a folder without a run"
 grep -q "^plot.py: error: .*metrics.jsonl: no such file" "$tmp/log5" || { cat "$tmp/log5"; bad "plot.py: no error line naming the file"; }
+# A run whose last metrics line was cut by a full disk still plots (the line skipped with a warning); binary bytes are
+# one error line, not a traceback.
+cp -r "$tmp/plain" "$tmp/cut"
+printf '{"event":"train","step":9' >>"$tmp/cut/metrics.jsonl"
+if /usr/bin/python3 "$src/scripts/plot.py" "$tmp/cut" --out "$tmp/plots" >"$tmp/log6" 2>&1 &&
+  grep -q "^plot.py: warning: .*metrics.jsonl:[0-9]*: the last line is cut off" "$tmp/log6"; then
+  echo "ok: plot.py skips a cut-off last line with a warning"
+else cat "$tmp/log6"; bad "plot.py and a cut-off last line"; fi
+cp -r "$tmp/plain" "$tmp/bin"
+head -c 300 /dev/urandom >>"$tmp/bin/metrics.jsonl"
+printf '\xff\xfe\x00' >>"$tmp/bin/metrics.jsonl"
+/usr/bin/python3 "$src/scripts/plot.py" "$tmp/bin" --out "$tmp/plots" >"$tmp/log7" 2>&1 && bad "plot.py accepted binary bytes"
+if [[ $(wc -l <"$tmp/log7") -eq 1 ]] && grep -q "^plot.py: error: .*metrics.jsonl: not a metrics file: binary bytes at offset" "$tmp/log7"; then
+  echo "ok: plot.py on binary bytes: one error line"
+else cat "$tmp/log7"; bad "plot.py on binary bytes: not one error line"; fi
 [[ $fail -eq 0 ]] && echo "trace and plot tests passed"
 exit $fail

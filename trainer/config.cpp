@@ -3,6 +3,10 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
 #include "core/error.h"
 #include "trainer/config_reader.h"
 #include "trainer/layer_registry.h"
@@ -80,8 +84,20 @@ void read_data(Section s, DataConfig& d) {
       v = {n.get<float>(key, v[0])};
     }
   }
-  for (float sd : d.normalize.std)
+  for (float sd : d.normalize.std) {
     if (!(sd > 0.f)) n.fail("std", "must be positive");
+    // Pixels are in [0, 1] before normalization: a std far below their spread makes inputs that overflow the first
+    // layers at once (the run would stop at its first step blaming the learning rate).
+    for (float m : d.normalize.mean) {
+      const double top = std::max(std::abs(static_cast<double>(m)), std::abs(1.0 - m)) / sd;
+      if (top > 1e6) {
+        std::ostringstream o;
+        o << "std " << sd << " (mean " << m << ") maps pixels in [0, 1] to values as large as " << top
+          << ", which overflow the first layers: use the data's spread (typically 0.1 to 0.5)";
+        n.fail("std", o.str());
+      }
+    }
+  }
   n.finish();
   Section a = s.section("augment");
   if (!folder) {

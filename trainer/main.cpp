@@ -31,6 +31,33 @@ const char* kUsage =
     "  [mpirun -np N] octet predict CONFIG|--profile FILE --ranks N --bandwidth GB/s|measure --latency us|measure ...\n"
     "  octet version\n";
 
+// What every rank computes alike before training (the config): where every rank fails, with the same error, it is said
+// once (rank 0); where only some fail, each of those says its own and the others end without a word of their own.
+template <class F>
+auto on_every_rank(const octet::World& w, F&& f) -> decltype(f()) {
+  std::exception_ptr err;
+  std::string message, where;
+  decltype(f()) out{};
+  try {
+    out = f();
+  } catch (const octet::Error& e) {
+    err = std::current_exception(), message = e.message(), where = e.where();
+  } catch (const std::exception& e) {
+    err = std::current_exception(), message = e.what();
+  }
+  if (w.size == 1) {
+    if (err) std::rethrow_exception(err);
+    return out;
+  }
+  int failed = err ? 1 : 0, all = 0, any = 0;
+  CHECK_MPI(MPI_Allreduce(&failed, &all, 1, MPI_INT, MPI_MIN, w.comm));
+  CHECK_MPI(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, w.comm));
+  if (all) throw octet::SharedError(message, where);
+  if (err) std::rethrow_exception(err);
+  if (any) throw octet::SharedError("another rank failed before training (its error line says why)", "trainer/main.cpp");
+  return out;
+}
+
 int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
   octet::Flags f(
       "[mpirun -np N] octet train", "CONFIG.yaml",
@@ -52,8 +79,9 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
   OCTET_CHECK(!(opts.overwrite && !opts.resume.empty()), "octet train: --overwrite and --resume exclude each other");
   std::vector<std::string> sets = f.all("set");
   if (f.on("trace")) sets.push_back("run.trace=true");
-  const octet::Config cfg = octet::load_config(f.positionals()[0], sets);
   octet::MpiSession mpi(argc, argv);
+  const octet::Config cfg =
+      on_every_rank(mpi.world(), [&] { return octet::load_config(f.positionals()[0], sets); });
   octet::train(cfg, opts, &mpi.world());
   return 0;
 }

@@ -46,6 +46,28 @@ void check_data(const Config& cfg, const Dataset& train, const Dataset& test, in
                                                     << (cfg.data.test_limit > 0 ? " (raise data.test_limit)" : ""));
 }
 
+// Batchnorm normalizes each channel over the values a training batch gives it: fewer than 2 (an [N,F] input at batch
+// size 1) has no variance, and the run would fail at its first step blaming the learning rate.
+void check_batch_statistics(const Config& cfg, Model& model, const Shape& input, int ranks) {
+  Shape s = {cfg.data.batch_size};
+  s.insert(s.end(), input.begin(), input.end());
+  bool fc_part = false;  // model parallelism: from the first FC layer on, a sub-batch of every rank's samples
+  for (size_t i = 0; i < model.size(); ++i) {
+    Layer& l = model.layer(i);
+    fc_part = fc_part || (cfg.parallel.model_parallel_fc && std::string(l.kind()) == "fc");
+    if (std::string(l.kind()) == "batchnorm") {
+      const int64_t n = fc_part ? cfg.data.batch_size * ranks / cfg.parallel.sub_batches : cfg.data.batch_size;
+      const int64_t per_channel = n * (s.size() == 4 ? s[2] * s[3] : 1);
+      OCTET_CHECK(per_channel >= 2, cfg.file << ": model.layers[" << i << "] (" << l.name() << "): batchnorm of "
+                                             << shape_str(Shape(s.begin() + 1, s.end())) << " inputs sees "
+                                             << per_channel << " value a channel in a training batch of " << n
+                                             << " (data.batch_size): batch statistics need at least 2 (raise "
+                                                "data.batch_size)");
+    }
+    s = l.output_shape(s);
+  }
+}
+
 StepOptions step_options(const Config& cfg) {
   StepOptions o;
   o.compression = cfg.compression;
@@ -91,6 +113,7 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
                                                                 << " values but the data has "
                                                                 << train_set_->num_classes() << " classes");
   }
+  check_batch_statistics(cfg, *model_, input, size_);
   sampler_ = std::make_unique<Sampler>(train_set_->size(), cfg.data.batch_size, rank_, size_, cfg.run.seed,
                                        cfg.data.shuffle, true);
   steps_per_epoch_ = sampler_->batches_per_epoch();
@@ -100,8 +123,12 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
   ckpt_path_ = result.run_dir + "/checkpoint.bin";
   resume_from_ = opts.resume.empty() ? "" : is_dir(opts.resume) ? opts.resume + "/checkpoint.bin" : opts.resume;
   const bool resume_in_place = !resume_from_.empty() && same_file(parent_dir(resume_from_), result.run_dir);
+  // An earlier run: a checkpoint, a summary, or metrics with a line in them (a run that failed at its first step
+  // leaves only config.yaml and an empty metrics.jsonl, which the corrected run may take over).
   for (const char* f : kOutputs)
-    if (path_exists(result.run_dir + "/" + f)) earlier_.push_back(f);
+    if (path_exists(result.run_dir + "/" + f) &&
+        (std::string(f) != "metrics.jsonl" || file_size(result.run_dir + "/" + f) > 0))
+      earlier_.push_back(f);
   check_on_root(
       world_,
       [&] {
@@ -355,7 +382,7 @@ bool Run::end_epoch(int64_t epoch) {
 void Run::report_loader_notes() {
   for (const Dataset* d : {train_set_.get(), test_set_.get()}) {
     const std::string note = d->take_notes();  // this rank's: every rank reads its own shard
-    if (!note.empty()) warn_line("warning: " + note);
+    if (!note.empty()) warn_line(note);  // (warn_line says "warning:")
   }
 }
 
