@@ -1,5 +1,6 @@
-// libFuzzer target: the JPEG frame-header reader image_folder uses to draw a crop before decoding, and the crop boxes
-// drawn from the size it reports (each must lie inside the image). Input: any bytes.
+// libFuzzer target: the JPEG frame-header reader image_folder uses to draw a crop before decoding, the crop boxes drawn
+// from the size it reports (each must lie inside the image), and the end-of-image scan that tells a JPEG cut short
+// (it must never read outside the bytes). Input: any bytes.
 #include "data/augment.h"
 #include "data/image_codec.h"
 #include "fuzz/seeds.h"
@@ -17,6 +18,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const bool complete = jpeg_complete(data, size);
+  if (size >= 2 && (data[0] != 0xFF || data[1] != 0xD8) && !complete) __builtin_trap();  // not a JPEG: not judged
   int w = 0, h = 0;
   if (!jpeg_size(data, size, w, h)) return 0;
   if (w <= 0 || h <= 0) __builtin_trap();

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Faults under mpirun: one rank's error takes the whole job down within seconds with its one line (an unwritable
 # run.out_dir; a full disk at a mid-run checkpoint, which keeps the previous checkpoint whole), and a stopped peer
-# ends in an error naming the collective and the step after parallel.timeout_s instead of a hang.
+# ends in an error naming the collective and the step after parallel.timeout_s instead of a hang; a SIGUSR1 (Slurm's
+# stop request) stops both ranks after a step with a checkpoint and exit 75, and --resume auto ends where the run left
+# alone does.
 set -u
 octet=$1
 tmp=$(mktemp -d)
@@ -82,5 +84,27 @@ else
   elif [[ $rc -eq 0 ]]; then bad "stopped peer: exit 0"
   elif ! grep -q "^octet: error: rank 0 of 2: .* at step [0-9]* did not complete within 3 s (parallel.timeout_s)" "$tmp/log4"; then bad "stopped peer: no timeout error line"; cat "$tmp/log4"
   else echo "ok: rank 1 stopped: $(grep -o 'MPI_[A-Za-z]* ([^)]*) at step [0-9]*' "$tmp/log4" | head -1), job down ${took} s later (exit $rc)"; fi
+fi
+
+# 5. A stop request: SIGUSR1 to mpirun (which passes it to the ranks) mid-run.
+pre=(train "$tmp/c.yaml" --set run.epochs=1000 --set run.log_every=8 --set run.eval_every=0)
+timeout 120 mpirun -np 2 "$octet" "${pre[@]}" --set run.out_dir="$tmp/whole" >"$tmp/log5a" 2>&1 || bad "the run left alone"
+mpirun -np 2 "$octet" "${pre[@]}" --set run.out_dir="$tmp/pre" >"$tmp/log5b" 2>&1 &  # (no timeout: it takes the signal)
+job=$!
+(sleep 120 && kill -9 "$job" 2>/dev/null) &
+watchdog=$!
+for _ in $(seq 400); do grep -q "^epoch 20/" "$tmp/log5b" && break; sleep 0.05; done
+kill -USR1 "$job"
+wait "$job"
+rc=$?
+kill "$watchdog" 2>/dev/null
+if [[ $rc -ne 75 ]]; then bad "SIGUSR1: exit $rc, not 75"; tail -5 "$tmp/log5b"
+elif ! grep -q "^stopped by SIGUSR1 after step [0-9]* (epoch [0-9]* batch [0-9]*): checkpoint written" "$tmp/log5b"; then
+  bad "SIGUSR1: no stop line"; tail -5 "$tmp/log5b"
+elif ! timeout 120 mpirun -np 2 "$octet" "${pre[@]}" --set run.out_dir="$tmp/pre" --resume auto >"$tmp/log5c" 2>&1 ||
+  ! cmp -s "$tmp/pre/f/checkpoint.bin" "$tmp/whole/f/checkpoint.bin"; then
+  bad "SIGUSR1: the resumed run ends elsewhere than the run left alone"; tail -3 "$tmp/log5c"
+else
+  echo "ok: SIGUSR1 $(grep -o '^stopped by SIGUSR1 after step [0-9]*' "$tmp/log5b"), exit 75; --resume auto ends in the run left alone's checkpoint"
 fi
 exit $fail

@@ -43,4 +43,27 @@ out=$(cat "$dir/gpu-$jid.out" 2>/dev/null)
 grep -q "^octet: error: .*parallel.device: cuda, but no CUDA device can be used here" <<<"$out" ||
   fail "train_gpu: no error line naming parallel.device: $(echo "$out" | tail -3)"
 echo "train_gpu: job $jid failed as it must without a GPU: $(grep '^octet: error' <<<"$out" | head -1 | cut -c1-90)"
+# Preemption: a job signalled mid-epoch as Slurm does before its time limit (--signal=B:USR1: the batch shell) stops
+# after a step with a checkpoint, exits 75, requeues itself, resumes (--resume auto) and ends in the checkpoint bytes of
+# the same run left alone.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+pre=(configs/fashion-mnist/lenet.yaml --set run.epochs=1 --set run.log_every=25 --set run.out_dir="$dir/runs"
+  --set compression.method=dynamic_tree8 --set run.threads=1)
+timeout 300 mpirun -np 2 --oversubscribe "$octet" train "${pre[@]}" --set run.name=whole >"$dir/whole.log" 2>&1 ||
+  { tail -5 "$dir/whole.log"; fail "the uninterrupted run"; }
+jid=$(OCTET_BIN=$octet sbatch --parsable --output="$dir/pre-%j.out" scripts/slurm/train_mpirun.sbatch "${pre[@]}" \
+  --set run.name=pre) || fail "sbatch the run to preempt"
+for _ in $(seq 240); do grep -q "step 100/" "$dir/pre-$jid.out" 2>/dev/null && break; sleep 0.25; done
+grep -q "step 100/" "$dir/pre-$jid.out" || { scancel "$jid"; cat "$dir/pre-$jid.out"; fail "the job never reached step 100"; }
+scancel --signal=USR1 --batch "$jid" || fail "scancel --signal=USR1 --batch $jid"
+# (Slurm holds a requeued job back until its old credential expires: 120 s by default, 10 s on the local Slurm.)
+finish "$jid"
+out=$(cat "$dir/pre-$jid.out" 2>/dev/null)
+[[ $state == JobState=COMPLETED ]] || { echo "$out" | tail -8; scancel "$jid"; fail "the preempted job ended in ${state:-an unknown state}"; }
+for want in "^stopped by SIGUSR1 after step " "stopped with a checkpoint; requeueing it" "^resumed from .* at epoch 1 batch " "^done: 468 steps"; do
+  grep -q "$want" <<<"$out" || { echo "$out" | tail -8; fail "the preempted job's output lacks '$want'"; }
+done
+cmp -s "$dir/runs/pre/checkpoint.bin" "$dir/runs/whole/checkpoint.bin" ||
+  fail "the preempted, requeued and resumed run ends elsewhere than the run left alone"
+echo "preemption: job $jid $(grep -o '^stopped by SIGUSR1 after step [0-9]*' <<<"$out"), requeued, resumed, and ended in the uninterrupted run's checkpoint (byte for byte)"
 echo "slurm test passed"

@@ -14,6 +14,7 @@
 #include "tools/flags.h"
 #include "tools/bench.h"
 #include "trainer/config.h"
+#include "trainer/preempt.h"
 #include "tools/predict.h"
 #include "trainer/trainer.h"
 
@@ -62,7 +63,9 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
   octet::Flags f(
       "[mpirun -np N] octet train", "CONFIG.yaml",
       {{"set", "key.path=value", "override one config key, e.g. --set optimizer.lr=0.05", "", true},
-       {"resume", "CHECKPOINT|RUN_DIR", "continue a run from its checkpoint; the result matches the uninterrupted run"},
+       {"resume", "CHECKPOINT|RUN_DIR|auto",
+        "continue a run from its checkpoint; the result matches the uninterrupted run (auto: the run directory's "
+        "checkpoint when it has one, else start afresh: for requeued batch jobs)"},
        {"overwrite", "", "start afresh in a run directory that holds an earlier run (its outputs are removed)"},
        {"trace", "", "write trace.json (Chrome/Perfetto) of every rank's steps: the same as --set run.trace=true"}},
       1);
@@ -82,8 +85,8 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
   octet::MpiSession mpi(argc, argv);
   const octet::Config cfg =
       on_every_rank(mpi.world(), [&] { return octet::load_config(f.positionals()[0], sets); });
-  octet::train(cfg, opts, &mpi.world());
-  return 0;
+  const octet::TrainResult r = octet::train(cfg, opts, &mpi.world());
+  return r.stopped_by ? octet::kExitPreempted : 0;
 }
 
 int cmd_bench(const std::vector<std::string>& args, int* argc, char*** argv) {

@@ -12,6 +12,7 @@
 #include "core/trace.h"
 #include "comm/wait.h"
 #include "trainer/layer_registry.h"
+#include "trainer/preempt.h"
 
 namespace octet {
 
@@ -122,6 +123,8 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
   result.run_dir = cfg.run.out_dir + "/" + cfg.run.name;
   ckpt_path_ = result.run_dir + "/checkpoint.bin";
   resume_from_ = opts.resume.empty() ? "" : is_dir(opts.resume) ? opts.resume + "/checkpoint.bin" : opts.resume;
+  if (opts.resume == "auto")  // a requeued job: continue what the run directory holds, or start afresh
+    resume_from_ = path_exists(ckpt_path_) ? ckpt_path_ : "";
   const bool resume_in_place = !resume_from_.empty() && same_file(parent_dir(resume_from_), result.run_dir);
   // An earlier run: a checkpoint, a summary, or metrics with a line in them (a run that failed at its first step
   // leaves only config.yaml and an empty metrics.jsonl, which the corrected run may take over).
@@ -345,6 +348,11 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
   if (cfg_.run.checkpoint_steps > 0 && pos.global_step % cfg_.run.checkpoint_steps == 0)
     save(pos.batch == steps_per_epoch_ ? TrainPosition{epoch + 1, 0, pos.global_step, pos.seed} : pos);
   stop_ = cfg_.run.max_steps > 0 && pos.global_step >= cfg_.run.max_steps;
+  // A stop request (a signal to any rank: Slurm's at a time limit or preemption) stops every rank after this step.
+  int sig = stop_signal();
+  if (world_ && size_ > 1)
+    allreduce_bounded(*world_, &sig, 1, MPI_INT, MPI_MAX, {"MPI_Iallreduce (stop request?)", pos.global_step});
+  if (sig) stopped_by_ = sig, stop_ = true;
   return !stop_;
 }
 
@@ -366,6 +374,14 @@ void Run::evaluate_now(int64_t epoch) {
 }
 
 bool Run::end_epoch(int64_t epoch) {
+  if (stopped_by_) {  // asked to stop: the checkpoint at once, no evaluation (the job's time is running out)
+    if (pos.batch == steps_per_epoch_) pos = {epoch + 1, 0, pos.global_step, pos.seed};
+    save(pos);
+    OCTET_LOG("stopped by " << signal_name(stopped_by_) << " after step " << pos.global_step << " (epoch "
+                            << pos.epoch + 1 << " batch " << pos.batch << "): checkpoint written to " << ckpt_path_
+                            << "; --resume " << result.run_dir << " (or --resume auto) continues it exactly");
+    return false;
+  }
   if (stop_ && pos.batch < steps_per_epoch_) {  // stopped inside an epoch: keep the exact position for --resume
     save(pos);
     report_loader_notes();
@@ -387,6 +403,11 @@ void Run::report_loader_notes() {
 }
 
 TrainResult Run::finish() {
+  if (stopped_by_) {  // the checkpoint is written; the rest is for the run's real end
+    result.stopped_by = stopped_by_;
+    result.steps = pos.global_step;
+    return result;
+  }
   if (step_->exchanges()) step_->verify_identical(pos.global_step);
   step_->gather();
   if (result.test.count == 0) {

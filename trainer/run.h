@@ -84,6 +84,7 @@ class Run {
   Window win_;
   TrainTotals totals_;
   bool stop_ = false;
+  int stopped_by_ = 0;  // the signal every rank stopped on (trainer/preempt.h), 0 when none
   int64_t steps_here_ = 0;  // steps of this invocation
   double trace_origin_ = 0;
   bool trace_done_ = false;  // the window has closed (trace::on() while it is open)

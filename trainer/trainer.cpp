@@ -12,6 +12,7 @@
 #include "data/image_folder.h"
 #include "data/loader.h"
 #include "layers/softmax_ce.h"
+#include "trainer/preempt.h"
 #include "trainer/run.h"
 
 namespace octet {
@@ -104,6 +105,7 @@ Exec& select_device(Device d, const World* world) {
 }
 
 TrainResult train(const Config& cfg, const TrainOptions& opts, const World* world) {
+  PreemptGuard preempt;       // a signal asks for a stop after a step, with a checkpoint
   Run run(cfg, opts, world);  // everything checked, the step built; nothing written yet
   if (run.finished()) return run.result;
   run.open_outputs();

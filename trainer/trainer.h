@@ -11,7 +11,9 @@
 namespace octet {
 
 struct TrainOptions {
-  std::string resume;      // checkpoint file or run directory ("" = fresh run)
+  // checkpoint file or run directory ("" = fresh run); "auto": the run directory's checkpoint when there is one, else
+  // a fresh run (a requeued batch job)
+  std::string resume;
   bool overwrite = false;  // a fresh run may replace an earlier run's outputs in its run directory
 };
 
@@ -35,6 +37,7 @@ struct TrainResult {
   uint64_t fp32_bytes = 0;  // the same exchanges uncompressed
   std::string run_dir;
   bool already_finished = false;  // --resume of a run that had reached its end: nothing was trained or written
+  int stopped_by = 0;  // stopped on this signal (SIGTERM, SIGUSR1, SIGINT) after a step, its checkpoint written
 };
 
 // The context a rank trains in: the host, or (parallel.device: cuda) the GPU of its place on its node (the local rank
@@ -53,6 +56,7 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
 // Everything that can be checked (config, both data splits, the model on them, the run directory, a resume
 // checkpoint and its position) is checked before the run directory is touched. A fresh run refuses a directory
 // holding an earlier run's outputs unless opts.overwrite; a resume of a finished run returns already_finished.
+// SIGTERM, SIGUSR1 and SIGINT stop every rank after the step under way, with a checkpoint (result.stopped_by).
 TrainResult train(const Config& cfg, const TrainOptions& opts, const World* world = nullptr);
 
 }  // namespace octet

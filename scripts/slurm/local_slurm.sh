@@ -45,7 +45,7 @@ SlurmctldHost=$host
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$dir/munge/munge.socket
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=10
 CryptoType=crypto/munge
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
