@@ -15,6 +15,8 @@ struct Open {
   Open& operator=(const Open&) = delete;
 };
 bool arena_exists();  // the device has been used (flushing before that has nothing to do)
+// Runs every queue; what a queued op throws is kept and thrown at the next sync (for frees, which must not throw).
+void flush_all_keeping_errors();
 void ensure_arena();  // creates it (and installs the fault handler)
 
 extern std::atomic<uint64_t> n_kernels, n_kernels_queued, n_copies, n_flushes, n_protects;

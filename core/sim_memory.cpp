@@ -151,14 +151,24 @@ struct Line {
   }
 };
 
+thread_local int t_in_handler = 0;  // a handler that chains back to this one must not loop
+
 void on_fault(int sig, siginfo_t* info, void* uctx) {
   Arena* a = g_arena;
   const uint8_t* addr = static_cast<const uint8_t*>(info->si_addr);
   if (!a || !in_arena(addr)) {  // not ours: whoever handled it before, or the default action
-    if (a) {
+    if (a && t_in_handler++ == 0) {
       const struct sigaction& p = a->previous;
-      if ((p.sa_flags & SA_SIGINFO) && p.sa_sigaction) return p.sa_sigaction(sig, info, uctx);
-      if (!(p.sa_flags & SA_SIGINFO) && p.sa_handler != SIG_DFL && p.sa_handler != SIG_IGN) return p.sa_handler(sig);
+      if ((p.sa_flags & SA_SIGINFO) && p.sa_sigaction && p.sa_sigaction != on_fault) {
+        p.sa_sigaction(sig, info, uctx);
+        --t_in_handler;
+        return;
+      }
+      if (!(p.sa_flags & SA_SIGINFO) && p.sa_handler != SIG_DFL && p.sa_handler != SIG_IGN) {
+        p.sa_handler(sig);
+        --t_in_handler;
+        return;
+      }
     }
     signal(SIGSEGV, SIG_DFL);  // returning re-runs the access, which now takes the default action
     return;
@@ -242,7 +252,7 @@ void* alloc(size_t bytes) {
     off = end;
     if (!a.free_at.empty()) {
       auto last = std::prev(a.free_at.end());
-      if (last->first + last->second == end) {
+      if (last->first + last->second == end && last->first + size <= a.reserve) {
         off = last->first;
         auto range = a.free_by_size.equal_range(last->second);
         for (auto r = range.first; r != range.second; ++r)
@@ -273,7 +283,7 @@ void* alloc(size_t bytes) {
 
 void free(void* p) {
   if (!p) return;
-  flush_all();
+  flush_all_keeping_errors();  // as cudaFree waits for the device; its errors come at the next sync
   Arena& a = arena();
   std::lock_guard<std::mutex> lk(a.mu);
   const size_t off = static_cast<size_t>(static_cast<uint8_t*>(p) - a.dev);
@@ -331,7 +341,7 @@ void* alloc_host(size_t bytes) {
 
 void free_host(void* p) {
   if (!p) return;
-  flush_all();  // as cudaFreeHost: no queued copy may still use it
+  flush_all_keeping_errors();  // as cudaFreeHost: no queued copy may still use it
   std::free(p);
 }
 

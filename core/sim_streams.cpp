@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <exception>
+#include <utility>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -128,7 +130,7 @@ struct Request {
   uint64_t upto = UINT64_MAX;
   const std::function<void()>* eager = nullptr;  // then run after q's queued work, as a kernel of q
   std::string op;
-  int threads = 1;  // the requesting thread's OpenMP thread count, which the kernels use
+  int threads = 0;  // the requesting host thread's CPU thread count, which the kernels use (0: leave it)
   std::exception_ptr error;
   bool done = false;
 };
@@ -141,7 +143,9 @@ struct DeviceThread {
 
   void serve(Request& r) {
     if (g_set_threads && r.threads > 0) g_set_threads(r.threads);
-    if (!r.q) {
+    if (!r.q && r.upto == 0) {
+      // an eager kernel nested in a kernel of its own queue: nothing to flush
+    } else if (!r.q) {
       std::vector<Queue*> qs;
       {
         std::lock_guard<std::mutex> lk(queues_mu());
@@ -152,7 +156,12 @@ struct DeviceThread {
     } else {
       r.q->run_upto(r.upto);
     }
-    if (r.eager) {
+    if (r.eager && !r.q) {  // nested (see execute): inside the running kernel
+      note(r.op);
+      ++n_kernels;
+      Open open;
+      (*r.eager)();
+    } else if (r.eager) {
       std::lock_guard<std::mutex> lk(r.q->mu);  // nothing else of q runs or is queued meanwhile
       Running run(r.q);
       note(r.op);
@@ -205,9 +214,23 @@ DeviceThread& device() {
 }
 
 // Runs what r asks on the device thread; from the device thread itself (a kernel that syncs), at once.
+// An error a queued op threw where no host thread could take it (a flush inside a free): thrown at the next sync, as
+// CUDA's sticky errors are.
+std::mutex g_sticky_mu;
+std::exception_ptr g_sticky;
+
 void execute(Request& r) {
-  if (!t_device) return device().submit(r);
-  if (r.q == t_running && !r.eager) return;  // a sync inside a kernel of q: what precedes the kernel has run
+  if (!t_device) {
+    {
+      std::lock_guard<std::mutex> lk(g_sticky_mu);
+      if (g_sticky) std::rethrow_exception(std::exchange(g_sticky, nullptr));
+    }
+    return device().submit(r);
+  }
+  if (r.q == t_running) {  // inside a kernel of q: what precedes the kernel has run, and nothing may come between
+    if (!r.eager) return;
+    r.q = nullptr, r.upto = 0;  // (serve then runs no queue)
+  }
   device().serve(r);
 }
 
@@ -229,8 +252,11 @@ void enqueue(Queue* q, Op op) {
   }
   if (reader) flush(q, reader);
   std::lock_guard<std::mutex> lk(q->mu);
-  // Until it has run, the destination holds poison.
-  if (op.kind != Op::Kernel) {
+  // Until it has run, the destination holds poison. A device destination is left as it is when a kernel queued before
+  // on this stream may still read it (stream order protects it; what a kernel reads is not known here).
+  bool kernel_before = false;
+  for (const Op& o : q->ops) kernel_before = kernel_before || o.kind == Op::Kernel;
+  if (op.kind != Op::Kernel && !(kernel_before && owns(op.dst))) {
     Open open;
     if (op.kind == Op::Copy2d) {
       for (size_t i = 0; i < op.height; ++i) std::memset(op.dst + i * op.dpitch, kPoison, op.bytes);
@@ -288,6 +314,17 @@ void flush_all() {
   Request r;
   execute(r);
 }
+
+namespace detail {
+void flush_all_keeping_errors() {
+  try {
+    flush_all();
+  } catch (...) {
+    std::lock_guard<std::mutex> lk(g_sticky_mu);
+    if (!g_sticky) g_sticky = std::current_exception();
+  }
+}
+}  // namespace detail
 
 size_t pending(Queue* q) {
   std::lock_guard<std::mutex> lk(q->mu);

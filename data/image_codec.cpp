@@ -105,7 +105,10 @@ bool jpeg_complete(const uint8_t* b, size_t n) {
   if (n < 2 || b[0] != 0xFF || b[1] != 0xD8) return true;
   size_t i = 2;  // the segments before the first scan, by their lengths (an EXIF thumbnail holds an EOI of its own)
   while (i + 4 <= n) {
-    if (b[i] != 0xFF) return false;
+    if (b[i] != 0xFF) {  // stray bytes before a marker: skipped, as libjpeg skips them (with a warning)
+      ++i;
+      continue;
+    }
     const uint8_t m = b[i + 1];
     if (m == 0xFF) {
       ++i;

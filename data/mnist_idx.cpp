@@ -65,8 +65,10 @@ SizeLimit idx_limit(const std::vector<uint8_t>& head, uint32_t rank) {
   SizeLimit l{uint64_t{1} << 41, "an IDX file's header allows"};
   if (head.size() < 4 + 4 * rank) return l;
   uint64_t payload = 1;
-  for (uint32_t i = 0; i < rank && payload <= (uint64_t{1} << 40); ++i) payload *= be32(head, 4 + 4 * i);
-  if (payload <= (uint64_t{1} << 40)) l.bytes = 4 + 4 * rank + payload + (1 << 16), l.what = "its IDX header promises";
+  bool sane = true;
+  for (uint32_t i = 0; i < rank && sane; ++i)
+    sane = !__builtin_mul_overflow(payload, uint64_t{be32(head, 4 + 4 * i)}, &payload) && payload <= (uint64_t{1} << 40);
+  if (sane) l.bytes = 4 + 4 * rank + payload + (1 << 16), l.what = "its IDX header promises";
   return l;
 }
 }  // namespace

@@ -33,7 +33,8 @@ const char* kUsage =
     "  octet version\n";
 
 // What every rank computes alike before training (the config): where every rank fails, with the same error, it is said
-// once (rank 0); where only some fail, each of those says its own and the others end without a word of their own.
+// once (rank 0); where only some fail, each of those says its own, and rank 0, if it did not fail, adds that another
+// rank did.
 template <class F>
 auto on_every_rank(const octet::World& w, F&& f) -> decltype(f()) {
   std::exception_ptr err;

@@ -16,9 +16,12 @@ struct sigaction g_previous[3];
 void on_signal(int sig) {
   int none = 0;
   if (g_signal.compare_exchange_strong(none, sig)) return;
-  // Asked again: stop now, as without the guard.
-  signal(sig, SIG_DFL);
-  raise(sig);
+  // A stop is pending. Slurm and the batch script may both signal a rank (SIGTERM and SIGUSR1): those wait for the
+  // checkpoint. Only Ctrl-C pressed twice ends a rank at once.
+  if (sig == SIGINT && g_signal.load() == SIGINT) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
 }
 
 }  // namespace
@@ -28,6 +31,7 @@ PreemptGuard::PreemptGuard() {
   for (int i = 0; i < 3; ++i) {
     struct sigaction sa {};
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;  // (a system call under way goes on)
     sigemptyset(&sa.sa_mask);
     sigaction(kSignals[i], &sa, &g_previous[i]);
   }

@@ -1,6 +1,7 @@
 // Preemption: SIGTERM, SIGUSR1 (what Slurm sends at a time limit or preemption, `--signal=B:USR1@120`) and SIGINT ask a
 // run to stop at the end of the step under way, write a checkpoint and exit with kExitPreempted, so that a batch
-// script can requeue the job and resume it where it stopped. A second signal of the same kind ends the process at once.
+// script can requeue the job and resume it where it stopped. Further signals wait for that checkpoint, except a second
+// SIGINT (Ctrl-C twice), which ends the process at once.
 #pragma once
 
 namespace octet {

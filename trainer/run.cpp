@@ -352,7 +352,10 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
   int sig = stop_signal();
   if (world_ && size_ > 1)
     allreduce_bounded(*world_, &sig, 1, MPI_INT, MPI_MAX, {"MPI_Iallreduce (stop request?)", pos.global_step});
-  if (sig) stopped_by_ = sig, stop_ = true;
+  // A stop asked at a run's last step is no stop: the run ends as it would have. At an epoch's last step the epoch's
+  // evaluation and checkpoint come first (end_epoch).
+  const bool run_ends = stop_ || (pos.batch == steps_per_epoch_ && epoch + 1 == cfg_.run.epochs);
+  if (sig && !run_ends) stopped_by_ = sig, stop_ = true;
   return !stop_;
 }
 
@@ -373,13 +376,16 @@ void Run::evaluate_now(int64_t epoch) {
                              {"train_seconds", totals_.train_seconds}});
 }
 
+void Run::stopped_line() const {
+  OCTET_LOG("stopped by " << signal_name(stopped_by_) << " after step " << pos.global_step << " (epoch "
+                          << pos.epoch + 1 << " batch " << pos.batch << "): checkpoint written to " << ckpt_path_
+                          << "; --resume " << result.run_dir << " (or --resume auto) continues it exactly");
+}
+
 bool Run::end_epoch(int64_t epoch) {
-  if (stopped_by_) {  // asked to stop: the checkpoint at once, no evaluation (the job's time is running out)
-    if (pos.batch == steps_per_epoch_) pos = {epoch + 1, 0, pos.global_step, pos.seed};
+  if (stopped_by_ && pos.batch < steps_per_epoch_) {  // asked to stop: the checkpoint at once, no evaluation
     save(pos);
-    OCTET_LOG("stopped by " << signal_name(stopped_by_) << " after step " << pos.global_step << " (epoch "
-                            << pos.epoch + 1 << " batch " << pos.batch << "): checkpoint written to " << ckpt_path_
-                            << "; --resume " << result.run_dir << " (or --resume auto) continues it exactly");
+    stopped_line();
     return false;
   }
   if (stop_ && pos.batch < steps_per_epoch_) {  // stopped inside an epoch: keep the exact position for --resume
@@ -390,8 +396,9 @@ bool Run::end_epoch(int64_t epoch) {
   const bool last = epoch + 1 == cfg_.run.epochs || stop_;
   pos = {epoch + 1, 0, pos.global_step, pos.seed};
   if ((cfg_.run.eval_every > 0 && (epoch + 1) % cfg_.run.eval_every == 0) || last) evaluate_now(epoch);
-  if ((cfg_.run.checkpoint_every > 0 && (epoch + 1) % cfg_.run.checkpoint_every == 0) || last) save(pos);
+  if ((cfg_.run.checkpoint_every > 0 && (epoch + 1) % cfg_.run.checkpoint_every == 0) || last || stopped_by_) save(pos);
   report_loader_notes();
+  if (stopped_by_) stopped_line();  // (at an epoch's end: after its evaluation and with its checkpoint)
   return !stop_;
 }
 

@@ -44,6 +44,7 @@ class Run {
 
  private:
   void save(const TrainPosition& at);
+  void stopped_line() const;  // what a stop on a signal says, once its checkpoint is written
   // run.trace: opens the window at this invocation's step trace_start (after a barrier, the ranks' common origin),
   // closes it trace_steps steps later or at the end, and writes trace.json through rank 0 (collective).
   void trace_before_step();

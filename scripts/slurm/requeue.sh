@@ -4,11 +4,22 @@
 # step under way, writes its checkpoint and exits 75; the job is then requeued (`#SBATCH --requeue`) and its next start
 # resumes it (`--resume auto`).
 
-# resume_args ARGS...: "--resume auto" unless the octet options already say how to start (--resume, --overwrite).
-resume_args() {
-  local a
-  for a in "$@"; do [[ $a == --resume || $a == --overwrite ]] && return 0; done
-  echo "--resume auto"
+# octet_args ARGS...: sets the array OCTET_ARGS to the octet train options to run with. The first start keeps them,
+# adding --resume auto unless they say how to start (--resume, --overwrite); a requeued start (SLURM_RESTART_COUNT > 0)
+# drops those and resumes (--resume auto), so that it continues the run instead of starting it over.
+octet_args() {
+  OCTET_ARGS=()
+  local restarted=$((${SLURM_RESTART_COUNT:-0} > 0)) said=0
+  while (($#)); do
+    case $1 in
+      --overwrite) ((restarted)) || OCTET_ARGS+=("$1"); said=1 ;;
+      --resume=*) ((restarted)) || OCTET_ARGS+=("$1"); said=1 ;;
+      --resume) ((restarted)) || OCTET_ARGS+=("$1" "${2-}"); said=1; shift ;;
+      *) OCTET_ARGS+=("$1") ;;
+    esac
+    shift
+  done
+  if ((restarted || !said)); then OCTET_ARGS+=(--resume auto); fi
 }
 
 # run_requeueable COMMAND...: COMMAND's exit status, except that exit 75 (stopped with a checkpoint) requeues the job.
@@ -16,11 +27,11 @@ run_requeueable() {
   "$@" &
   local pid=$! rc=0
   trap 'echo "octet job ${SLURM_JOB_ID:-?}: signalled: asking octet to stop after its step"; kill -USR1 "$pid" 2>/dev/null' USR1 TERM
-  while :; do
-    rc=0
-    wait "$pid" || rc=$?
-    kill -0 "$pid" 2>/dev/null || break  # (a trapped signal ends the wait early: the launcher still runs)
+  while kill -0 "$pid" 2>/dev/null; do
+    wait "$pid" || true  # (a trapped signal ends the wait early while the launcher still runs)
   done
+  rc=0
+  wait "$pid" || rc=$?  # the launcher's own status, whenever it ended
   trap - USR1 TERM
   if [[ $rc -eq 75 ]]; then
     echo "octet job ${SLURM_JOB_ID:-?}: stopped with a checkpoint; requeueing it to resume"
