@@ -71,7 +71,7 @@ template <class F>
 decltype(auto) codec_sim_kernel(Exec& ex, const std::string& op, F&& body) {
   OCTET_CHECK(ex.device() == Device::Sim,
               op << " on " << device_name(ex.device()) << ": " << cuda_unavailable_reason());
-  return sim::run(sim_queue(ex.comm()), op, std::forward<F>(body));
+  return sim_eager(ex.comm(), op, std::forward<F>(body));
 }
 
 }  // namespace octet

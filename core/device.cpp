@@ -23,6 +23,12 @@ const char* device_name(Device d) {
   return "?";
 }
 
+std::optional<Device> device_named(const std::string& name) {
+  for (Device d : {Device::CPU, Device::CUDA, Device::Sim})
+    if (name == device_name(d)) return d;
+  return std::nullopt;
+}
+
 CopyKind copy_kind(Device dst, Device src) {
   return dst == Device::CPU   ? CopyKind::DeviceToHost
          : src == Device::CPU ? CopyKind::HostToDevice
@@ -88,8 +94,6 @@ void pinned_free(void* p) {
 
 namespace {
 
-sim::Queue* queue_of(const Stream& s) { return static_cast<sim::Queue*>(s.handle); }
-
 // The device a copy involves must be the stream's.
 void check_stream(const Stream& s, CopyKind kind, const char* what) {
   OCTET_CHECK(on_device(s.device), what << " "
@@ -105,7 +109,7 @@ void copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, const S
   if (bytes == 0) return;
   check_stream(s, kind, "a copy");
   if (s.device == Device::Sim)
-    sim::copy(queue_of(s), dst, src, bytes);
+    sim::copy(sim_queue(s), dst, src, bytes);
   else
     cuda_copy_async(dst, src, bytes, kind, s.handle);
 }
@@ -114,7 +118,7 @@ void zero_async(void* dst, size_t bytes, const Stream& s) {
   if (bytes == 0) return;
   check_stream(s, CopyKind::DeviceToDevice, "zeroing");
   if (s.device == Device::Sim)
-    sim::zero(queue_of(s), dst, bytes);
+    sim::zero(sim_queue(s), dst, bytes);
   else
     cuda_memset_async(dst, bytes, s.handle);
 }
@@ -124,7 +128,7 @@ void copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, siz
   if (width == 0 || height == 0) return;
   check_stream(s, kind, "a strided copy");
   if (s.device == Device::Sim)
-    sim::copy_2d(queue_of(s), dst, dpitch, src, spitch, width, height);
+    sim::copy_2d(sim_queue(s), dst, dpitch, src, spitch, width, height);
   else
     cuda_copy_2d_async(dst, dpitch, src, spitch, width, height, kind, s.handle);
 }

@@ -3,6 +3,7 @@
 // backend exists (every CUDA call then throws, naming what is missing).
 #pragma once
 #include <cstddef>
+#include <optional>
 #include <string>
 
 namespace octet {
@@ -10,6 +11,7 @@ namespace octet {
 // Sim: the simulated device (parallel.device: sim), a testing device that runs the GPU path with the CPU kernels.
 enum class Device { CPU, CUDA, Sim };
 const char* device_name(Device d);
+std::optional<Device> device_named(const std::string& name);  // device_name's inverse; none for an unknown name
 // Memory the host must not touch outside a kernel or a copy (what the GPU path runs on).
 inline bool on_device(Device d) { return d != Device::CPU; }
 

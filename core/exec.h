@@ -17,6 +17,12 @@ struct Stream {
   void* handle = nullptr;  // cudaStream_t on CUDA, sim::Queue* on the simulated device
 };
 
+namespace sim {
+struct Queue;
+}
+// The queue behind a simulated-device stream (core/sim.h).
+inline sim::Queue* sim_queue(const Stream& s) { return static_cast<sim::Queue*>(s.handle); }
+
 // A point in a stream's queued work (a cudaEvent_t, or a queue position on the simulated device); default-constructed
 // or recorded on the CPU: already reached.
 class Event {

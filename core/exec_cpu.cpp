@@ -30,11 +30,15 @@ Exec& Exec::sim() {
 }
 
 namespace {
-sim::Queue* queue_of(const Stream& s) { return static_cast<sim::Queue*>(s.handle); }
 struct SimMark {
   sim::Queue* q;
   uint64_t seq;
 };
+// Runs the simulated-device work an event covers.
+void flush_to(const Event& e) {
+  const auto* m = static_cast<const SimMark*>(e.handle());
+  sim::flush(m->q, m->seq);
+}
 }  // namespace
 
 void Exec::bind_thread() const {
@@ -48,7 +52,7 @@ Event Exec::record(Stream s) const {
   if (s.device == Device::CUDA)
     e.ev_ = std::shared_ptr<void>(cuda_event_record(s.handle), [](void* p) { cuda_event_destroy(p); });
   else if (s.device == Device::Sim)
-    e.ev_ = std::make_shared<SimMark>(SimMark{queue_of(s), sim::mark(queue_of(s))});
+    e.ev_ = std::make_shared<SimMark>(SimMark{sim_queue(s), sim::mark(sim_queue(s))});
   return e;
 }
 
@@ -58,21 +62,19 @@ void Exec::wait(Stream s, const Event& e) const {
               "a " << device_name(s.device) << " stream cannot wait for a " << device_name(e.device()) << " event");
   if (e.device() == Device::CUDA) return cuda_stream_wait(s.handle, e.handle());
   // On the simulated device the work e covers runs now, so everything queued on s from here on runs after it.
-  const auto* m = static_cast<const SimMark*>(e.handle());
-  sim::flush(m->q, m->seq);
+  flush_to(e);
 }
 
 void Exec::sync(const Event& e) const {
   if (!e.on_device()) return;
   if (e.device() == Device::CUDA) return cuda_event_sync(e.handle());
-  const auto* m = static_cast<const SimMark*>(e.handle());
-  sim::flush(m->q, m->seq);
+  flush_to(e);
 }
 
 void Exec::sync(Stream s) const {
   // CPU ops (oneDNN's included: its CPU stream runs them in order) finish before they return.
   if (s.device == Device::CUDA) cuda_stream_sync(s.handle);
-  if (s.device == Device::Sim) sim::flush(queue_of(s));
+  if (s.device == Device::Sim) sim::flush(sim_queue(s));
 }
 
 #ifndef OCTET_WITH_CUDA

@@ -78,9 +78,7 @@ void AtomicFile::commit() {
     OCTET_THROW(path_ << ": rename from " << tmp_ << " failed: " << std::strerror(err));
   }
   // Persist the directory entry too.
-  const size_t slash = path_.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash == 0 ? 1 : slash);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dfd = ::open(parent_dir(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
@@ -150,6 +148,11 @@ bool same_file(const std::string& a, const std::string& b) {
 
 void remove_file(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) OCTET_THROW(path << ": cannot remove: " << std::strerror(errno));
+}
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
 }
 
 void make_dirs(const std::string& path) {

@@ -35,7 +35,8 @@ std::vector<std::string> remove_orphan_temps(const std::string& dir);
 std::string read_file(const std::string& path);
 void make_dirs(const std::string& path);  // mkdir -p
 bool path_exists(const std::string& path);
-int64_t file_size(const std::string& path);  // bytes; -1 when it cannot be read
+std::string parent_dir(const std::string& path);  // "a/b" -> "a", "b" -> ".", "/b" -> "/"
+int64_t file_size(const std::string& path);       // bytes; -1 when it cannot be read
 bool is_dir(const std::string& path);
 bool same_file(const std::string& a, const std::string& b);  // both exist and are the same file or folder
 void remove_file(const std::string& path);                   // absent is fine; other failures throw

@@ -19,8 +19,6 @@
 
 namespace octet {
 
-inline sim::Queue* sim_queue(const Stream& s) { return static_cast<sim::Queue*>(s.handle); }
-
 // cpu(args..., s) or cuda(args..., s) by s's device; op names the kernel in errors.
 template <class Cpu, class Cuda, class... A>
 void launch_twin(const char* op, Cpu cpu, Cuda cuda, const Stream& s, A... args) {

@@ -59,6 +59,14 @@ std::vector<float> real_gradients(const std::string& config, int64_t steps) {
   return g;
 }
 
+// The --device flag (cpu|cuda|sim).
+Device device_flag(const Flags& f) {
+  const std::string name = f.str("device");
+  const std::optional<Device> d = device_named(name);
+  if (!d) f.fail("device", "expects cpu, cuda or sim, got '" + name + "'");
+  return *d;
+}
+
 // Device-side codec throughput: encode and decode of n N(0,1) values on the device's comm stream (GPU 0, or the
 // simulated device) against a device-to-device copy of the same buffer timed in the same repetitions (each timing ends
 // with a stream sync).
@@ -138,11 +146,8 @@ int bench_compress(const std::vector<std::string>& args) {
   for (const auto& m : codecs) make_codec(CodecParams{m});  // unknown names fail before any work
   const int64_t grad_steps = f.integer("grad-steps", 0, 1000000);
   const std::string config = f.str("config");
-  const std::string device = f.str("device");
-  if (device != "cpu" && device != "cuda" && device != "sim")
-    f.fail("device", "expects cpu, cuda or sim, got '" + device + "'");
-  if (device != "cpu")
-    return bench_compress_device(device == "sim" ? Device::Sim : Device::CUDA, codecs, n, reps, bits);
+  const Device device = device_flag(f);
+  if (device != Device::CPU) return bench_compress_device(device, codecs, n, reps, bits);
   set_cpu_threads(1);
   const Isa level = set_isa_cap(parse_isa(f.str("isa")));
   // 64-byte aligned, as the trainer's tensors are (cache-line-split vector loads would slow the codecs down)
@@ -232,12 +237,9 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
   const auto codecs = f.list("codecs");
   for (const auto& m : codecs) make_codec(CodecParams{m});
   const int N = w.size;
-  const std::string device = f.str("device");
-  if (device != "cpu" && device != "cuda" && device != "sim")
-    f.fail("device", "expects cpu, cuda or sim, got '" + device + "'");
   const std::string via = f.str("transport");
   if (via != "mpi" && via != "nccl") f.fail("transport", "expects mpi or nccl, got '" + via + "'");
-  const Device d = device == "cuda" ? Device::CUDA : device == "sim" ? Device::Sim : Device::CPU;
+  const Device d = device_flag(f);
   const bool gpu = on_device(d);  // device buffers (a GPU's or the simulated device's)
   if (via == "nccl" && d != Device::CUDA) f.fail("transport", "nccl needs --device cuda");
   Exec& ex = select_device(d, &w);

@@ -12,13 +12,6 @@
 namespace octet {
 
 namespace {
-std::string parent_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-}  // namespace
-
-namespace {
 
 constexpr int kTag = 0x0c4b;
 constexpr size_t kChunk = size_t{1} << 30;  // messages in pieces below MPI's int count
@@ -88,7 +81,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
       [&] {
         OCTET_CHECK(path_exists(path),
                     path << ": checkpoint not found"
-                         << (path_exists(parent_of(path) + "/config.yaml")
+                         << (path_exists(parent_dir(path) + "/config.yaml")
                                  ? " (that run stopped before its first checkpoint: start it again without --resume)"
                                  : ""));
         buf = read_file(path);

@@ -208,8 +208,7 @@ void read_optimizer(Section s, OptimizerConfig& o, ScheduleConfig& sc, int64_t e
 }
 
 void read_parallel(Section s, ParallelConfig& p) {
-  const std::string device = s.choice("device", "cpu", {"cpu", "cuda", "sim"});
-  p.device = device == "cuda" ? Device::CUDA : device == "sim" ? Device::Sim : Device::CPU;
+  p.device = *device_named(s.choice("device", "cpu", {"cpu", "cuda", "sim"}));
   p.transport = s.choice("transport", p.transport, {"mpi", "nccl"});
   if (p.transport == "nccl" && p.device != Device::CUDA) s.fail("transport", "nccl needs parallel.device: cuda");
   p.checksum_every = at_least(s, "checksum_every", p.checksum_every, 0);

@@ -20,11 +20,6 @@ namespace {
 
 const char* kOutputs[] = {"checkpoint.bin", "summary.json", "metrics.jsonl"};
 
-std::string parent_dir(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-}
-
 bool reached_end(const TrainPosition& p, const RunConfig& r) {
   return p.epoch >= r.epochs || (r.max_steps > 0 && p.global_step >= r.max_steps);
 }
@@ -405,7 +400,7 @@ bool Run::end_epoch(int64_t epoch) {
 void Run::report_loader_notes() {
   for (const Dataset* d : {train_set_.get(), test_set_.get()}) {
     const std::string note = d->take_notes();  // this rank's: every rank reads its own shard
-    if (!note.empty()) warn_line(note);  // (warn_line says "warning:")
+    if (!note.empty()) warn_line(note);        // (warn_line says "warning:")
   }
 }
 
