@@ -76,10 +76,7 @@ bool pinned_by_cuda() {
 }  // namespace
 
 void* pinned_alloc(size_t bytes) {
-  if (sim::active())
-    OCTET_CHECK(sim::thread_bound(),
-                "page-locked host memory allocated on a thread bound to no device (call "
-                "Exec::bind_thread first: on a GPU this thread would open a context on device 0)");
+  if (sim::active()) sim::check_thread_bound("page-locked host memory allocated");
   if (pinned_by_cuda()) return cuda_alloc_pinned(bytes);
   if (sim::active()) return sim::alloc_host(bytes);
   return device_alloc(Device::CPU, bytes);

@@ -35,7 +35,7 @@ bool active();  // the device has been used in this process
 void* alloc_host(size_t bytes);
 void free_host(void* p);
 void bind_thread();
-bool thread_bound();
+void check_thread_bound(const char* what);  // throws unless this thread is bound, naming what it was about to do
 
 // Streams.
 struct Queue;

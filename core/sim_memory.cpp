@@ -58,6 +58,20 @@ struct Arena {
   std::multimap<size_t, size_t> free_by_size;  // size -> offset
   size_t in_use = 0;
   struct sigaction previous {};
+
+  void add_free(size_t off, size_t size) {
+    free_at[off] = size;
+    free_by_size.insert({size, off});
+  }
+  void drop_free(std::map<size_t, size_t>::iterator f) {
+    auto range = free_by_size.equal_range(f->second);
+    for (auto r = range.first; r != range.second; ++r)
+      if (r->second == f->first) {
+        free_by_size.erase(r);
+        break;
+      }
+    free_at.erase(f);
+  }
 };
 
 Arena* g_arena = nullptr;  // set once, never destroyed (threads may still touch it at exit)
@@ -243,10 +257,7 @@ void* alloc(size_t bytes) {
     const size_t have = it->first;
     a.free_by_size.erase(it);
     a.free_at.erase(off);
-    if (have > size) {
-      a.free_at[off + size] = have - size;
-      a.free_by_size.insert({have - size, off + size});
-    }
+    if (have > size) a.add_free(off + size, have - size);
   } else {
     const size_t end = a.top;  // the bottom's free tail (the last free block, if it ends at top) is extended
     off = end;
@@ -254,13 +265,7 @@ void* alloc(size_t bytes) {
       auto last = std::prev(a.free_at.end());
       if (last->first + last->second == end && last->first + size <= a.reserve) {
         off = last->first;
-        auto range = a.free_by_size.equal_range(last->second);
-        for (auto r = range.first; r != range.second; ++r)
-          if (r->second == off) {
-            a.free_by_size.erase(r);
-            break;
-          }
-        a.free_at.erase(last);
+        a.drop_free(last);
       }
     }
     OCTET_CHECK(off + size <= a.reserve, "simulated device: out of memory allocating "
@@ -268,10 +273,7 @@ void* alloc(size_t bytes) {
                                              << " in use; raise OCTET_SIM_MEMORY_GB)");
     a.top = (off + size + kPage - 1) / kPage * kPage;
     if (a.open > 0) protect(a, a.opened, a.top, PROT_READ | PROT_WRITE), a.opened = a.top;
-    if (a.top > off + size) {  // the page-rounding slack is free
-      a.free_at[off + size] = a.top - off - size;
-      a.free_by_size.insert({a.top - off - size, off + size});
-    }
+    if (a.top > off + size) a.add_free(off + size, a.top - off - size);  // the page-rounding slack is free
   }
   a.used[off] = size;
   a.in_use += size;
@@ -295,22 +297,12 @@ void free(void* p) {
   open_locked(a);
   std::memset(a.dev + off, kPoison, size);  // a use after free reads poison
   close_locked(a);
-  auto drop = [&](std::map<size_t, size_t>::iterator f) {
-    auto range = a.free_by_size.equal_range(f->second);
-    for (auto r = range.first; r != range.second; ++r)
-      if (r->second == f->first) {
-        a.free_by_size.erase(r);
-        break;
-      }
-    a.free_at.erase(f);
-  };
   auto next = a.free_at.find(start + size);
-  if (next != a.free_at.end()) size += next->second, drop(next);
+  if (next != a.free_at.end()) size += next->second, a.drop_free(next);
   auto prev = a.free_at.lower_bound(start);
   if (prev != a.free_at.begin() && (--prev)->first + prev->second == start)
-    start = prev->first, size += prev->second, drop(prev);
-  a.free_at[start] = size;
-  a.free_by_size.insert({size, start});
+    start = prev->first, size += prev->second, a.drop_free(prev);
+  a.add_free(start, size);
 }
 
 bool owns(const void* p) { return in_arena(p); }
@@ -328,12 +320,13 @@ void bind_thread() {
   t_bound = true;
 }
 
-bool thread_bound() { return t_bound; }
+void check_thread_bound(const char* what) {
+  OCTET_CHECK(t_bound, what << " on a thread bound to no device (call Exec::bind_thread first: on a GPU this thread "
+                               "would open a context on device 0)");
+}
 
 void* alloc_host(size_t bytes) {
-  OCTET_CHECK(t_bound,
-              "page-locked host memory allocated on a thread bound to no device (call Exec::bind_thread "
-              "first: on a GPU this thread would open a context on device 0)");
+  check_thread_bound("page-locked host memory allocated");
   void* p = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
   OCTET_CHECK(p, "out of host memory allocating " << bytes << " bytes");
   return p;

@@ -3,12 +3,12 @@
 #include <unistd.h>
 
 #include <condition_variable>
-#include <exception>
-#include <utility>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -24,6 +24,14 @@ namespace {
 int (*g_get_threads)() = nullptr;  // the CPU thread-count setting kernels run with (OpenMP's, set by core/dnnl_ctx)
 void (*g_set_threads)(int) = nullptr;
 
+// One kernel run, with device memory open; op names it for the fault line.
+void run_kernel(const std::string& op, const std::function<void()>& fn) {
+  note(op);
+  ++n_kernels;
+  Open open;
+  fn();
+}
+
 // --- queues ---
 
 struct Op {
@@ -35,20 +43,12 @@ struct Op {
   uint64_t seq = 0;
   std::function<void()> fn;  // Kernel
   std::string op;            // Kernel: its name
-  size_t dst_extent() const {
-    return kind == Kernel ? 0 : kind == Copy2d ? (height ? (height - 1) * dpitch + bytes : 0) : bytes;
-  }
-  size_t src_extent() const {
-    return kind == Copy || kind == Copy2d ? (kind == Copy2d ? (height ? (height - 1) * spitch + bytes : 0) : bytes) : 0;
-  }
+  // The bytes from dst (src) to the end of what the op writes (reads).
+  size_t extent(size_t pitch) const { return kind == Copy2d ? (height - 1) * pitch + bytes : bytes; }
+  size_t dst_extent() const { return kind == Kernel ? 0 : extent(dpitch); }
+  size_t src_extent() const { return kind == Copy || kind == Copy2d ? extent(spitch) : 0; }
   void run() const {
-    if (kind == Kernel) {
-      note(op);
-      ++n_kernels;
-      Open open;
-      fn();
-      return;
-    }
+    if (kind == Kernel) return run_kernel(op, fn);
     Open open;
     switch (kind) {
       case Copy:
@@ -74,9 +74,6 @@ Op make_op(Op::Kind kind, void* dst, const void* src, size_t bytes) {
 
 bool overlaps(const uint8_t* a, size_t na, const uint8_t* b, size_t nb) { return na && nb && a < b + nb && b < a + na; }
 
-}  // namespace
-
-namespace {
 thread_local Queue* t_running = nullptr;  // the queue whose op this thread is running
 thread_local bool t_device = false;       // this thread is the device's
 struct Running {
@@ -157,17 +154,11 @@ struct DeviceThread {
       r.q->run_upto(r.upto);
     }
     if (r.eager && !r.q) {  // nested (see execute): inside the running kernel
-      note(r.op);
-      ++n_kernels;
-      Open open;
-      (*r.eager)();
+      run_kernel(r.op, *r.eager);
     } else if (r.eager) {
       std::lock_guard<std::mutex> lk(r.q->mu);  // nothing else of q runs or is queued meanwhile
       Running run(r.q);
-      note(r.op);
-      ++n_kernels;
-      Open open;
-      (*r.eager)();
+      run_kernel(r.op, *r.eager);
     }
   }
   void loop() {
