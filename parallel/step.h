@@ -14,7 +14,7 @@
 #include "core/timer.h"
 #include "layers/model.h"
 #include "layers/softmax_ce.h"
-#include "trainer/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace octet {
 

@@ -18,7 +18,7 @@
 #include "layers/softmax_ce.h"
 #include "tests/layer_cases.h"
 #include "tests/test_util.h"
-#include "trainer/optimizer_kernels.h"
+#include "optim/optimizer_kernels.h"
 
 using namespace octet;
 using namespace octet::test;

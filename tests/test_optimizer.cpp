@@ -1,5 +1,5 @@
 // Optimizer steps against hand-computed values, and learning-rate schedules at known points.
-#include "trainer/optimizer.h"
+#include "optim/optimizer.h"
 #include "tests/test_util.h"
 
 using namespace octet;

@@ -22,7 +22,7 @@
 #include "layers/relu.h"
 #include "layers/softmax_ce.h"
 #include "tests/test_util.h"
-#include "trainer/optimizer.h"
+#include "optim/optimizer.h"
 
 using namespace octet;
 using namespace octet::test;

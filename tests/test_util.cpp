@@ -10,7 +10,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/layer_registry.h"
-#include "trainer/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace octet::test {
 

@@ -23,7 +23,7 @@
 #include "layers/softmax_ce.h"
 #include "trainer/config.h"
 #include "trainer/layer_registry.h"
-#include "trainer/optimizer.h"
+#include "optim/optimizer.h"
 #include "tools/step_harness.h"
 #include "trainer/trainer.h"
 #include "tools/flags.h"

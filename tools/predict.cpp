@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "core/fileio.h"
-#include "trainer/config_reader.h"
+#include "core/config_reader.h"
 
 namespace octet {
 

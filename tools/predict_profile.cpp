@@ -22,7 +22,7 @@
 #include "tools/bench.h"
 #include "trainer/config.h"
 #include "trainer/layer_registry.h"
-#include "trainer/optimizer.h"
+#include "optim/optimizer.h"
 #include "tools/predict.h"
 #include "tools/step_harness.h"
 #include "trainer/trainer.h"

@@ -8,7 +8,7 @@
 #include "layers/model.h"
 #include "parallel/step.h"
 #include "trainer/config.h"
-#include "trainer/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace octet {
 

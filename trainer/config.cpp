@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "trainer/config_reader.h"
+#include "core/config_reader.h"
 #include "trainer/layer_registry.h"
 
 namespace octet {

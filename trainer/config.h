@@ -18,7 +18,7 @@
 #include "layers/fc.h"
 #include "layers/lrn.h"
 #include "layers/pool.h"
-#include "trainer/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace octet {
 

@@ -5,7 +5,7 @@
 
 #include "layers/model.h"
 #include "trainer/config.h"
-#include "trainer/config_reader.h"
+#include "core/config_reader.h"
 
 namespace octet {
 

@@ -14,7 +14,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/metrics.h"
-#include "trainer/optimizer.h"
+#include "optim/optimizer.h"
 #include "trainer/trainer.h"
 
 namespace octet {

@@ -1,5 +1,5 @@
 // Optimizer state management and learning-rate schedules; the per-element math lives in optimizer_kernels.
-#include "trainer/optimizer.h"
+#include "optim/optimizer.h"
 
 #include <cmath>
 #include <cstring>

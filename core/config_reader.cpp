@@ -1,5 +1,5 @@
 // Implementation of the strict YAML section reader and --set overrides.
-#include "trainer/config_reader.h"
+#include "core/config_reader.h"
 
 #include <sys/stat.h>
 

@@ -3,7 +3,7 @@
 
 #include "core/exec.h"
 #include "core/error.h"
-#include "trainer/optimizer_kernels.h"
+#include "optim/optimizer_kernels.h"
 
 namespace octet {
 

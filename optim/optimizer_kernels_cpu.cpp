@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "trainer/optimizer_kernels.h"
+#include "optim/optimizer_kernels.h"
 
 namespace octet {
 

@@ -6,7 +6,7 @@
 
 #include "core/exec.h"
 #include "layers/layer.h"
-#include "trainer/optimizer_kernels.h"
+#include "optim/optimizer_kernels.h"
 
 namespace octet {
 
