@@ -56,7 +56,7 @@ auto on_every_rank(const octet::World& w, F&& f) -> decltype(f()) {
   CHECK_MPI(MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, w.comm));
   if (all) throw octet::SharedError(message, where);
   if (err) std::rethrow_exception(err);
-  if (any) throw octet::SharedError("another rank failed before training (its error line says why)", "trainer/main.cpp");
+  if (any) throw octet::SharedError("another rank failed before training (its error line says why)", "app/main.cpp");
   return out;
 }
 

@@ -115,9 +115,8 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> GradSync::bytes_by_kind() c
 uint64_t GradSync::checksum() const {
   uint64_t h = 0x243f6a8885a308d3ULL;
   for (const Entry& e : entries_) {
-    const Tensor* v = e.t.param.value;
-    Tensor host;
-    if (v->device() != Device::CPU) host = v->to(Device::CPU), v = &host;  // every checksum_every steps: a copy is fine
+    Tensor copy;
+    const Tensor* v = &e.t.param.value->on_host(copy);  // every checksum_every steps: a copy is fine
     const float* p = v->data();
     const int64_t n = v->numel();
     for (int64_t i = 0; i < n; ++i) {

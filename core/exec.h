@@ -1,6 +1,8 @@
 // The execution context every op runs in: the device, its compute, copy and communication streams, the library handles
 // (cuDNN and cuBLAS, typed in CUDA files and opaque here; oneDNN's CPU engine and stream) and events that order work
-// across streams without waiting on the host. CUDA functions take their stream explicitly (as llm.c does); on the CPU
+// across streams without waiting on the host. Kernels and launchers take their stream as an argument
+// (as llm.c does): a layer's on its Exec's compute stream, a codec's and a collective's on its comm stream (the callers
+// pass `ex`, and the launcher reads ex.comm()); on the CPU
 // an op has finished when it returns (oneDNN's CPU stream runs in order and synchronously), so CPU streams are empty
 // handles and CPU events are always reached. The simulated device's streams are queues (core/sim.h).
 #pragma once

@@ -54,10 +54,13 @@ class Tensor {
   void resize(const Shape& shape);
   // Reinterprets the same elements under another shape with the same numel.
   void reshape(const Shape& shape);
-  void zero();                                         // host tensors; a device tensor on its device's default order
-  void zero(const Stream& s);                          // queued on s (a device tensor) or done now (host)
-  void fill(float v);                                  // CPU only
-  Tensor to(Device device) const;                      // a copy on device, complete when it returns
+  void zero();                     // host tensors; a device tensor on its device's default order
+  void zero(const Stream& s);      // queued on s (a device tensor) or done now (host)
+  void fill(float v);              // CPU only
+  Tensor to(Device device) const;  // a copy on device, complete when it returns
+  // This tensor when it is on the host, else a host copy of it kept in `copy` (synchronous: set-up, checks and error
+  // paths, never a step's inner loop).
+  const Tensor& on_host(Tensor& copy) const { return device() == Device::CPU ? *this : (copy = to(Device::CPU)); }
   void copy_from(const Tensor& src);                   // same numel; any devices; complete when it returns
   void copy_from(const Tensor& src, const Stream& s);  // queued on s when a device is involved
 

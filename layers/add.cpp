@@ -1,6 +1,7 @@
 // Add, device-neutral: the shortcut's geometry, the projection's parameters, the skip tensor's checks, and the one
 // forward/backward orchestration every device runs over the kernel twins.
 #include "layers/add.h"
+#include "layers/layer_def.h"
 
 #include "core/error.h"
 #include "core/launch.h"
@@ -98,5 +99,28 @@ void Add::backward_cpu(const Tensor& x, const Tensor&, const Tensor& dy, Tensor*
   launch_twin("add (pad) backward", add_pad_backward_cpu, OCTET_CUDA_TWIN(add_pad_backward_cuda), st, dy.data(),
               skip_dx_->data(), pad_geom(x));
 }
+
+namespace {
+
+// from: an earlier layer (checked against the layers before it by the config reader); shortcut: how its output is
+// shaped.
+void parse_add(Section& s, LayerSpec& spec) {
+  AddParams p;
+  p.from = spec.from = s.get<std::string>("from");
+  const std::string sc = s.choice("shortcut", "identity", {"identity", "pad", "conv"});
+  p.shortcut = sc == "identity" ? Shortcut::Identity : sc == "pad" ? Shortcut::Pad : Shortcut::Conv;
+  if (p.shortcut == Shortcut::Conv) p.init = read_init(s, "he");  // elsewhere no weights: init is an unknown key
+  spec.params = p;
+}
+
+LayerPtr build_add(const LayerSpec& spec, const LayerInput& in) {
+  AddParams p = spec_params<AddParams>(spec);
+  p.skip_shape = in.from;
+  return std::make_unique<Add>(spec.name, p, in.in);
+}
+
+}  // namespace
+
+LayerDef add_layer() { return {"add", Add::kTraits, parse_add, build_add}; }
 
 }  // namespace octet

@@ -37,6 +37,8 @@ class Add : public Layer {
   // Ws = stride * W with Cs <= C (pad) or any Cs (conv).
   Add(std::string name, const AddParams& p, const Shape& main);
   const char* kind() const override { return "add"; }
+  static constexpr LayerTraits kTraits{.reads_other = true};
+  LayerTraits traits() const override { return kTraits; }
   Shape output_shape(const Shape& in) const override;
   const std::string& skip_from() const override { return p_.from; }
   std::vector<Param> params() override;

@@ -1,5 +1,6 @@
 // BatchNorm, device-neutral: parameters, running statistics and the output shape.
 #include "layers/batchnorm.h"
+#include "layers/layer_def.h"
 
 #include "core/error.h"
 
@@ -46,5 +47,26 @@ std::vector<std::pair<std::string, Tensor*>> BatchNorm::state() {
 void BatchNorm::init_params(Rng&) {
   gamma_.fill(1.f), beta_.fill(0.f), running_mean_.fill(0.f), running_var_.fill(1.f);
 }
+
+namespace {
+
+void parse_batchnorm(Section& s, LayerSpec& spec) {
+  BatchNormParams p;
+  p.momentum = s.get<float>("momentum", p.momentum);
+  if (!(p.momentum >= 0.f && p.momentum <= 1.f)) s.fail("momentum", "must be in [0, 1]");
+  p.eps = s.get<float>("eps", p.eps);
+  if (!(p.eps > 0.f)) s.fail("eps", "must be positive");
+  spec.params = p;
+}
+
+LayerPtr build_batchnorm(const LayerSpec& spec, const LayerInput& in) {
+  OCTET_CHECK(in.in.size() == 4 || in.in.size() == 2,
+              "layer " << spec.name << " (batchnorm) needs [N,C,H,W] or [N,F] input, got " << shape_str(in.in));
+  return std::make_unique<BatchNorm>(spec.name, spec_params<BatchNormParams>(spec), in.in[1]);
+}
+
+}  // namespace
+
+LayerDef batchnorm_layer() { return {"batchnorm", BatchNorm::kTraits, parse_batchnorm, build_batchnorm}; }
 
 }  // namespace octet

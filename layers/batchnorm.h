@@ -15,6 +15,8 @@ class BatchNorm : public Layer {
  public:
   BatchNorm(std::string name, const BatchNormParams& p, int64_t channels);
   const char* kind() const override { return "batchnorm"; }
+  static constexpr LayerTraits kTraits{.batch_statistics = true};
+  LayerTraits traits() const override { return kTraits; }
   Shape output_shape(const Shape& in) const override;
   std::vector<Param> params() override;
   std::vector<std::pair<std::string, Tensor*>> state() override;

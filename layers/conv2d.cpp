@@ -1,5 +1,6 @@
 // Conv2d, device-neutral: parameter tensors, output shape, initialization.
 #include "layers/conv2d.h"
+#include "layers/layer_def.h"
 
 #include "core/error.h"
 
@@ -38,5 +39,32 @@ void Conv2d::init_params(Rng& rng) {
   init_weights(w_, p_.init, p_.in_channels * k2, p_.out_channels * k2, rng);
   if (p_.bias) b_.zero();
 }
+
+namespace {
+
+void parse_conv(Section& s, LayerSpec& spec) {
+  Conv2dParams p;
+  p.out_channels = read_positive(s, "out_channels");
+  p.kernel = read_positive(s, "kernel");
+  p.stride = read_positive(s, "stride", 1);
+  p.padding = s.get<int64_t>("padding", 0);
+  if (p.padding < 0 || p.padding >= p.kernel) s.fail("padding", "must be in [0, kernel)");
+  p.bias = s.get<bool>("bias", true);
+  p.init = read_init(s, "xavier");
+  const std::string layout = s.choice("cpu_layout", "auto", {"auto", "plain", "blocked"});
+  p.cpu_layout = layout == "auto" ? ConvLayout::Auto : layout == "plain" ? ConvLayout::Plain : ConvLayout::Blocked;
+  spec.params = p;
+}
+
+LayerPtr build_conv(const LayerSpec& spec, const LayerInput& in) {
+  Conv2dParams p = spec_params<Conv2dParams>(spec);
+  OCTET_CHECK(in.in.size() == 4, "layer " << spec.name << " (conv) needs [N,C,H,W] input, got " << shape_str(in.in));
+  p.in_channels = in.in[1];
+  return std::make_unique<Conv2d>(spec.name, p);
+}
+
+}  // namespace
+
+LayerDef conv_layer() { return {"conv", Conv2d::kTraits, parse_conv, build_conv}; }
 
 }  // namespace octet

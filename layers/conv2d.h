@@ -25,6 +25,8 @@ class Conv2d : public Layer {
  public:
   Conv2d(std::string name, const Conv2dParams& p);
   const char* kind() const override { return "conv"; }
+  static constexpr LayerTraits kTraits{.convolutional = true};
+  LayerTraits traits() const override { return kTraits; }
   Shape output_shape(const Shape& in) const override;  // [N,C,H,W] -> [N,OC,OH,OW]
   std::vector<Param> params() override;
   void init_params(Rng& rng) override;

@@ -1,5 +1,6 @@
 // Dropout, device-neutral: parameters and the mask key of a forward pass.
 #include "layers/dropout.h"
+#include "layers/layer_def.h"
 
 #include "core/error.h"
 
@@ -16,5 +17,22 @@ void Dropout::begin_forward(const Tensor& x, const StepContext& ctx) {
   key_ = derive_seed(ctx.seed, 0xd20b, ctx.step, layer_index_);
   base_ = ctx.sample_offset * (x.numel() / x.dim(0));
 }
+
+namespace {
+
+void parse_dropout(Section& s, LayerSpec& spec) {
+  DropoutParams p;
+  p.p = s.get<float>("p", 0.5f);
+  if (!(p.p >= 0.f && p.p < 1.f)) s.fail("p", "must be in [0, 1)");
+  spec.params = p;
+}
+
+LayerPtr build_dropout(const LayerSpec& spec, const LayerInput& in) {
+  return std::make_unique<Dropout>(spec.name, spec_params<DropoutParams>(spec), in.index);
+}
+
+}  // namespace
+
+LayerDef dropout_layer() { return {"dropout", Dropout::kTraits, parse_dropout, build_dropout}; }
 
 }  // namespace octet

@@ -14,6 +14,8 @@ class Dropout : public Layer {
  public:
   Dropout(std::string name, const DropoutParams& p, uint64_t layer_index);
   const char* kind() const override { return "dropout"; }
+  static constexpr LayerTraits kTraits{.column_wise = true};
+  LayerTraits traits() const override { return kTraits; }
   Shape output_shape(const Shape& in) const override { return in; }
 
  protected:

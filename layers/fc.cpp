@@ -1,5 +1,6 @@
 // FullyConnected, device-neutral: parameter tensors, output shape, initialization.
 #include "layers/fc.h"
+#include "layers/layer_def.h"
 
 #include "core/error.h"
 
@@ -31,5 +32,25 @@ void FullyConnected::init_params(Rng& rng) {
   init_weights(w_, p_.init, p_.in_features, p_.out_features, rng);
   if (p_.bias) b_.zero();
 }
+
+namespace {
+
+void parse_fc(Section& s, LayerSpec& spec) {
+  FcParams p;
+  p.out_features = read_positive(s, "out_features");
+  p.bias = s.get<bool>("bias", true);
+  p.init = read_init(s, "xavier");
+  spec.params = p;
+}
+
+LayerPtr build_fc(const LayerSpec& spec, const LayerInput& in) {
+  FcParams p = spec_params<FcParams>(spec);
+  p.in_features = shape_numel(in.in) / in.in[0];
+  return std::make_unique<FullyConnected>(spec.name, p);
+}
+
+}  // namespace
+
+LayerDef fc_layer() { return {"fc", FullyConnected::kTraits, parse_fc, build_fc}; }
 
 }  // namespace octet

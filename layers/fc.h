@@ -16,6 +16,8 @@ class FullyConnected : public Layer {
  public:
   FullyConnected(std::string name, const FcParams& p);
   const char* kind() const override { return "fc"; }
+  static constexpr LayerTraits kTraits{.split_outputs = true};
+  LayerTraits traits() const override { return kTraits; }
   Shape output_shape(const Shape& in) const override;  // [N,...] -> [N,OUT]
   std::vector<Param> params() override;
   void init_params(Rng& rng) override;

@@ -1,5 +1,6 @@
 // Flatten on both devices: its output is its input's elements, copied in order on the layer's compute stream.
 #include "layers/flatten.h"
+#include "layers/layer_def.h"
 
 #include "core/device.h"
 #include "core/error.h"
@@ -24,5 +25,14 @@ void Flatten::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) { y.c
 void Flatten::backward_cuda(const Tensor&, const Tensor&, const Tensor& dy, Tensor* dx) {
   if (dx) dx->copy_from(dy, exec().compute());
 }
+
+namespace {
+
+void parse_flatten(Section&, LayerSpec&) {}
+LayerPtr build_flatten(const LayerSpec& spec, const LayerInput&) { return std::make_unique<Flatten>(spec.name); }
+
+}  // namespace
+
+LayerDef flatten_layer() { return {"flatten", Flatten::kTraits, parse_flatten, build_flatten}; }
 
 }  // namespace octet

@@ -8,6 +8,9 @@ class Flatten : public Layer {
  public:
   explicit Flatten(std::string name) : Layer(std::move(name)) {}
   const char* kind() const override { return "flatten"; }
+  // [N, P] stays [N, P]: between two split FC layers it is the identity on the columns.
+  static constexpr LayerTraits kTraits{.column_wise = true};
+  LayerTraits traits() const override { return kTraits; }
   Shape output_shape(const Shape& in) const override;
   bool has_cuda() const override;
 

@@ -28,6 +28,16 @@ struct StepContext {
       0;  // index of this rank's first sample in the global batch (masks follow the sample, not the rank)
 };
 
+// What the rest of the house may know of a layer type beyond its kind's name; each layer class declares its own
+// (traits() below, and its registry row, layers/layer_def.h). Nothing outside layers/ tests a kind's name.
+struct LayerTraits {
+  bool split_outputs = false;     // FC model parallelism splits it by output neurons over the ranks (fc)
+  bool column_wise = false;       // acts on each feature alone: runs on a slice of columns between split layers
+  bool batch_statistics = false;  // normalizes over the training batch: needs 2+ values a channel; not in a split part
+  bool reads_other = false;       // reads an earlier layer's output (skip_from()); not in a split part
+  bool convolutional = false;     // weights shared over positions (AdaComp's smaller selection bin)
+};
+
 enum class Init { He, Xavier };
 const char* init_name(Init i);
 // He: N(0, 2/fan_in). Xavier (Glorot uniform): U(±sqrt(6/(fan_in+fan_out))). w on the host.
@@ -42,6 +52,7 @@ class Layer {
 
   const std::string& name() const { return name_; }
   virtual const char* kind() const = 0;
+  virtual LayerTraits traits() const { return {}; }
   // Full shapes including the batch dimension N.
   virtual Shape output_shape(const Shape& in) const = 0;
   // x: input, y: output already sized to output_shape(x.shape()), both on the layer's device (checked: an operand

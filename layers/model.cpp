@@ -165,8 +165,8 @@ int64_t first_bad(const Tensor& t) {
 std::string Model::first_nonfinite(const Tensor* input) {
   std::ostringstream o;
   auto bad = [&](const Tensor& t, const std::string& what) {
-    const Tensor host = t.device() == Device::CPU ? Tensor() : t.to(Device::CPU);  // an error path: copies are fine
-    const Tensor& h = t.device() == Device::CPU ? t : host;
+    Tensor copy;
+    const Tensor& h = t.on_host(copy);  // an error path: copies are fine
     const int64_t i = first_bad(h);
     if (i >= 0) o << what << " " << h.data()[i] << " at index " << i;
     return i >= 0;

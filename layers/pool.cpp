@@ -1,5 +1,6 @@
 // Pool2d, device-neutral: parameters and the output shape.
 #include "layers/pool.h"
+#include "layers/layer_def.h"
 
 #include "core/error.h"
 
@@ -19,5 +20,40 @@ Shape Pool2d::output_shape(const Shape& in) const {
   const int64_t ow = (in[3] + 2 * p_.padding - p_.kernel) / p_.stride + 1;
   return {in[0], in[1], oh, ow};
 }
+
+namespace {
+
+template <PoolKind K>
+void parse_pool(Section& s, LayerSpec& spec) {
+  PoolParams p;
+  p.kind = K;
+  p.kernel = read_positive(s, "kernel");
+  p.stride = read_positive(s, "stride", p.kernel);
+  p.padding = s.get<int64_t>("padding", 0);
+  if (p.padding < 0 || p.padding >= p.kernel) s.fail("padding", "must be in [0, kernel)");
+  spec.params = p;
+}
+
+LayerPtr build_pool(const LayerSpec& spec, const LayerInput&) {
+  return std::make_unique<Pool2d>(spec.name, spec_params<PoolParams>(spec));
+}
+
+void parse_global(Section&, LayerSpec&) {}
+
+// Global average pooling: an average pool whose window is the whole (square) plane: [N,C,H,H] -> [N,C,1,1].
+LayerPtr build_global_avgpool(const LayerSpec& spec, const LayerInput& in) {
+  OCTET_CHECK(in.in.size() == 4 && in.in[2] == in.in[3],
+              "layer " << spec.name << " (global_avgpool) needs square [N,C,H,H] input, got " << shape_str(in.in));
+  PoolParams p;
+  p.kind = PoolKind::Avg;
+  p.kernel = p.stride = in.in[2];
+  return std::make_unique<Pool2d>(spec.name, p);
+}
+
+}  // namespace
+
+LayerDef maxpool_layer() { return {"maxpool", {}, parse_pool<PoolKind::Max>, build_pool}; }
+LayerDef avgpool_layer() { return {"avgpool", {}, parse_pool<PoolKind::Avg>, build_pool}; }
+LayerDef global_avgpool_layer() { return {"global_avgpool", {}, parse_global, build_global_avgpool}; }
 
 }  // namespace octet

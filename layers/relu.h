@@ -8,6 +8,8 @@ class Relu : public Layer {
  public:
   explicit Relu(std::string name) : Layer(std::move(name)) {}
   const char* kind() const override { return "relu"; }
+  static constexpr LayerTraits kTraits{.column_wise = true};
+  LayerTraits traits() const override { return kTraits; }
   Shape output_shape(const Shape& in) const override { return in; }
 
  protected:

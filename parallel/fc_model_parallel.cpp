@@ -1,5 +1,5 @@
 // FcModelParallel: the FC part of a model split by output neurons over the ranks, sub-batch by sub-batch, with the
-// activation exchanges through a codec (see model_parallel.h).
+// activation exchanges through a codec (see fc_model_parallel.h).
 #include "parallel/fc_model_parallel.h"
 
 #include <cstring>
@@ -86,10 +86,7 @@ FcModelParallel::FcModelParallel(Transport& t, Model& model, size_t fc_start, co
   // below_[j]: the FC slice whose owned columns are all that layer j's input gradient must deliver to each rank,
   // when only layers that act column by column lie between the two; -1 otherwise.
   below_.assign(slice_of_.size(), -1);
-  auto column_wise = [&](size_t k) {
-    const std::string kind = model.layer(fc_start + k).kind();
-    return kind == "relu" || kind == "dropout" || kind == "flatten";  // flatten of an FC output [M, P] is the identity
-  };
+  auto column_wise = [&](size_t k) { return model.layer(fc_start + k).traits().column_wise; };
   for (size_t j = 1; j < slice_of_.size(); ++j) {
     if (slice_of_[j] < 0) continue;
     size_t k = j - 1;

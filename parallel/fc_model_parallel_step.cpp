@@ -13,7 +13,7 @@ namespace {
 
 size_t first_fc(Model& model) {
   for (size_t i = 0; i < model.size(); ++i)
-    if (std::string(model.layer(i).kind()) == "fc") return i;
+    if (model.layer(i).traits().split_outputs) return i;
   return model.size();
 }
 

@@ -4,7 +4,7 @@
 #include "core/fileio.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
-#include "trainer/layer_registry.h"
+#include "layers/layer_def.h"
 #include "trainer/trainer.h"
 #include "tests/test_util.h"
 

@@ -11,7 +11,10 @@
 #include "comm/nccl_transport.h"
 #endif
 #include "trainer/config.h"
-#include "trainer/layer_registry.h"
+#include "layers/add.h"
+#include "layers/batchnorm.h"
+#include "layers/layer_def.h"
+#include "layers/pool.h"
 #include "tests/test_util.h"
 
 using namespace octet;
@@ -60,11 +63,11 @@ TEST_CASE("a valid config resolves every key with defaults", "[config]") {
   CHECK(c.optimizer.momentum == Approx(0.9f));
   REQUIRE(c.model.layers.size() == 3);
   CHECK(c.model.layers[0].name == "conv1");
-  CHECK(std::get<PoolParams>(c.model.layers[1].params).stride == 2);  // defaults to the kernel
+  CHECK(spec_params<PoolParams>(c.model.layers[1]).stride == 2);  // defaults to the kernel
   const std::string resolved = to_yaml(c.resolved);
   CHECK_THAT(resolved, Catch::Contains("checkpoint_every: 1") && Catch::Contains("init: xavier") &&
                            Catch::Contains("type: constant"));
-  Model m = build_model(c.model, {1, 8, 8});
+  Model m = build_model(c.model.layers, {1, 8, 8});
   CHECK(m.size() == 3);
   CHECK(m.num_params() == 3 * 9 + 3 + 27 * 4 + 4);
 }
@@ -128,7 +131,7 @@ TEST_CASE("command-line overrides (--set) change values, list items and reports 
   auto p = write_config(d, kValid);
   Config c = load_config(p, {"optimizer.lr=0.05", "model.layers.0.out_channels=5", "run.threads=1"});
   CHECK(c.optimizer.lr == Approx(0.05f));
-  CHECK(std::get<Conv2dParams>(c.model.layers[0].params).out_channels == 5);
+  CHECK(spec_params<Conv2dParams>(c.model.layers[0]).out_channels == 5);
   CHECK(c.run.threads == 1);
   CHECK_THROWS_WITH(load_config(p, {"run.epochs=abc"}),
                     Catch::Contains("--set run.epochs: run.epochs: expected an integer"));
@@ -180,7 +183,7 @@ TEST_CASE("global_avgpool averages each whole channel plane; non-square input is
   const std::string p = write_config(
       d, replace(kValid, "    - {type: maxpool, kernel: 2}\n", "    - {type: global_avgpool, name: gap}\n"));
   Config c = load_config(p);
-  Model m = build_model(c.model, {1, 8, 8});
+  Model m = build_model(c.model.layers, {1, 8, 8});
   m.init_params(1);
   Tensor x({2, 1, 8, 8});
   for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>(i % 7) * 0.25f;
@@ -194,7 +197,7 @@ TEST_CASE("global_avgpool averages each whole channel plane; non-square input is
     for (int64_t j = 0; j < 36; ++j) mean += conv.data()[k * 36 + j];
     CHECK(g.data()[k] == Approx(mean / 36).epsilon(1e-5));
   }
-  CHECK_THROWS_WITH(build_model(c.model, {1, 8, 6}), Catch::Contains("layer gap (global_avgpool) needs square"));
+  CHECK_THROWS_WITH(build_model(c.model.layers, {1, 8, 6}), Catch::Contains("layer gap (global_avgpool) needs square"));
 }
 
 TEST_CASE("batchnorm and add layers: keys read, a wrong source or shortcut named by file, line and key",
@@ -209,15 +212,15 @@ TEST_CASE("batchnorm and add layers: keys read, a wrong source or shortcut named
   const std::string good = replace(kValid, "    - {type: conv, out_channels: 3, kernel: 3}\n", block);
   Config c = load_config(write_config(d, good));
   REQUIRE(c.model.layers.size() == 7);
-  CHECK(std::get<Conv2dParams>(c.model.layers[0].params).cpu_layout == ConvLayout::Auto);
-  CHECK(std::get<Conv2dParams>(
-            load_config(write_config(d, good), {"model.layers.0.cpu_layout=plain"}).model.layers[0].params)
-            .cpu_layout == ConvLayout::Plain);
-  const auto& bn = std::get<BatchNormParams>(c.model.layers[1].params);
+  CHECK(spec_params<Conv2dParams>(c.model.layers[0]).cpu_layout == ConvLayout::Auto);
+  CHECK(
+      spec_params<Conv2dParams>(load_config(write_config(d, good), {"model.layers.0.cpu_layout=plain"}).model.layers[0])
+          .cpu_layout == ConvLayout::Plain);
+  const auto& bn = spec_params<BatchNormParams>(c.model.layers[1]);
   CHECK(bn.momentum == 0.2f);
   CHECK(bn.eps == 0.001f);
-  CHECK(std::get<AddParams>(c.model.layers[4].params).shortcut == Shortcut::Pad);
-  Model m = build_model(c.model, {1, 8, 8});  // the add reads r's [3,8,8] onto [6,4,4]
+  CHECK(spec_params<AddParams>(c.model.layers[4]).shortcut == Shortcut::Pad);
+  Model m = build_model(c.model.layers, {1, 8, 8});  // the add reads r's [3,8,8] onto [6,4,4]
   CHECK(m.layer(4).output_shape({2, 6, 4, 4}) == Shape({2, 6, 4, 4}));
   std::string p = write_config(d, replace(good, "from: r,", "from: c2x,"));
   CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":14: model.layers[4].from: 'c2x' names no earlier layer"));
@@ -229,7 +232,7 @@ TEST_CASE("batchnorm and add layers: keys read, a wrong source or shortcut named
   p = write_config(d, replace(good, "momentum: 0.2", "momentum: 2"));
   CHECK_THROWS_WITH(load_config(p), Catch::Contains("model.layers[1].momentum: must be in [0, 1]"));
   Config ident = load_config(write_config(d, replace(good, "shortcut: pad", "shortcut: identity")));
-  CHECK_THROWS_WITH(build_model(ident.model, {1, 8, 8}),
+  CHECK_THROWS_WITH(build_model(ident.model.layers, {1, 8, 8}),
                     Catch::Contains("model.layers[4] (a)") && Catch::Contains("shortcut identity needs r's output"));
   p = write_config(d, replace(good, "    - {type: fc, out_features: 4}\n",
                               "    - {type: fc, out_features: 4}\n    - {type: batchnorm, name: bnf}\n"));
@@ -252,7 +255,7 @@ TEST_CASE("every shipped config loads and builds its model; the ResNets have the
       c = load_config(p, {"data.path=" + source_dir()});
     }
     const Shape input = !c.model.input.empty() ? c.model.input : Shape(c.data.synthetic_shape);
-    Model m = build_model(c.model, input);
+    Model m = build_model(c.model.layers, input);
     params[e.path().filename().string()] = m.num_params();
   }
   CHECK(params.at("resnet20.yaml") == 269722);       // He et al.: 0.27M

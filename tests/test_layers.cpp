@@ -1,4 +1,6 @@
 // Layer tests: hand-computed forward fixtures and finite-difference gradient checks for every layer.
+#include <yaml-cpp/yaml.h>
+
 #include <cmath>
 
 #include "core/rng.h"
@@ -14,6 +16,7 @@
 #include "layers/pool.h"
 #include "layers/softmax_ce.h"
 #include "layers/softmax_ce_math.h"
+#include "layers/layer_def.h"
 #include "tests/layer_cases.h"
 #include "tests/test_util.h"
 
@@ -129,6 +132,25 @@ TEST_CASE("flatten keeps the data and reshapes", "[layers][flatten]") {
   CHECK(f.output_shape({2, 3, 4, 5}) == Shape{2, 60});
   Tensor x = random_tensor({2, 3, 2, 2}, 2);
   CHECK(run_forward(f, x) == to_vector(x));
+}
+
+TEST_CASE("every registered layer type has a row in the layer table; built layers declare their row's traits",
+          "[layers][registry]") {
+  auto same = [](const LayerTraits& a, const LayerTraits& b) {
+    return a.split_outputs == b.split_outputs && a.column_wise == b.column_wise &&
+           a.batch_statistics == b.batch_statistics && a.reads_other == b.reads_other &&
+           a.convolutional == b.convolutional;
+  };
+  for (const LayerDef& def : layer_registry()) {
+    INFO("layer type " << def.type);
+    int rows = 0;
+    for (const LayerCase& c : layer_cases()) {
+      if (YAML::Load(c.yaml)["type"].as<std::string>() != def.type) continue;
+      ++rows;
+      CHECK(same(c.make()->traits(), def.traits));
+    }
+    CHECK(rows > 0);  // a new layer comes with its row in tests/layer_cases.cpp
+  }
 }
 
 TEST_CASE("every case of the layer table: backward matches finite differences", "[layers][grad]") {

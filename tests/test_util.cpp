@@ -9,7 +9,7 @@
 #include "core/rng.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
-#include "trainer/layer_registry.h"
+#include "layers/layer_def.h"
 #include "optim/optimizer.h"
 
 namespace octet::test {
@@ -113,7 +113,7 @@ std::string source_dir() {  // the environment's OCTET_SOURCE_DIR first: test pr
 
 std::vector<float> checkpoint_values(const std::string& ckpt, const Config& cfg, const Shape& input,
                                      bool optimizer_state) {
-  Model m = build_model(cfg.model, input);
+  Model m = build_model(cfg.model.layers, input);
   NamedTensors t;
   for (auto& p : m.params()) t.push_back({p.name, p.value});
   for (auto& s : m.state()) t.push_back(s);  // running statistics, as a run orders them

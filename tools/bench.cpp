@@ -22,7 +22,7 @@
 #include "data/loader.h"
 #include "layers/softmax_ce.h"
 #include "trainer/config.h"
-#include "trainer/layer_registry.h"
+#include "layers/layer_def.h"
 #include "optim/optimizer.h"
 #include "tools/step_harness.h"
 #include "trainer/trainer.h"

@@ -21,7 +21,7 @@
 #include "layers/softmax_ce.h"
 #include "tools/bench.h"
 #include "trainer/config.h"
-#include "trainer/layer_registry.h"
+#include "layers/layer_def.h"
 #include "optim/optimizer.h"
 #include "tools/predict.h"
 #include "tools/step_harness.h"

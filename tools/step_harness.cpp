@@ -4,14 +4,14 @@
 #include <numeric>
 
 #include "core/timer.h"
-#include "trainer/layer_registry.h"
+#include "layers/layer_def.h"
 #include "trainer/trainer.h"
 
 namespace octet {
 
 StepHarness::StepHarness(const Config& c, int rank, int ranks) : cfg_(c) {
   data_ = load_split(c.data, true, c.run.seed);
-  model_ = std::make_unique<Model>(build_model(c.model, data_->sample_shape()));
+  model_ = std::make_unique<Model>(build_model(c.model.layers, data_->sample_shape()));
   model_->init_params(c.run.seed);
   opt_ = std::make_unique<Optimizer>(c.optimizer, model_->params());
   step_ = make_step(*model_, *opt_, nullptr, StepOptions{});

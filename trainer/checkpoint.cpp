@@ -5,55 +5,20 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/wait.h"
+#include "comm/control.h"
 #include "core/error.h"
 #include "core/fileio.h"
 
 namespace octet {
-
-namespace {
-
-constexpr int kTag = 0x0c4b;
-constexpr size_t kChunk = size_t{1} << 30;  // messages in pieces below MPI's int count
-
-void send_bytes(const World& w, const std::string& bytes, int to, const char* op) {
-  uint64_t size = bytes.size();
-  MPI_Request req;
-  CHECK_MPI(MPI_Isend(&size, 1, MPI_UINT64_T, to, kTag, w.comm, &req));
-  wait_request(req, w, {op});
-  for (size_t off = 0; off < bytes.size(); off += kChunk) {
-    CHECK_MPI(MPI_Isend(bytes.data() + off, static_cast<int>(std::min(kChunk, bytes.size() - off)), MPI_BYTE, to, kTag,
-                        w.comm, &req));
-    wait_request(req, w, {op});
-  }
-}
-
-std::string recv_bytes(const World& w, int from, const char* op) {
-  uint64_t size = 0;
-  MPI_Request req;
-  CHECK_MPI(MPI_Irecv(&size, 1, MPI_UINT64_T, from, kTag, w.comm, &req));
-  wait_request(req, w, {op});
-  std::string bytes(size, '\0');
-  for (size_t off = 0; off < bytes.size(); off += kChunk) {
-    CHECK_MPI(MPI_Irecv(bytes.data() + off, static_cast<int>(std::min(kChunk, bytes.size() - off)), MPI_BYTE, from,
-                        kTag, w.comm, &req));
-    wait_request(req, w, {op});
-  }
-  return bytes;
-}
-
-}  // namespace
 
 void save_checkpoint(const std::string& path, const TrainPosition& pos, const CheckpointState& state,
                      const World* world) {
   const int N = world ? world->size : 1, rank = world ? world->rank : 0;
   const std::string mine = checkpoint_section(rank, state.per_rank);
   int any = state.per_rank.empty() ? 0 : 1;
-  if (world)
-    allreduce_bounded(*world, &any, 1, MPI_INT, MPI_MAX,
-                      {"MPI_Iallreduce (checkpoint: per-rank state?)", pos.global_step});
+  if (world) any = max_all(*world, any, {"MPI_Iallreduce (checkpoint: per-rank state?)", pos.global_step});
   if (rank != 0) {
-    if (any) send_bytes(*world, mine, 0, "MPI_Isend (checkpoint: this rank's state to rank 0)");
+    if (any) send_bytes(*world, mine, 0, {"MPI_Isend (checkpoint: this rank's state to rank 0)"});
     return;
   }
   AtomicFile out(path);
@@ -64,7 +29,7 @@ void save_checkpoint(const std::string& path, const TrainPosition& pos, const Ch
   };
   emit(checkpoint_head(pos, N, state.shared, any != 0));
   if (any)
-    for (int r = 0; r < N; ++r) emit(r == 0 ? mine : recv_bytes(*world, r, "MPI_Irecv (checkpoint: a rank's state)"));
+    for (int r = 0; r < N; ++r) emit(r == 0 ? mine : recv_bytes(*world, r, {"MPI_Irecv (checkpoint: a rank's state)"}));
   out.write(&crc, 4);
   out.commit();
 }
@@ -72,7 +37,7 @@ void save_checkpoint(const std::string& path, const TrainPosition& pos, const Ch
 LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState& state, const World* world) {
   const int N = world ? world->size : 1, rank = world ? world->rank : 0;
   int any = state.per_rank.empty() ? 0 : 1;
-  if (world) allreduce_bounded(*world, &any, 1, MPI_INT, MPI_MAX, {"MPI_Iallreduce (resume: per-rank state?)"});
+  if (world) any = max_all(*world, any, {"MPI_Iallreduce (resume: per-rank state?)"});
   std::string buf;
   CheckpointFile file;
   int64_t info[7] = {};  // epoch, batch, step, seed, ranks, per_rank, per_rank_used
@@ -100,16 +65,14 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
         info[4] = file.ranks, info[5] = sections, info[6] = sections && any;
       },
       "MPI_Ibcast (resume: reading the checkpoint)");
-  if (world) bcast_bounded(*world, info, 7, MPI_INT64_T, 0, {"MPI_Ibcast (resume: checkpoint position)"});
+  if (world) broadcast(*world, info, 7, 0, {"MPI_Ibcast (resume: checkpoint position)"});
   LoadedCheckpoint out;
   out.pos = {info[0], info[1], info[2], 0};
   std::memcpy(&out.pos.seed, &info[3], 8);
   out.ranks = static_cast<int>(info[4]), out.per_rank = info[5] != 0, out.per_rank_used = info[6] != 0;
   if (world)
     for (const auto& [name, t] : state.shared)
-      for (int64_t off = 0; off < t->numel(); off += int64_t{1} << 28)
-        bcast_bounded(*world, t->data() + off, static_cast<int>(std::min<int64_t>(int64_t{1} << 28, t->numel() - off)),
-                      MPI_FLOAT, 0, {"MPI_Ibcast (resume: shared tensors)"});
+      broadcast(*world, t->data(), t->numel(), 0, {"MPI_Ibcast (resume: shared tensors)"});
   if (!out.per_rank_used) return out;
   if (N == 1) {
     copy_into(file.sections[0].entries, state.per_rank);
@@ -122,16 +85,17 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
     for (int r = N - 1; r >= 1; --r) {
       const CheckpointSection& s = file.sections[r];
       const uint64_t off = s.offset;
-      send_bytes(*world, std::string(reinterpret_cast<const char*>(&off), 8), r, "MPI_Isend (resume: section offset)");
-      send_bytes(*world, buf.substr(s.offset, s.end - s.offset), r, "MPI_Isend (resume: a rank's section)");
+      send_bytes(*world, std::string(reinterpret_cast<const char*>(&off), 8), r,
+                 {"MPI_Isend (resume: section offset)"});
+      send_bytes(*world, buf.substr(s.offset, s.end - s.offset), r, {"MPI_Isend (resume: a rank's section)"});
     }
     mine = buf.substr(file.sections[0].offset, file.sections[0].end - file.sections[0].offset);
     base = file.sections[0].offset;
   } else {
-    const std::string off = recv_bytes(*world, 0, "MPI_Irecv (resume: section offset)");
+    const std::string off = recv_bytes(*world, 0, {"MPI_Irecv (resume: section offset)"});
     OCTET_CHECK(off.size() == 8, path << ": internal: section offset of " << off.size() << " bytes");
     std::memcpy(&base, off.data(), 8);
-    mine = recv_bytes(*world, 0, "MPI_Irecv (resume: this rank's section)");
+    mine = recv_bytes(*world, 0, {"MPI_Irecv (resume: this rank's section)"});
   }
   const std::vector<CheckpointEntry> entries = parse_section(path, mine, base, rank);
   check_match(path, entries, state.per_rank, "rank " + std::to_string(rank) + "'s error-feedback state");

@@ -9,7 +9,6 @@
 
 #include "core/error.h"
 #include "core/config_reader.h"
-#include "trainer/layer_registry.h"
 
 namespace octet {
 
@@ -141,16 +140,16 @@ void read_model(Section s, ModelConfig& m) {
     Section& l = items[i];
     LayerSpec spec;
     spec.type = l.get<std::string>("type");
-    const LayerEntry& e = find_layer(spec.type, l);
+    const LayerDef& e = find_layer(spec.type, l);
     spec.name = l.get<std::string>("name", spec.type + std::to_string(i + 1));
     if (spec.name.empty()) l.fail("name", "must not be empty");
     for (const auto& prev : m.layers)
       if (prev.name == spec.name) l.fail("name", "duplicate layer name '" + spec.name + "'");
     e.parse(l, spec);
-    if (const auto* add = std::get_if<AddParams>(&spec.params)) {
+    if (e.traits.reads_other) {
       bool earlier = false;
-      for (const auto& prev : m.layers) earlier = earlier || prev.name == add->from;
-      if (!earlier) l.fail("from", "'" + add->from + "' names no earlier layer");
+      for (const auto& prev : m.layers) earlier = earlier || prev.name == spec.from;
+      if (!earlier) l.fail("from", "'" + spec.from + "' names no earlier layer");
     }
     l.finish();
     m.layers.push_back(std::move(spec));
@@ -297,10 +296,12 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
   if (c.parallel.model_parallel_fc) {
     bool has_fc = false;
     for (const auto& l : c.model.layers) {
-      OCTET_CHECK(!has_fc || (l.type != "add" && l.type != "batchnorm"),
+      const LayerTraits t = find_layer(l.type).traits;
+      OCTET_CHECK(!has_fc || !(t.reads_other || t.batch_statistics),
                   file << ": parallel.model_parallel_fc: layer " << l.name << " (" << l.type
-                       << ") above the first fc layer: the split FC part runs fc, relu, dropout and flatten only");
-      has_fc = has_fc || l.type == "fc";
+                       << ") above the first fc layer: the split FC part runs every rank's sub-batch through layers "
+                          "that neither read another layer's output nor normalize over the batch");
+      has_fc = has_fc || t.split_outputs;
     }
     OCTET_CHECK(has_fc, file << ": parallel.model_parallel_fc: the model has no fc layer to split");
     OCTET_CHECK(c.data.batch_size % c.parallel.sub_batches == 0,

@@ -3,21 +3,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "compress/compression_config.h"
+#include "core/config_reader.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
-#include "layers/add.h"
-#include "layers/batchnorm.h"
-#include "layers/conv2d.h"
-#include "layers/dropout.h"
-#include "layers/flatten.h"
-#include "layers/relu.h"
-#include "layers/fc.h"
-#include "layers/lrn.h"
-#include "layers/pool.h"
+#include "layers/layer_def.h"
 #include "optim/optimizer.h"
 
 namespace octet {
@@ -61,13 +53,6 @@ struct DataConfig {
   int64_t synthetic_train = 10000, synthetic_test = 2000;
   std::vector<int64_t> synthetic_shape = {1, 28, 28};
   int64_t synthetic_classes = 10;
-};
-
-struct LayerSpec {
-  std::string type;  // registry name
-  std::string name;
-  std::variant<std::monostate, Conv2dParams, PoolParams, FcParams, DropoutParams, LrnParams, BatchNormParams, AddParams>
-      params;
 };
 
 struct ModelConfig {

@@ -10,8 +10,7 @@
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/trace.h"
-#include "comm/wait.h"
-#include "trainer/layer_registry.h"
+#include "comm/control.h"
 #include "trainer/preempt.h"
 
 namespace octet {
@@ -50,8 +49,8 @@ void check_batch_statistics(const Config& cfg, Model& model, const Shape& input,
   bool fc_part = false;  // model parallelism: from the first FC layer on, a sub-batch of every rank's samples
   for (size_t i = 0; i < model.size(); ++i) {
     Layer& l = model.layer(i);
-    fc_part = fc_part || (cfg.parallel.model_parallel_fc && std::string(l.kind()) == "fc");
-    if (std::string(l.kind()) == "batchnorm") {
+    fc_part = fc_part || (cfg.parallel.model_parallel_fc && l.traits().split_outputs);
+    if (l.traits().batch_statistics) {
       const int64_t n = fc_part ? cfg.data.batch_size * ranks / cfg.parallel.sub_batches : cfg.data.batch_size;
       const int64_t per_channel = n * (s.size() == 4 ? s[2] * s[3] : 1);
       OCTET_CHECK(per_channel >= 2, cfg.file << ": model.layers[" << i << "] (" << l.name() << "): batchnorm of "
@@ -100,7 +99,7 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
                                                             << " does not match the data's "
                                                             << shape_str(train_set_->sample_shape()));
   exec_ = &select_device(cfg.parallel.device, world_);
-  model_ = std::make_unique<Model>(build_model(cfg.model, input, *exec_));
+  model_ = std::make_unique<Model>(build_model(cfg.model.layers, input, *exec_));
   {
     Shape probe = {1};
     probe.insert(probe.end(), input.begin(), input.end());
@@ -236,14 +235,10 @@ void Run::state_to_device() {
 }
 
 void Run::share_model_state() {
-  if (!world_ || size_ < 2) return;
+  if (!transport_ || size_ < 2) return;
   for (auto& st : model_->state()) {
-    Tensor* t = st.second;
-    Tensor host = t->device() == Device::CPU ? Tensor() : t->to(Device::CPU);
-    Tensor& h = t->device() == Device::CPU ? *t : host;
-    bcast_bounded(*world_, h.data(), static_cast<int>(h.numel()), MPI_FLOAT, 0,
-                  {"MPI_Ibcast (batchnorm running statistics)", pos.global_step});
-    if (t->device() != Device::CPU) t->copy_from(h);
+    Tensor* t = st.second;  // on the run's device: the transport stages it where it must
+    transport_->broadcast_floats({t->data(), static_cast<size_t>(t->numel()), t->device()}, 0, {pos.global_step});
   }
 }
 
@@ -269,28 +264,12 @@ void Run::write_trace() {
   trace::set_on(false);
   trace_done_ = true;
   const std::string mine = trace::take_json(rank_, trace_origin_);
-  std::vector<int> sizes(static_cast<size_t>(size_), static_cast<int>(mine.size()));
   OCTET_CHECK(mine.size() < (size_t{1} << 31), "run.trace: this rank's trace exceeds 2 GB (lower run.trace_steps)");
-  std::vector<int> displs(static_cast<size_t>(size_), 0);
-  std::string all;
-  if (world_) {
-    int n = static_cast<int>(mine.size());
-    allgather_bounded(*world_, &n, 1, MPI_INT, sizes.data(), {"MPI_Iallgather (trace sizes)", pos.global_step});
-    int64_t total = 0;
-    for (int r = 0; r < size_; ++r) displs[r] = static_cast<int>(total), total += sizes[r];
-    OCTET_CHECK(total < (int64_t{1} << 31), "run.trace: the ranks' traces exceed 2 GB (lower run.trace_steps)");
-    all.resize(rank_ == 0 ? static_cast<size_t>(total) : 0);
-    MPI_Request req;
-    CHECK_MPI(MPI_Igatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), displs.data(), MPI_CHAR, 0, world_->comm,
-                           &req));
-    wait_request(req, *world_, {"MPI_Igatherv (trace)", pos.global_step});
-  } else {
-    all = mine;
-  }
+  const std::vector<std::string> all =
+      world_ ? gather_bytes(*world_, mine, 0, {"MPI_Igatherv (trace)", pos.global_step}) : std::vector{mine};
   if (rank_ != 0) return;
   std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  for (int r = 0; r < size_; ++r)
-    out += all.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(sizes[r])) + (r + 1 < size_ ? ",\n" : "\n");
+  for (size_t r = 0; r < all.size(); ++r) out += all[r] + (r + 1 < all.size() ? ",\n" : "\n");
   out += "]}\n";
   write_file_atomic(result.run_dir + "/trace.json", out);
   OCTET_LOG("trace: steps " << pos.global_step - std::min(steps_here_ - cfg_.run.trace_start, cfg_.run.trace_steps)
@@ -332,8 +311,7 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
     step_->verify_identical(pos.global_step);
   if (pos.global_step % cfg_.run.log_every == 0 || pos.batch == steps_per_epoch_) {
     double sums[3] = {win_.loss, win_.correct, win_.count};
-    if (world_)
-      allreduce_bounded(*world_, sums, 3, MPI_DOUBLE, MPI_SUM, {"MPI_Iallreduce (progress line)", pos.global_step});
+    if (world_) sum_all(*world_, sums, 3, {"MPI_Iallreduce (progress line)", pos.global_step});
     const LineInfo line{epoch + 1,          cfg_.run.epochs,      pos.batch, steps_per_epoch_, pos.global_step, rate,
                         step_->exchanges(), totals_.train_seconds};
     OCTET_LOG(progress_line(win_, line, sums));
@@ -345,8 +323,7 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
   stop_ = cfg_.run.max_steps > 0 && pos.global_step >= cfg_.run.max_steps;
   // A stop request (a signal to any rank: Slurm's at a time limit or preemption) stops every rank after this step.
   int sig = stop_signal();
-  if (world_ && size_ > 1)
-    allreduce_bounded(*world_, &sig, 1, MPI_INT, MPI_MAX, {"MPI_Iallreduce (stop request?)", pos.global_step});
+  if (world_ && size_ > 1) sig = max_all(*world_, sig, {"MPI_Iallreduce (stop request?)", pos.global_step});
   // A stop asked at a run's last step is no stop: the run ends as it would have. At an epoch's last step the epoch's
   // evaluation and checkpoint come first (end_epoch).
   const bool run_ends = stop_ || (pos.batch == steps_per_epoch_ && epoch + 1 == cfg_.run.epochs);

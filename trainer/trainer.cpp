@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-#include "comm/wait.h"
+#include "comm/control.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/timer.h"
@@ -74,7 +74,7 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
       sums[3] += static_cast<double>(lr.correct5);
     }
   }
-  if (world) allreduce_bounded(*world, sums, 4, MPI_DOUBLE, MPI_SUM, {"MPI_Iallreduce (evaluation)"});
+  if (world) sum_all(*world, sums, 4, {"MPI_Iallreduce (evaluation)"});
   EvalResult r;
   r.count = static_cast<int64_t>(sums[2]);
   OCTET_CHECK(r.count > 0, "evaluation over an empty dataset");
@@ -95,12 +95,7 @@ Exec& select_device(Device d, const World* world) {
       local = std::atoi(v);
       break;
     }
-  if (local < 0 && world && world->size > 1) {  // the ranks that share this node, in rank order
-    MPI_Comm node;
-    CHECK_MPI(MPI_Comm_split_type(world->comm, MPI_COMM_TYPE_SHARED, world->rank, MPI_INFO_NULL, &node));
-    CHECK_MPI(MPI_Comm_rank(node, &local));
-    MPI_Comm_free(&node);
-  }
+  if (local < 0 && world && world->size > 1) local = node_local_rank(*world);
   return Exec::cuda(std::max(local, 0) % cuda_device_count());
 }
 
