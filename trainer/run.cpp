@@ -76,48 +76,61 @@ StepOptions step_options(const Config& cfg) {
 }  // namespace
 
 Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : cfg_(cfg), opts_(opts) {
+  join(world_in);
+  load_data_and_model();  // 1. data and model, checked on both splits
+  check_run_dir();        // 2. a fresh run never writes over an earlier run's outputs unless asked to
+  build_step();           // 3. the parallel step (collective from here on)
+  collect_state();        // 4. what a checkpoint holds
+  pos.seed = cfg.run.seed;
+  if (!resume_from_.empty() && !resume()) return;  // a finished run: nothing to train
+  stop_ = cfg.run.max_steps > 0 && pos.global_step >= cfg.run.max_steps;
+}
+
+void Run::join(const World* world_in) {
   trace::name_thread("main");
   if (world_in) {  // the world with the config's bound on collective waits; nullptr stays one process without MPI
     world_copy_ = *world_in;
-    world_copy_->timeout_s = cfg.parallel.timeout_s;
+    world_copy_->timeout_s = cfg_.parallel.timeout_s;
     world_ = &*world_copy_;
     rank_ = world_->rank, size_ = world_->size;
   }
   set_log_rank(rank_);
-  set_cpu_threads(cfg.run.threads);
+  set_cpu_threads(cfg_.run.threads);
   const unsigned cores = std::thread::hardware_concurrency();
-  if (cfg.run.threads > 0 && cores > 0 && static_cast<unsigned>(cfg.run.threads) > cores)
-    OCTET_LOG("warning: run.threads " << cfg.run.threads << " exceeds the " << cores
+  if (cfg_.run.threads > 0 && cores > 0 && static_cast<unsigned>(cfg_.run.threads) > cores)
+    OCTET_LOG("warning: run.threads " << cfg_.run.threads << " exceeds the " << cores
                                       << " cores of this machine: threads will share cores");
+}
 
-  // 1. Data and model, checked on both splits.
-  train_set_ = load_split(cfg.data, true, cfg.run.seed);
-  test_set_ = load_split(cfg.data, false, cfg.run.seed);
-  check_data(cfg, *train_set_, *test_set_, size_);
-  const Shape input = cfg.model.input.empty() ? train_set_->sample_shape() : cfg.model.input;
-  OCTET_CHECK(input == train_set_->sample_shape(), cfg.file << ": model.input " << shape_str(input)
-                                                            << " does not match the data's "
-                                                            << shape_str(train_set_->sample_shape()));
-  exec_ = &select_device(cfg.parallel.device, world_);
-  model_ = std::make_unique<Model>(build_model(cfg.model.layers, input, *exec_));
+void Run::load_data_and_model() {
+  train_set_ = load_split(cfg_.data, true, cfg_.run.seed);
+  test_set_ = load_split(cfg_.data, false, cfg_.run.seed);
+  check_data(cfg_, *train_set_, *test_set_, size_);
+  const Shape input = cfg_.model.input.empty() ? train_set_->sample_shape() : cfg_.model.input;
+  OCTET_CHECK(input == train_set_->sample_shape(), cfg_.file << ": model.input " << shape_str(input)
+                                                             << " does not match the data's "
+                                                             << shape_str(train_set_->sample_shape()));
+  exec_ = &select_device(cfg_.parallel.device, world_);
+  model_ = std::make_unique<Model>(build_model(cfg_.model.layers, input, *exec_));
   {
     Shape probe = {1};
     probe.insert(probe.end(), input.begin(), input.end());
     for (size_t i = 0; i < model_->size(); ++i) probe = model_->layer(i).output_shape(probe);
-    OCTET_CHECK(probe[1] == train_set_->num_classes(), cfg.file << ": the last layer outputs " << probe[1]
-                                                                << " values but the data has "
-                                                                << train_set_->num_classes() << " classes");
+    OCTET_CHECK(probe[1] == train_set_->num_classes(), cfg_.file << ": the last layer outputs " << probe[1]
+                                                                 << " values but the data has "
+                                                                 << train_set_->num_classes() << " classes");
   }
-  check_batch_statistics(cfg, *model_, input, size_);
-  sampler_ = std::make_unique<Sampler>(train_set_->size(), cfg.data.batch_size, rank_, size_, cfg.run.seed,
-                                       cfg.data.shuffle, true);
+  check_batch_statistics(cfg_, *model_, input, size_);
+  sampler_ = std::make_unique<Sampler>(train_set_->size(), cfg_.data.batch_size, rank_, size_, cfg_.run.seed,
+                                       cfg_.data.shuffle, true);
   steps_per_epoch_ = sampler_->batches_per_epoch();
+}
 
-  // 2. The run directory: a fresh run never writes over an earlier run's outputs unless asked to.
-  result.run_dir = cfg.run.out_dir + "/" + cfg.run.name;
+void Run::check_run_dir() {
+  result.run_dir = cfg_.run.out_dir + "/" + cfg_.run.name;
   ckpt_path_ = result.run_dir + "/checkpoint.bin";
-  resume_from_ = opts.resume.empty() ? "" : is_dir(opts.resume) ? opts.resume + "/checkpoint.bin" : opts.resume;
-  if (opts.resume == "auto")  // a requeued job: continue what the run directory holds, or start afresh
+  resume_from_ = opts_.resume.empty() ? "" : is_dir(opts_.resume) ? opts_.resume + "/checkpoint.bin" : opts_.resume;
+  if (opts_.resume == "auto")  // a requeued job: continue what the run directory holds, or start afresh
     resume_from_ = path_exists(ckpt_path_) ? ckpt_path_ : "";
   const bool resume_in_place = !resume_from_.empty() && same_file(parent_dir(resume_from_), result.run_dir);
   // An earlier run: a checkpoint, a summary, or metrics with a line in them (a run that failed at its first step
@@ -132,22 +145,24 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
         if (earlier_.empty()) return;
         std::string list;
         for (const auto& f : earlier_) list += (list.empty() ? "" : ", ") + f;
-        OCTET_CHECK(!(opts.overwrite && resume_in_place),
+        OCTET_CHECK(!(opts_.overwrite && resume_in_place),
                     result.run_dir << ": --overwrite would delete the checkpoint --resume reads");
-        OCTET_CHECK(opts.overwrite || resume_in_place,
+        OCTET_CHECK(opts_.overwrite || resume_in_place,
                     result.run_dir << " already holds a run (" << list << "): pass --resume " << result.run_dir
                                    << " to continue it, --overwrite to start over, or another run.name");
       },
       "MPI_Ibcast (start-up: the run directory check)");
+}
 
-  // 3. The parallel step (collective from here on).
-  model_->init_params(cfg.run.seed);
-  opt_ = std::make_unique<Optimizer>(cfg.optimizer, model_->params(), *exec_);
-  if (world_) transport_ = make_transport(cfg.parallel.transport, *world_, *exec_);
-  step_ = make_step(*model_, *opt_, transport_.get(), step_options(cfg));
+void Run::build_step() {
+  model_->init_params(cfg_.run.seed);
+  opt_ = std::make_unique<Optimizer>(cfg_.optimizer, model_->params(), *exec_);
+  if (world_) transport_ = make_transport(cfg_.parallel.transport, *world_, *exec_);
+  step_ = make_step(*model_, *opt_, transport_.get(), step_options(cfg_));
+}
 
-  // 4. What a checkpoint holds: parameters, running statistics and optimizer state (shared), error-feedback residuals
-  // (per rank).
+// Parameters, running statistics and optimizer state (shared), error-feedback residuals (per rank).
+void Run::collect_state() {
   for (auto& p : model_->params()) state_.shared.push_back({p.name, p.value});
   for (auto& st : model_->state()) state_.shared.push_back(st);
   for (auto& s : opt_->state()) state_.shared.push_back(s);
@@ -161,37 +176,37 @@ Run::Run(const Config& cfg, const TrainOptions& opts, const World* world_in) : c
   for (auto* part : {&state_.shared, &state_.per_rank})
     for (auto& [name, t] : *part)
       if (t->device() != Device::CPU) t = &mirrors_[m++].second;
-  pos.seed = cfg.run.seed;
-  if (!resume_from_.empty()) {
-    const LoadedCheckpoint ck = load_checkpoint(resume_from_, state_, world_);
-    state_to_device();
-    pos = ck.pos;
-    OCTET_CHECK(pos.seed == cfg.run.seed,
-                resume_from_ << ": written with run.seed " << pos.seed << ", the config says " << cfg.run.seed);
-    OCTET_CHECK(pos.batch < steps_per_epoch_,
-                resume_from_ << ": resumes at batch " << pos.batch << " of epoch " << pos.epoch + 1
-                             << ", but an epoch has " << steps_per_epoch_ << " batches of " << cfg.data.batch_size
-                             << " x " << size_ << " ranks (data.batch_size, the training set or the ranks changed?)");
-    OCTET_CHECK(pos.batch == 0 || ck.ranks == 0 || ck.ranks == size_,
-                resume_from_ << ": stopped inside an epoch with " << ck.ranks << " ranks; resume it with " << ck.ranks
-                             << " (a batch index means another sample range with " << size_ << ")");
-    if (ck.per_rank && !ck.per_rank_used)
-      OCTET_LOG("resume: this config keeps no error-feedback state; the checkpoint's is not used");
-    if (!ck.per_rank && !state_.per_rank.empty())
-      OCTET_LOG("resume: the checkpoint holds no error-feedback state; residuals start at zero");
-    if (reached_end(pos, cfg.run)) {
-      OCTET_LOG(resume_from_ << ": the run already finished (epoch " << pos.epoch << " of run.epochs " << cfg.run.epochs
-                             << ", step " << pos.global_step
-                             << (cfg.run.max_steps > 0 ? " of run.max_steps " + std::to_string(cfg.run.max_steps) : "")
-                             << "); nothing to train. Raise run.epochs or run.max_steps (--set) to continue it.");
-      result.already_finished = true;
-      result.steps = pos.global_step;
-      return;
-    }
-    OCTET_LOG("resumed from " << resume_from_ << " at epoch " << pos.epoch + 1 << " batch " << pos.batch << " step "
-                              << pos.global_step);
+}
+
+bool Run::resume() {
+  const LoadedCheckpoint ck = load_checkpoint(resume_from_, state_, world_);
+  state_to_device();
+  pos = ck.pos;
+  OCTET_CHECK(pos.seed == cfg_.run.seed,
+              resume_from_ << ": written with run.seed " << pos.seed << ", the config says " << cfg_.run.seed);
+  OCTET_CHECK(pos.batch < steps_per_epoch_,
+              resume_from_ << ": resumes at batch " << pos.batch << " of epoch " << pos.epoch + 1
+                           << ", but an epoch has " << steps_per_epoch_ << " batches of " << cfg_.data.batch_size
+                           << " x " << size_ << " ranks (data.batch_size, the training set or the ranks changed?)");
+  OCTET_CHECK(pos.batch == 0 || ck.ranks == 0 || ck.ranks == size_,
+              resume_from_ << ": stopped inside an epoch with " << ck.ranks << " ranks; resume it with " << ck.ranks
+                           << " (a batch index means another sample range with " << size_ << ")");
+  if (ck.per_rank && !ck.per_rank_used)
+    OCTET_LOG("resume: this config keeps no error-feedback state; the checkpoint's is not used");
+  if (!ck.per_rank && !state_.per_rank.empty())
+    OCTET_LOG("resume: the checkpoint holds no error-feedback state; residuals start at zero");
+  if (reached_end(pos, cfg_.run)) {
+    OCTET_LOG(resume_from_ << ": the run already finished (epoch " << pos.epoch << " of run.epochs " << cfg_.run.epochs
+                           << ", step " << pos.global_step
+                           << (cfg_.run.max_steps > 0 ? " of run.max_steps " + std::to_string(cfg_.run.max_steps) : "")
+                           << "); nothing to train. Raise run.epochs or run.max_steps (--set) to continue it.");
+    result.already_finished = true;
+    result.steps = pos.global_step;
+    return false;
   }
-  stop_ = cfg.run.max_steps > 0 && pos.global_step >= cfg.run.max_steps;
+  OCTET_LOG("resumed from " << resume_from_ << " at epoch " << pos.epoch + 1 << " batch " << pos.batch << " step "
+                            << pos.global_step);
+  return true;
 }
 
 void Run::open_outputs() {

@@ -43,6 +43,13 @@ class Run {
   TrainResult result;
 
  private:
+  // The constructor's parts, in order.
+  void join(const World* world);  // the world with the config's bound on collective waits; logging, threads
+  void load_data_and_model();     // both splits, the model on this rank's device, checked against the data
+  void check_run_dir();           // outputs of an earlier run, and what --resume/--overwrite say of them
+  void build_step();              // parameters initialized, the optimizer, the transport, the step
+  void collect_state();           // what a checkpoint holds (host mirrors of device tensors)
+  bool resume();                  // loads resume_from_ and checks its position; false: the run already finished
   void save(const TrainPosition& at);
   void stopped_line() const;  // what a stop on a signal says, once its checkpoint is written
   // run.trace: opens the window at this invocation's step trace_start (after a barrier, the ranks' common origin),
@@ -85,7 +92,7 @@ class Run {
   Window win_;
   TrainTotals totals_;
   bool stop_ = false;
-  int stopped_by_ = 0;  // the signal every rank stopped on (trainer/preempt.h), 0 when none
+  int stopped_by_ = 0;      // the signal every rank stopped on (trainer/preempt.h), 0 when none
   int64_t steps_here_ = 0;  // steps of this invocation
   double trace_origin_ = 0;
   bool trace_done_ = false;  // the window has closed (trace::on() while it is open)
