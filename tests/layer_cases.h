@@ -11,7 +11,8 @@ namespace octet::test {
 
 struct LayerCase {
   // yaml: the layer's entry as in model.layers (built through its registry row); seed: its parameters' init.
-  LayerCase(std::string name, std::string yaml, std::function<Tensor()> input, uint64_t seed = 1);
+  LayerCase(std::string name, std::string yaml, std::function<Tensor()> input, uint64_t seed = 1,
+            std::function<bool(const Tensor& x, int64_t i)> skip = nullptr);
   std::string name;
   std::string yaml;
   std::function<Tensor()> input;  // its input [N, ...], on the host
