@@ -10,13 +10,6 @@
 
 namespace octet {
 
-namespace {
-std::unique_ptr<Transport> staging_for(Transport& t, Exec& exec) {
-  if (exec.device() == Device::CPU || t.accepts(exec.device())) return nullptr;
-  return std::make_unique<StagedTransport>(t, exec);
-}
-}  // namespace
-
 GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors, Exec& exec)
     : t_(t), exec_(exec), staged_(staging_for(t, exec)), dev_t_(staged_ ? *staged_ : t) {
   for (size_t i = 0; i < tensors.size(); ++i) {

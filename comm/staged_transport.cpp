@@ -123,4 +123,9 @@ std::unique_ptr<Transport::Pending> StagedTransport::start_allgather(Span<const 
   return in_.start_allgather(mine, all, each);
 }
 
+std::unique_ptr<Transport> staging_for(Transport& t, Exec& exec) {
+  if (exec.device() == Device::CPU || t.accepts(exec.device())) return nullptr;
+  return std::make_unique<StagedTransport>(t, exec);
+}
+
 }  // namespace octet

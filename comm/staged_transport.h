@@ -47,4 +47,8 @@ class StagedTransport : public Transport {
   StagedTransport& operator=(const StagedTransport&) = delete;
 };
 
+// What moves buffers on exec's device over t: nullptr when t takes them as they are (host memory, NCCL), else a
+// StagedTransport over t (use `staged ? *staged : t`).
+std::unique_ptr<Transport> staging_for(Transport& t, Exec& exec);
+
 }  // namespace octet

@@ -188,14 +188,46 @@ void FcModelParallel::exchange_gather(const float* mine, int64_t n_mine, const s
 
 LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const StepContext& ctx, float grad_scale,
                                  Tensor& da, PhaseTimes& times, CommStats& stats) {
-  const int N = t_.size(), r = t_.rank(), K = opt_.sub_batches;
+  const Geometry g = begin_step(a, da, ctx);
+  const HostInput in = input_on_host(a, labels, g, times);
+  auto sub_seed = [&](int k) { return derive_seed(ctx.seed, 0x3f1, ctx.step, static_cast<uint64_t>(k)); };
+  const int64_t values = g.sub * g.features;  // one rank's share of a sub-batch's input
+  start_prefetch(in.a->data(), values, in.labels, g.sub, derive_seed(sub_seed(0), 0), times, stats);
+  LossResult total;
+  for (int k = 0; k < opt_.sub_batches; ++k) {
+    StepContext cx = ctx;
+    cx.sample_offset = k * g.all;  // sub-batch-major sample numbering for the FC part's dropout masks
+    const uint64_t seed = sub_seed(k);
+    const int32_t* labels_all = receive_sub_batch(g, times, stats);
+    // Sub-batch k+1's input travels while sub-batch k computes (progressed between layers and by the exchanges).
+    if (k + 1 < opt_.sub_batches)
+      start_prefetch(in.a->data() + (k + 1) * values, values, in.labels + (k + 1) * g.sub, g.sub,
+                     derive_seed(sub_seed(k + 1), 0), times, stats);
+    forward_part(g, cx, seed, times, stats);
+    const LossResult own = loss_and_gradient(g, labels_all, labels + k * g.sub, grad_scale, times);
+    total.loss_sum += own.loss_sum, total.correct += own.correct, total.count += own.count;
+    const Tensor& dx0 = backward_part(g, seed, times, stats);
+    // This rank's samples' rows of the input gradient.
+    Tensor da_k = da.view(k * values, {values});
+    da_k.copy_from(dx0.view(t_.rank() * values, {values}), ex_.compute());
+  }
+  write_gradients();
+  return total;
+}
+
+FcModelParallel::Geometry FcModelParallel::begin_step(const Tensor& a, Tensor& da, const StepContext& ctx) {
+  const int K = opt_.sub_batches, r = t_.rank();
   step_ = static_cast<int64_t>(ctx.step);
-  const int64_t B = a.dim(0), m = B / K, feat = a.numel() / B, M = N * m;
-  OCTET_CHECK(B % K == 0, "model parallelism: batch " << B << " is not divisible into " << K << " sub-batches");
+  Geometry g;
+  g.batch = a.dim(0), g.sub = g.batch / K, g.features = a.numel() / g.batch, g.all = t_.size() * g.sub;
+  OCTET_CHECK(g.batch % K == 0,
+              "model parallelism: batch " << g.batch << " is not divisible into " << K << " sub-batches");
   OCTET_CHECK(a.device() == ex_.device() && da.device() == ex_.device(),
               "model parallelism: the FC part's input is on " << device_name(a.device()) << ", its gradient on "
                                                               << device_name(da.device()) << ", the model runs on "
                                                               << device_name(ex_.device()));
+  g.input = a.shape();
+  g.input[0] = g.all;
   const Stream cs = ex_.compute();
   for (auto& s : slices_) {  // this rank's rows of the current parameters; fresh gradient sums
     s->mw.value->copy_from(s->w.value->view(s->lo[r] * s->in, s->mw.value->shape()), cs);
@@ -204,149 +236,169 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
     if (s->b.value) s->db_acc.resize(s->mb.value->shape()), s->db_acc.zero(cs);
   }
   da.resize(a.shape());
-  labels_all_.resize(static_cast<size_t>(M));
-  // The encoders read this rank's activations and labels on the host.
-  const int32_t* labels_h = labels;
+  labels_all_.resize(static_cast<size_t>(g.all));
+  return g;
+}
+
+// The encoders read this rank's activations and labels on the host.
+FcModelParallel::HostInput FcModelParallel::input_on_host(const Tensor& a, const int32_t* labels, const Geometry& g,
+                                                          PhaseTimes& times) {
+  HostInput in{&a, labels};
   if (gpu_) {
-    labels_host_.resize(static_cast<size_t>(B));
-    copy_async(labels_host_.data(), labels, 4 * static_cast<size_t>(B), CopyKind::DeviceToHost, cs);
-    labels_h = labels_host_.data();
+    labels_host_.resize(static_cast<size_t>(g.batch));
+    copy_async(labels_host_.data(), labels, 4 * static_cast<size_t>(g.batch), CopyKind::DeviceToHost, ex_.compute());
+    in.labels = labels_host_.data();
     if (labels_all_dev_.device() != ex_.device()) labels_all_dev_ = Buffer<int32_t>(0, ex_.device());
-    labels_all_dev_.resize(static_cast<size_t>(M));
+    labels_all_dev_.resize(static_cast<size_t>(g.all));
   }
-  const Tensor* a_hp;
-  {
-    ScopedPhase sp(times, Phase::Forward);  // on a GPU: the layers below finishing, a and the labels copied down
-    a_hp = &on_host(a, a_host_);
-  }
-  const Tensor& a_h = *a_hp;
-  Shape xshape = a.shape();
-  xshape[0] = M;
-  const size_t J = ys_.size();
-  LossResult total;
-  auto sub_seed = [&](int k) { return derive_seed(ctx.seed, 0x3f1, ctx.step, static_cast<uint64_t>(k)); };
-  start_prefetch(a_h.data(), m * feat, labels_h, m, derive_seed(sub_seed(0), 0), times, stats);
-  for (int k = 0; k < K; ++k) {
-    StepContext cx = ctx;
-    cx.sample_offset = k * M;  // sub-batch-major sample numbering for the FC part's dropout masks
-    const uint64_t seed = sub_seed(k);
-    x0_.resize(xshape);
-    Tensor& x0_h = gpu_ ? x0_host_ : x0_;
-    host_resize(x0_h, xshape);
-    finish_prefetch(x0_h.data(), m * feat, labels_all_.data(), m, times, stats);
-    const int32_t* labels_all = labels_all_.data();
-    if (gpu_) {
-      x0_.copy_from(x0_h, cs);
-      copy_async(labels_all_dev_.data(), labels_all_.data(), 4 * static_cast<size_t>(M), CopyKind::HostToDevice, cs);
-      labels_all = labels_all_dev_.data();
+  ScopedPhase sp(times, Phase::Forward);  // on a GPU: the layers below finishing, a and the labels copied down
+  in.a = &on_host(a, a_host_);
+  return in;
+}
+
+// The prefetched input of the sub-batch into x0_ (through its host mirror on a device); returns every rank's labels
+// of it where the model runs.
+const int32_t* FcModelParallel::receive_sub_batch(const Geometry& g, PhaseTimes& times, CommStats& stats) {
+  x0_.resize(g.input);
+  Tensor& x0_h = gpu_ ? x0_host_ : x0_;
+  host_resize(x0_h, g.input);
+  finish_prefetch(x0_h.data(), g.sub * g.features, labels_all_.data(), g.sub, times, stats);
+  if (!gpu_) return labels_all_.data();
+  x0_.copy_from(x0_h, ex_.compute());
+  copy_async(labels_all_dev_.data(), labels_all_.data(), 4 * static_cast<size_t>(g.all), CopyKind::HostToDevice,
+             ex_.compute());
+  return labels_all_dev_.data();
+}
+
+// Layers start_.. on the sub-batch: a split layer computes this rank's neurons for every sample, and the ranks' slices
+// are gathered (codec) into the whole output; the others run as they are.
+void FcModelParallel::forward_part(const Geometry& g, const StepContext& cx, uint64_t seed, PhaseTimes& times,
+                                   CommStats& stats) {
+  const int N = t_.size(), r = t_.rank();
+  for (size_t j = 0; j < ys_.size(); ++j) {
+    poll_prefetch();
+    const Tensor& x = j == 0 ? x0_ : ys_[j - 1];
+    Layer& layer = model_.layer(start_ + j);
+    Tensor& y = ys_[j];
+    y.resize(layer.output_shape(x.shape()));
+    if (slice_of_[j] < 0) {
+      ScopedPhase sp(times, Phase::Forward);
+      layer.forward(x, y, cx);
+      continue;
     }
-    // Sub-batch k+1's input travels while sub-batch k computes (progressed between layers and by the exchanges).
-    if (k + 1 < K)
-      start_prefetch(a_h.data() + (k + 1) * m * feat, m * feat, labels_h + (k + 1) * m, m,
-                     derive_seed(sub_seed(k + 1), 0), times, stats);
-    for (size_t j = 0; j < J; ++j) {  // forward
-      poll_prefetch();
-      const Tensor& x = j == 0 ? x0_ : ys_[j - 1];
-      Layer& layer = model_.layer(start_ + j);
-      Tensor& y = ys_[j];
-      y.resize(layer.output_shape(x.shape()));
-      if (slice_of_[j] < 0) {
-        ScopedPhase sp(times, Phase::Forward);
-        layer.forward(x, y, cx);
-        continue;
-      }
-      Slice& s = *slices_[slice_of_[j]];
-      const Tensor* y_h;
-      {
-        ScopedPhase sp(times, Phase::Forward);
-        s.y.resize({M, s.rows(r)});
-        s.mine->forward(x, s.y, cx);
-        y_h = &on_host(s.y, s.y_host);
-      }
-      std::vector<int64_t> n_of(N);
-      for (int q = 0; q < N; ++q) n_of[q] = M * s.rows(q);
-      host_resize(gathered_, {M * s.out});
-      exchange_gather(y_h->data(), M * s.rows(r), n_of, gathered_.data(), derive_seed(seed, 1 + j), times, stats);
-      for (int q = 0; q < N; ++q)  // rank q's block [M, rows_q] -> columns [lo_q, lo_q+1) of y
-        block_to_columns(gathered_, M * s.lo[q], M, s.out, s.lo[q], s.rows(q), y, cs);
-    }
-    const Tensor& logits = ys_[J - 1];  // [M, classes], whole on every rank
-    const int64_t C = logits.dim(1);
+    Slice& s = *slices_[slice_of_[j]];
+    const Tensor* y_h;
     {
       ScopedPhase sp(times, Phase::Forward);
-      loss_all_.forward(logits, labels_all, ex_);
-      LossResult own = loss_own_.forward(logits.view(r * m * C, {m, C}), labels + k * m, ex_);
-      total.loss_sum += own.loss_sum, total.correct += own.correct, total.count += own.count;
+      s.y.resize({g.all, s.rows(r)});
+      s.mine->forward(x, s.y, cx);
+      y_h = &on_host(s.y, s.y_host);
     }
-    dys_[J - 1].resize(logits.shape());
-    loss_all_.backward(dys_[J - 1], grad_scale, ex_);
-    const Tensor* dx0_h = nullptr;  // the summed input gradient of x0_ on the host
-    for (size_t j = J; j-- > 0;) {  // backward
-      poll_prefetch();
-      const Tensor& x = j == 0 ? x0_ : ys_[j - 1];
-      Tensor& dx = j == 0 ? dx0_ : dys_[j - 1];
-      dx.resize(x.shape());
-      Layer& layer = model_.layer(start_ + j);
-      if (slice_of_[j] < 0) {
-        ScopedPhase sp(times, Phase::Backward);
-        layer.backward(x, ys_[j], dys_[j], &dx);
-        continue;
-      }
-      Slice& s = *slices_[slice_of_[j]];
-      Tensor* dx_h = nullptr;
-      {
-        ScopedPhase sp(times, Phase::Backward);
-        const int64_t rows = s.rows(r);
-        s.dy.resize({M, rows});
-        columns_to_block(dys_[j], M, s.out, s.lo[r], rows, s.dy, 0, cs);
-        s.mine->backward(x, s.y, s.dy, &dx);
-        add_into(s.dw_acc, *s.mw.grad, ex_);
-        if (s.b.value) add_into(s.db_acc, *s.mb.grad, ex_);
-        if (j == 0 || below_[j] < 0) dx_h = &on_host(dx, dx_host_[j]);  // the exchange below sums it in place
-      }
-      // dx holds this rank's part of the input gradient (its neurons' contribution): the ranks' parts are summed.
-      // Each rank needs only a share of the sum, so a reduce-scatter delivers just that (half an allreduce's
-      // traffic): for the first FC layer the rows of its own samples (its conv layers' backward), for a later one
-      // the columns of the FC layer below that it owns (the layers between act column by column; the other
-      // columns are zeroed and no rank reads them). Other cases sum everything.
-      CommStats c;
-      ReduceOptions ro{Algorithm::ScatterAllgather, codec_.get(), false, derive_seed(seed, 1000 + j)};
-      ro.average = false;
-      ro.progress.step = step_;
-      std::vector<int64_t> bounds(static_cast<size_t>(N) + 1);
-      if (j == 0) {
-        for (int q = 0; q <= N; ++q) bounds[q] = q * m * feat;
-        reduce_scatter(t_, span_of(*dx_h), bounds, ro, s.st, c);
-        dx0_h = dx_h;
-      } else if (below_[j] >= 0) {
-        const Slice& b = *slices_[below_[j]];
-        const int64_t P = dx.numel() / M;  // dx [M, P]: P = b.out
-        {
-          ScopedPhase sp(times, Phase::Compress);
-          host_resize(packed_, {M * P});
-          for (int q = 0; q < N; ++q) columns_to_block(dx, M, P, b.lo[q], b.rows(q), packed_, M * b.lo[q], cs);
-          ex_.sync(cs);
-        }
-        for (int q = 0; q <= N; ++q) bounds[q] = M * b.lo[q];
-        reduce_scatter(t_, span_of(packed_), bounds, ro, s.st, c);
-        ScopedPhase sp(times, Phase::Decompress);
-        dx.zero(cs);
-        block_to_columns(packed_, M * b.lo[r], M, P, b.lo[r], b.rows(r), dx, cs);
-      } else {
-        reduce_mean(t_, span_of(*dx_h), ro, s.st, c);
-        if (gpu_) dx.copy_from(*dx_h, cs);
-      }
-      times.add(Phase::Compress, c.compress_s), times.add(Phase::Communicate, c.communicate_s),
-          times.add(Phase::Decompress, c.decompress_s);
-      stats += c;
-    }
-    // This rank's samples' rows of the input gradient.
-    Tensor da_k = da.view(k * m * feat, {m * feat});
-    da_k.copy_from(dx0_h->view(r * m * feat, {m * feat}), cs);
+    std::vector<int64_t> n_of(N);
+    for (int q = 0; q < N; ++q) n_of[q] = g.all * s.rows(q);
+    host_resize(gathered_, {g.all * s.out});
+    exchange_gather(y_h->data(), g.all * s.rows(r), n_of, gathered_.data(), derive_seed(seed, 1 + j), times, stats);
+    for (int q = 0; q < N; ++q)  // rank q's block [all, rows_q] -> columns [lo_q, lo_q+1) of y
+      block_to_columns(gathered_, g.all * s.lo[q], g.all, s.out, s.lo[q], s.rows(q), y, ex_.compute());
   }
-  // The full gradients: this rank's rows (the optimizer updates no others), zero elsewhere. They summed all N*B
-  // samples at grad_scale (1/B), so 1/N makes them the global mean, as averaging makes the layers below.
-  const float inv = 1.0f / static_cast<float>(N);
+}
+
+// The loss over every rank's samples (whose gradient backward takes) and over this rank's own (what it reports).
+LossResult FcModelParallel::loss_and_gradient(const Geometry& g, const int32_t* labels_all, const int32_t* labels_own,
+                                              float grad_scale, PhaseTimes& times) {
+  const Tensor& logits = ys_.back();  // [all, classes], whole on every rank
+  const int64_t C = logits.dim(1);
+  LossResult own;
+  {
+    ScopedPhase sp(times, Phase::Forward);
+    loss_all_.forward(logits, labels_all, ex_);
+    own = loss_own_.forward(logits.view(t_.rank() * g.sub * C, {g.sub, C}), labels_own, ex_);
+  }
+  dys_.back().resize(logits.shape());
+  loss_all_.backward(dys_.back(), grad_scale, ex_);
+  return own;
+}
+
+// Layers start_.. backward; returns the summed gradient w.r.t. x0_ (on the host on a device), whose rows of this
+// rank's samples are all it reads.
+const Tensor& FcModelParallel::backward_part(const Geometry& g, uint64_t seed, PhaseTimes& times, CommStats& stats) {
+  const Tensor* dx0_h = nullptr;
+  for (size_t j = ys_.size(); j-- > 0;) {
+    poll_prefetch();
+    const Tensor& x = j == 0 ? x0_ : ys_[j - 1];
+    Tensor& dx = j == 0 ? dx0_ : dys_[j - 1];
+    dx.resize(x.shape());
+    Layer& layer = model_.layer(start_ + j);
+    if (slice_of_[j] < 0) {
+      ScopedPhase sp(times, Phase::Backward);
+      layer.backward(x, ys_[j], dys_[j], &dx);
+      continue;
+    }
+    Slice& s = *slices_[slice_of_[j]];
+    Tensor* dx_h = nullptr;
+    {
+      ScopedPhase sp(times, Phase::Backward);
+      const int64_t rows = s.rows(t_.rank());
+      s.dy.resize({g.all, rows});
+      columns_to_block(dys_[j], g.all, s.out, s.lo[t_.rank()], rows, s.dy, 0, ex_.compute());
+      s.mine->backward(x, s.y, s.dy, &dx);
+      add_into(s.dw_acc, *s.mw.grad, ex_);
+      if (s.b.value) add_into(s.db_acc, *s.mb.grad, ex_);
+      if (j == 0 || below_[j] < 0) dx_h = &on_host(dx, dx_host_[j]);  // the exchange below sums it in place
+    }
+    sum_input_gradient(g, j, s, dx, dx_h, derive_seed(seed, 1000 + j), times, stats);
+    if (j == 0) dx0_h = dx_h;
+  }
+  return *dx0_h;
+}
+
+// dx holds this rank's part of split layer j's input gradient (its neurons' contribution): the ranks' parts are summed.
+// Each rank needs only a share of the sum, so a reduce-scatter delivers just that (half an allreduce's traffic): for
+// the first FC layer the rows of its own samples (its conv layers' backward), for a later one the columns of the FC
+// layer below that it owns (the layers between act column by column; the other columns are zeroed and no rank reads
+// them). Other cases sum everything.
+void FcModelParallel::sum_input_gradient(const Geometry& g, size_t j, Slice& s, Tensor& dx, Tensor* dx_h, uint64_t seed,
+                                         PhaseTimes& times, CommStats& stats) {
+  const int N = t_.size();
+  const Stream cs = ex_.compute();
+  CommStats c;
+  ReduceOptions ro{Algorithm::ScatterAllgather, codec_.get(), false, seed};
+  ro.average = false;
+  ro.progress.step = step_;
+  std::vector<int64_t> bounds(static_cast<size_t>(N) + 1);
+  if (j == 0) {
+    for (int q = 0; q <= N; ++q) bounds[q] = q * g.sub * g.features;
+    reduce_scatter(t_, span_of(*dx_h), bounds, ro, s.st, c);
+  } else if (below_[j] >= 0) {
+    const Slice& b = *slices_[below_[j]];
+    const int64_t P = dx.numel() / g.all;  // dx [all, P]: P = b.out
+    {
+      ScopedPhase sp(times, Phase::Compress);
+      host_resize(packed_, {g.all * P});
+      for (int q = 0; q < N; ++q) columns_to_block(dx, g.all, P, b.lo[q], b.rows(q), packed_, g.all * b.lo[q], cs);
+      ex_.sync(cs);
+    }
+    for (int q = 0; q <= N; ++q) bounds[q] = g.all * b.lo[q];
+    reduce_scatter(t_, span_of(packed_), bounds, ro, s.st, c);
+    ScopedPhase sp(times, Phase::Decompress);
+    dx.zero(cs);
+    const int r = t_.rank();
+    block_to_columns(packed_, g.all * b.lo[r], g.all, P, b.lo[r], b.rows(r), dx, cs);
+  } else {
+    reduce_mean(t_, span_of(*dx_h), ro, s.st, c);
+    if (gpu_) dx.copy_from(*dx_h, cs);
+  }
+  times.add(Phase::Compress, c.compress_s), times.add(Phase::Communicate, c.communicate_s),
+      times.add(Phase::Decompress, c.decompress_s);
+  stats += c;
+}
+
+// The full gradients: this rank's rows (the optimizer updates no others), zero elsewhere. They summed all N*B samples
+// at grad_scale (1/B), so 1/N makes them the global mean, as averaging makes the layers below.
+void FcModelParallel::write_gradients() {
+  const Stream cs = ex_.compute();
+  const int r = t_.rank();
+  const float inv = 1.0f / static_cast<float>(t_.size());
   for (auto& s : slices_) {
     s->w.grad->zero(cs);
     Tensor gw = s->w.grad->view(s->lo[r] * s->in, s->dw_acc.shape());
@@ -357,7 +409,6 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
       scale_into(gb, s->db_acc, inv, ex_);
     }
   }
-  return total;
 }
 
 void FcModelParallel::gather(const std::vector<std::pair<std::string, Tensor*>>& optimizer_state) {

@@ -55,6 +55,27 @@ class FcModelParallel {
 
  private:
   struct Slice;
+  // A step's sizes: batch B (this rank's), sub = B/K, all = N*B/K (a sub-batch of every rank), features of one sample
+  // of the FC part's input, and that input's shape for a sub-batch, [all, ...].
+  struct Geometry {
+    int64_t batch = 0, sub = 0, all = 0, features = 0;
+    Shape input;
+  };
+  struct HostInput {  // what the prefetch encodes: this rank's input and labels, on the host
+    const Tensor* a;
+    const int32_t* labels;
+  };
+  // The parts of step(), in order.
+  Geometry begin_step(const Tensor& a, Tensor& da, const StepContext& ctx);
+  HostInput input_on_host(const Tensor& a, const int32_t* labels, const Geometry& g, PhaseTimes& times);
+  const int32_t* receive_sub_batch(const Geometry& g, PhaseTimes& times, CommStats& stats);
+  void forward_part(const Geometry& g, const StepContext& cx, uint64_t seed, PhaseTimes& times, CommStats& stats);
+  LossResult loss_and_gradient(const Geometry& g, const int32_t* labels_all, const int32_t* labels_own,
+                               float grad_scale, PhaseTimes& times);
+  const Tensor& backward_part(const Geometry& g, uint64_t seed, PhaseTimes& times, CommStats& stats);
+  void sum_input_gradient(const Geometry& g, size_t j, Slice& s, Tensor& dx, Tensor* dx_h, uint64_t seed,
+                          PhaseTimes& times, CommStats& stats);
+  void write_gradients();
   void exchange_gather(const float* mine, int64_t n_mine, const std::vector<int64_t>& n_of, float* all, uint64_t seed,
                        PhaseTimes& times, CommStats& stats);
   void start_prefetch(const float* x, int64_t n, const int32_t* labels, int64_t m, uint64_t seed, PhaseTimes& times,

@@ -158,6 +158,7 @@ void Run::build_step() {
   model_->init_params(cfg_.run.seed);
   opt_ = std::make_unique<Optimizer>(cfg_.optimizer, model_->params(), *exec_);
   if (world_) transport_ = make_transport(cfg_.parallel.transport, *world_, *exec_);
+  if (transport_) staged_ = staging_for(*transport_, *exec_);
   step_ = make_step(*model_, *opt_, transport_.get(), step_options(cfg_));
 }
 
@@ -253,7 +254,8 @@ void Run::share_model_state() {
   if (!transport_ || size_ < 2) return;
   for (auto& st : model_->state()) {
     Tensor* t = st.second;  // on the run's device: the transport stages it where it must
-    transport_->broadcast_floats({t->data(), static_cast<size_t>(t->numel()), t->device()}, 0, {pos.global_step});
+    (staged_ ? *staged_ : *transport_)
+        .broadcast_floats({t->data(), static_cast<size_t>(t->numel()), t->device()}, 0, {pos.global_step});
   }
 }
 

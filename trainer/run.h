@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/mpi_transport.h"
+#include "comm/staged_transport.h"
 #include "data/loader.h"
 #include "layers/model.h"
 #include "parallel/step.h"
@@ -80,6 +81,7 @@ class Run {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<Transport> transport_;  // parallel.transport (null: one process without MPI)
+  std::unique_ptr<Transport> staged_;     // device buffers over transport_ where it takes host memory only
   std::unique_ptr<Step> step_;
   CheckpointState state_;
   std::vector<std::pair<Tensor*, Tensor>> mirrors_;  // device tensor, its host copy (device runs)
