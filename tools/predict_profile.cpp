@@ -99,8 +99,8 @@ CodecProfile profile_codec(const std::string& method, const Config& cfg, Model& 
   std::vector<uint8_t> buf;
   std::vector<float> y, residual, scratch;
   for (size_t li = 0; li < model.size(); ++li) {
-    const std::string kind = model.layer(li).kind();
-    const int k = kind == "conv" ? 0 : kind == "fc" ? 1 : 2;
+    const LayerTraits lt = model.layer(li).traits();
+    const int k = lt.convolutional ? 0 : lt.split_outputs ? 1 : 2;  // the ratios by conv, fc and other layers
     for (const Param& p : model.layer(li).params()) {
       const int64_t n = p.grad->numel();
       if (n < cfg.compression.min_numel) continue;
