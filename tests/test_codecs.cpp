@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "compress/adacomp_math.h"
-#include "compress/codecs.h"
+#include "compress/codebook8.h"
 #include "compress/exact_sum.h"
 #include "compress/half_math.h"
 #include "compress/simd.h"

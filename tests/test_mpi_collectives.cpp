@@ -4,7 +4,7 @@
 #include "comm/grad_sync.h"
 #include "comm/mpi_transport.h"
 #include "comm/staged_transport.h"
-#include "compress/codecs.h"
+#include "compress/codec.h"
 #include "core/rng.h"
 #include "tests/mpi_util.h"
 #include "tests/test_util.h"
