@@ -79,7 +79,8 @@ const std::vector<CodecCase>& codec_cases() {
                  .constant_blocks_exact = true,
                  .collective_error = 0.05,
                  .finite_at = {12, 12 + 2 * 17},
-                 .finite_bytes = 2});
+                 .finite_bytes = 2,
+                 .nonfinite = {0x7e00, 0x7c00, 0x7fff}});  // half: NaN, infinity, NaN of every mantissa bit
     c.push_back(book8("linear8", 4096, 0.045, true));
     c.push_back(book8("mantissa8", 4096, 0.04, true));
     c.push_back(book8("static_tree8", 4096, 0.065, true));

@@ -24,9 +24,11 @@ struct CodecCase {
   bool constant_blocks_exact = false;  // 4096-value runs of one value (3, then -7) survive exactly
   // Collectives on N(0,1) values: bound on the mean |result - true mean| (0: none checked).
   double collective_error = 0;
-  // Payload offsets of values (or scales) a decoder must refuse when not finite, and their width: 4 (fp32) or 2 (half).
+  // Payload offsets of values (or scales) a decoder must refuse when not finite, their width in bytes, and a NaN and
+  // an infinity as the payload stores them there (the low finite_bytes bytes, little-endian).
   std::vector<size_t> finite_at = {kHeaderBytes};
   int finite_bytes = 4;
+  std::vector<uint32_t> nonfinite = {0x7fc00000u, 0x7f800000u};  // fp32: NaN, infinity
 };
 
 const std::vector<CodecCase>& codec_cases();

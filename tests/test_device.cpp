@@ -367,25 +367,21 @@ TEST_CASE("GPU decoders reject hostile payloads naming the offset; GPU encoders 
     std::vector<uint8_t> wrong = good;
     wrong[0] ^= 0x7f;
     CHECK_THROWS_WITH(gpu_decode(wrong), Catch::Contains("offset 0"));
-    // A NaN where the case's payload keeps a value or scale (a half or a float).
-    for (const size_t at : cc.finite_at) {
-      INFO("NaN at offset " << at);
-      std::vector<uint8_t> bad = good;
-      const float nan = std::numeric_limits<float>::quiet_NaN();
-      if (cc.finite_bytes == 2) {
-        bad[at] = 0xff, bad[at + 1] = 0x7f;
-      } else {
-        std::memcpy(bad.data() + at, &nan, 4);
+    // A NaN or an infinity where the case's payload keeps a value or scale.
+    for (const size_t at : cc.finite_at)
+      for (const uint32_t bits : cc.nonfinite) {
+        INFO("0x" << std::hex << bits << " at offset " << std::dec << at);
+        std::vector<uint8_t> bad = good;
+        std::memcpy(bad.data() + at, &bits, static_cast<size_t>(cc.finite_bytes));  // little-endian: the low bytes
+        bool cpu_threw = false;
+        std::vector<float> host(n);
+        try {
+          c->decode(bad.data(), bad.size(), host.data(), n, false);
+        } catch (const Error&) {
+          cpu_threw = true;
+        }
+        if (cpu_threw) CHECK_THROWS_WITH(gpu_decode(bad), Catch::Contains("offset"));
       }
-      bool cpu_threw = false;
-      std::vector<float> host(n);
-      try {
-        c->decode(bad.data(), bad.size(), host.data(), n, false);
-      } catch (const Error&) {
-        cpu_threw = true;
-      }
-      if (cpu_threw) CHECK_THROWS_WITH(gpu_decode(bad), Catch::Contains("offset"));
-    }
     x[n / 2] = std::numeric_limits<float>::infinity();
     Buffer<float> dx = device_copy(x);
     Buffer<uint8_t> dout(c->max_bytes(n), kDev);
