@@ -7,6 +7,7 @@
 
 #include "compress/adacomp_math.h"
 #include "compress/codec_cuda.cuh"
+#include "compress/adacomp.h"
 #include "compress/exact_sum.h"
 
 namespace octet {
@@ -205,7 +206,8 @@ __global__ void adacomp_scatter_kernel(const uint8_t* in, const uint64_t* vals, 
 
 }  // namespace
 
-size_t adacomp_encode_cuda(const float* g, const float* fresh, int64_t n, int64_t bin, uint8_t* out, Exec& ex) {
+size_t AdacompCodec::encode_cuda(const float* g, const float* fresh, int64_t n, uint8_t* out, Exec& ex) const {
+  const int64_t bin = bin_;
   const cudaStream_t s = comm_stream(ex);
   const int64_t nbins = (n + bin - 1) / bin, nchunks = (n + kChunk - 1) / kChunk;
   auto align = [](size_t b) { return (b + 255) / 256 * 256; };
@@ -261,8 +263,8 @@ size_t adacomp_encode_cuda(const float* g, const float* fresh, int64_t n, int64_
   return static_cast<size_t>(*host);
 }
 
-void adacomp_decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, uint32_t count, bool accumulate,
-                         Exec& ex) {
+void AdacompCodec::decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, uint32_t count, bool accumulate,
+                               Exec& ex) const {
   const cudaStream_t s = comm_stream(ex);
   const uint8_t* body = in + kHeaderBytes + 4;
   const int64_t m = static_cast<int64_t>(size) - static_cast<int64_t>(kHeaderBytes + 4);

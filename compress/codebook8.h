@@ -1,8 +1,16 @@
-// Dettmers' 8-bit data types as code books: sign in bit 7, 7-bit index into 128 ascending magnitudes of |x|/absmax
-// ([0] = exact 0, [127] = exact 1 so the block maximum survives), one fp32 abs-max scale per block.
+// Dettmers' 8-bit data types (linear8, mantissa8, static_tree8, dynamic_tree8) as code books: sign in bit 7, 7-bit
+// index into 128 ascending magnitudes of |x|/absmax ([0] = exact 0, [127] = exact 1 so the block maximum survives), one
+// fp32 abs-max scale per block. The codec class (one for the four types), its parameters, the code books and their
+// tables; CPU loops in codebook8_cpu.cpp, SIMD kernels in codebook8_x86.cpp, the CUDA twin in codebook8_cuda.cu.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "compress/codebook8_math.h"
@@ -12,9 +20,13 @@ namespace octet {
 
 // The 8-bit types' own parameters (from the config's compression keys).
 struct Codebook8Params {
-  int64_t block = 4096;     // values per fp32 abs-max scale (0 = one scale per tensor)
-  int mantissa_offset = 1;  // mantissa8: decades below the block maximum where the exponent starts
+  int64_t block = 4096;                        // values per fp32 abs-max scale (0 = one scale per tensor)
+  int mantissa_offset = 1;                     // mantissa8: decades below the block maximum where the exponent starts
+  std::optional<CodecKeyError> check() const;  // block in [0, 2^31), mantissa_offset in [0, 8]
 };
+
+// The 128 non-negative magnitudes of an 8-bit type (ascending; [0] = 0, [127] = 1), used by tests and benches.
+std::vector<float> codebook8(const std::string& method, int mantissa_offset = 1);
 
 // A code book and the tables its encoders and decoders use. Nearest code = the number of decision boundaries
 // mid[c] = (m[c] + m[c+1]) / 2 that are <= |x| / absmax (ties go to the larger code).
@@ -63,6 +75,51 @@ struct CodebookDevice {
   uint32_t first = 0;
   int shift = 0;
   bool linear = false;
+};
+
+// Payload: header (param = block) | nblocks fp32 scales | n bytes of codes. linear8 computes its index arithmetically;
+// the others go through CodeBook's tables.
+class Codebook8Codec : public Codec {
+ public:
+  Codebook8Codec(const char* name, const Codebook8Params& p);  // name: one of the four types
+  const char* name() const override { return name_; }
+  int64_t block_for(int64_t n) const { return block_ == 0 ? std::max<int64_t>(n, 1) : block_; }
+  static int64_t blocks(int64_t n, int64_t b) { return (n + b - 1) / b; }
+  size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 * blocks(n, block_for(n)) + n; }
+
+ protected:
+  size_t encode_cpu(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx) const override;
+  void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override;
+  size_t encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override;
+  void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override;
+  size_t reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
+                             Span<uint8_t> out, uint64_t seed, Exec& ex) const override;
+
+ private:
+  // The header and size of a payload (host bytes of its header), as both decoders check them; returns the block.
+  int64_t check(const uint8_t* header, size_t size, int64_t n) const;
+  // The code book's tables on ex's device (uploaded on first use, kept for the codec's life).
+  CodebookDevice device_book(Exec& ex) const;
+  // CUDA kernels on ex's comm stream (codebook8_cuda.cu) over the book's device tables: the encoder writes the whole
+  // payload (blocks of block_for(n)) and returns its size; the decoder gets a payload check() has passed (blocks of
+  // `block`); the fused owner step sums the parts' values (decoded in rank order), adds residual, re-encodes into out
+  // and keeps residual = that sum - what out decodes to, returning the size (0: a block too large to fuse).
+  size_t encode_cuda(const CodebookDevice& book, const float* x, int64_t n, uint8_t* out, Exec& ex) const;
+  void decode_cuda(const CodebookDevice& book, const uint8_t* in, float* out, int64_t n, int64_t block, bool accumulate,
+                   Exec& ex) const;
+  size_t reduce_encode_cuda(const CodebookDevice& book, const uint8_t* const* ins, int parts, int64_t n,
+                            float* residual, uint8_t* out, Exec& ex) const;
+
+  const char* name_;
+  int64_t block_;
+  CodeBook book_;
+  bool linear_;
+  struct DeviceTables {
+    Buffer<uint32_t> entries;
+    Buffer<float> magnitudes;
+  };
+  mutable std::mutex mu_;
+  mutable std::map<std::pair<Device, int>, DeviceTables> device_;  // per device and ordinal
 };
 
 // SIMD kernels (codebook8_x86.cpp) at the isa() level in force. Each does the leading values it can (a multiple of

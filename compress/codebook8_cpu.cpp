@@ -1,6 +1,6 @@
-// The four 8-bit types (linear8, mantissa8, static_tree8, dynamic_tree8): code books, blockwise abs-max
-// encode/decode with the scalar reference loops. linear8 computes its index arithmetically; the others go through
-// CodeBook's tables. The SIMD kernels are in codebook8_x86.cpp.
+// The four 8-bit types (linear8, mantissa8, static_tree8, dynamic_tree8) on the CPU: code books, blockwise abs-max
+// encode/decode with the scalar reference loops, the host side of their device kernels, their parameters' checks and
+// factories. The SIMD kernels are in codebook8_x86.cpp.
 #include "compress/codebook8.h"
 
 #include <algorithm>
@@ -11,9 +11,7 @@
 #include <mutex>
 #include <set>
 
-#include "compress/codec_cuda.h"
 #include "compress/codec_device.h"
-#include "compress/codecs.h"
 #include "compress/simd.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -89,7 +87,7 @@ std::vector<float> codebook8(const std::string& method, int offset) {
     v.erase(v.begin());
   } else if (method == "mantissa8") {
     // value = m * 10^-(e + offset), 3-bit exponent e, 4-bit integer mantissa m = 1..15; values above 1 dropped.
-    OCTET_CHECK(offset >= 0 && offset <= 8, "mantissa8 exponent offset must be in [0, 8], got " << offset);
+    throw_key_error(Codebook8Params{.mantissa_offset = offset}.check());
     for (int e = 0; e < 8; ++e)
       for (int mm = 1; mm <= 15; ++mm) {
         const double x = mm * std::pow(10.0, -(e + offset));
@@ -125,161 +123,161 @@ __attribute__((optimize("no-tree-vectorize"))) void decode_block(const float* __
     for (int64_t i = 0; i < len; ++i) ob[i] = table[cb[i]];
 }
 
-// Payload: header (param = block) | nblocks fp32 scales | n bytes of codes.
-class Codebook8Codec : public Codec {
- public:
-  Codebook8Codec(const char* name, const Codebook8Params& p)
-      : name_(name),
-        block_(p.block),
-        book_(codebook8(name, p.mantissa_offset)),
-        linear_(std::string(name) == "linear8") {
-    OCTET_CHECK(p.block >= 0 && p.block < (int64_t{1} << 31), name << ": block must be in [0, 2^31)");
-  }
-  const char* name() const override { return name_; }
-  int64_t block_for(int64_t n) const { return block_ == 0 ? std::max<int64_t>(n, 1) : block_; }
-  static int64_t blocks(int64_t n, int64_t b) { return (n + b - 1) / b; }
-  size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 * blocks(n, block_for(n)) + n; }
+}  // namespace
 
- protected:
-  size_t encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const override {
-    const int64_t b = block_for(n), nb = blocks(n, b);
-    write_header(out, {codec_id(name_), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(b)});
-    float* scales = reinterpret_cast<float*>(out + kHeaderBytes);
-    uint8_t* __restrict codes = out + kHeaderBytes + 4 * nb;
-    for (int64_t k = 0; k < nb; ++k) {
-      const int64_t lo = k * b, len = std::min(b, n - lo);
-      const float* __restrict xb = x + lo;
-      uint8_t* __restrict cb = codes + lo;
-      // abs-max on the bit patterns: an integer max reduction vectorizes (a float one does not without fast-math),
-      // and a NaN or infinity is the largest pattern of all, so the same reduction finds those.
-      uint32_t mbits = 0;
-      for (int64_t i = 0; i < len; ++i) mbits = std::max(mbits, f32_bits(xb[i]) & 0x7fffffffu);
-      if (mbits >= 0x7f800000u) throw_nonfinite_input(name_, x, n);
-      float amax;
-      std::memcpy(&amax, &mbits, 4);
-      std::memcpy(scales + k, &amax, 4);
-      // A maximum so small (subnormal) that 1 / max or 127 / max overflows makes the block all zero codes: every
-      // path then agrees, where an infinite factor would turn 0 * inf into NaN.
-      const float inv = amax > 0.f && std::isfinite(1.0f / amax) ? 1.0f / amax : 0.f;
-      const float* next = k + 1 < nb ? xb + b : nullptr;
-      if (linear_) {
-        const float s = std::isfinite(127.0f * inv) ? 127.0f * inv : 0.f;
-        for (int64_t i = encode_linear_simd(xb, cb, len, s, next); i < len; ++i) cb[i] = linear8_code(xb[i], s);
-      } else {
-        for (int64_t i = encode_book_simd(book_, xb, cb, len, inv, next); i < len; ++i)
-          cb[i] = codebook_code(book_.entries(), book_.first_bits(), book_.shift(), xb[i], inv);
-      }
-    }
-    return kHeaderBytes + 4 * nb + n;
-  }
+Codebook8Codec::Codebook8Codec(const char* name, const Codebook8Params& p)
+    : name_(name), block_(p.block), book_(codebook8(name, p.mantissa_offset)), linear_(std::string(name) == "linear8") {
+  throw_key_error(p.check());
+}
 
-  // The header and size of a payload (host bytes of its header), as both decoders check them; returns the block.
-  int64_t check(const uint8_t* header, size_t size, int64_t n) const {
-    const PayloadHeader h = read_header(header, size, name_, n);
-    OCTET_CHECK(h.param > 0, name_ << " payload: block size 0 at offset 8");
-    const int64_t b = h.param, nb = blocks(n, b);
-    const size_t want = kHeaderBytes + 4 * nb + n;
-    OCTET_CHECK(size == want, name_ << " payload: " << size << " bytes for " << n << " values in blocks of " << b
-                                    << ", expected " << want);
-    return b;
-  }
-  // The code book's tables on ex's device (uploaded on first use, kept for the codec's life).
-  CodebookDevice device_book(Exec& ex) const {
-    std::lock_guard<std::mutex> lk(mu_);
-    DeviceTables& t = device_[{ex.device(), ex.ordinal()}];
-    if (t.entries.size() == 0) {
-      const size_t ne = book_.entries_size();
-      t.entries = Buffer<uint32_t>(ne, ex.device());
-      t.magnitudes = Buffer<float>(128, ex.device());
-      copy_sync(ex.device(), t.entries.data(), book_.entries(), ne * 4, CopyKind::HostToDevice);
-      copy_sync(ex.device(), t.magnitudes.data(), book_.magnitudes().data(), 128 * 4, CopyKind::HostToDevice);
-    }
-    return {t.entries.data(), t.magnitudes.data(), book_.first_bits(), book_.shift(), linear_};
-  }
-  size_t encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
-    const CodebookDevice book = device_book(ex);
-    codec_device_reset_status(ex);
-    const size_t bytes = OCTET_CODEC_KERNEL(ex, std::string(name_) + " encode",
-                                            codebook8_encode_cuda(book, codec_id(name_), x, n, block_for(n), out, ex),
-                                            encode_cpu(x, n, out, ctx));
-    codec_device_check(ex, name_, x, n);
-    return bytes;
-  }
-  void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
-    const CodebookDevice book = device_book(ex);
-    const int64_t b = check(codec_device_header(ex, in, size).b, size, n);
-    codec_device_reset_status(ex);
-    OCTET_CODEC_KERNEL(ex, std::string(name_) + " decode", codebook8_decode_cuda(book, in, out, n, b, accumulate, ex),
-                       decode_cpu(in, size, out, n, accumulate));
-    codec_device_check(ex, name_);
-  }
-  size_t reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
-                             Span<uint8_t> out, uint64_t seed, Exec& ex) const override {
-    const int64_t b = block_for(n);
-    if (b > kCodebookFusedMax || n == 0 || !fusable_parts(parts, 4)) return 0;  // one block in shared memory
-    const CodebookDevice book = device_book(ex);
-    std::vector<const uint8_t*> ins;
-    for (const auto& p : parts) {
-      if (check(codec_device_header(ex, p.data, p.size).b, p.size, n) != b)
-        return 0;  // another block size than this encoder's: not fusable
-      ins.push_back(p.data);
-    }
-    codec_device_reset_status(ex);
-    const size_t bytes =
-        OCTET_CODEC_KERNEL(ex, std::string(name_) + " owner step",
-                           codebook8_reduce_encode_cuda(book, codec_id(name_), ins.data(), static_cast<int>(ins.size()),
-                                                        n, b, residual, out.data, ex),
-                           reduce_encode_cpu(parts, n, residual, out.data, seed));
-    if (bytes) codec_device_check(ex, name_);
-    return bytes;
-  }
-  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
-    const int64_t b = check(in, size, n), nb = blocks(n, b);
-    const uint8_t* codes = in + kHeaderBytes + 4 * nb;
-    const std::vector<float>& m = book_.magnitudes();
-    float table[256];
-    for (int64_t k = 0; k < nb; ++k) {
-      float s;
-      std::memcpy(&s, in + kHeaderBytes + 4 * k, 4);
-      OCTET_CHECK(std::isfinite(s) && s >= 0.f,
-                  name_ << " payload: bad scale " << s << " at offset " << kHeaderBytes + 4 * k);
-      const int64_t lo = k * b, len = std::min(b, n - lo);
-      const int64_t done = decode_book_simd(book_, linear_, codes + lo, out + lo, len, s, accumulate);
-      if (done == len) continue;
-      for (int c = 0; c < 128; ++c) {  // the scalar path and the tail: a table of signed, scaled magnitudes
-        table[c] = m[c] * s;
-        table[c + 128] = -m[c] * s;
-      }
-      decode_block(table, codes + lo + done, out + lo + done, len - done, accumulate);
+size_t Codebook8Codec::encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const {
+  const int64_t b = block_for(n), nb = blocks(n, b);
+  write_header(out, {codec_id(name_), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(b)});
+  float* scales = reinterpret_cast<float*>(out + kHeaderBytes);
+  uint8_t* __restrict codes = out + kHeaderBytes + 4 * nb;
+  for (int64_t k = 0; k < nb; ++k) {
+    const int64_t lo = k * b, len = std::min(b, n - lo);
+    const float* __restrict xb = x + lo;
+    uint8_t* __restrict cb = codes + lo;
+    // abs-max on the bit patterns: an integer max reduction vectorizes (a float one does not without fast-math),
+    // and a NaN or infinity is the largest pattern of all, so the same reduction finds those.
+    uint32_t mbits = 0;
+    for (int64_t i = 0; i < len; ++i) mbits = std::max(mbits, f32_bits(xb[i]) & 0x7fffffffu);
+    if (mbits >= 0x7f800000u) throw_nonfinite_input(name_, x, n);
+    float amax;
+    std::memcpy(&amax, &mbits, 4);
+    std::memcpy(scales + k, &amax, 4);
+    // A maximum so small (subnormal) that 1 / max or 127 / max overflows makes the block all zero codes: every
+    // path then agrees, where an infinite factor would turn 0 * inf into NaN.
+    const float inv = amax > 0.f && std::isfinite(1.0f / amax) ? 1.0f / amax : 0.f;
+    const float* next = k + 1 < nb ? xb + b : nullptr;
+    if (linear_) {
+      const float s = std::isfinite(127.0f * inv) ? 127.0f * inv : 0.f;
+      for (int64_t i = encode_linear_simd(xb, cb, len, s, next); i < len; ++i) cb[i] = linear8_code(xb[i], s);
+    } else {
+      for (int64_t i = encode_book_simd(book_, xb, cb, len, inv, next); i < len; ++i)
+        cb[i] = codebook_code(book_.entries(), book_.first_bits(), book_.shift(), xb[i], inv);
     }
   }
+  return kHeaderBytes + 4 * nb + n;
+}
 
- private:
-  const char* name_;
-  int64_t block_;
-  CodeBook book_;
-  bool linear_;
-  struct DeviceTables {
-    Buffer<uint32_t> entries;
-    Buffer<float> magnitudes;
-  };
-  mutable std::mutex mu_;
-  mutable std::map<std::pair<Device, int>, DeviceTables> device_;  // per device and ordinal
-};
+int64_t Codebook8Codec::check(const uint8_t* header, size_t size, int64_t n) const {
+  const PayloadHeader h = read_header(header, size, name_, n);
+  OCTET_CHECK(h.param > 0, name_ << " payload: block size 0 at offset 8");
+  const int64_t b = h.param, nb = blocks(n, b);
+  const size_t want = kHeaderBytes + 4 * nb + n;
+  OCTET_CHECK(size == want, name_ << " payload: " << size << " bytes for " << n << " values in blocks of " << b
+                                  << ", expected " << want);
+  return b;
+}
+
+CodebookDevice Codebook8Codec::device_book(Exec& ex) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  DeviceTables& t = device_[{ex.device(), ex.ordinal()}];
+  if (t.entries.size() == 0) {
+    const size_t ne = book_.entries_size();
+    t.entries = Buffer<uint32_t>(ne, ex.device());
+    t.magnitudes = Buffer<float>(128, ex.device());
+    copy_sync(ex.device(), t.entries.data(), book_.entries(), ne * 4, CopyKind::HostToDevice);
+    copy_sync(ex.device(), t.magnitudes.data(), book_.magnitudes().data(), 128 * 4, CopyKind::HostToDevice);
+  }
+  return {t.entries.data(), t.magnitudes.data(), book_.first_bits(), book_.shift(), linear_};
+}
+
+size_t Codebook8Codec::encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx,
+                                     Exec& ex) const {
+  [[maybe_unused]] const CodebookDevice book = device_book(ex);
+  codec_device_reset_status(ex);
+  const size_t bytes = OCTET_CODEC_KERNEL(ex, std::string(name_) + " encode", encode_cuda(book, x, n, out, ex),
+                                          encode_cpu(x, n, out, ctx));
+  codec_device_check(ex, name_, x, n);
+  return bytes;
+}
+
+void Codebook8Codec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate,
+                                   Exec& ex) const {
+  [[maybe_unused]] const CodebookDevice book = device_book(ex);
+  [[maybe_unused]] const int64_t b = check(codec_device_header(ex, in, size).b, size, n);
+  codec_device_reset_status(ex);
+  OCTET_CODEC_KERNEL(ex, std::string(name_) + " decode", decode_cuda(book, in, out, n, b, accumulate, ex),
+                     decode_cpu(in, size, out, n, accumulate));
+  codec_device_check(ex, name_);
+}
+
+size_t Codebook8Codec::reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
+                                           Span<uint8_t> out, uint64_t seed, Exec& ex) const {
+  const int64_t b = block_for(n);
+  if (b > kCodebookFusedMax || n == 0 || !fusable_parts(parts, 4)) return 0;  // one block in shared memory
+  [[maybe_unused]] const CodebookDevice book = device_book(ex);
+  std::vector<const uint8_t*> ins;
+  for (const auto& p : parts) {
+    if (check(codec_device_header(ex, p.data, p.size).b, p.size, n) != b)
+      return 0;  // another block size than this encoder's: not fusable
+    ins.push_back(p.data);
+  }
+  codec_device_reset_status(ex);
+  const size_t bytes =
+      OCTET_CODEC_KERNEL(ex, std::string(name_) + " owner step",
+                         reduce_encode_cuda(book, ins.data(), static_cast<int>(ins.size()), n, residual, out.data, ex),
+                         reduce_encode_cpu(parts, n, residual, out.data, seed));
+  if (bytes) codec_device_check(ex, name_);
+  return bytes;
+}
+
+void Codebook8Codec::decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n,
+                                bool accumulate) const {
+  const int64_t b = check(in, size, n), nb = blocks(n, b);
+  const uint8_t* codes = in + kHeaderBytes + 4 * nb;
+  const std::vector<float>& m = book_.magnitudes();
+  float table[256];
+  for (int64_t k = 0; k < nb; ++k) {
+    float s;
+    std::memcpy(&s, in + kHeaderBytes + 4 * k, 4);
+    OCTET_CHECK(std::isfinite(s) && s >= 0.f,
+                name_ << " payload: bad scale " << s << " at offset " << kHeaderBytes + 4 * k);
+    const int64_t lo = k * b, len = std::min(b, n - lo);
+    const int64_t done = decode_book_simd(book_, linear_, codes + lo, out + lo, len, s, accumulate);
+    if (done == len) continue;
+    for (int c = 0; c < 128; ++c) {  // the scalar path and the tail: a table of signed, scaled magnitudes
+      table[c] = m[c] * s;
+      table[c + 128] = -m[c] * s;
+    }
+    decode_block(table, codes + lo + done, out + lo + done, len - done, accumulate);
+  }
+}
+
+std::optional<CodecKeyError> Codebook8Params::check() const {
+  if (block < 0 || block >= (int64_t{1} << 31))
+    return CodecKeyError{"block", "must be in [0, 2^31), got " + std::to_string(block)};
+  if (mantissa_offset < 0 || mantissa_offset > 8)
+    return CodecKeyError{"mantissa_offset", "must be in [0, 8], got " + std::to_string(mantissa_offset)};
+  return std::nullopt;
+}
+
+namespace {
+
+// The parameters of an 8-bit type from the config's keys (only mantissa8 reads mantissa_offset).
+Codebook8Params book_params(const CodecParams& p, bool mantissa) {
+  return {.block = p.block, .mantissa_offset = mantissa ? p.mantissa_offset : 1};
+}
 
 }  // namespace
 
+std::optional<CodecKeyError> check_codebook8(const CodecParams& p) { return book_params(p, false).check(); }
+std::optional<CodecKeyError> check_mantissa8(const CodecParams& p) { return book_params(p, true).check(); }
+
 CodecPtr make_linear8(const CodecParams& p) {
-  return std::make_unique<Codebook8Codec>("linear8", Codebook8Params{p.block, 1});
+  return std::make_unique<Codebook8Codec>("linear8", book_params(p, false));
 }
 CodecPtr make_mantissa8(const CodecParams& p) {
-  return std::make_unique<Codebook8Codec>("mantissa8", Codebook8Params{p.block, p.mantissa_offset});
+  return std::make_unique<Codebook8Codec>("mantissa8", book_params(p, true));
 }
 CodecPtr make_static_tree8(const CodecParams& p) {
-  return std::make_unique<Codebook8Codec>("static_tree8", Codebook8Params{p.block, 1});
+  return std::make_unique<Codebook8Codec>("static_tree8", book_params(p, false));
 }
 CodecPtr make_dynamic_tree8(const CodecParams& p) {
-  return std::make_unique<Codebook8Codec>("dynamic_tree8", Codebook8Params{p.block, 1});
+  return std::make_unique<Codebook8Codec>("dynamic_tree8", book_params(p, false));
 }
 
 }  // namespace octet

@@ -5,6 +5,7 @@
 // intrinsics so no fused multiply-add makes a bit differ from the CPU.
 #include "compress/codebook8_math.h"
 #include "compress/codec_cuda.cuh"
+#include "compress/codebook8.h"
 
 namespace octet {
 
@@ -110,8 +111,10 @@ __global__ void reduce_encode_kernel(CodebookDevice book, Parts parts, int npart
 
 }  // namespace
 
-size_t codebook8_encode_cuda(const CodebookDevice& book, uint8_t id, const float* x, int64_t n, int64_t block,
-                             uint8_t* out, Exec& ex) {
+size_t Codebook8Codec::encode_cuda(const CodebookDevice& book, const float* x, int64_t n, uint8_t* out,
+                                   Exec& ex) const {
+  const uint8_t id = codec_id(name_);
+  const int64_t block = block_for(n);
   const int64_t nb = (n + block - 1) / block;
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, "8-bit encoder (CUDA): payload not 4-byte aligned");
   uint32_t* maxima = static_cast<uint32_t*>(codec_device_temp(ex, static_cast<size_t>(nb) * 4 + 4));
@@ -123,16 +126,18 @@ size_t codebook8_encode_cuda(const CodebookDevice& book, uint8_t id, const float
   return kHeaderBytes + 4 * static_cast<size_t>(nb) + static_cast<size_t>(n);
 }
 
-void codebook8_decode_cuda(const CodebookDevice& book, const uint8_t* in, float* out, int64_t n, int64_t block,
-                           bool accumulate, Exec& ex) {
+void Codebook8Codec::decode_cuda(const CodebookDevice& book, const uint8_t* in, float* out, int64_t n, int64_t block,
+                                 bool accumulate, Exec& ex) const {
   OCTET_CHECK(reinterpret_cast<uintptr_t>(in) % 4 == 0, "8-bit payload (CUDA): not 4-byte aligned");
   decode_kernel<<<grid_for(n), kThreads, 0, comm_stream(ex)>>>(book, in, out, n, block, (n + block - 1) / block,
                                                                accumulate, codec_device_scratch(ex).status);
   CHECK_LAUNCH("codebook8_decode");
 }
 
-size_t codebook8_reduce_encode_cuda(const CodebookDevice& book, uint8_t id, const uint8_t* const* ins, int parts,
-                                    int64_t n, int64_t block, float* residual, uint8_t* out, Exec& ex) {
+size_t Codebook8Codec::reduce_encode_cuda(const CodebookDevice& book, const uint8_t* const* ins, int parts, int64_t n,
+                                          float* residual, uint8_t* out, Exec& ex) const {
+  const uint8_t id = codec_id(name_);
+  const int64_t block = block_for(n);
   Parts p{};
   if (block > kCodebookFusedMax || n == 0 || !fill_parts(p, ins, parts, 4)) return 0;
   const int64_t nb = (n + block - 1) / block;

@@ -1,40 +1,38 @@
-// Codec registry, payload header I/O and the generic error-feedback wrapper.
+// The codec registry (codec_table.inc's rows), the key checks, payload header I/O and the generic error-feedback
+// wrapper.
 #include "compress/codec.h"
 
 #include <cmath>
 #include <cstring>
 
 #include "compress/codec_device.h"
-#include "compress/codecs.h"
 #include "compress/simd.h"
 #include "core/error.h"
 
 namespace octet {
 
+// The factories and key checks of codec_table.inc's rows (each defined in its codec's x_cpu.cpp).
+#define OCTET_CODEC(name, make, check, traits, description) \
+  CodecPtr make(const CodecParams& p);                      \
+  std::optional<CodecKeyError> check(const CodecParams& p);
+#include "compress/codec_table.inc"
+#undef OCTET_CODEC
+
 const std::vector<CodecEntry>& codec_registry() {
-  // identity, sparse, needs_feedback, for_activations, reduction
-  constexpr CodecTraits kDense = {false, false, false, true, Reduction::Reencode};
+  // The traits codec_table.inc's rows name.
+  constexpr CodecTraits kIdentity{.identity = true, .for_activations = true};
+  constexpr CodecTraits kDense{.for_activations = true};
+  constexpr CodecTraits kGathered{.needs_feedback = true, .reduction = Reduction::Gather};
+  constexpr CodecTraits kSparse{.sparse = true, .needs_feedback = true, .reduction = Reduction::Gather};
   static const std::vector<CodecEntry> table = {
-      {"none", make_none, {true, false, false, true, Reduction::Reencode}, "fp32, lossless"},
-      {"fp16", make_fp16, kDense, "IEEE half precision"},
-      {"linear8", make_linear8, kDense, "Dettmers linear 8-bit, abs-max scale per block"},
-      {"mantissa8", make_mantissa8, kDense, "Dettmers 3-bit decade exponent + 4-bit mantissa"},
-      {"static_tree8", make_static_tree8, kDense, "Dettmers 3-bit exponent + 4-bit bisection tree"},
-      {"dynamic_tree8", make_dynamic_tree8, kDense, "Dettmers dynamic tree (bitsandbytes dynamic map)"},
-      {"qsgd", make_qsgd, kDense, "QSGD stochastic unbiased, 2/4/8 bits, bucket scale"},
-      // A sum of 1-bit payloads re-encoded to 1 bit would discard most of it: gathered instead.
-      {"onebit",
-       make_onebit,
-       {false, false, true, false, Reduction::Gather},
-       "1-bit SGD with two reconstruction values per block"},
-      {"topk", make_topk, {false, true, true, false, Reduction::Gather}, "top-k magnitude sparsification"},
-      {"adacomp",
-       make_adacomp,
-       {false, true, true, false, Reduction::Gather},
-       "AdaComp bin-local residual selection, ternary"},
+#define OCTET_CODEC(name, make, check, traits, description) {name, make, check, traits, description},
+#include "compress/codec_table.inc"
+#undef OCTET_CODEC
   };
   return table;
 }
+
+std::optional<CodecKeyError> no_keys(const CodecParams&) { return std::nullopt; }
 
 namespace {
 
@@ -49,8 +47,20 @@ const CodecEntry& entry(const std::string& method) {
 
 }  // namespace
 
+void throw_key_error(const std::optional<CodecKeyError>& e) {
+  if (e) OCTET_THROW("compression." << e->key << ": " << e->message);
+}
+
+std::optional<CodecKeyError> check_codec_keys(const CodecParams& p, bool every_codec) {
+  if (!every_codec) return entry(p.method).check(p);
+  for (const auto& e : codec_registry())
+    if (auto bad = e.check(p)) return bad;
+  return std::nullopt;
+}
+
 CodecPtr make_codec(const CodecParams& p) {
   const CodecEntry& e = entry(p.method);
+  throw_key_error(e.check(p));
   CodecPtr c = e.make(p);
   c->traits_ = &e.traits;
   return c;

@@ -1,10 +1,14 @@
 // The codec contract of the compression stage: max_bytes / encode / decode over fp32 values into self-describing,
-// size-checked payloads; the traits each codec declares (what comm/ and the trainer may know of it), the explicit
-// registry, and the error-feedback wrapper every lossy codec can use. No code outside compress/ names a codec.
+// size-checked payloads; the traits each codec declares (what comm/ and the trainer may know of it), the registry
+// (its rows in codec_table.inc, one per codec: name, factory, key check, traits), the checks of the config's codec
+// keys, and the error-feedback wrapper every lossy codec can use. Each codec is its own files: x.h (the class and its
+// parameter struct), x_cpu.cpp (CPU loops and the host side of its device kernels), x_cuda.cu (its CUDA members). No
+// code outside compress/ names a codec.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,8 +17,8 @@
 
 namespace octet {
 
-// The config's keys for every codec (compression.*, validated by the config reader); each codec copies what it uses
-// into a parameter struct of its own (codebook8.h, qsgd.h, topk.h, adacomp.h, onebit.h).
+// The config's keys for every codec (compression.*); each codec copies what it uses into a parameter struct of its
+// own (codebook8.h, qsgd.h, onebit.h, topk.h, adacomp.h) whose check() holds the rules for those keys.
 struct CodecParams {
   std::string method = "none";
   int64_t block = 4096;    // 8-bit types, onebit: values per fp32 scale (0 = one scale per tensor)
@@ -102,15 +106,32 @@ class Codec {
 
 using CodecPtr = std::unique_ptr<Codec>;
 
+// A key of CodecParams a codec rejects: the key as the config names it ("bits") and what is wrong ("must be 2, 4 or
+// 8, got 3").
+struct CodecKeyError {
+  std::string key, message;
+};
+using CodecKeyCheck = std::optional<CodecKeyError> (*)(const CodecParams& p);
+// The check of a codec that reads no key (none, fp16): nothing to reject.
+std::optional<CodecKeyError> no_keys(const CodecParams& p);
+
 struct CodecEntry {
   const char* name;
   CodecPtr (*make)(const CodecParams& p);
+  CodecKeyCheck check;  // the keys the codec reads, checked before make
   CodecTraits traits;
   const char* description;
 };
+// The rows of codec_table.inc in order (a payload's codec id is its row's position + 1).
 const std::vector<CodecEntry>& codec_registry();
-CodecPtr make_codec(const CodecParams& p);                   // unknown method: error listing the known ones
-const CodecTraits& codec_traits(const std::string& method);  // likewise
+// Unknown method: error listing the known ones; a key the codec rejects: "compression.<key>: <message>".
+CodecPtr make_codec(const CodecParams& p);
+// The first key of p the codec p.method names rejects; with every_codec, the first key any registered codec rejects
+// (the config and the tools check each key once, whatever the method, as overrides may change the method).
+std::optional<CodecKeyError> check_codec_keys(const CodecParams& p, bool every_codec = false);
+// Throws "compression.<key>: <message>" for an error of a check (a codec's constructor checks its own parameters).
+void throw_key_error(const std::optional<CodecKeyError>& e);
+const CodecTraits& codec_traits(const std::string& method);  // unknown method: error listing the known ones
 const char* identity_codec();                                // the codec whose payload is plain fp32 ("none")
 // A layer kind's defaults for keys left at 0 (AdaComp's bin: 50 values for conv layers, 500 for the others).
 CodecParams params_for_layer(CodecParams p, const std::string& layer_kind);

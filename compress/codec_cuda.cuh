@@ -2,7 +2,7 @@
 // payload header written from a kernel argument.
 #pragma once
 #include "compress/codec.h"
-#include "compress/codec_cuda.h"
+#include "compress/codec_device.h"
 #include "core/bits.h"
 #include "core/cuda_util.cuh"
 

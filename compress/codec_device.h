@@ -1,7 +1,8 @@
 // The codecs' host side on a device, shared by a GPU and the simulated device: the status record kernels report bad
 // input through (the first offset wins), per-thread device scratch, a payload's header read back for the host's checks,
-// a fault turned into the CPU codec's error line, and OCTET_CODEC_KERNEL, which runs a codec op's kernel: the CUDA
-// launcher on a GPU, the CPU codec's own loop as a kernel of the comm stream on the simulated device.
+// a fault turned into the CPU codec's error line, and OCTET_CODEC_KERNEL, which runs a codec op's kernel: the codec
+// class's CUDA member (its x_cuda.cu) on a GPU, the CPU codec's own loop as a kernel of the comm stream on the
+// simulated device.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -66,7 +67,7 @@ void feedback_residual_cpu(float* residual, const float* y, const float* sent, i
 void feedback_residual_cuda(float* residual, const float* y, const float* sent, int64_t n, const Stream& s);
 
 // A codec op's kernel on the simulated device: body (the CPU loop) as an eager kernel of ex's comm stream (the host
-// needs the payload size it returns at once, as a CUDA launcher returns it).
+// needs the payload size it returns at once, as a codec's CUDA member returns it).
 template <class F>
 decltype(auto) codec_sim_kernel(Exec& ex, const std::string& op, F&& body) {
   OCTET_CHECK(ex.device() == Device::Sim,
@@ -76,9 +77,11 @@ decltype(auto) codec_sim_kernel(Exec& ex, const std::string& op, F&& body) {
 
 }  // namespace octet
 
-// The kernel of a codec op on ex's device: cuda_call (a launcher of compress/codec_cuda.h) on a GPU, cpu_call (the CPU
-// codec's loop over the same device pointers) on the simulated device. The one place a codec file meets the build's
-// choice of CUDA.
+// The kernel of a codec op on ex's device: cuda_call (a CUDA member function of the codec class, declared in its x.h
+// and defined in its x_cuda.cu) on a GPU, cpu_call (the CPU codec's loop over the same device pointers) on the
+// simulated device. The one place a codec file meets the build's choice of CUDA: without CUDA, cuda_call is dropped
+// unread, so the CUDA members, never defined there, are never referenced (values computed for cuda_call alone are
+// [[maybe_unused]]).
 #ifdef OCTET_WITH_CUDA
 #define OCTET_CODEC_KERNEL(ex, op, cuda_call, cpu_call) \
   ((ex).device() == ::octet::Device::CUDA ? (cuda_call) \

@@ -17,8 +17,9 @@ struct CompressionConfig {
   TensorPolicy base;
   int64_t min_numel = 10000;                      // smaller tensors travel as fp32 via allreduce
   std::map<std::string, TensorPolicy> overrides;  // by layer name
-  CodecParams activations{
-      "dynamic_tree8", 4096, 8, 512, 0.01, 0, 2};  // model parallelism: activations and their gradients
+  // Model parallelism: activations and their gradients (mantissa_offset 2: where a config picks mantissa8 for them, its
+  // exponent starts two decades below the block maximum, lower than for gradients).
+  CodecParams activations{.method = "dynamic_tree8", .mantissa_offset = 2};
 };
 
 }  // namespace octet

@@ -1,6 +1,7 @@
 // CUDA twin of the "fp16" codec: half_math.h's conversions (bit-exact with the CPU's F16C path), finite values beyond
 // half's range saturated to +-65504.
 #include "compress/codec_cuda.cuh"
+#include "compress/fp16.h"
 #include "compress/half_math.h"
 
 namespace octet {
@@ -63,8 +64,8 @@ __global__ void fp16_reduce_encode_kernel(Parts parts, int nparts, int64_t n, fl
 
 }  // namespace
 
-size_t fp16_reduce_encode_cuda(const uint8_t* const* ins, int parts, int64_t n, float* residual, uint8_t* out,
-                               Exec& ex) {
+size_t Fp16Codec::reduce_encode_cuda(const uint8_t* const* ins, int parts, int64_t n, float* residual, uint8_t* out,
+                                     Exec& ex) const {
   Parts p{};
   if (n == 0 || !fill_parts(p, ins, parts, 2)) return 0;
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 2 == 0, "fp16 owner step (CUDA): payload not 2-byte aligned");
@@ -75,7 +76,7 @@ size_t fp16_reduce_encode_cuda(const uint8_t* const* ins, int parts, int64_t n, 
   return kHeaderBytes + 2 * static_cast<size_t>(n);
 }
 
-size_t fp16_encode_cuda(const float* x, int64_t n, uint8_t* out, Exec& ex) {
+size_t Fp16Codec::encode_cuda(const float* x, int64_t n, uint8_t* out, Exec& ex) const {
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 2 == 0, "fp16 encoder (CUDA): payload not 2-byte aligned");
   fp16_encode_kernel<<<grid_for(n), 256, 0, comm_stream(ex)>>>(
       x, n, out, header_bytes({codec_id("fp16"), 1, 0, static_cast<uint32_t>(n), 0}), codec_device_scratch(ex).status);
@@ -83,7 +84,7 @@ size_t fp16_encode_cuda(const float* x, int64_t n, uint8_t* out, Exec& ex) {
   return kHeaderBytes + 2 * static_cast<size_t>(n);
 }
 
-void fp16_decode_cuda(const uint8_t* in, float* out, int64_t n, bool accumulate, Exec& ex) {
+void Fp16Codec::decode_cuda(const uint8_t* in, float* out, int64_t n, bool accumulate, Exec& ex) const {
   OCTET_CHECK(reinterpret_cast<uintptr_t>(in) % 2 == 0, "fp16 payload (CUDA): not 2-byte aligned");
   fp16_decode_kernel<<<grid_for(n), 256, 0, comm_stream(ex)>>>(in, out, n, accumulate, codec_device_scratch(ex).status);
   CHECK_LAUNCH("fp16_decode");

@@ -1,10 +1,10 @@
-// The "none" codec: the fp32 values as they are (behind the common header), each copy checked for NaN and infinity on
-// the same pass (vectorized as a plain copy is).
+// The "none" codec's CPU loops (the fp32 values as they are behind the common header, each copy checked for NaN and
+// infinity on the same pass, vectorized as a plain copy is), the host side of its device kernels, and its factory.
+#include "compress/none.h"
+
 #include <cstring>
 
-#include "compress/codec_cuda.h"
 #include "compress/codec_device.h"
-#include "compress/codecs.h"
 #include "core/error.h"
 
 namespace octet {
@@ -37,58 +37,53 @@ uint32_t copy_checked(const uint8_t* __restrict in, float* __restrict out, int64
   return bad;
 }
 
-class NoneCodec : public Codec {
- public:
-  const char* name() const override { return "none"; }
-  size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 * static_cast<size_t>(n); }
+}  // namespace
 
- protected:
-  size_t encode_cpu(const float* x, int64_t n, uint8_t* out, const EncodeContext&) const override {
-    write_header(out, {codec_id("none"), 1, 0, static_cast<uint32_t>(n), 0});
-    uint8_t* __restrict p = out + kHeaderBytes;
-    uint32_t bad = 0;
+size_t NoneCodec::encode_cpu(const float* x, int64_t n, uint8_t* out, const EncodeContext&) const {
+  write_header(out, {codec_id("none"), 1, 0, static_cast<uint32_t>(n), 0});
+  uint8_t* __restrict p = out + kHeaderBytes;
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, 4);
+    std::memcpy(p + 4 * i, &b, 4);
+    bad |= not_finite_bits(b);
+  }
+  if (bad) throw_nonfinite_input("none", x, n);
+  return max_bytes(n);
+}
+
+void NoneCodec::check(const uint8_t* header, size_t size, int64_t n) const {
+  read_header(header, size, "none", n);
+  OCTET_CHECK(size == max_bytes(n),
+              "none payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
+}
+
+size_t NoneCodec::encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const {
+  codec_device_reset_status(ex);
+  const size_t bytes = OCTET_CODEC_KERNEL(ex, "none encode", encode_cuda(x, n, out, ex), encode_cpu(x, n, out, ctx));
+  codec_device_check(ex, "none", x, n);
+  return bytes;
+}
+
+void NoneCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const {
+  check(codec_device_header(ex, in, size).b, size, n);
+  codec_device_reset_status(ex);
+  OCTET_CODEC_KERNEL(ex, "none decode", decode_cuda(in, out, n, accumulate, ex),
+                     decode_cpu(in, size, out, n, accumulate));
+  codec_device_check(ex, "none");
+}
+
+void NoneCodec::decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const {
+  check(in, size, n);
+  if (copy_checked(in + kHeaderBytes, out, n, accumulate)) {
     for (int64_t i = 0; i < n; ++i) {
       uint32_t b;
-      std::memcpy(&b, x + i, 4);
-      std::memcpy(p + 4 * i, &b, 4);
-      bad |= not_finite_bits(b);
-    }
-    if (bad) throw_nonfinite_input("none", x, n);
-    return max_bytes(n);
-  }
-  // The header and size of a payload (host bytes of its header), as both decoders check them.
-  void check(const uint8_t* header, size_t size, int64_t n) const {
-    read_header(header, size, "none", n);
-    OCTET_CHECK(size == max_bytes(n),
-                "none payload: " << size << " bytes for " << n << " values, expected " << max_bytes(n));
-  }
-  size_t encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
-    codec_device_reset_status(ex);
-    const size_t bytes =
-        OCTET_CODEC_KERNEL(ex, "none encode", none_encode_cuda(x, n, out, ex), encode_cpu(x, n, out, ctx));
-    codec_device_check(ex, "none", x, n);
-    return bytes;
-  }
-  void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
-    check(codec_device_header(ex, in, size).b, size, n);
-    codec_device_reset_status(ex);
-    OCTET_CODEC_KERNEL(ex, "none decode", none_decode_cuda(in, out, n, accumulate, ex),
-                       decode_cpu(in, size, out, n, accumulate));
-    codec_device_check(ex, "none");
-  }
-  void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
-    check(in, size, n);
-    if (copy_checked(in + kHeaderBytes, out, n, accumulate)) {
-      for (int64_t i = 0; i < n; ++i) {
-        uint32_t b;
-        std::memcpy(&b, in + kHeaderBytes + 4 * i, 4);
-        OCTET_CHECK(!not_finite_bits(b), "none payload: non-finite value at offset " << kHeaderBytes + 4 * i);
-      }
+      std::memcpy(&b, in + kHeaderBytes + 4 * i, 4);
+      OCTET_CHECK(!not_finite_bits(b), "none payload: non-finite value at offset " << kHeaderBytes + 4 * i);
     }
   }
-};
-
-}  // namespace
+}
 
 CodecPtr make_none(const CodecParams&) { return std::make_unique<NoneCodec>(); }
 

@@ -2,6 +2,7 @@
 // negative magnitudes (exact_sum.h: the same bits as the CPU whatever order the atomics land in), the sign bits one
 // thread per byte, then the two reconstruction values per block.
 #include "compress/codec_cuda.cuh"
+#include "compress/onebit.h"
 #include "compress/exact_sum.h"
 
 namespace octet {
@@ -85,13 +86,14 @@ __global__ void onebit_decode_kernel(const uint8_t* in, float* __restrict__ out,
 
 }  // namespace
 
-size_t onebit_encode_cuda(const float* x, int64_t n, int64_t block, uint8_t* out, Exec& ex) {
+size_t OnebitCodec::encode_cuda(const float* x, int64_t n, uint8_t* out, Exec& ex) const {
+  const int64_t block = block_for(n);
   const int64_t nb = (n + block - 1) / block;
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, "onebit encoder (CUDA): payload not 4-byte aligned");
-  const size_t max_bytes = (static_cast<size_t>(nb) * 4 + 15) / 16 * 16;
-  uint8_t* temp = static_cast<uint8_t*>(codec_device_temp(ex, max_bytes + static_cast<size_t>(nb) * sizeof(Sums)));
+  const size_t maxima_bytes = (static_cast<size_t>(nb) * 4 + 15) / 16 * 16;
+  uint8_t* temp = static_cast<uint8_t*>(codec_device_temp(ex, maxima_bytes + static_cast<size_t>(nb) * sizeof(Sums)));
   uint32_t* maxima = reinterpret_cast<uint32_t*>(temp);
-  Sums* sums = reinterpret_cast<Sums*>(temp + max_bytes);
+  Sums* sums = reinterpret_cast<Sums*>(temp + maxima_bytes);
   block_max_cuda(x, n, block, maxima, nb, codec_device_scratch(ex).status, ex);
   CHECK_CUDA(cudaMemsetAsync(sums, 0, static_cast<size_t>(nb) * sizeof(Sums), comm_stream(ex)));
   const int64_t segments = (block + kSegment - 1) / kSegment;
@@ -109,7 +111,8 @@ size_t onebit_encode_cuda(const float* x, int64_t n, int64_t block, uint8_t* out
   return kHeaderBytes + 8 * static_cast<size_t>(nb) + (static_cast<size_t>(n) + 7) / 8;
 }
 
-void onebit_decode_cuda(const uint8_t* in, float* out, int64_t n, int64_t block, bool accumulate, Exec& ex) {
+void OnebitCodec::decode_cuda(const uint8_t* in, float* out, int64_t n, int64_t block, bool accumulate,
+                              Exec& ex) const {
   OCTET_CHECK(reinterpret_cast<uintptr_t>(in) % 4 == 0, "onebit payload (CUDA): not 4-byte aligned");
   onebit_decode_kernel<<<grid_for(n), kThreads, 0, comm_stream(ex)>>>(in, out, n, block, (n + block - 1) / block,
                                                                       accumulate, codec_device_scratch(ex).status);

@@ -1,15 +1,14 @@
 // QSGD on the CPU: stochastic, unbiased quantization to s = 2^(bits-1) - 1 levels of |v| / bucket max, sign + level
-// packed in `bits` bits (qsgd_math.h; the SIMD kernels compute the same); the rounding draw of value i is a 32-bit hash
-// of (seed, i), so an encoding is reproducible from its seed.
+// packed in `bits` bits (qsgd_math.h; the SIMD kernels compute the same); the host side of its device kernels, its
+// parameters' check and factory.
+#include "compress/qsgd.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
-#include "compress/codec_cuda.h"
 #include "compress/codec_device.h"
-#include "compress/codecs.h"
-#include "compress/qsgd.h"
 #include "compress/qsgd_math.h"
 #include "compress/simd.h"
 #include "core/error.h"
@@ -170,142 +169,143 @@ int64_t decode_simd([[maybe_unused]] const uint8_t* codes, [[maybe_unused]] floa
   return 0;
 }
 
-class QsgdCodec : public Codec {
- public:
-  explicit QsgdCodec(const QsgdParams& p) : bits_(p.bits), bucket_(p.bucket) {
-    OCTET_CHECK(bits_ == 2 || bits_ == 4 || bits_ == 8, "qsgd: bits must be 2, 4 or 8, got " << bits_);
-    OCTET_CHECK(bucket_ > 0 && bucket_ < (int64_t{1} << 31), "qsgd: bucket must be positive");
-  }
-  const char* name() const override { return "qsgd"; }
-  static size_t packed(int64_t n, int bits) { return (static_cast<size_t>(n) * bits + 7) / 8; }
-  size_t max_bytes(int64_t n) const override {
-    return kHeaderBytes + 4 * ((n + bucket_ - 1) / bucket_) + packed(n, bits_);
-  }
+}  // namespace
 
- protected:
-  size_t encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext& ctx) const override {
-    const int64_t nb = (n + bucket_ - 1) / bucket_;
-    write_header(out, {codec_id("qsgd"), 1, static_cast<uint16_t>(bits_), static_cast<uint32_t>(n),
-                       static_cast<uint32_t>(bucket_)});
-    uint8_t* __restrict codes = out + kHeaderBytes + 4 * nb;
-    const float s = static_cast<float>((1 << (bits_ - 1)) - 1);
-    const uint32_t seed = static_cast<uint32_t>(ctx.seed ^ (ctx.seed >> 32));
-    const int per_byte = 8 / bits_;
-    std::vector<uint8_t> level(
-        static_cast<size_t>(std::min<int64_t>(n, bucket_)));  // sign | level per value of a bucket
-    for (int64_t k = 0; k < nb; ++k) {
-      const int64_t lo = k * bucket_, len = std::min(bucket_, n - lo);
-      const float* __restrict xb = x + lo;
-      // abs-max on the bit patterns (vectorizes); NaN and infinity are the largest patterns, so it finds those too.
-      uint32_t mbits = 0;
-      for (int64_t i = 0; i < len; ++i) mbits = std::max(mbits, f32_bits(xb[i]) & 0x7fffffffu);
-      if (mbits >= 0x7f800000u) throw_nonfinite_input("qsgd", x, n);
-      float amax;
-      std::memcpy(&amax, &mbits, 4);
-      std::memcpy(out + kHeaderBytes + 4 * k, &amax, 4);
-      const float scale = amax > 0.f && std::isfinite(s / amax) ? s / amax : 0.f;  // a subnormal maximum: all level 0
-      uint8_t* __restrict lv = bits_ == 8 ? codes + lo : level.data();
-      int64_t i = encode_levels_simd(xb, lv, len, s, scale, seed, static_cast<uint32_t>(lo), bits_);
-      for (; i < len; ++i)
-        lv[i] = static_cast<uint8_t>(qsgd_code(xb[i], s, scale, seed, static_cast<uint32_t>(lo + i), bits_));
-      if (bits_ != 8) {  // pack per_byte codes per byte, low bits first
-        if (lo % per_byte == 0) {
-          uint8_t* __restrict cb = codes + lo / per_byte;
-          const int64_t full = len / per_byte;
-          if (bits_ == 4)
-            for (int64_t j = 0; j < full; ++j) cb[j] = static_cast<uint8_t>(lv[2 * j] | lv[2 * j + 1] << 4);
-          else
-            for (int64_t j = 0; j < full; ++j)
-              cb[j] = static_cast<uint8_t>(lv[4 * j] | lv[4 * j + 1] << 2 | lv[4 * j + 2] << 4 | lv[4 * j + 3] << 6);
-          for (int64_t g = lo + full * per_byte; g < lo + len; ++g) {
-            if (g % per_byte == 0) codes[g / per_byte] = 0;
-            codes[g / per_byte] |= static_cast<uint8_t>(lv[g - lo] << ((g % per_byte) * bits_));
-          }
-        } else {
-          for (int64_t g = lo; g < lo + len; ++g) {
-            if (g % per_byte == 0) codes[g / per_byte] = 0;
-            codes[g / per_byte] |= static_cast<uint8_t>(lv[g - lo] << ((g % per_byte) * bits_));
-          }
+std::optional<CodecKeyError> QsgdParams::check() const {
+  if (bits != 2 && bits != 4 && bits != 8)
+    return CodecKeyError{"bits", "must be 2, 4 or 8, got " + std::to_string(bits)};
+  if (bucket < 1 || bucket >= (int64_t{1} << 31))
+    return CodecKeyError{"bucket", "must be in [1, 2^31), got " + std::to_string(bucket)};
+  return std::nullopt;
+}
+
+QsgdCodec::QsgdCodec(const QsgdParams& p) : bits_(p.bits), bucket_(p.bucket) { throw_key_error(p.check()); }
+
+size_t QsgdCodec::encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
+  const int64_t nb = (n + bucket_ - 1) / bucket_;
+  write_header(out, {codec_id("qsgd"), 1, static_cast<uint16_t>(bits_), static_cast<uint32_t>(n),
+                     static_cast<uint32_t>(bucket_)});
+  uint8_t* __restrict codes = out + kHeaderBytes + 4 * nb;
+  const float s = static_cast<float>((1 << (bits_ - 1)) - 1);
+  const uint32_t seed = static_cast<uint32_t>(ctx.seed ^ (ctx.seed >> 32));
+  const int per_byte = 8 / bits_;
+  std::vector<uint8_t> level(static_cast<size_t>(std::min<int64_t>(n, bucket_)));  // sign | level per value of a bucket
+  for (int64_t k = 0; k < nb; ++k) {
+    const int64_t lo = k * bucket_, len = std::min(bucket_, n - lo);
+    const float* __restrict xb = x + lo;
+    // abs-max on the bit patterns (vectorizes); NaN and infinity are the largest patterns, so it finds those too.
+    uint32_t mbits = 0;
+    for (int64_t i = 0; i < len; ++i) mbits = std::max(mbits, f32_bits(xb[i]) & 0x7fffffffu);
+    if (mbits >= 0x7f800000u) throw_nonfinite_input("qsgd", x, n);
+    float amax;
+    std::memcpy(&amax, &mbits, 4);
+    std::memcpy(out + kHeaderBytes + 4 * k, &amax, 4);
+    const float scale = amax > 0.f && std::isfinite(s / amax) ? s / amax : 0.f;  // a subnormal maximum: all level 0
+    uint8_t* __restrict lv = bits_ == 8 ? codes + lo : level.data();
+    int64_t i = encode_levels_simd(xb, lv, len, s, scale, seed, static_cast<uint32_t>(lo), bits_);
+    for (; i < len; ++i)
+      lv[i] = static_cast<uint8_t>(qsgd_code(xb[i], s, scale, seed, static_cast<uint32_t>(lo + i), bits_));
+    if (bits_ != 8) {  // pack per_byte codes per byte, low bits first
+      if (lo % per_byte == 0) {
+        uint8_t* __restrict cb = codes + lo / per_byte;
+        const int64_t full = len / per_byte;
+        if (bits_ == 4)
+          for (int64_t j = 0; j < full; ++j) cb[j] = static_cast<uint8_t>(lv[2 * j] | lv[2 * j + 1] << 4);
+        else
+          for (int64_t j = 0; j < full; ++j)
+            cb[j] = static_cast<uint8_t>(lv[4 * j] | lv[4 * j + 1] << 2 | lv[4 * j + 2] << 4 | lv[4 * j + 3] << 6);
+        for (int64_t g = lo + full * per_byte; g < lo + len; ++g) {
+          if (g % per_byte == 0) codes[g / per_byte] = 0;
+          codes[g / per_byte] |= static_cast<uint8_t>(lv[g - lo] << ((g % per_byte) * bits_));
+        }
+      } else {
+        for (int64_t g = lo; g < lo + len; ++g) {
+          if (g % per_byte == 0) codes[g / per_byte] = 0;
+          codes[g / per_byte] |= static_cast<uint8_t>(lv[g - lo] << ((g % per_byte) * bits_));
         }
       }
     }
-    return max_bytes(n);
   }
+  return max_bytes(n);
+}
 
-  // The header and size of a payload (host bytes of its header), as both decoders check them: bits and bucket.
-  std::pair<int, int64_t> check(const uint8_t* header, size_t size, int64_t n) const {
-    const PayloadHeader h = read_header(header, size, "qsgd", n);
-    const int bits = h.aux;
-    OCTET_CHECK(bits == 2 || bits == 4 || bits == 8, "qsgd payload: " << bits << " bits at offset 2");
-    OCTET_CHECK(h.param > 0, "qsgd payload: bucket 0 at offset 8");
-    const int64_t bucket = h.param, nb = (n + bucket - 1) / bucket;
-    const size_t want = kHeaderBytes + 4 * nb + packed(n, bits);
-    OCTET_CHECK(size == want, "qsgd payload: " << size << " bytes, expected " << want << " for " << n << " values");
-    return {bits, bucket};
-  }
-  size_t encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
-    const uint32_t seed = static_cast<uint32_t>(ctx.seed ^ (ctx.seed >> 32));
-    codec_device_reset_status(ex);
-    const size_t bytes = OCTET_CODEC_KERNEL(ex, "qsgd encode", qsgd_encode_cuda(x, n, bits_, bucket_, seed, out, ex),
-                                            encode_cpu(x, n, out, ctx));
-    codec_device_check(ex, "qsgd", x, n);
-    return bytes;
-  }
-  size_t reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
-                             Span<uint8_t> out, uint64_t seed, Exec& ex) const override {
-    if (!qsgd_fusable(n, bits_, bucket_) || !fusable_parts(parts, 4)) return 0;
-    std::vector<const uint8_t*> ins;
-    for (const auto& p : parts) {
-      if (check(codec_device_header(ex, p.data, p.size).b, p.size, n) != std::pair<int, int64_t>{bits_, bucket_})
-        return 0;  // payloads of other parameters than this encoder's: not fusable
-      ins.push_back(p.data);
-    }
-    const uint32_t seed32 = static_cast<uint32_t>(seed ^ (seed >> 32));
-    codec_device_reset_status(ex);
-    const size_t bytes = OCTET_CODEC_KERNEL(ex, "qsgd owner step",
-                                            qsgd_reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, bits_,
-                                                                    bucket_, seed32, residual, out.data, ex),
-                                            reduce_encode_cpu(parts, n, residual, out.data, seed));
-    if (bytes) codec_device_check(ex, "qsgd");
-    return bytes;
-  }
-  void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
-    const auto [bits, bucket] = check(codec_device_header(ex, in, size).b, size, n);
-    codec_device_reset_status(ex);
-    OCTET_CODEC_KERNEL(ex, "qsgd decode", qsgd_decode_cuda(in, out, n, bits, bucket, accumulate, ex),
-                       decode_cpu(in, size, out, n, accumulate));
-    codec_device_check(ex, "qsgd");
-  }
-  void decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const override {
-    const auto [bits, bucket] = check(in, size, n);
-    const int64_t nb = (n + bucket - 1) / bucket;
-    const uint8_t* codes = in + kHeaderBytes + 4 * nb;
-    const int per_byte = 8 / bits;
-    const uint32_t mask = (1u << bits) - 1, sign_bit = 1u << (bits - 1);
-    const float s = static_cast<float>(sign_bit - 1);
-    for (int64_t k = 0; k < nb; ++k) {
-      float amax;
-      std::memcpy(&amax, in + kHeaderBytes + 4 * k, 4);
-      OCTET_CHECK(std::isfinite(amax) && amax >= 0.f, "qsgd payload: bad scale at offset " << kHeaderBytes + 4 * k);
-      // value = ±level * (amax / s); a level's bits - 1 bits reach at most s, so no code decodes past the maximum.
-      const float unit = amax / s;
-      const int64_t lo = k * bucket, hi = std::min(n, lo + bucket);
-      int64_t i = lo;
-      if (lo % per_byte == 0) i += decode_simd(codes + lo / per_byte, out + lo, hi - lo, bits, unit, accumulate);
-      for (; i < hi; ++i) {
-        const float v = qsgd_value((codes[i / per_byte] >> ((i % per_byte) * bits)) & mask, unit, bits);
-        out[i] = accumulate ? out[i] + v : v;
-      }
-    }
-  }
+std::pair<int, int64_t> QsgdCodec::check(const uint8_t* header, size_t size, int64_t n) const {
+  const PayloadHeader h = read_header(header, size, "qsgd", n);
+  const int bits = h.aux;
+  OCTET_CHECK(bits == 2 || bits == 4 || bits == 8, "qsgd payload: " << bits << " bits at offset 2");
+  OCTET_CHECK(h.param > 0, "qsgd payload: bucket 0 at offset 8");
+  const int64_t bucket = h.param, nb = (n + bucket - 1) / bucket;
+  const size_t want = kHeaderBytes + 4 * nb + packed(n, bits);
+  OCTET_CHECK(size == want, "qsgd payload: " << size << " bytes, expected " << want << " for " << n << " values");
+  return {bits, bucket};
+}
 
- private:
-  int bits_;
-  int64_t bucket_;
-};
+size_t QsgdCodec::encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const {
+  [[maybe_unused]] const uint32_t seed = static_cast<uint32_t>(ctx.seed ^ (ctx.seed >> 32));
+  codec_device_reset_status(ex);
+  const size_t bytes =
+      OCTET_CODEC_KERNEL(ex, "qsgd encode", encode_cuda(x, n, seed, out, ex), encode_cpu(x, n, out, ctx));
+  codec_device_check(ex, "qsgd", x, n);
+  return bytes;
+}
+
+size_t QsgdCodec::reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
+                                      Span<uint8_t> out, uint64_t seed, Exec& ex) const {
+  if (!qsgd_fusable(n, bits_, bucket_) || !fusable_parts(parts, 4)) return 0;
+  std::vector<const uint8_t*> ins;
+  for (const auto& p : parts) {
+    if (check(codec_device_header(ex, p.data, p.size).b, p.size, n) != std::pair<int, int64_t>{bits_, bucket_})
+      return 0;  // payloads of other parameters than this encoder's: not fusable
+    ins.push_back(p.data);
+  }
+  [[maybe_unused]] const uint32_t seed32 = static_cast<uint32_t>(seed ^ (seed >> 32));
+  codec_device_reset_status(ex);
+  const size_t bytes = OCTET_CODEC_KERNEL(
+      ex, "qsgd owner step",
+      reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, seed32, residual, out.data, ex),
+      reduce_encode_cpu(parts, n, residual, out.data, seed));
+  if (bytes) codec_device_check(ex, "qsgd");
+  return bytes;
+}
+
+void QsgdCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const {
+  [[maybe_unused]] const auto [bits, bucket] = check(codec_device_header(ex, in, size).b, size, n);
+  codec_device_reset_status(ex);
+  OCTET_CODEC_KERNEL(ex, "qsgd decode", decode_cuda(in, out, n, bits, bucket, accumulate, ex),
+                     decode_cpu(in, size, out, n, accumulate));
+  codec_device_check(ex, "qsgd");
+}
+
+void QsgdCodec::decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const {
+  const auto [bits, bucket] = check(in, size, n);
+  const int64_t nb = (n + bucket - 1) / bucket;
+  const uint8_t* codes = in + kHeaderBytes + 4 * nb;
+  const int per_byte = 8 / bits;
+  const uint32_t mask = (1u << bits) - 1, sign_bit = 1u << (bits - 1);
+  const float s = static_cast<float>(sign_bit - 1);
+  for (int64_t k = 0; k < nb; ++k) {
+    float amax;
+    std::memcpy(&amax, in + kHeaderBytes + 4 * k, 4);
+    OCTET_CHECK(std::isfinite(amax) && amax >= 0.f, "qsgd payload: bad scale at offset " << kHeaderBytes + 4 * k);
+    // value = ±level * (amax / s); a level's bits - 1 bits reach at most s, so no code decodes past the maximum.
+    const float unit = amax / s;
+    const int64_t lo = k * bucket, hi = std::min(n, lo + bucket);
+    int64_t i = lo;
+    if (lo % per_byte == 0) i += decode_simd(codes + lo / per_byte, out + lo, hi - lo, bits, unit, accumulate);
+    for (; i < hi; ++i) {
+      const float v = qsgd_value((codes[i / per_byte] >> ((i % per_byte) * bits)) & mask, unit, bits);
+      out[i] = accumulate ? out[i] + v : v;
+    }
+  }
+}
+
+namespace {
+
+QsgdParams qsgd_params(const CodecParams& p) { return {.bits = p.bits, .bucket = p.bucket}; }
 
 }  // namespace
 
-CodecPtr make_qsgd(const CodecParams& p) { return std::make_unique<QsgdCodec>(QsgdParams{p.bits, p.bucket}); }
+std::optional<CodecKeyError> check_qsgd(const CodecParams& p) { return qsgd_params(p).check(); }
+CodecPtr make_qsgd(const CodecParams& p) { return std::make_unique<QsgdCodec>(qsgd_params(p)); }
 
 }  // namespace octet

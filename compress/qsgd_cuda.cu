@@ -2,6 +2,7 @@
 // codes of the values it packs (the same hash draws as the CPU, so payloads are byte-identical for a seed); decode one
 // thread per value.
 #include "compress/codec_cuda.cuh"
+#include "compress/qsgd.h"
 #include "compress/qsgd_math.h"
 
 namespace octet {
@@ -101,8 +102,10 @@ __global__ void qsgd_reduce_encode_kernel(Parts parts, int nparts, int64_t n, in
 
 }  // namespace
 
-size_t qsgd_reduce_encode_cuda(const uint8_t* const* ins, int parts, int64_t n, int bits, int64_t bucket, uint32_t seed,
-                               float* residual, uint8_t* out, Exec& ex) {
+size_t QsgdCodec::reduce_encode_cuda(const uint8_t* const* ins, int parts, int64_t n, uint32_t seed, float* residual,
+                                     uint8_t* out, Exec& ex) const {
+  const int bits = bits_;
+  const int64_t bucket = bucket_;
   Parts p{};
   if (!qsgd_fusable(n, bits, bucket) || !fill_parts(p, ins, parts, 4)) return 0;
   const int64_t nb = (n + bucket - 1) / bucket;
@@ -117,7 +120,9 @@ size_t qsgd_reduce_encode_cuda(const uint8_t* const* ins, int parts, int64_t n, 
   return kHeaderBytes + 4 * static_cast<size_t>(nb) + static_cast<size_t>((n * bits + 7) / 8);
 }
 
-size_t qsgd_encode_cuda(const float* x, int64_t n, int bits, int64_t bucket, uint32_t seed, uint8_t* out, Exec& ex) {
+size_t QsgdCodec::encode_cuda(const float* x, int64_t n, uint32_t seed, uint8_t* out, Exec& ex) const {
+  const int bits = bits_;
+  const int64_t bucket = bucket_;
   const int64_t nb = (n + bucket - 1) / bucket;
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, "qsgd encoder (CUDA): payload not 4-byte aligned");
   uint32_t* maxima = static_cast<uint32_t*>(codec_device_temp(ex, static_cast<size_t>(nb) * 4 + 4));
@@ -131,7 +136,8 @@ size_t qsgd_encode_cuda(const float* x, int64_t n, int bits, int64_t bucket, uin
   return kHeaderBytes + 4 * static_cast<size_t>(nb) + static_cast<size_t>(nbytes);
 }
 
-void qsgd_decode_cuda(const uint8_t* in, float* out, int64_t n, int bits, int64_t bucket, bool accumulate, Exec& ex) {
+void QsgdCodec::decode_cuda(const uint8_t* in, float* out, int64_t n, int bits, int64_t bucket, bool accumulate,
+                            Exec& ex) const {
   OCTET_CHECK(reinterpret_cast<uintptr_t>(in) % 4 == 0, "qsgd payload (CUDA): not 4-byte aligned");
   qsgd_decode_kernel<<<grid_for(n), 256, 0, comm_stream(ex)>>>(in, out, n, bits, bucket, (n + bucket - 1) / bucket,
                                                                accumulate, codec_device_scratch(ex).status);

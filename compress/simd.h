@@ -47,6 +47,10 @@ inline const char* isa_name(Isa i) { return i == Isa::avx512 ? "avx512" : i == I
 // "scalar", "avx2" or "avx512"; anything else throws listing them.
 Isa parse_isa(const std::string& s);
 
+// |f|'s bits: non-negative floats order like them, and NaN and infinity are the largest (the abs-max and selection
+// passes of onebit, topk and adacomp).
+inline uint32_t abs_bits(float f) { return f32_bits(f) & 0x7fffffffu; }
+
 }  // namespace octet
 
 #ifdef __AVX2__

@@ -1,13 +1,13 @@
-// top-k sparsification (DGC-style, with error feedback): the k largest magnitudes as (index, value) pairs, found by
-// a radix select over the magnitudes' bits.
+// top-k sparsification's CPU loops (the k largest magnitudes by a radix select over their bits, topk_math.h), the host
+// side of its device kernels, its parameters' check and factory.
+#include "compress/topk.h"
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
-#include "compress/codec_cuda.h"
 #include "compress/codec_device.h"
-#include "compress/codecs.h"
-#include "compress/sparse.h"
 #include "compress/topk_math.h"
 #include "compress/simd.h"
 #include "core/error.h"
@@ -57,84 +57,85 @@ void write_dense(TopkEntries& e, float* out, int64_t n) {
   while (have) have = e.next();  // only a bad index is left to find: next() throws on it
 }
 
-class TopkCodec : public Codec {
- public:
-  explicit TopkCodec(const TopkParams& p) : fraction_(p.fraction) {
-    OCTET_CHECK(fraction_ > 0 && fraction_ <= 1, "topk: fraction must be in (0, 1], got " << fraction_);
-  }
-  const char* name() const override { return "topk"; }
-  int64_t k_for(int64_t n) const {
-    return n == 0 ? 0 : std::max<int64_t>(1, std::llround(fraction_ * static_cast<double>(n)));
-  }
-  size_t max_bytes(int64_t n) const override { return kHeaderBytes + 8 * static_cast<size_t>(k_for(n)); }
+}  // namespace
 
-  // The k largest |x| (ties to the lower index), in index order: the k-th largest magnitude T comes from a radix
-  // select over the magnitudes' bits (topk_math.h; non-negative floats order like their bits), then one pass takes
-  // every value above T and the first `ties` values equal to it.
- protected:
-  size_t encode_cpu(const float* x, int64_t n, uint8_t* out, const EncodeContext&) const override {
-    const int64_t k = k_for(n);
-    write_header(out, {codec_id("topk"), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(k)});
-    TopkSelect sel;
-    sel.ties = k;
-    std::vector<int64_t> hist(kTopkBuckets);
-    for (const TopkDigit& d : kTopkDigits) {
-      std::fill(hist.begin(), hist.end(), 0);
-      for (int64_t i = 0; i < n; ++i) {
-        const uint32_t m = abs_bits(x[i]);
-        if (topk_candidate(m, sel)) ++hist[topk_bucket(m, d)];
-      }
-      if (d.shift == kTopkDigits[0].shift)
-        for (uint32_t b = kTopkNonFiniteBucket; b < kTopkBuckets; ++b)
-          if (hist[b]) throw_nonfinite_input("topk", x, n);
-      topk_pick(sel, hist.data(), d);
-    }
-    const uint32_t t = sel.t;
-    int64_t ties = sel.ties;
-    uint8_t* p = out + kHeaderBytes;
-    for (uint32_t i = 0; i < static_cast<uint32_t>(n) && k > 0; ++i) {
+std::optional<CodecKeyError> TopkParams::check() const {
+  if (fraction > 0 && fraction <= 1) return std::nullopt;
+  char got[32];
+  std::snprintf(got, sizeof got, "%g", fraction);
+  return CodecKeyError{"fraction", std::string("must be in (0, 1], got ") + got};
+}
+
+TopkCodec::TopkCodec(const TopkParams& p) : fraction_(p.fraction) { throw_key_error(p.check()); }
+
+// The k largest |x| (ties to the lower index), in index order: the k-th largest magnitude T comes from a radix
+// select over the magnitudes' bits (topk_math.h; non-negative floats order like their bits), then one pass takes
+// every value above T and the first `ties` values equal to it.
+size_t TopkCodec::encode_cpu(const float* x, int64_t n, uint8_t* out, const EncodeContext&) const {
+  const int64_t k = k_for(n);
+  write_header(out, {codec_id("topk"), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(k)});
+  TopkSelect sel;
+  sel.ties = k;
+  std::vector<int64_t> hist(kTopkBuckets);
+  for (const TopkDigit& d : kTopkDigits) {
+    std::fill(hist.begin(), hist.end(), 0);
+    for (int64_t i = 0; i < n; ++i) {
       const uint32_t m = abs_bits(x[i]);
-      if (m < t || (m == t && ties-- <= 0)) continue;
-      std::memcpy(p, &i, 4);
-      std::memcpy(p + 4, &x[i], 4);
-      p += 8;
+      if (topk_candidate(m, sel)) ++hist[topk_bucket(m, d)];
     }
-    return kHeaderBytes + 8 * static_cast<size_t>(k);
+    if (d.shift == kTopkDigits[0].shift)
+      for (uint32_t b = kTopkNonFiniteBucket; b < kTopkBuckets; ++b)
+        if (hist[b]) throw_nonfinite_input("topk", x, n);
+    topk_pick(sel, hist.data(), d);
   }
+  const uint32_t t = sel.t;
+  int64_t ties = sel.ties;
+  uint8_t* p = out + kHeaderBytes;
+  for (uint32_t i = 0; i < static_cast<uint32_t>(n) && k > 0; ++i) {
+    const uint32_t m = abs_bits(x[i]);
+    if (m < t || (m == t && ties-- <= 0)) continue;
+    std::memcpy(p, &i, 4);
+    std::memcpy(p + 4, &x[i], 4);
+    p += 8;
+  }
+  return kHeaderBytes + 8 * static_cast<size_t>(k);
+}
 
-  // The header and size of a payload (host bytes of its header), as both decoders check them; returns the count.
-  uint32_t check(const uint8_t* header, size_t size, int64_t n) const {
-    const PayloadHeader h = read_header(header, size, "topk", n);
-    OCTET_CHECK(size == kHeaderBytes + 8 * static_cast<size_t>(h.param),
-                "topk payload: " << size << " bytes for " << h.param << " values (count at offset 8)");
-    return h.param;
-  }
-  // (The GPU encoder checks its input itself, between its passes.)
-  size_t encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const override {
-    return OCTET_CODEC_KERNEL(ex, "topk encode", topk_encode_cuda(x, n, k_for(n), out, ex), encode_cpu(x, n, out, ctx));
-  }
-  void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override {
-    const uint32_t count = check(codec_device_header(ex, in, size).b, size, n);
-    codec_device_reset_status(ex);
-    OCTET_CODEC_KERNEL(ex, "topk decode", topk_decode_cuda(in, out, n, count, accumulate, ex),
-                       decode_cpu(in, size, out, n, accumulate));
-    codec_device_check(ex, "topk");
-  }
-  void decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const override {
-    TopkEntries e{in, check(in, size, n), n};
-    if (accumulate) {
-      while (e.next()) out[e.i] += e.v;
-      return;
-    }
-    write_dense(e, out, n);
-  }
+uint32_t TopkCodec::check(const uint8_t* header, size_t size, int64_t n) const {
+  const PayloadHeader h = read_header(header, size, "topk", n);
+  OCTET_CHECK(size == kHeaderBytes + 8 * static_cast<size_t>(h.param),
+              "topk payload: " << size << " bytes for " << h.param << " values (count at offset 8)");
+  return h.param;
+}
 
- private:
-  double fraction_;
-};
+size_t TopkCodec::encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const {
+  return OCTET_CODEC_KERNEL(ex, "topk encode", encode_cuda(x, n, out, ex), encode_cpu(x, n, out, ctx));
+}
+
+void TopkCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const {
+  [[maybe_unused]] const uint32_t count = check(codec_device_header(ex, in, size).b, size, n);
+  codec_device_reset_status(ex);
+  OCTET_CODEC_KERNEL(ex, "topk decode", decode_cuda(in, out, n, count, accumulate, ex),
+                     decode_cpu(in, size, out, n, accumulate));
+  codec_device_check(ex, "topk");
+}
+
+void TopkCodec::decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const {
+  TopkEntries e{in, check(in, size, n), n};
+  if (accumulate) {
+    while (e.next()) out[e.i] += e.v;
+    return;
+  }
+  write_dense(e, out, n);
+}
+
+namespace {
+
+TopkParams topk_params(const CodecParams& p) { return {.fraction = p.fraction}; }
 
 }  // namespace
 
-CodecPtr make_topk(const CodecParams& p) { return std::make_unique<TopkCodec>(TopkParams{p.fraction}); }
+std::optional<CodecKeyError> check_topk(const CodecParams& p) { return topk_params(p).check(); }
+CodecPtr make_topk(const CodecParams& p) { return std::make_unique<TopkCodec>(topk_params(p)); }
 
 }  // namespace octet

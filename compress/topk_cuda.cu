@@ -5,6 +5,7 @@
 #include <cub/cub.cuh>
 
 #include "compress/codec_cuda.cuh"
+#include "compress/topk.h"
 #include "compress/topk_math.h"
 
 namespace octet {
@@ -101,7 +102,8 @@ __global__ void topk_decode_kernel(const uint8_t* in, float* __restrict__ out, i
 
 }  // namespace
 
-size_t topk_encode_cuda(const float* x, int64_t n, int64_t k, uint8_t* out, Exec& ex) {
+size_t TopkCodec::encode_cuda(const float* x, int64_t n, uint8_t* out, Exec& ex) const {
+  const int64_t k = k_for(n);
   const HeaderBytes h = header_bytes({codec_id("topk"), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(k)});
   const cudaStream_t s = comm_stream(ex);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -149,7 +151,7 @@ size_t topk_encode_cuda(const float* x, int64_t n, int64_t k, uint8_t* out, Exec
   return kHeaderBytes + 8 * static_cast<size_t>(k);
 }
 
-void topk_decode_cuda(const uint8_t* in, float* out, int64_t n, uint32_t count, bool accumulate, Exec& ex) {
+void TopkCodec::decode_cuda(const uint8_t* in, float* out, int64_t n, uint32_t count, bool accumulate, Exec& ex) const {
   if (!accumulate) CHECK_CUDA(cudaMemsetAsync(out, 0, static_cast<size_t>(n) * 4, comm_stream(ex)));
   if (count)
     topk_decode_kernel<<<grid_for(count), 256, 0, comm_stream(ex)>>>(in, out, n, count,

@@ -1,27 +1,30 @@
-// Codec tests: payload sizes, bit-exact decode of their own encoding, error bounds per distribution, QSGD
-// unbiasedness, error-feedback and AdaComp conservation, constant blocks exact, hostile payloads rejected.
+// Codec tests: over every case of the codec case table (tests/codec_cases.h) payload sizes and error bounds, bit-exact
+// decode of their own encoding, constant blocks exact, error-feedback conservation, hostile payloads and non-finite
+// values rejected, every instruction-set level against the scalar loops; and the codec-specific ones: the registry and
+// the key checks, the 8-bit code books, error bounds per distribution, QSGD unbiasedness, AdaComp's selection.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "compress/adacomp_math.h"
-#include "compress/codecs.h"
+#include "compress/codebook8.h"
 #include "compress/exact_sum.h"
 #include "compress/half_math.h"
+#include "compress/qsgd.h"
 #include "compress/simd.h"
+#include "compress/topk.h"
 #include "compress/topk_math.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "tests/codec_cases.h"
 #include "tests/test_util.h"
 
 using namespace octet;
 using namespace octet::test;
 
 namespace {
-
-const std::vector<std::string> kAll = {"none",          "fp16", "linear8", "mantissa8", "static_tree8",
-                                       "dynamic_tree8", "qsgd", "onebit",  "topk",      "adacomp"};
 
 std::vector<float> sample(const std::string& dist, int64_t n, uint64_t seed) {
   Rng r(seed);
@@ -79,12 +82,68 @@ struct IsaCap {
 
 }  // namespace
 
-TEST_CASE("registry lists every codec and rejects unknown names", "[codec]") {
-  CHECK(codec_registry().size() == kAll.size());
-  for (const auto& m : kAll) CHECK(std::string(codec(m)->name()) == m);
+TEST_CASE("every registered codec has a row in the codec case table; every row names a registered codec", "[codec]") {
+  for (const auto& e : codec_registry()) {
+    INFO(e.name << ": add its row to tests/codec_cases.cpp");
+    CHECK(std::count_if(codec_cases().begin(), codec_cases().end(),
+                        [&](const CodecCase& k) { return k.params.method == e.name; }) > 0);
+    CHECK(std::string(codec(e.name)->name()) == e.name);
+  }
+  std::set<std::string> names;
+  for (const CodecCase& k : codec_cases()) {
+    INFO(k.name);
+    CHECK(std::string(make_codec(k.params)->name()) == k.params.method);
+    CHECK(names.insert(k.name).second);  // no row twice
+  }
+}
+
+TEST_CASE("registry keeps its order (payload ids) and rejects unknown names", "[codec]") {
+  // A payload's codec id is its registry position + 1: rows are only ever appended.
+  CHECK(codec_list(CodecList::All)
+            .rfind("none,fp16,linear8,mantissa8,static_tree8,dynamic_tree8,qsgd,onebit,topk,adacomp", 0) == 0);
+  CHECK(codec_id("none") == 1);
+  CHECK(codec_id("adacomp") == 10);
   CodecParams p;
   p.method = "zip";
   CHECK_THROWS_WITH(make_codec(p), Catch::Contains("unknown compression method 'zip' (known: none, fp16, linear8"));
+}
+
+TEST_CASE("each codec checks the keys it reads; make_codec names the key", "[codec][keys]") {
+  struct Bad {
+    CodecParams p;
+    const char* error;
+  };
+  const Bad bad[] = {
+      {{.method = "qsgd", .bits = 3}, "compression.bits: must be 2, 4 or 8, got 3"},
+      {{.method = "qsgd", .bucket = 0}, "compression.bucket: must be in [1, 2^31), got 0"},
+      {{.method = "topk", .fraction = 1.5}, "compression.fraction: must be in (0, 1], got 1.5"},
+      {{.method = "topk", .fraction = 0}, "compression.fraction: must be in (0, 1], got 0"},
+      {{.method = "mantissa8", .mantissa_offset = 9}, "compression.mantissa_offset: must be in [0, 8], got 9"},
+      {{.method = "linear8", .block = -1}, "compression.block: must be in [0, 2^31), got -1"},
+      {{.method = "dynamic_tree8", .block = int64_t{1} << 31}, "compression.block: must be in [0, 2^31)"},
+      {{.method = "onebit", .block = -5}, "compression.block: must be in [0, 2^31), got -5"},
+      {{.method = "adacomp", .bin = -1}, "compression.bin: must be >= 0"},
+  };
+  for (const Bad& b : bad) {
+    INFO(b.p.method << ": " << b.error);
+    CHECK_THROWS_WITH(make_codec(b.p), Catch::Contains(b.error));
+    const auto e = check_codec_keys(b.p);
+    REQUIRE(e);
+    CHECK_THAT("compression." + e->key + ": " + e->message, Catch::Contains(b.error));
+    // Every codec's check, whatever the method (as the config reads the keys): the same key.
+    CodecParams none = b.p;
+    none.method = "none";
+    CHECK_FALSE(check_codec_keys(none));
+    REQUIRE(check_codec_keys(none, true));
+    CHECK(check_codec_keys(none, true)->key == e->key);
+  }
+  // A codec class refuses bad parameters of its own (the same checks).
+  CHECK_THROWS_WITH(QsgdCodec(QsgdParams{.bits = 5}), Catch::Contains("compression.bits: must be 2, 4 or 8, got 5"));
+  CHECK_THROWS_WITH(TopkCodec(TopkParams{.fraction = -1}), Catch::Contains("compression.fraction"));
+  // Keys a codec does not read are not its to check.
+  CHECK_NOTHROW(make_codec({.method = "fp16", .bits = 3, .fraction = 7}));
+  CHECK_FALSE(check_codec_keys({}, true));
+  for (const CodecCase& k : codec_cases()) CHECK_FALSE(check_codec_keys(k.params, true));
 }
 
 TEST_CASE("8-bit code books: 128 magnitudes with exact 0 and 1", "[codec][codebook]") {
@@ -166,42 +225,47 @@ TEST_CASE("8-bit decoders give sign * magnitude[code] * scale for every code, in
     }
 }
 
-TEST_CASE("payload sizes are exact; 8-bit codecs send <= 27% of fp32 at 64K values", "[codec][size]") {
-  const int64_t n = 65536;
+TEST_CASE("every case: exact payload size and mean relative error within its bound on N(0,1) values",
+          "[codec][size][error]") {
+  const int64_t n = kCaseValues;
   auto x = sample("normal", n, 3);
-  for (const auto& m : kAll) {
-    auto c = codec(m);
+  for (const CodecCase& k : codec_cases()) {
+    auto c = make_codec(k.params);
     auto r = roundtrip(*c, x);
-    INFO(m);
+    const double err = mean_rel_error(x, r.out);
+    INFO(k.name << ": " << r.bytes.size() << " bytes, mean relative error " << err);
     if (!c->sparse()) CHECK(r.bytes.size() == c->max_bytes(n));
     CHECK(r.bytes.size() <= c->max_bytes(n));
+    if (k.bytes >= 0) CHECK(static_cast<int64_t>(r.bytes.size()) == k.bytes);
+    if (k.max_error == 0)
+      CHECK(r.out == x);
+    else
+      CHECK(err <= k.max_error);
   }
-  CHECK(roundtrip(*codec("none"), x).bytes.size() == 12 + 4 * n);
-  CHECK(roundtrip(*codec("fp16"), x).bytes.size() == 12 + 2 * n);
+}
+
+TEST_CASE("8-bit codecs send <= 27% of fp32 at 64K values", "[codec][size]") {
+  const int64_t n = 65536;
+  auto x = sample("normal", n, 3);
   for (const char* m : {"linear8", "mantissa8", "static_tree8", "dynamic_tree8"}) {
     const size_t bytes = roundtrip(*codec(m), x).bytes.size();
     CHECK(bytes == 12 + 4 * 16 + n);
     CHECK(static_cast<double>(bytes) / (4.0 * n) <= 0.27);
   }
-  CHECK(roundtrip(*codec("qsgd", 8), x).bytes.size() == 12 + 4 * 128 + n);
-  CHECK(roundtrip(*codec("qsgd", 4), x).bytes.size() == 12 + 4 * 128 + n / 2);
-  CHECK(roundtrip(*codec("qsgd", 2), x).bytes.size() == 12 + 4 * 128 + n / 4);
-  CHECK(roundtrip(*codec("onebit"), x).bytes.size() == 12 + 8 * 16 + n / 8);
-  CHECK(roundtrip(*codec("topk"), x).bytes.size() == 12 + 8 * 655);
 }
 
-TEST_CASE("deterministic codecs decode their own encoding bit-exactly", "[codec][exact]") {
+TEST_CASE("deterministic cases decode their own encoding bit-exactly", "[codec][exact]") {
   auto x = sample("normal", 10000, 4);
-  for (const char* m : {"none", "fp16", "linear8", "mantissa8", "static_tree8", "dynamic_tree8", "onebit", "topk"}) {
-    INFO(m);
-    auto c = codec(m);
+  for (const CodecCase& k : codec_cases()) {
+    if (!k.recode_exact) continue;
+    INFO(k.name);
+    auto c = make_codec(k.params);
     auto a = roundtrip(*c, x);
     auto b = roundtrip(*c, a.out);             // decoded values are codes: re-encoding reproduces them
     CHECK(roundtrip(*c, x).bytes == a.bytes);  // same input, same bytes
     CHECK(b.out == a.out);
+    if (k.max_error == 0) CHECK(a.out == x);
   }
-  auto n = roundtrip(*codec("none"), x);
-  CHECK(n.out == x);
 }
 
 TEST_CASE("relative errors on several distributions; dynamic tree beats linear on N(0,1)", "[codec][error]") {
@@ -256,10 +320,10 @@ TEST_CASE("QSGD is unbiased and seeded", "[codec][qsgd]") {
   }
 }
 
-TEST_CASE("error feedback and AdaComp conserve: sent + residue == accumulated input", "[codec][feedback]") {
-  for (const char* m : {"linear8", "dynamic_tree8", "qsgd", "onebit", "topk", "adacomp"}) {
-    INFO(m);
-    auto c = codec(m, 4);
+TEST_CASE("error feedback conserves in every case: sent + residue == accumulated input", "[codec][feedback]") {
+  for (const CodecCase& k : codec_cases()) {
+    INFO(k.name);
+    auto c = make_codec(k.params);
     const int64_t n = 5000;
     std::vector<float> residual(n, 0.f), scratch(2 * n), sent(n), total_in(n, 0.f), total_sent(n, 0.f);
     std::vector<uint8_t> buf(c->max_bytes(n));
@@ -294,20 +358,21 @@ TEST_CASE("AdaComp selects bin-local residuals and compresses strongly", "[codec
   CHECK(ratio > 100);
 }
 
-TEST_CASE("constant blocks survive every dense lossy codec exactly", "[codec][exact]") {
-  for (const char* m : {"fp16", "linear8", "mantissa8", "static_tree8", "dynamic_tree8", "qsgd", "onebit"}) {
-    INFO(m);
-    std::vector<float> x(9000, 3.0f);
-    for (size_t i = 4096; i < 8192; ++i) x[i] = -7.0f;
-    CHECK(roundtrip(*codec(m), x).out == x);
+TEST_CASE("constant blocks survive exactly where the case says so", "[codec][exact]") {
+  std::vector<float> x(9000, 3.0f);
+  for (size_t i = 4096; i < 8192; ++i) x[i] = -7.0f;
+  for (const CodecCase& k : codec_cases()) {
+    INFO(k.name);
+    const bool exact = roundtrip(*make_codec(k.params), x).out == x;
+    CHECK(exact == k.constant_blocks_exact);
   }
 }
 
 TEST_CASE("hostile payloads are rejected, never read out of bounds", "[codec][hostile]") {
   auto x = sample("normal", 3000, 8);
-  for (const auto& m : kAll) {
-    INFO(m);
-    auto c = codec(m);
+  for (const CodecCase& k : codec_cases()) {
+    INFO(k.name);
+    auto c = make_codec(k.params);
     auto r = roundtrip(*c, x);
     std::vector<float> out(x.size());
     for (size_t cut : {size_t{0}, size_t{5}, size_t{11}, r.bytes.size() / 2, r.bytes.size() - 1}) {
@@ -360,13 +425,13 @@ TEST_CASE("the integer half conversions match the F16C instructions bit for bit"
 TEST_CASE("every encoder refuses NaN and infinity at every level; every decoder refuses non-finite payload values",
           "[codec][nonfinite]") {
   const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
-  for (const auto& m : kAll)
+  for (const CodecCase& k : codec_cases())
     for (Isa level : built_levels()) {
       IsaCap cap(level);
-      auto c = codec(m);
+      auto c = make_codec(k.params);
       for (float bad : {nan, inf, -inf})
         for (int64_t at : {int64_t{0}, int64_t{7}, int64_t{4100}, int64_t{4999}}) {
-          INFO(m << " at level " << isa_name(level) << ": " << bad << " at index " << at);
+          INFO(k.name << " at level " << isa_name(level) << ": " << bad << " at index " << at);
           auto x = sample("normal", 5000, 3);
           x[static_cast<size_t>(at)] = bad;
           std::vector<uint8_t> buf(c->max_bytes(5000));
@@ -375,28 +440,23 @@ TEST_CASE("every encoder refuses NaN and infinity at every level; every decoder 
                             Catch::Contains("input value " + std::to_string(at) + " is"));
         }
     }
-  // Payload values: a non-finite fp32 value (none, topk) or fp16 half, and a non-finite scale (the others).
+  // Payload values: a non-finite value (as the payload stores values) or scale, where the case's payload holds them.
   auto x = sample("normal", 3000, 8);
   std::vector<float> out(x.size());
-  const uint32_t nan_bits = 0x7fc00000u, inf_bits = 0x7f800000u;
-  for (const auto& m : kAll) {
-    INFO(m);
-    auto c = codec(m);
-    for (uint32_t bits : {nan_bits, inf_bits}) {
-      auto r = roundtrip(*c, x);
-      const size_t at =
-          m == "topk" ? kHeaderBytes + 4 : kHeaderBytes;  // topk: the first entry's value; others: first value or scale
-      if (m == "fp16") {
-        const uint16_t h = bits == nan_bits ? 0x7e00 : 0x7c00;
-        std::memcpy(r.bytes.data() + at + 2 * 17, &h, 2);
-      } else {
-        std::memcpy(r.bytes.data() + at + (m == "none" ? 4 * 17 : 0), &bits, 4);
+  for (const CodecCase& k : codec_cases())
+    for (const size_t at : k.finite_at) {
+      INFO(k.name << ": offset " << at);
+      auto c = make_codec(k.params);
+      for (const uint32_t bits : k.nonfinite) {
+        INFO("bits 0x" << std::hex << bits);
+        auto r = roundtrip(*c, x);
+        std::memcpy(r.bytes.data() + at, &bits, static_cast<size_t>(k.finite_bytes));  // little-endian: the low bytes
+        CHECK_THROWS_WITH(
+            c->decode(r.bytes.data(), r.bytes.size(), out.data(), 3000, false),
+            Catch::Contains("non-finite") || Catch::Contains("bad scale") || Catch::Contains("bad value"));
+        CHECK_THROWS(c->decode(r.bytes.data(), r.bytes.size(), out.data(), 3000, true));
       }
-      CHECK_THROWS_WITH(c->decode(r.bytes.data(), r.bytes.size(), out.data(), 3000, false),
-                        Catch::Contains("non-finite") || Catch::Contains("bad scale") || Catch::Contains("bad value"));
-      CHECK_THROWS(c->decode(r.bytes.data(), r.bytes.size(), out.data(), 3000, true));
     }
-  }
   // Finite values beyond half's range saturate instead of becoming infinities.
   std::vector<float> big = {1e6f, -1e6f, 65504.f, 1.f};
   CHECK(roundtrip(*codec("fp16"), big).out == std::vector<float>({65504.f, -65504.f, 65504.f, 1.f}));
@@ -411,23 +471,11 @@ TEST_CASE("every instruction-set level built here gives the scalar loops' bytes 
   for (size_t i = 0; i < odd.size(); ++i)
     odd[i] = i % 3 == 0 ? -0.f : i < 1000 ? 1e-40f * static_cast<float>(i % 7) : 0.f;
   inputs.push_back(odd);
-  std::vector<CodecParams> params;
-  for (const auto& m : kAll) {
-    CodecParams p;
-    p.method = m;
-    params.push_back(p);
-    if (m.find('8') != std::string::npos) {  // the 8-bit types: one scale per tensor, and odd blocks
-      for (int64_t b : {0, 269}) p.block = b, params.push_back(p);
-    }
-    if (m == "qsgd")
-      for (int bits : {2, 4, 8})
-        for (int64_t bucket : {512, 101}) p.bits = bits, p.bucket = bucket, params.push_back(p);
-  }
-  for (const auto& p : params)
+  for (const CodecCase& k : codec_cases())
     for (const auto& x : inputs) {
       const int64_t n = static_cast<int64_t>(x.size());
-      auto c = make_codec(p);
-      INFO(p.method << " block " << p.block << " bits " << p.bits << " bucket " << p.bucket << ", " << n << " values");
+      auto c = make_codec(k.params);
+      INFO(k.name << ", " << n << " values");
       Coded ref;
       std::vector<float> ref_acc(x.size(), 0.3f);
       {

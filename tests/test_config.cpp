@@ -96,6 +96,15 @@ TEST_CASE("config errors name file, line and key", "[config]") {
     auto q = write_config(d, std::string(kValid) + "parallel: {overlap: sometimes}\n");
     CHECK_THROWS_WITH(load_config(q), Catch::Contains("parallel.overlap: expected"));
   }
+  SECTION("compression keys: each by the rule of the codecs that read it (their key checks), whatever the method") {
+    auto p = write_config(d, std::string(kValid) + "compression: {method: fp16, bits: 3}\n");
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":16: compression.bits: must be 2, 4 or 8, got 3"));
+    auto q = write_config(d, std::string(kValid) + "compression: {fraction: 0}\n");
+    CHECK_THROWS_WITH(load_config(q), Catch::Contains(q + ":16: compression.fraction: must be in (0, 1], got 0"));
+    auto r = write_config(d, std::string(kValid) + "compression: {activations: {mantissa_offset: 9}}\n");
+    CHECK_THROWS_WITH(load_config(r),
+                      Catch::Contains(r + ":16: compression.activations.mantissa_offset: must be in [0, 8], got 9"));
+  }
   SECTION("missing required key") {
     auto p = write_config(d, replace(kValid, "  lr: 0.1\n", ""));
     CHECK_THROWS_WITH(load_config(p), Catch::Contains("optimizer.lr: missing required key"));

@@ -1,8 +1,8 @@
 // Device parity tests, built twice: against a GPU (octet_cuda_tests: the CUDA twins) and against the simulated device
 // (octet_sim_tests, in every CI run: the GPU path's host-side orchestration with the CPU twins as kernels). Every case
-// of the layer table, every codec (payload bytes, decodes, error feedback, the fused owner step, hostile payloads), the
-// loss head, the optimizer kernels and the device plumbing against the CPU. The CUDA build exits 77 (CTest: skipped)
-// with a message when no GPU is visible.
+// of the layer table, every case of the codec table (payload bytes, decodes, error feedback, the fused owner step,
+// hostile payloads), the loss head, the optimizer kernels and the device plumbing against the CPU. The CUDA build exits
+// 77 (CTest: skipped) with a message when no GPU is visible.
 #define CATCH_CONFIG_RUNNER
 #include <cstdio>
 #include <cstring>
@@ -16,6 +16,7 @@
 #include "core/launch.h"
 #include "core/tensor_ops.h"
 #include "layers/softmax_ce.h"
+#include "tests/codec_cases.h"
 #include "tests/layer_cases.h"
 #include "tests/test_util.h"
 #include "optim/optimizer_kernels.h"
@@ -227,29 +228,7 @@ TEST_CASE("copy_rows across devices and the elementwise kernels match their host
 
 namespace {
 
-// The codec table: every registered codec with its defaults, plus the parameter corners (qsgd's bit widths, one scale
-// per tensor, odd blocks) that change the kernels' indexing.
-struct CodecCase {
-  const char* method;
-  int bits;
-  int64_t block, bucket, bin;
-};
-const CodecCase kCodecCases[] = {
-    {"none", 8, 4096, 512, 0},          {"fp16", 8, 4096, 512, 0},         {"linear8", 8, 4096, 512, 0},
-    {"linear8", 8, 0, 512, 0},          {"mantissa8", 8, 4096, 512, 0},    {"static_tree8", 8, 1000, 512, 0},
-    {"dynamic_tree8", 8, 4096, 512, 0}, {"dynamic_tree8", 8, 333, 512, 0}, {"qsgd", 8, 4096, 512, 0},
-    {"qsgd", 4, 4096, 100, 0},          {"qsgd", 2, 4096, 513, 0},         {"onebit", 8, 4096, 512, 0},
-    {"onebit", 8, 13, 512, 0},          {"onebit", 8, 0, 512, 0},          {"topk", 8, 4096, 512, 0},
-    {"adacomp", 8, 4096, 512, 50},      {"adacomp", 8, 4096, 512, 500},
-};
 const int64_t kSizes[] = {1, 7, 1000, 4097, 65537, 300001};
-
-CodecPtr make(const CodecCase& c) {
-  CodecParams p;
-  p.method = c.method, p.bits = c.bits, p.block = c.block, p.bucket = c.bucket, p.bin = c.bin;
-  p.fraction = 0.01;
-  return make_codec(p);
-}
 
 // Gradient-like values with exact zeros and repeated magnitudes (ties for topk, equal maxima for the scales).
 std::vector<float> gradient(int64_t n, uint64_t seed) {
@@ -279,20 +258,17 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
 }
 
-std::string case_name(const CodecCase& c, int64_t n) {
-  return std::string(c.method) + " bits " + std::to_string(c.bits) + " block " + std::to_string(c.block) + " bucket " +
-         std::to_string(c.bucket) + " bin " + std::to_string(c.bin) + " n " + std::to_string(n);
-}
+std::string case_name(const CodecCase& c, int64_t n) { return c.name + ", n " + std::to_string(n); }
 
 }  // namespace
 
 TEST_CASE("every codec: GPU payloads are the CPU's bytes, and each side decodes the other's bit-exactly",
           "[cuda][codec][parity]") {
   Exec& ex = dev();
-  for (const CodecCase& cc : kCodecCases)
+  for (const CodecCase& cc : codec_cases())
     for (const int64_t n : kSizes) {
       INFO(case_name(cc, n));
-      const CodecPtr c = make(cc);
+      const CodecPtr c = make_codec(cc.params);
       const std::vector<float> x = gradient(n, 17 + static_cast<uint64_t>(n));
       const std::vector<float> fresh = gradient(n, 99);
       const EncodeContext host_ctx{0xabcdef12345ull, fresh.data()};
@@ -320,10 +296,10 @@ TEST_CASE("every codec: GPU payloads are the CPU's bytes, and each side decodes 
 TEST_CASE("every codec: error feedback and the owner step on the GPU match the CPU over steps",
           "[cuda][codec][parity]") {
   Exec& ex = dev();
-  for (const CodecCase& cc : kCodecCases) {
+  for (const CodecCase& cc : codec_cases()) {
     const int64_t n = 20000;
     INFO(case_name(cc, n));
-    const CodecPtr c = make(cc);
+    const CodecPtr c = make_codec(cc.params);
     std::vector<float> residual(n, 0.f), scratch(3 * n);
     Buffer<float> dres = device_copy(residual), dscratch(3 * n, kDev);
     for (uint64_t step = 0; step < 3; ++step) {
@@ -372,10 +348,10 @@ TEST_CASE("every codec: error feedback and the owner step on the GPU match the C
 
 TEST_CASE("GPU decoders reject hostile payloads naming the offset; GPU encoders reject NaN", "[cuda][codec][hostile]") {
   Exec& ex = dev();
-  for (const CodecCase& cc : kCodecCases) {
+  for (const CodecCase& cc : codec_cases()) {
     const int64_t n = 5000;
     INFO(case_name(cc, n));
-    const CodecPtr c = make(cc);
+    const CodecPtr c = make_codec(cc.params);
     std::vector<float> x = gradient(n, 3);
     std::vector<uint8_t> good(c->max_bytes(n));
     good.resize(c->encode(x.data(), n, good.data(), {1, nullptr}));
@@ -391,25 +367,21 @@ TEST_CASE("GPU decoders reject hostile payloads naming the offset; GPU encoders 
     std::vector<uint8_t> wrong = good;
     wrong[0] ^= 0x7f;
     CHECK_THROWS_WITH(gpu_decode(wrong), Catch::Contains("offset 0"));
-    // A NaN where the first value or scale lies (every codec keeps one there, after the header).
-    {
-      std::vector<uint8_t> bad = good;
-      const float nan = std::numeric_limits<float>::quiet_NaN();
-      const size_t at = std::string(cc.method) == "topk" ? kHeaderBytes + 4 : kHeaderBytes;
-      if (std::string(cc.method) == "fp16") {
-        bad[at] = 0xff, bad[at + 1] = 0x7f;
-      } else {
-        std::memcpy(bad.data() + at, &nan, 4);
+    // A NaN or an infinity where the case's payload keeps a value or scale.
+    for (const size_t at : cc.finite_at)
+      for (const uint32_t bits : cc.nonfinite) {
+        INFO("0x" << std::hex << bits << " at offset " << std::dec << at);
+        std::vector<uint8_t> bad = good;
+        std::memcpy(bad.data() + at, &bits, static_cast<size_t>(cc.finite_bytes));  // little-endian: the low bytes
+        bool cpu_threw = false;
+        std::vector<float> host(n);
+        try {
+          c->decode(bad.data(), bad.size(), host.data(), n, false);
+        } catch (const Error&) {
+          cpu_threw = true;
+        }
+        if (cpu_threw) CHECK_THROWS_WITH(gpu_decode(bad), Catch::Contains("offset"));
       }
-      bool cpu_threw = false;
-      std::vector<float> host(n);
-      try {
-        c->decode(bad.data(), bad.size(), host.data(), n, false);
-      } catch (const Error&) {
-        cpu_threw = true;
-      }
-      if (cpu_threw) CHECK_THROWS_WITH(gpu_decode(bad), Catch::Contains("offset"));
-    }
     x[n / 2] = std::numeric_limits<float>::infinity();
     Buffer<float> dx = device_copy(x);
     Buffer<uint8_t> dout(c->max_bytes(n), kDev);

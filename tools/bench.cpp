@@ -141,9 +141,9 @@ int bench_compress(const std::vector<std::string>& args) {
   const int64_t n = f.bytes("size", 4, int64_t{1} << 34) / 4;
   const int reps = static_cast<int>(f.integer("reps", 1, 1000000));
   const int bits = static_cast<int>(f.integer("bits", 2, 8));
-  if (bits != 2 && bits != 4 && bits != 8) f.fail("bits", "expects 2, 4 or 8, got '" + f.str("bits") + "'");
+  if (const auto bad = check_codec_keys({.bits = bits}, true)) f.fail(bad->key, bad->message);
   const std::vector<std::string> codecs = f.list("codecs");
-  for (const auto& m : codecs) make_codec(CodecParams{m});  // unknown names fail before any work
+  for (const auto& m : codecs) make_codec({.method = m, .bits = bits});  // unknown names fail before any work
   const int64_t grad_steps = f.integer("grad-steps", 0, 1000000);
   const std::string config = f.str("config");
   const Device device = device_flag(f);
@@ -233,9 +233,9 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
   const int64_t factor = f.integer("factor", 2, 1 << 20);
   const int64_t iters_flag = f.integer("iters", 0, 1000000);
   const int bits = static_cast<int>(f.integer("bits", 2, 8));
-  if (bits != 2 && bits != 4 && bits != 8) f.fail("bits", "expects 2, 4 or 8, got '" + f.str("bits") + "'");
+  if (const auto bad = check_codec_keys({.bits = bits}, true)) f.fail(bad->key, bad->message);
   const auto codecs = f.list("codecs");
-  for (const auto& m : codecs) make_codec(CodecParams{m});
+  for (const auto& m : codecs) make_codec({.method = m, .bits = bits});
   const int N = w.size;
   const std::string via = f.str("transport");
   if (via != "mpi" && via != "nccl") f.fail("transport", "expects mpi or nccl, got '" + via + "'");

@@ -224,7 +224,7 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
 // that carry the traffic: the largest layer for gradients and, when `act_probe` > 0, model parallelism's largest
 // activation collective (the same messages: N chunks of it) for the activation exchanges.
 Link measure_link(const World& w, int64_t probe, int64_t act_probe, double compute_ms) {
-  CodecPtr none = make_codec(CodecParams{identity_codec()});
+  CodecPtr none = make_codec({.method = identity_codec()});
   MpiTransport transport(w);
   const ReduceOptions opt{Algorithm::ScatterAllgather, none.get(), false, 0};
   ReduceState st;
@@ -312,7 +312,7 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
   const int sub_batches = static_cast<int>(f.integer("sub-batches", 1, 1 << 16));
   const int steps = static_cast<int>(f.integer("steps", 1, 1 << 20));
   const std::vector<std::string> codecs = f.list("codecs");
-  for (const auto& m : codecs) make_codec(CodecParams{m});  // unknown names fail before any profiling
+  for (const auto& m : codecs) make_codec({.method = m});  // unknown names fail before any profiling
   Link link{-1, -1};
   OCTET_CHECK(f.given("bandwidth"), "octet predict: --bandwidth GB/s (> 0, or 'measure') is required");
   OCTET_CHECK(f.given("latency"), "octet predict: --latency us (>= 0, or 'measure') is required");

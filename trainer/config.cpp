@@ -232,13 +232,12 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base) {
   t.algorithm = s.choice("algorithm", base.algorithm, {"auto", "allreduce", "scatter_allgather", "allgather"});
   t.codec.block = at_least(s, "block", base.codec.block, 0);
   t.codec.bits = static_cast<int>(s.get<int64_t>("bits", base.codec.bits));
-  if (t.codec.bits != 2 && t.codec.bits != 4 && t.codec.bits != 8) s.fail("bits", "must be 2, 4 or 8");
   t.codec.bucket = at_least(s, "bucket", base.codec.bucket, 1);
   t.codec.fraction = s.get<double>("fraction", base.codec.fraction);
-  if (!(t.codec.fraction > 0 && t.codec.fraction <= 1)) s.fail("fraction", "must be in (0, 1]");
   t.codec.bin = at_least(s, "bin", base.codec.bin, 0);
   t.codec.mantissa_offset = static_cast<int>(s.get<int64_t>("mantissa_offset", base.codec.mantissa_offset));
-  if (t.codec.mantissa_offset < 0 || t.codec.mantissa_offset > 8) s.fail("mantissa_offset", "must be in [0, 8]");
+  // Each key by the rule of the codecs that read it (their key checks), whatever the method: overrides may change it.
+  if (const auto bad = check_codec_keys(t.codec, true)) s.fail(bad->key, bad->message);
   t.codec.error_feedback = s.get<bool>("error_feedback", base.codec.error_feedback);
   const CodecTraits& traits = codec_traits(t.codec.method);
   if (t.algorithm == "allreduce" && !traits.identity)
@@ -267,12 +266,9 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
   c.activations.method = a.choice("method", c.activations.method, fit);
   c.activations.block = at_least(a, "block", c.activations.block, 0);
   c.activations.bits = static_cast<int>(a.get<int64_t>("bits", c.activations.bits));
-  if (c.activations.bits != 2 && c.activations.bits != 4 && c.activations.bits != 8)
-    a.fail("bits", "must be 2, 4 or 8");
   c.activations.bucket = at_least(a, "bucket", c.activations.bucket, 1);
   c.activations.mantissa_offset = static_cast<int>(a.get<int64_t>("mantissa_offset", c.activations.mantissa_offset));
-  if (c.activations.mantissa_offset < 0 || c.activations.mantissa_offset > 8)
-    a.fail("mantissa_offset", "must be in [0, 8]");
+  if (const auto bad = check_codec_keys(c.activations, true)) a.fail(bad->key, bad->message);
   a.finish();
   s.finish();
 }
