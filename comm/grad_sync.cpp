@@ -22,7 +22,7 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
       pol.codec.method = identity_codec();
       pol.algorithm = "allreduce";  // small: one latency-bound call instead of the four of scatter_allgather
     }
-    e.codec = make_codec(params_for_layer(pol.codec, e.t.kind));
+    e.codec = make_codec(params_for_layer(pol.codec, e.t.convolutional));
     e.opt.codec = e.codec.get();
     e.opt.exec = &exec_;
     e.opt.error_feedback = pol.codec.error_feedback;

@@ -16,9 +16,10 @@ namespace octet {
 
 struct SyncTensor {
   Param param;
-  std::string layer;       // layer name (matches overrides)
-  std::string kind;        // layer kind (conv, fc, ...): picks codec defaults per kind (params_for_layer)
-  size_t layer_index = 0;  // position in the model: the overlap plan orders buckets by it
+  std::string layer;           // layer name (matches overrides)
+  std::string kind;            // layer kind (conv, fc, ...): traffic is reported per kind
+  bool convolutional = false;  // the layer's trait: picks codec defaults (params_for_layer)
+  size_t layer_index = 0;      // position in the model: the overlap plan orders buckets by it
 };
 
 class GradSync {

@@ -12,7 +12,7 @@ namespace octet {
 
 struct AdacompParams {
   int64_t bin =
-      500;  // L_T: values per selection bin (0: 500; params_for_layer: 50 for conv layers, 500 for the others)
+      500;  // L_T: values per selection bin (0: 500; params_for_layer: 50 for convolutional layers, 500 for the others)
   std::optional<CodecKeyError> check() const;  // bin >= 0
 };
 

@@ -74,9 +74,9 @@ const char* identity_codec() {
   OCTET_THROW("no identity codec registered");
 }
 
-CodecParams params_for_layer(CodecParams p, const std::string& layer_kind) {
+CodecParams params_for_layer(CodecParams p, bool convolutional) {
   if (p.method == "adacomp" && p.bin == 0)
-    p.bin = layer_kind == "conv" ? 50 : 500;  // AdaComp's L_T (conv ~50, fc ~500)
+    p.bin = convolutional ? 50 : 500;  // AdaComp's L_T (conv ~50, fc ~500)
   return p;
 }
 

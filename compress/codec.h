@@ -133,8 +133,9 @@ std::optional<CodecKeyError> check_codec_keys(const CodecParams& p, bool every_c
 void throw_key_error(const std::optional<CodecKeyError>& e);
 const CodecTraits& codec_traits(const std::string& method);  // unknown method: error listing the known ones
 const char* identity_codec();                                // the codec whose payload is plain fp32 ("none")
-// A layer kind's defaults for keys left at 0 (AdaComp's bin: 50 values for conv layers, 500 for the others).
-CodecParams params_for_layer(CodecParams p, const std::string& layer_kind);
+// A layer's defaults for keys left at 0 (AdaComp's bin: 50 values for convolutional layers, whose weights are shared
+// over positions; 500 for the others).
+CodecParams params_for_layer(CodecParams p, bool convolutional);
 
 // The codec lists the tools compare when not told otherwise (comma-separated).
 enum class CodecList { All, Allreduce, Predict };

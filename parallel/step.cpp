@@ -22,7 +22,8 @@ StepStats Step::run(const Tensor& x, const int32_t* labels, const StepContext& c
 std::vector<SyncTensor> sync_tensors(Model& model, size_t end) {
   std::vector<SyncTensor> out;
   for (size_t i = 0; i < end; ++i)
-    for (auto& p : model.layer(i).params()) out.push_back({p, model.layer(i).name(), model.layer(i).kind(), i});
+    for (auto& p : model.layer(i).params())
+      out.push_back({p, model.layer(i).name(), model.layer(i).kind(), model.layer(i).traits().convolutional, i});
   return out;
 }
 
