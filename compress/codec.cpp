@@ -75,8 +75,7 @@ const char* identity_codec() {
 }
 
 CodecParams params_for_layer(CodecParams p, bool convolutional) {
-  if (p.method == "adacomp" && p.bin == 0)
-    p.bin = convolutional ? 50 : 500;  // AdaComp's L_T (conv ~50, fc ~500)
+  if (p.method == "adacomp" && p.bin == 0) p.bin = convolutional ? 50 : 500;  // AdaComp's L_T (conv ~50, fc ~500)
   return p;
 }
 
