@@ -36,19 +36,25 @@ Model::Model(Shape input, std::vector<LayerPtr> layers, Exec& exec)
   OCTET_CHECK(s.size() == 2, "the last layer must output [N,classes], got " << shape_str(s));
 }
 
-const Tensor& Model::forward_to(const Tensor& x, size_t end, const StepContext& ctx) {
-  OCTET_CHECK(end >= 1 && end <= layers_.size(), "forward_to(" << end << ") of a " << layers_.size() << "-layer model");
-  OCTET_CHECK(x.ndim() == input_.size() + 1 && Shape(x.shape().begin() + 1, x.shape().end()) == input_,
+const Tensor& Model::forward_range(const Tensor& x, size_t begin, size_t end, const StepContext& ctx,
+                                   const ForwardRunner& run) {
+  OCTET_CHECK(begin < end && end <= layers_.size(),
+              "forward_range(" << begin << ", " << end << ") of a " << layers_.size() << "-layer model");
+  OCTET_CHECK(begin > 0 || (x.ndim() == input_.size() + 1 && Shape(x.shape().begin() + 1, x.shape().end()) == input_),
               "model input " << shape_str(x.shape()) << " does not match [N]+" << shape_str(input_));
   const Tensor* in = &x;
-  for (size_t i = 0; i < end; ++i) {
+  for (size_t i = begin; i < end; ++i) {
     const double t0 = times_ ? now_seconds() : 0;
     TraceSpan span("forward", layers_[i]->name().c_str());
     // Evaluation writes an output nothing reads after the next layer into the scratch pair (the input is the other).
     Tensor& out = ctx.train || skip_source_[i] || i + 1 == end ? acts_[i] : eval_[i % 2];
     out.resize(layers_[i]->output_shape(in->shape()));
-    if (skip_[i] >= 0) layers_[i]->bind_skip(&acts_[static_cast<size_t>(skip_[i])], nullptr);
-    layers_[i]->forward(*in, out, ctx);
+    if (skip_[i] >= 0) {
+      OCTET_CHECK(skip_[i] >= static_cast<int64_t>(begin) || begin == 0,
+                  "layer " << layers_[i]->name() << " reads a layer below the range [" << begin << ", " << end << ")");
+      layers_[i]->bind_skip(&acts_[static_cast<size_t>(skip_[i])], nullptr);
+    }
+    if (!run || !run(i, *in, out)) layers_[i]->forward(*in, out, ctx);
     in = &out;
     if (times_) {
       exec_->sync(exec_->compute());
@@ -58,28 +64,26 @@ const Tensor& Model::forward_to(const Tensor& x, size_t end, const StepContext& 
   return acts_[end - 1];
 }
 
-void Model::backward_from(const Tensor& x, size_t end, const Tensor& dout) {
-  OCTET_CHECK(end >= 1 && end <= layers_.size() && dout.shape() == acts_[end - 1].shape(),
-              "backward_from(" << end << "): gradient " << shape_str(dout.shape()) << " vs output "
-                               << shape_str(acts_.at(std::min(end, layers_.size()) - 1).shape()));
-  for (size_t i = end; i-- > 0;) {
-    const Tensor& in = i == 0 ? x : acts_[i - 1];
+void Model::backward_range(const Tensor& x, size_t begin, size_t end, const Tensor& dout, Tensor* dx_first,
+                           const BackwardRunner& run) {
+  OCTET_CHECK(begin < end && end <= layers_.size() && dout.shape() == acts_[end - 1].shape(),
+              "backward_range(" << begin << ", " << end << "): gradient " << shape_str(dout.shape()) << " vs output "
+                                << shape_str(acts_.at(std::min(end, layers_.size()) - 1).shape()));
+  for (size_t i = end; i-- > begin;) {
+    const Tensor& in = i == begin ? x : acts_[i - 1];
     const Tensor& dy = i + 1 == end ? dout : grads_[i];
     const double t0 = times_ ? now_seconds() : 0;
     TraceSpan span("backward", layers_[i]->name().c_str());
-    Tensor* dx = nullptr;
-    if (i > 0) {
-      grads_[i - 1].resize(in.shape());
-      dx = &grads_[i - 1];
-    }
+    Tensor* dx = i > begin ? &grads_[i - 1] : dx_first;
+    if (dx) dx->resize(in.shape());
     if (skip_[i] >= 0) {
       const Tensor& from = acts_[static_cast<size_t>(skip_[i])];
       skip_grads_[i].resize(from.shape());
       layers_[i]->bind_skip(&from, &skip_grads_[i]);
     }
-    layers_[i]->backward(in, acts_[i], dy, dx);
+    if (!run || !run(i, in, acts_[i], dy, dx)) layers_[i]->backward(in, acts_[i], dy, dx);
     // grads_[i-1] is written: add what the add layers at or above i routed to layer i-1's output.
-    for (size_t a = i; dx && a < end; ++a)
+    for (size_t a = i; i > begin && a < end; ++a)
       if (skip_[a] == static_cast<int64_t>(i) - 1) add_into(grads_[i - 1], skip_grads_[a], *exec_);
     if (times_) {
       exec_->sync(exec_->compute());

@@ -26,10 +26,29 @@ class Model {
   const Tensor& forward(const Tensor& x, const StepContext& ctx) { return forward_to(x, layers_.size(), ctx); }
   // dlogits: gradient w.r.t. the logits; fills every parameter's grad. Calls the hook after each layer, last to first.
   void backward(const Tensor& x, const Tensor& dlogits) { backward_from(x, layers_.size(), dlogits); }
-  // Layers [0, end) only (model parallelism runs the rest itself): returns layer end-1's output.
-  const Tensor& forward_to(const Tensor& x, size_t end, const StepContext& ctx);
+  // Layers [0, end) only (model parallelism runs the rest through the ranges below): returns layer end-1's output.
+  const Tensor& forward_to(const Tensor& x, size_t end, const StepContext& ctx) {
+    return forward_range(x, 0, end, ctx, nullptr);
+  }
   // Backward of layers end-1 .. 0, given dout, the gradient w.r.t. layer end-1's output.
-  void backward_from(const Tensor& x, size_t end, const Tensor& dout);
+  void backward_from(const Tensor& x, size_t end, const Tensor& dout) {
+    backward_range(x, 0, end, dout, nullptr, nullptr);
+  }
+
+  // Stands in for layer i of a range (model parallelism: a layer split over the ranks, with its exchange): runs it on
+  // in into out (sized already), or returns false to let the layer run as it is.
+  using ForwardRunner = std::function<bool(size_t i, const Tensor& in, Tensor& out)>;
+  using BackwardRunner =
+      std::function<bool(size_t i, const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din)>;
+  // Layers [begin, end) on x, the input of layer begin (any batch size): the one layer loop every part of a step runs
+  // through. Returns layer end-1's output.
+  const Tensor& forward_range(const Tensor& x, size_t begin, size_t end, const StepContext& ctx,
+                              const ForwardRunner& run);
+  // Backward of layers end-1 .. begin after forward_range(x, begin, end): dout is the gradient w.r.t. layer end-1's
+  // output; dx (resized to x's shape), when given, receives the gradient w.r.t. x. An add whose source lies below begin
+  // is refused.
+  void backward_range(const Tensor& x, size_t begin, size_t end, const Tensor& dout, Tensor* dx,
+                      const BackwardRunner& run);
 
   // Called with the layer index once backward has queued that layer's parameter gradients, and the event after which
   // they are final (on the CPU: already).

@@ -94,8 +94,7 @@ FcModelParallel::FcModelParallel(Transport& t, Model& model, size_t fc_start, co
     if (slice_of_[k] >= 0) below_[j] = slice_of_[k];
   }
   const Device d = ex_.device();
-  ys_.assign(model.size() - fc_start, Tensor(Shape{0}, d));
-  dys_.assign(model.size() - fc_start, Tensor(Shape{0}, d));
+  dlogits_ = Tensor(Shape{0}, d);
   dx_host_.resize(model.size() - fc_start);
   x0_ = Tensor(Shape{0}, d), dx0_ = Tensor(Shape{0}, d);
 }
@@ -270,21 +269,18 @@ const int32_t* FcModelParallel::receive_sub_batch(const Geometry& g, PhaseTimes&
   return labels_all_dev_.data();
 }
 
-// Layers start_.. on the sub-batch: a split layer computes this rank's neurons for every sample, and the ranks' slices
-// are gathered (codec) into the whole output; the others run as they are.
+// Layers start_.. on the sub-batch, through the model's layer loop: a split layer computes this rank's neurons for
+// every sample, and the ranks' slices are gathered (codec) into the whole output; the others run as they are.
 void FcModelParallel::forward_part(const Geometry& g, const StepContext& cx, uint64_t seed, PhaseTimes& times,
                                    CommStats& stats) {
   const int N = t_.size(), r = t_.rank();
-  for (size_t j = 0; j < ys_.size(); ++j) {
+  model_.forward_range(x0_, start_, model_.size(), cx, [&](size_t i, const Tensor& x, Tensor& y) {
     poll_prefetch();
-    const Tensor& x = j == 0 ? x0_ : ys_[j - 1];
-    Layer& layer = model_.layer(start_ + j);
-    Tensor& y = ys_[j];
-    y.resize(layer.output_shape(x.shape()));
+    const size_t j = i - start_;
     if (slice_of_[j] < 0) {
       ScopedPhase sp(times, Phase::Forward);
-      layer.forward(x, y, cx);
-      continue;
+      model_.layer(i).forward(x, y, cx);
+      return true;
     }
     Slice& s = *slices_[slice_of_[j]];
     const Tensor* y_h;
@@ -300,13 +296,14 @@ void FcModelParallel::forward_part(const Geometry& g, const StepContext& cx, uin
     exchange_gather(y_h->data(), g.all * s.rows(r), n_of, gathered_.data(), derive_seed(seed, 1 + j), times, stats);
     for (int q = 0; q < N; ++q)  // rank q's block [all, rows_q] -> columns [lo_q, lo_q+1) of y
       block_to_columns(gathered_, g.all * s.lo[q], g.all, s.out, s.lo[q], s.rows(q), y, ex_.compute());
-  }
+    return true;
+  });
 }
 
 // The loss over every rank's samples (whose gradient backward takes) and over this rank's own (what it reports).
 LossResult FcModelParallel::loss_and_gradient(const Geometry& g, const int32_t* labels_all, const int32_t* labels_own,
                                               float grad_scale, PhaseTimes& times) {
-  const Tensor& logits = ys_.back();  // [all, classes], whole on every rank
+  const Tensor& logits = model_.activation(model_.size() - 1);  // [all, classes], whole on every rank
   const int64_t C = logits.dim(1);
   LossResult own;
   {
@@ -314,41 +311,41 @@ LossResult FcModelParallel::loss_and_gradient(const Geometry& g, const int32_t* 
     loss_all_.forward(logits, labels_all, ex_);
     own = loss_own_.forward(logits.view(t_.rank() * g.sub * C, {g.sub, C}), labels_own, ex_);
   }
-  dys_.back().resize(logits.shape());
-  loss_all_.backward(dys_.back(), grad_scale, ex_);
+  dlogits_.resize(logits.shape());
+  loss_all_.backward(dlogits_, grad_scale, ex_);
   return own;
 }
 
-// Layers start_.. backward; returns the summed gradient w.r.t. x0_ (on the host on a device), whose rows of this
-// rank's samples are all it reads.
+// Layers start_.. backward through the model's layer loop; returns the summed gradient w.r.t. x0_ (on the host on a
+// device), whose rows of this rank's samples are all it reads.
 const Tensor& FcModelParallel::backward_part(const Geometry& g, uint64_t seed, PhaseTimes& times, CommStats& stats) {
   const Tensor* dx0_h = nullptr;
-  for (size_t j = ys_.size(); j-- > 0;) {
-    poll_prefetch();
-    const Tensor& x = j == 0 ? x0_ : ys_[j - 1];
-    Tensor& dx = j == 0 ? dx0_ : dys_[j - 1];
-    dx.resize(x.shape());
-    Layer& layer = model_.layer(start_ + j);
-    if (slice_of_[j] < 0) {
-      ScopedPhase sp(times, Phase::Backward);
-      layer.backward(x, ys_[j], dys_[j], &dx);
-      continue;
-    }
-    Slice& s = *slices_[slice_of_[j]];
-    Tensor* dx_h = nullptr;
-    {
-      ScopedPhase sp(times, Phase::Backward);
-      const int64_t rows = s.rows(t_.rank());
-      s.dy.resize({g.all, rows});
-      columns_to_block(dys_[j], g.all, s.out, s.lo[t_.rank()], rows, s.dy, 0, ex_.compute());
-      s.mine->backward(x, s.y, s.dy, &dx);
-      add_into(s.dw_acc, *s.mw.grad, ex_);
-      if (s.b.value) add_into(s.db_acc, *s.mb.grad, ex_);
-      if (j == 0 || below_[j] < 0) dx_h = &on_host(dx, dx_host_[j]);  // the exchange below sums it in place
-    }
-    sum_input_gradient(g, j, s, dx, dx_h, derive_seed(seed, 1000 + j), times, stats);
-    if (j == 0) dx0_h = dx_h;
-  }
+  model_.backward_range(x0_, start_, model_.size(), dlogits_, &dx0_,
+                        [&](size_t i, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
+                          poll_prefetch();
+                          const size_t j = i - start_;
+                          if (slice_of_[j] < 0) {
+                            ScopedPhase sp(times, Phase::Backward);
+                            model_.layer(i).backward(x, y, dy, dx);
+                            return true;
+                          }
+                          Slice& s = *slices_[slice_of_[j]];
+                          Tensor* dx_h = nullptr;
+                          {
+                            ScopedPhase sp(times, Phase::Backward);
+                            const int64_t rows = s.rows(t_.rank());
+                            s.dy.resize({g.all, rows});
+                            columns_to_block(dy, g.all, s.out, s.lo[t_.rank()], rows, s.dy, 0, ex_.compute());
+                            s.mine->backward(x, s.y, s.dy, dx);
+                            add_into(s.dw_acc, *s.mw.grad, ex_);
+                            if (s.b.value) add_into(s.db_acc, *s.mb.grad, ex_);
+                            if (j == 0 || below_[j] < 0)
+                              dx_h = &on_host(*dx, dx_host_[j]);  // the exchange below sums it in place
+                          }
+                          sum_input_gradient(g, j, s, *dx, dx_h, derive_seed(seed, 1000 + j), times, stats);
+                          if (j == 0) dx0_h = dx_h;
+                          return true;
+                        });
   return *dx0_h;
 }
 

@@ -101,10 +101,9 @@ class FcModelParallel {
   std::vector<std::unique_ptr<Slice>> slices_;  // one per FC layer of the FC part
   std::vector<int> slice_of_;                   // layer index - start -> slice index or -1
   std::vector<int> below_;                      // layer index - start -> slice below whose columns its dx needs, or -1
-  // Buffers of one sub-batch on the model's device: x0_ the FC part's input [N*B/K, ...], ys_[j] the output of layer
-  // start+j (whole), dys_[j] the gradient w.r.t. it, dx0_ the gradient w.r.t. x0_.
-  Tensor x0_, dx0_;
-  std::vector<Tensor> ys_, dys_;
+  // Buffers of one sub-batch on the model's device: x0_ the FC part's input [N*B/K, ...], dx0_ the gradient w.r.t.
+  // it, dlogits_ the gradient w.r.t. the logits (the layers' outputs and gradients are the model's own buffers).
+  Tensor x0_, dx0_, dlogits_;
   // Host buffers: gathered_ an exchange's decoded result, packed_ column blocks of an input gradient; on a GPU also
   // the mirrors of a, x0_ and the summed input gradients.
   Tensor gathered_, packed_, a_host_, x0_host_;
