@@ -83,9 +83,9 @@ if [[ $sanitize -eq 1 ]]; then
     for run in "memcheck|" "racecheck|[codec]" "synccheck|[codec]" "initcheck|[codec]"; do
       tool=${run%%|*} filter=${run#*|}
       if timeout 1200 "$cs" --tool "$tool" --error-exitcode 9 octet_cuda_tests $filter >"$tmp/cs.log" 2>&1; then
-        say "ok: compute-sanitizer --tool $tool on the parity tests ${filter:-(all)}: $(grep -E 'ERROR SUMMARY' "$tmp/cs.log" | tail -1)"
+        say "ok: compute-sanitizer --tool $tool on the parity tests ${filter:-(all)}: $(grep -E '(ERROR|RACECHECK) SUMMARY' "$tmp/cs.log" | tail -1)"
       else
-        bad "compute-sanitizer --tool $tool ${filter:-(all)}: $(grep -E 'ERROR SUMMARY|^test cases:' "$tmp/cs.log" | tail -1) (see check.log)"
+        bad "compute-sanitizer --tool $tool ${filter:-(all)}: $(grep -E '(ERROR|RACECHECK) SUMMARY|^test cases:' "$tmp/cs.log" | tail -1) (see check.log)"
       fi
       cat "$tmp/cs.log" >>"$log"
     done
