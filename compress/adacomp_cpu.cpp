@@ -76,10 +76,8 @@ size_t AdacompCodec::encode_device(const float* g, int64_t n, uint8_t* out, cons
 void AdacompCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate,
                                  Exec& ex) const {
   [[maybe_unused]] const uint32_t count = check(codec_device_header(ex, in, size).b, size, n);
-  codec_device_reset_status(ex);
-  OCTET_CODEC_KERNEL(ex, "adacomp decode", decode_cuda(in, size, out, n, count, accumulate, ex),
-                     decode_cpu(in, size, out, n, accumulate));
-  codec_device_check(ex, "adacomp");
+  OCTET_CODEC_OP(ex, "adacomp decode", decode_cuda(in, size, out, n, count, accumulate, ex),
+                 decode_cpu(in, size, out, n, accumulate), "adacomp");
 }
 
 void AdacompCodec::decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const {

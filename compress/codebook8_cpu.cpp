@@ -188,21 +188,16 @@ CodebookDevice Codebook8Codec::device_book(Exec& ex) const {
 size_t Codebook8Codec::encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx,
                                      Exec& ex) const {
   [[maybe_unused]] const CodebookDevice book = device_book(ex);
-  codec_device_reset_status(ex);
-  const size_t bytes = OCTET_CODEC_KERNEL(ex, std::string(name_) + " encode", encode_cuda(book, x, n, out, ex),
-                                          encode_cpu(x, n, out, ctx));
-  codec_device_check(ex, name_, x, n);
-  return bytes;
+  return OCTET_CODEC_OP(ex, std::string(name_) + " encode", encode_cuda(book, x, n, out, ex),
+                        encode_cpu(x, n, out, ctx), name_, x, n);
 }
 
 void Codebook8Codec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate,
                                    Exec& ex) const {
   [[maybe_unused]] const CodebookDevice book = device_book(ex);
   [[maybe_unused]] const int64_t b = check(codec_device_header(ex, in, size).b, size, n);
-  codec_device_reset_status(ex);
-  OCTET_CODEC_KERNEL(ex, std::string(name_) + " decode", decode_cuda(book, in, out, n, b, accumulate, ex),
-                     decode_cpu(in, size, out, n, accumulate));
-  codec_device_check(ex, name_);
+  OCTET_CODEC_OP(ex, std::string(name_) + " decode", decode_cuda(book, in, out, n, b, accumulate, ex),
+                 decode_cpu(in, size, out, n, accumulate), name_);
 }
 
 size_t Codebook8Codec::reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,

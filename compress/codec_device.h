@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "compress/codec.h"
@@ -66,6 +67,21 @@ void feedback_add_cuda(float* y, const float* x, const float* residual, int64_t 
 void feedback_residual_cpu(float* residual, const float* y, const float* sent, int64_t n, const Stream& s);
 void feedback_residual_cuda(float* residual, const float* y, const float* sent, int64_t n, const Stream& s);
 
+// A codec op on a device as every codec runs it: the status record reset, the kernel (run), then what it reported
+// thrown (codec_device_check: x and n name an encoder's input). Returns what run returns.
+template <class F>
+decltype(auto) codec_device_checked(Exec& ex, F&& run, const char* codec, const float* x = nullptr, int64_t n = 0) {
+  codec_device_reset_status(ex);
+  if constexpr (std::is_void_v<decltype(run())>) {
+    run();
+    codec_device_check(ex, codec, x, n);
+  } else {
+    auto out = run();
+    codec_device_check(ex, codec, x, n);
+    return out;
+  }
+}
+
 // A codec op's kernel on the simulated device: body (the CPU loop) as an eager kernel of ex's comm stream (the host
 // needs the payload size it returns at once, as a codec's CUDA member returns it).
 template <class F>
@@ -90,3 +106,9 @@ decltype(auto) codec_sim_kernel(Exec& ex, const std::string& op, F&& body) {
 #define OCTET_CODEC_KERNEL(ex, op, cuda_call, cpu_call) \
   ::octet::codec_sim_kernel((ex), (op), [&] { return (cpu_call); })
 #endif
+
+// OCTET_CODEC_KERNEL between the status reset and the check (codec_device_checked); the trailing arguments are the
+// check's: the codec's name, and an encoder's input x, n.
+#define OCTET_CODEC_OP(ex, op, cuda_call, cpu_call, ...)                                                       \
+  ::octet::codec_device_checked((ex), [&] { return OCTET_CODEC_KERNEL((ex), (op), (cuda_call), (cpu_call)); }, \
+                                __VA_ARGS__)

@@ -50,10 +50,7 @@ void Fp16Codec::check(const uint8_t* header, size_t size, int64_t n) const {
 }
 
 size_t Fp16Codec::encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const {
-  codec_device_reset_status(ex);
-  const size_t bytes = OCTET_CODEC_KERNEL(ex, "fp16 encode", encode_cuda(x, n, out, ex), encode_cpu(x, n, out, ctx));
-  codec_device_check(ex, "fp16", x, n);
-  return bytes;
+  return OCTET_CODEC_OP(ex, "fp16 encode", encode_cuda(x, n, out, ex), encode_cpu(x, n, out, ctx), "fp16", x, n);
 }
 
 size_t Fp16Codec::reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
@@ -74,10 +71,8 @@ size_t Fp16Codec::reduce_encode_fused(const std::vector<Span<const uint8_t>>& pa
 
 void Fp16Codec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const {
   check(codec_device_header(ex, in, size).b, size, n);
-  codec_device_reset_status(ex);
-  OCTET_CODEC_KERNEL(ex, "fp16 decode", decode_cuda(in, out, n, accumulate, ex),
-                     decode_cpu(in, size, out, n, accumulate));
-  codec_device_check(ex, "fp16");
+  OCTET_CODEC_OP(ex, "fp16 decode", decode_cuda(in, out, n, accumulate, ex), decode_cpu(in, size, out, n, accumulate),
+                 "fp16");
 }
 
 void Fp16Codec::decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const {

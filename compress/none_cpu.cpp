@@ -60,18 +60,13 @@ void NoneCodec::check(const uint8_t* header, size_t size, int64_t n) const {
 }
 
 size_t NoneCodec::encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const {
-  codec_device_reset_status(ex);
-  const size_t bytes = OCTET_CODEC_KERNEL(ex, "none encode", encode_cuda(x, n, out, ex), encode_cpu(x, n, out, ctx));
-  codec_device_check(ex, "none", x, n);
-  return bytes;
+  return OCTET_CODEC_OP(ex, "none encode", encode_cuda(x, n, out, ex), encode_cpu(x, n, out, ctx), "none", x, n);
 }
 
 void NoneCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const {
   check(codec_device_header(ex, in, size).b, size, n);
-  codec_device_reset_status(ex);
-  OCTET_CODEC_KERNEL(ex, "none decode", decode_cuda(in, out, n, accumulate, ex),
-                     decode_cpu(in, size, out, n, accumulate));
-  codec_device_check(ex, "none");
+  OCTET_CODEC_OP(ex, "none decode", decode_cuda(in, out, n, accumulate, ex), decode_cpu(in, size, out, n, accumulate),
+                 "none");
 }
 
 void NoneCodec::decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const {

@@ -90,19 +90,14 @@ int64_t OnebitCodec::check(const uint8_t* header, size_t size, int64_t n) const 
 }
 
 size_t OnebitCodec::encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const {
-  codec_device_reset_status(ex);
-  const size_t bytes = OCTET_CODEC_KERNEL(ex, "onebit encode", encode_cuda(x, n, out, ex), encode_cpu(x, n, out, ctx));
-  codec_device_check(ex, "onebit", x, n);
-  return bytes;
+  return OCTET_CODEC_OP(ex, "onebit encode", encode_cuda(x, n, out, ex), encode_cpu(x, n, out, ctx), "onebit", x, n);
 }
 
 void OnebitCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate,
                                 Exec& ex) const {
   [[maybe_unused]] const int64_t b = check(codec_device_header(ex, in, size).b, size, n);
-  codec_device_reset_status(ex);
-  OCTET_CODEC_KERNEL(ex, "onebit decode", decode_cuda(in, out, n, b, accumulate, ex),
-                     decode_cpu(in, size, out, n, accumulate));
-  codec_device_check(ex, "onebit");
+  OCTET_CODEC_OP(ex, "onebit decode", decode_cuda(in, out, n, b, accumulate, ex),
+                 decode_cpu(in, size, out, n, accumulate), "onebit");
 }
 
 void OnebitCodec::decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const {

@@ -242,11 +242,7 @@ std::pair<int, int64_t> QsgdCodec::check(const uint8_t* header, size_t size, int
 
 size_t QsgdCodec::encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const {
   [[maybe_unused]] const uint32_t seed = static_cast<uint32_t>(ctx.seed ^ (ctx.seed >> 32));
-  codec_device_reset_status(ex);
-  const size_t bytes =
-      OCTET_CODEC_KERNEL(ex, "qsgd encode", encode_cuda(x, n, seed, out, ex), encode_cpu(x, n, out, ctx));
-  codec_device_check(ex, "qsgd", x, n);
-  return bytes;
+  return OCTET_CODEC_OP(ex, "qsgd encode", encode_cuda(x, n, seed, out, ex), encode_cpu(x, n, out, ctx), "qsgd", x, n);
 }
 
 size_t QsgdCodec::reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
@@ -270,10 +266,8 @@ size_t QsgdCodec::reduce_encode_fused(const std::vector<Span<const uint8_t>>& pa
 
 void QsgdCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const {
   [[maybe_unused]] const auto [bits, bucket] = check(codec_device_header(ex, in, size).b, size, n);
-  codec_device_reset_status(ex);
-  OCTET_CODEC_KERNEL(ex, "qsgd decode", decode_cuda(in, out, n, bits, bucket, accumulate, ex),
-                     decode_cpu(in, size, out, n, accumulate));
-  codec_device_check(ex, "qsgd");
+  OCTET_CODEC_OP(ex, "qsgd decode", decode_cuda(in, out, n, bits, bucket, accumulate, ex),
+                 decode_cpu(in, size, out, n, accumulate), "qsgd");
 }
 
 void QsgdCodec::decode_cpu(const uint8_t* in, size_t size, float* __restrict out, int64_t n, bool accumulate) const {

@@ -114,10 +114,8 @@ size_t TopkCodec::encode_device(const float* x, int64_t n, uint8_t* out, const E
 
 void TopkCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const {
   [[maybe_unused]] const uint32_t count = check(codec_device_header(ex, in, size).b, size, n);
-  codec_device_reset_status(ex);
-  OCTET_CODEC_KERNEL(ex, "topk decode", decode_cuda(in, out, n, count, accumulate, ex),
-                     decode_cpu(in, size, out, n, accumulate));
-  codec_device_check(ex, "topk");
+  OCTET_CODEC_OP(ex, "topk decode", decode_cuda(in, out, n, count, accumulate, ex),
+                 decode_cpu(in, size, out, n, accumulate), "topk");
 }
 
 void TopkCodec::decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const {

@@ -36,6 +36,10 @@ struct LayerTraits {
   bool batch_statistics = false;  // normalizes over the training batch: needs 2+ values a channel; not in a split part
   bool reads_other = false;       // reads an earlier layer's output (skip_from()); not in a split part
   bool convolutional = false;     // weights shared over positions (AdaComp's smaller selection bin)
+  bool operator==(const LayerTraits& o) const {  // (CUDA files are C++17: no defaulted comparison)
+    return split_outputs == o.split_outputs && column_wise == o.column_wise && batch_statistics == o.batch_statistics &&
+           reads_other == o.reads_other && convolutional == o.convolutional;
+  }
 };
 
 enum class Init { He, Xavier };

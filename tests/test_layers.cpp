@@ -136,18 +136,13 @@ TEST_CASE("flatten keeps the data and reshapes", "[layers][flatten]") {
 
 TEST_CASE("every registered layer type has a row in the layer table; built layers declare their row's traits",
           "[layers][registry]") {
-  auto same = [](const LayerTraits& a, const LayerTraits& b) {
-    return a.split_outputs == b.split_outputs && a.column_wise == b.column_wise &&
-           a.batch_statistics == b.batch_statistics && a.reads_other == b.reads_other &&
-           a.convolutional == b.convolutional;
-  };
   for (const LayerDef& def : layer_registry()) {
     INFO("layer type " << def.type);
     int rows = 0;
     for (const LayerCase& c : layer_cases()) {
       if (YAML::Load(c.yaml)["type"].as<std::string>() != def.type) continue;
       ++rows;
-      CHECK(same(c.make()->traits(), def.traits));
+      CHECK(c.make()->traits() == def.traits);
     }
     CHECK(rows > 0);  // a new layer comes with its row in tests/layer_cases.cpp
   }
