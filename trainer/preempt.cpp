@@ -1,8 +1,11 @@
-// The stop request's signal handlers (see preempt.h): async-signal-safe, a flag and nothing else.
+// The stop request's signal handlers (see preempt.h): async-signal-safe, a flag and nothing else, run on a thread
+// that does no compute.
 #include "trainer/preempt.h"
 
+#include <omp.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 
 namespace octet {
@@ -24,6 +27,13 @@ void on_signal(int sig) {
   }
 }
 
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : kSignals) sigaddset(&set, s);
+  return set;
+}
+
 }  // namespace
 
 PreemptGuard::PreemptGuard() {
@@ -35,10 +45,28 @@ PreemptGuard::PreemptGuard() {
     sigemptyset(&sa.sa_mask);
     sigaction(kSignals[i], &sa, &g_previous[i]);
   }
+  const sigset_t set = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &set, &previous_mask_);  // this thread and the threads it starts from now on
+  // OpenMP's pool may already hold threads (an earlier run in this process): each blocks them itself.
+  const int pool = std::max(omp_get_max_threads(), omp_get_num_procs());
+#pragma omp parallel num_threads(pool)
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  taker_ = std::thread([this, set] {
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);  // the handler runs here (or on a thread MPI started earlier)
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+  });
 }
 
 PreemptGuard::~PreemptGuard() {
   for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &g_previous[i], nullptr);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+  taker_.join();
+  pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
 }
 
 int stop_signal() { return g_signal.load(); }

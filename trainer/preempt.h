@@ -3,22 +3,37 @@
 // script can requeue the job and resume it where it stopped. Further signals wait for that checkpoint, except a second
 // SIGINT (Ctrl-C twice), which ends the process at once.
 #pragma once
+#include <signal.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 namespace octet {
 
 constexpr int kExitPreempted = 75;  // EX_TEMPFAIL: stopped on request, checkpoint written; run again with --resume
 
 // While alive, the three signals set the stop request instead of ending the process (the previous handlers come back
-// when it ends).
+// when it ends). They are blocked in the thread that makes the guard and every thread it starts while the guard lives
+// (compute, data loading, gradient exchange), and a thread of the guard's own takes them: oneDNN 2.x's JIT GEMM
+// kernels point the stack pointer into the heap while they run (oneDNN issue #4845, fixed in 3.11; Debian 12 ships
+// 2.6), so a signal handled by a compute thread writes its frame into the heap and corrupts it.
 class PreemptGuard {
  public:
   PreemptGuard();
   ~PreemptGuard();
   PreemptGuard(const PreemptGuard&) = delete;
   PreemptGuard& operator=(const PreemptGuard&) = delete;
+
+ private:
+  sigset_t previous_mask_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread taker_;  // last: starts once the members above exist
 };
 
-int stop_signal();              // the signal that asked this process to stop, 0 when none has
+int stop_signal();               // the signal that asked this process to stop, 0 when none has
 const char* signal_name(int s);  // "SIGUSR1"
 
 }  // namespace octet
