@@ -40,6 +40,7 @@ CommStats& CommStats::operator+=(const CommStats& o) {
   decompress_s += o.decompress_s;
   bytes_sent += o.bytes_sent;
   fp32_bytes += o.fp32_bytes;
+  node_bytes += o.node_bytes;
   return *this;
 }
 
@@ -158,8 +159,12 @@ bool keeps_feedback(const ReduceOptions& opt) {
 void reduce_scatter(Transport& tr, Span<float> xs, const std::vector<int64_t>& lo, const ReduceOptions& opt,
                     ReduceState& st, CommStats& stats) {
   const int N = tr.size(), r = tr.rank();
-  OCTET_CHECK(xs.device == Device::CPU,
-              "reduce_scatter: the codecs run on the host; this buffer is on " << device_name(xs.device));
+  Exec& ex = exec_of(opt);
+  const Device d = ex.device();
+  OCTET_CHECK(xs.device == d,
+              "reduce_scatter: values on " << device_name(xs.device) << ", codecs on " << device_name(d));
+  OCTET_CHECK(N == 1 || tr.accepts(d),
+              "reduce_scatter: transport " << tr.name() << " cannot move " << device_name(d) << " buffers");
   float* x = xs.data;
   OCTET_CHECK(opt.codec, "reduce_scatter needs a codec");
   OCTET_CHECK(lo.size() == static_cast<size_t>(N) + 1 && lo[0] == 0,
@@ -170,13 +175,12 @@ void reduce_scatter(Transport& tr, Span<float> xs, const std::vector<int64_t>& l
   OCTET_CHECK(!ef, "reduce_scatter carries no error feedback (codec " << opt.codec->name() << ")");
   OCTET_CHECK(lo[N] <= static_cast<int64_t>(xs.size),
               "reduce_scatter: chunks end at " << lo[N] << " of " << xs.size << " values");
-  OCTET_CHECK(!opt.exec || opt.exec->device() == Device::CPU, "reduce_scatter runs on the host");
   scatter_reduce(tr, x, lo, false, opt, st, stats);
   TraceSpan sp("decode", opt.what, &stats.decompress_s);
   const std::vector<Span<const uint8_t>> parts = received(st);
   const int64_t mine = lo[r + 1] - lo[r];
-  for (int s = 0; s < N; ++s) opt.codec->decode(parts[s].data, parts[s].size, x + lo[r], mine, s > 0);
-  if (opt.average) scale(x + lo[r], mine, N, Exec::host());
+  for (int s = 0; s < N; ++s) opt.codec->decode(parts[s], {x + lo[r], static_cast<size_t>(mine), d}, s > 0, ex);
+  if (opt.average) scale(x + lo[r], mine, N, ex);
 }
 
 void allgather_payloads(Transport& tr, Span<const uint8_t> mine, ReduceState& st, const Progress& p) {

@@ -23,6 +23,7 @@ struct CommStats {
   uint64_t bytes_sent =
       0;  // payload bytes this rank handed to the transport for other ranks (allreduce: ring-equivalent 2(N-1)/N * 4n)
   uint64_t fp32_bytes = 0;  // what the same exchange costs uncompressed with the same algorithm shape
+  uint64_t node_bytes = 0;  // two-level: fp32 bytes this rank sent to the ranks of its node (not in bytes_sent)
   CommStats& operator+=(const CommStats& o);
 };
 
@@ -61,7 +62,8 @@ void reduce_mean(Transport& t, Span<float> x, const ReduceOptions& opt, ReduceSt
 // The first half of scatter-allgather on its own: rank q owns x[lo[q], lo[q+1]) (lo: N+1 ascending bounds from 0);
 // every rank's chunks go through the codec to their owners, which decode and sum them in rank order (mean with
 // opt.average) into their own chunk of x. The rest of x is left as it was. Half the traffic of reduce_mean for
-// callers that need only their chunk (model parallelism's partial input gradients); no error feedback.
+// callers that need only their chunk (model parallelism's partial input gradients, a two-level exchange's node step);
+// no error feedback. x on opt.exec's device, as for reduce_mean.
 void reduce_scatter(Transport& t, Span<float> x, const std::vector<int64_t>& lo, const ReduceOptions& opt,
                     ReduceState& st, CommStats& stats);
 

@@ -10,18 +10,27 @@
 
 namespace octet {
 
-GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors, Exec& exec)
+GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors, Exec& exec,
+                   Levels levels)
     : t_(t), exec_(exec), staged_(staging_for(t, exec)), dev_t_(staged_ ? *staged_ : t) {
+  if (levels.node && levels.cross) {
+    staged_node_ = staging_for(*levels.node, exec);
+    staged_cross_ = staging_for(*levels.cross, exec);
+    levels_.node = staged_node_ ? staged_node_.get() : levels.node;
+    levels_.cross = staged_cross_ ? staged_cross_.get() : levels.cross;
+  }
   for (size_t i = 0; i < tensors.size(); ++i) {
     Entry e;
     e.t = std::move(tensors[i]);
     auto it = cfg.overrides.find(e.t.layer);
     TensorPolicy pol = it != cfg.overrides.end() ? it->second : cfg.base;
-    if (e.t.param.value->numel() < cfg.min_numel && it == cfg.overrides.end()) {
+    const bool small = e.t.param.value->numel() < cfg.min_numel && it == cfg.overrides.end();
+    if (small) {
       pol = TensorPolicy{};
       pol.codec.method = identity_codec();
       pol.algorithm = "allreduce";  // small: one latency-bound call instead of the four of scatter_allgather
     }
+    e.two_level = levels_.node && !small;  // small tensors keep the latency path: MPI's own allreduce
     e.codec = make_codec(params_for_layer(pol.codec, e.t.convolutional));
     e.opt.codec = e.codec.get();
     e.opt.exec = &exec_;
@@ -33,11 +42,19 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
     OCTET_CHECK(!e.codec->sparse() || e.opt.algorithm == Algorithm::Allgather,
                 e.t.param.name << ": sparse codec " << pol.codec.method << " needs algorithm allgather");
     if (keeps_feedback(e.opt)) {
-      const int64_t n = e.t.param.grad->numel();
-      e.state.residual = Tensor({n}, exec.device());
+      // The residuals cover what this rank compresses: the whole tensor, or under two levels its node shard.
+      int64_t n = e.t.param.grad->numel();
+      Transport* across = &t;
+      if (e.two_level) {
+        const std::vector<int64_t> sh = node_shards(n, levels_.node->size());
+        n = sh[levels_.node->rank() + 1] - sh[levels_.node->rank()];
+        across = levels_.cross;
+      }
+      ReduceState& st = e.two_level ? e.two.cross : e.state;
+      st.residual = Tensor({n}, exec.device());
       if (e.opt.algorithm == Algorithm::ScatterAllgather) {
-        const std::vector<int64_t> lo = scatter_chunks(n, t.size());
-        e.state.owner_residual = Tensor({lo[t.rank() + 1] - lo[t.rank()]}, exec.device());
+        const std::vector<int64_t> lo = scatter_chunks(n, across->size());
+        st.owner_residual = Tensor({lo[across->rank() + 1] - lo[across->rank()]}, exec.device());
       }
     }
     entries_.push_back(std::move(e));
@@ -66,7 +83,10 @@ void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats, const std::at
   OCTET_CHECK(g.device() == exec_.device(), e.t.param.name << ": gradient on " << device_name(g.device())
                                                            << ", exchange on " << device_name(exec_.device()));
   exec_.bind_thread();  // the communication thread queues on this device's comm stream
-  reduce_mean(dev_t_, span_of(g), e.opt, e.state, s);
+  if (e.two_level)
+    reduce_mean_two_level(levels_, span_of(g), e.opt, e.two, s);
+  else
+    reduce_mean(dev_t_, span_of(g), e.opt, e.state, s);
   e.total += s;
   stats += s;
 }
@@ -75,9 +95,10 @@ std::vector<std::pair<std::string, Tensor*>> GradSync::feedback_state() {
   std::vector<std::pair<std::string, Tensor*>> out;
   for (Entry& e : entries_) {
     if (!keeps_feedback(e.opt)) continue;
-    out.push_back({e.t.param.name + ".residual", &e.state.residual});
+    ReduceState& st = e.two_level ? e.two.cross : e.state;
+    out.push_back({e.t.param.name + ".residual", &st.residual});
     if (e.opt.algorithm == Algorithm::ScatterAllgather)
-      out.push_back({e.t.param.name + ".owner_residual", &e.state.owner_residual});
+      out.push_back({e.t.param.name + ".owner_residual", &st.owner_residual});
   }
   return out;
 }
@@ -86,8 +107,9 @@ std::string GradSync::plan() const {
   std::string out;
   char buf[256];
   for (const Entry& e : entries_) {
-    std::snprintf(buf, sizeof buf, "  %-14s %9lld values  %-14s %s%s\n", e.t.param.name.c_str(),
+    std::snprintf(buf, sizeof buf, "  %-14s %9lld values  %-14s %s%s%s\n", e.t.param.name.c_str(),
                   static_cast<long long>(e.t.param.value->numel()), e.codec->name(), algorithm_name(e.opt.algorithm),
+                  e.two_level ? " (two-level)" : "",
                   e.opt.error_feedback || e.codec->needs_feedback() ? " +error feedback" : "");
     out += buf;
   }

@@ -9,6 +9,7 @@
 
 #include "comm/collectives.h"
 #include "comm/staged_transport.h"
+#include "comm/two_level.h"
 #include "compress/compression_config.h"
 #include "layers/layer.h"
 
@@ -27,7 +28,10 @@ class GradSync {
   // exec: where the gradients are. On a GPU the codecs run there on its comm stream and only their payloads leave it:
   // through the transport when it takes device buffers (NCCL), else staged through page-locked host memory
   // (StagedTransport over MPI); release() makes the compute stream wait for the results.
-  GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors, Exec& exec = Exec::host());
+  // levels (both set: parallel.hierarchy two_level): every tensor above the small-tensor bound goes through
+  // reduce_mean_two_level over the node and cross-node transports instead of reduce_mean over t.
+  GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors, Exec& exec = Exec::host(),
+           Levels levels = {});
   // Replaces every grad with its mean over the ranks (identical bytes everywhere), then release().
   void sync(uint64_t step, CommStats& stats);
   // The same for tensor i alone (what sync() does for each i in turn; the overlap thread calls it per bucket, once
@@ -56,12 +60,16 @@ class GradSync {
     CodecPtr codec;
     ReduceOptions opt;
     ReduceState state;
+    bool two_level = false;  // through levels_ (state unused), else through dev_t_ (two unused)
+    TwoLevelState two;
     CommStats total;  // since construction
   };
   Transport& t_;
   Exec& exec_;
-  std::unique_ptr<Transport> staged_;  // device buffers over a host transport
-  Transport& dev_t_;                   // what moves the gradients' payloads: t_ or *staged_
+  std::unique_ptr<Transport> staged_;                      // device buffers over a host transport
+  Transport& dev_t_;                                       // what moves the gradients' payloads: t_ or *staged_
+  std::unique_ptr<Transport> staged_node_, staged_cross_;  // the same for the two levels
+  Levels levels_;                                          // two-level: the transports that move payloads, else empty
   std::vector<Entry> entries_;
 };
 

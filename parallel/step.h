@@ -10,6 +10,7 @@
 
 #include "comm/collectives.h"
 #include "comm/transport.h"
+#include "comm/two_level.h"
 #include "compress/compression_config.h"
 #include "core/timer.h"
 #include "layers/model.h"
@@ -25,6 +26,7 @@ struct StepOptions {
   double bucket_mb = 1.0;          // a bucket closes once it holds this many MB of fp32 gradients
   bool model_parallel_fc = false;  // the FC part split by output neurons over the ranks
   int sub_batches = 1;             // model parallelism: pieces the batch passes the FC part in
+  Levels levels;                   // parallel.hierarchy two_level: the node and cross-node transports (else empty)
 };
 
 struct StepStats {

@@ -79,6 +79,31 @@ std::string shared_temp_dir() {
   return dir;
 }
 
+static std::string file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
+bool resume_matches(const World& w, const std::string& dir, Config full) {
+  const std::string name = full.run.name;
+  full.parallel.checksum_every = 1;
+  train(full, {}, &w);
+  Config part = full;
+  part.run.name = name + "-resumed";
+  part.run.max_steps = 192 / (full.data.batch_size * w.size) + 3;  // three steps into epoch 2
+  train(part, {}, &w);
+  part.run.max_steps = 0;
+  train(part, {dir + "/" + part.run.name}, &w);
+  int same = 1;
+  if (w.rank == 0) {
+    const std::string a = file_bytes(dir + "/" + name + "/checkpoint.bin"),
+                      b = file_bytes(dir + "/" + part.run.name + "/checkpoint.bin");
+    same = !a.empty() && a == b;
+  }
+  MPI_Bcast(&same, 1, MPI_INT, 0, w.comm);
+  return same == 1;
+}
+
 }  // namespace octet::test
 
 int main(int argc, char** argv) {

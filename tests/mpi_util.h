@@ -28,4 +28,8 @@ Config dp_config(const std::string& dir, int64_t batch, const std::string& extra
 void check_matches_single(const std::vector<float>& a, const std::vector<float>& b, const TrainResult& rd,
                           const TrainResult& rs);
 
+// Trains config `full` uninterrupted and again stopped mid-epoch 2 and resumed, on world w; true when the two final
+// checkpoints (parameters, optimizer state, position and every rank's error-feedback residuals) are the same bytes.
+bool resume_matches(const World& w, const std::string& dir, Config full);
+
 }  // namespace octet::test

@@ -149,37 +149,6 @@ TEST_CASE("model-parallel FC training with 8-bit activations learns and resumes 
   MPI_Barrier(g_world.comm);
 }
 
-namespace {
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), {});
-}
-
-// Trains config `full` uninterrupted and again stopped mid-epoch 2 and resumed, on world w; true when the two final
-// checkpoints (parameters, optimizer state, position and every rank's error-feedback residuals) are the same bytes.
-bool resume_matches(const World& w, const std::string& dir, Config full) {
-  const std::string name = full.run.name;
-  full.parallel.checksum_every = 1;
-  train(full, {}, &w);
-  Config part = full;
-  part.run.name = name + "-resumed";
-  part.run.max_steps = 192 / (full.data.batch_size * w.size) + 3;  // three steps into epoch 2
-  train(part, {}, &w);
-  part.run.max_steps = 0;
-  train(part, {dir + "/" + part.run.name}, &w);
-  int same = 1;
-  if (w.rank == 0) {
-    const std::string a = file_bytes(dir + "/" + name + "/checkpoint.bin"),
-                      b = file_bytes(dir + "/" + part.run.name + "/checkpoint.bin");
-    same = !a.empty() && a == b;
-  }
-  MPI_Bcast(&same, 1, MPI_INT, 0, w.comm);
-  return same == 1;
-}
-
-}  // namespace
-
 TEST_CASE("resume is byte-identical to the uninterrupted run for every codec, on 1 rank and on N",
           "[mpi][train][resume]") {
   const std::string dir = shared_temp_dir();

@@ -220,6 +220,8 @@ void read_parallel(Section s, ParallelConfig& p) {
   p.sub_batches = at_least(s, "sub_batches", p.sub_batches, 1);
   if (p.model_parallel_fc && p.overlap) s.fail("overlap", "cannot be combined with model_parallel_fc yet");
   if (p.sub_batches > 1 && !p.model_parallel_fc) s.fail("sub_batches", "needs model_parallel_fc: true");
+  p.hierarchy = s.choice("hierarchy", p.hierarchy, {"auto", "flat", "two_level"});
+  p.ranks_per_node = at_least(s, "ranks_per_node", p.ranks_per_node, 0);
   s.finish();
 }
 

@@ -69,6 +69,9 @@ struct ParallelConfig {
   double bucket_mb = 1.0;  // a bucket closes once it holds this many MB of fp32 gradients (0: one per tensor)
   bool model_parallel_fc = false;  // FC layers split by output neurons over the ranks; layers below stay data parallel
   int64_t sub_batches = 1;         // model parallelism: the batch passes the FC part in this many pieces
+  std::string hierarchy =
+      "auto";                  // flat | two_level (node, then network) | auto (two_level on several multi-rank nodes)
+  int64_t ranks_per_node = 0;  // 0: the nodes as MPI sees them (shared memory); K: world ranks K to a node
 };
 
 struct Config {

@@ -159,7 +159,28 @@ void Run::build_step() {
   opt_ = std::make_unique<Optimizer>(cfg_.optimizer, model_->params(), *exec_);
   if (world_) transport_ = make_transport(cfg_.parallel.transport, *world_, *exec_);
   if (transport_) staged_ = staging_for(*transport_, *exec_);
-  step_ = make_step(*model_, *opt_, transport_.get(), step_options(cfg_));
+  StepOptions o = step_options(cfg_);
+  o.levels = hierarchy();
+  step_ = make_step(*model_, *opt_, transport_.get(), o);
+}
+
+// The nodes the ranks sit on and, under parallel.hierarchy two_level, the node and cross-node transports.
+Levels Run::hierarchy() {
+  const ParallelConfig& p = cfg_.parallel;
+  if (!world_) {
+    OCTET_CHECK(p.hierarchy != "two_level",
+                cfg_.file << ": parallel.hierarchy: two_level needs more than one rank (this run has 1)");
+    return {};
+  }
+  topology_ = std::make_unique<TopologyHolder>(*world_, static_cast<int>(p.ranks_per_node));
+  const Topology& t = topology_->get();
+  const Hierarchy h = choose_hierarchy(p.hierarchy, t, size_, cfg_.file);
+  OCTET_LOG("topology: " << t.describe() << (p.ranks_per_node > 0 ? " (parallel.ranks_per_node)" : "") << ", exchange "
+                         << hierarchy_name(h) << (p.hierarchy == "auto" ? " (auto)" : ""));
+  if (h == Hierarchy::Flat) return {};
+  node_t_ = make_transport(p.transport, t.node_world, *exec_);
+  cross_t_ = make_transport(p.transport, t.cross_world, *exec_);
+  return {node_t_.get(), cross_t_.get()};
 }
 
 // Parameters, running statistics and optimizer state (shared), error-feedback residuals (per rank).

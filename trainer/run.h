@@ -9,6 +9,7 @@
 
 #include "comm/mpi_transport.h"
 #include "comm/staged_transport.h"
+#include "comm/topology.h"
 #include "data/loader.h"
 #include "layers/model.h"
 #include "parallel/step.h"
@@ -68,6 +69,7 @@ class Run {
   // The loaders' notes (images skip_bad stood in for) since the last report, on the rank that met them.
   void report_loader_notes();
   void state_to_device();
+  Levels hierarchy();
 
   const Config& cfg_;
   TrainOptions opts_;
@@ -80,8 +82,10 @@ class Run {
   Exec* exec_ = &Exec::host();  // the device this rank trains on
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> opt_;
-  std::unique_ptr<Transport> transport_;  // parallel.transport (null: one process without MPI)
-  std::unique_ptr<Transport> staged_;     // device buffers over transport_ where it takes host memory only
+  std::unique_ptr<Transport> transport_;         // parallel.transport (null: one process without MPI)
+  std::unique_ptr<Transport> staged_;            // device buffers over transport_ where it takes host memory only
+  std::unique_ptr<TopologyHolder> topology_;     // the nodes (runs of several ranks)
+  std::unique_ptr<Transport> node_t_, cross_t_;  // parallel.hierarchy two_level: node and cross-node transports
   std::unique_ptr<Step> step_;
   CheckpointState state_;
   std::vector<std::pair<Tensor*, Tensor>> mirrors_;  // device tensor, its host copy (device runs)
