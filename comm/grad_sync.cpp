@@ -11,7 +11,7 @@
 namespace octet {
 
 GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors, Exec& exec,
-                   Levels levels)
+                   Levels levels, double chunk_mb)
     : t_(t), exec_(exec), staged_(staging_for(t, exec)), dev_t_(staged_ ? *staged_ : t) {
   if (levels.node && levels.cross) {
     staged_node_ = staging_for(*levels.node, exec);
@@ -41,21 +41,25 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
                                << " (use scatter_allgather or allgather)");
     OCTET_CHECK(!e.codec->sparse() || e.opt.algorithm == Algorithm::Allgather,
                 e.t.param.name << ": sparse codec " << pol.codec.method << " needs algorithm allgather");
-    if (keeps_feedback(e.opt)) {
-      // The residuals cover what this rank compresses: the whole tensor, or under two levels its node shard.
-      int64_t n = e.t.param.grad->numel();
-      Transport* across = &t;
-      if (e.two_level) {
-        const std::vector<int64_t> sh = node_shards(n, levels_.node->size());
-        n = sh[levels_.node->rank() + 1] - sh[levels_.node->rank()];
-        across = levels_.cross;
-      }
+    // What this rank compresses: the whole tensor, or under two levels its node shard.
+    int64_t n = e.t.param.grad->numel();
+    Transport* across = &t;
+    if (e.two_level) {
+      const std::vector<int64_t> sh = node_shards(n, levels_.node->size());
+      n = sh[levels_.node->rank() + 1] - sh[levels_.node->rank()];
+      across = levels_.cross;
+    }
+    if (e.opt.algorithm != Algorithm::Allreduce && exec.device() == Device::CPU) {
+      e.opt.piece = pipeline_piece(n, chunk_mb);
+      e.pieces = piece_bounds(n, e.opt.piece).size() - 1;
+      if (e.opt.piece > 0 && !courier_) courier_ = std::make_unique<Courier>();
+      e.opt.courier = courier_.get();
+    }
+    if (keeps_feedback(e.opt)) {  // the residuals cover what this rank compresses
       ReduceState& st = e.two_level ? e.two.cross : e.state;
       st.residual = Tensor({n}, exec.device());
-      if (e.opt.algorithm == Algorithm::ScatterAllgather) {
-        const std::vector<int64_t> lo = scatter_chunks(n, across->size());
-        st.owner_residual = Tensor({lo[across->rank() + 1] - lo[across->rank()]}, exec.device());
-      }
+      if (e.opt.algorithm == Algorithm::ScatterAllgather)
+        st.owner_residual = Tensor({owned_values(n, across->size(), across->rank(), e.opt.piece)}, exec.device());
     }
     entries_.push_back(std::move(e));
   }
@@ -109,7 +113,9 @@ std::string GradSync::plan() const {
   for (const Entry& e : entries_) {
     std::snprintf(buf, sizeof buf, "  %-14s %9lld values  %-14s %s%s%s\n", e.t.param.name.c_str(),
                   static_cast<long long>(e.t.param.value->numel()), e.codec->name(), algorithm_name(e.opt.algorithm),
-                  e.two_level ? " (two-level)" : "",
+                  (std::string(e.two_level ? " (two-level)" : "") +
+                   (e.pieces > 1 ? " in " + std::to_string(e.pieces) + " pipelined pieces" : std::string()))
+                      .c_str(),
                   e.opt.error_feedback || e.codec->needs_feedback() ? " +error feedback" : "");
     out += buf;
   }

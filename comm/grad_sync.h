@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/collectives.h"
+#include "comm/courier.h"
 #include "comm/staged_transport.h"
 #include "comm/two_level.h"
 #include "compress/compression_config.h"
@@ -30,8 +31,10 @@ class GradSync {
   // (StagedTransport over MPI); release() makes the compute stream wait for the results.
   // levels (both set: parallel.hierarchy two_level): every tensor above the small-tensor bound goes through
   // reduce_mean_two_level over the node and cross-node transports instead of reduce_mean over t.
+  // chunk_mb: parallel.chunk_mb, the pipelined pieces of large tensors (pipeline_piece: < 0 automatic, 0 off); their
+  // transfers run on a courier thread of this GradSync's own.
   GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors, Exec& exec = Exec::host(),
-           Levels levels = {});
+           Levels levels = {}, double chunk_mb = -1);
   // Replaces every grad with its mean over the ranks (identical bytes everywhere), then release().
   void sync(uint64_t step, CommStats& stats);
   // The same for tensor i alone (what sync() does for each i in turn; the overlap thread calls it per bucket, once
@@ -61,6 +64,7 @@ class GradSync {
     ReduceOptions opt;
     ReduceState state;
     bool two_level = false;  // through levels_ (state unused), else through dev_t_ (two unused)
+    size_t pieces = 1;       // pipelined pieces of what this rank compresses
     TwoLevelState two;
     CommStats total;  // since construction
   };
@@ -70,6 +74,7 @@ class GradSync {
   Transport& dev_t_;                                       // what moves the gradients' payloads: t_ or *staged_
   std::unique_ptr<Transport> staged_node_, staged_cross_;  // the same for the two levels
   Levels levels_;                                          // two-level: the transports that move payloads, else empty
+  std::unique_ptr<Courier> courier_;                       // pipelined pieces' transfers (made when a tensor has some)
   std::vector<Entry> entries_;
 };
 

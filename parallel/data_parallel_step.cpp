@@ -27,7 +27,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& opt, Transport* t, c
   broadcast_parameters(*t, model, 0);  // identical start even if initialization ever differed
   if (t->size() == 1 && codec_traits(o.compression.base.codec.method).identity && o.compression.overrides.empty())
     return;
-  sync_.emplace(*t, o.compression, sync_tensors(model, model.size()), model.exec(), o.levels);
+  sync_.emplace(*t, o.compression, sync_tensors(model, model.size()), model.exec(), o.levels, o.chunk_mb);
   if (o.overlap) {
     overlap_.emplace(*sync_, static_cast<int64_t>(o.bucket_mb * 1e6));
     model.set_grad_ready_hook([this](size_t layer, const Event& ready) { overlap_->layer_done(layer, ready); });

@@ -25,7 +25,7 @@ FcModelParallelStep::FcModelParallelStep(Model& model, Optimizer& opt, Transport
   mp_.emplace(t, model, fc_start_, ModelParallelOptions{o.sub_batches, o.compression.activations});
   for (const auto& w : mp_->owned()) opt.restrict(w.name, w.offset, w.count);  // other ranks' rows wait for gather()
   broadcast_parameters(t, model, 0);  // identical start even if initialization ever differed
-  sync_.emplace(t, o.compression, sync_tensors(model, fc_start_), model.exec(), o.levels);
+  sync_.emplace(t, o.compression, sync_tensors(model, fc_start_), model.exec(), o.levels, o.chunk_mb);
 }
 
 StepStats FcModelParallelStep::run_impl(const Tensor& x, const int32_t* labels, const StepContext& ctx, float lr) {

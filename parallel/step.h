@@ -27,6 +27,7 @@ struct StepOptions {
   bool model_parallel_fc = false;  // the FC part split by output neurons over the ranks
   int sub_batches = 1;             // model parallelism: pieces the batch passes the FC part in
   Levels levels;                   // parallel.hierarchy two_level: the node and cross-node transports (else empty)
+  double chunk_mb = -1;            // parallel.chunk_mb: pipelined pieces of large tensors (-1 auto, 0 off)
 };
 
 struct StepStats {

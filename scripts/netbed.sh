@@ -2,17 +2,19 @@
 # A cluster on one machine: N "hosts" as Linux network namespaces, each with a veth NIC on a bridge that lives in a
 # namespace of its own, addresses only inside those namespaces, and tc tbf on both directions of every link.
 #
-#   scripts/netbed.sh up N [RATE]        RATE: 100mbit, 1gbit, 10gbit, ... or none (default none)
+#   scripts/netbed.sh up N [RATE] [R]    RATE: 100mbit, 1gbit, 10gbit, ... or none (default none); R ranks per host
+#                                        (default 1): a node of R ranks that share its memory and its one link
 #   scripts/netbed.sh rate RATE          re-shape every link of the bed that is up
 #   scripts/netbed.sh status             hosts, addresses and qdiscs
 #   scripts/netbed.sh exec HOST CMD...   run CMD on HOST (its own network namespace and hostname)
-#   scripts/netbed.sh mpirun ARGS...     mpirun from the first host, one rank per host over TCP on the bed
+#   scripts/netbed.sh mpirun ARGS...     mpirun from the first host, R ranks per host: TCP between hosts on the bed,
+#                                        shared memory (Open MPI's vader) between the ranks of a host
 #   scripts/netbed.sh down               remove everything the bed made (idempotent)
 #
 # Hosts are named ${NETBED_PREFIX}1..N (default prefix "obh"); the bridge namespace is ${NETBED_PREFIX}br. Addresses
 # are 10.213.77.H/24 (NETBED_SUBNET overrides the first three octets), a private /24 that exists only on the bed.
 # The kernel here has no netem, so links have a rate but no added latency; this script does not pretend otherwise.
-# NETBED_BIND=core (the default) runs host K's rank on core (K - 1) mod cores, as Open MPI binds each rank to its
+# NETBED_BIND=core (the default) runs host K's ranks on core (K - 1) mod cores, as Open MPI binds each rank to its
 # own cores on a real node: hosts then share the machine's cores evenly instead of as the scheduler's load balancer
 # happens to place them (ranks fell up to 120 ms out of step per step without it). NETBED_BIND=none leaves them free.
 set -euo pipefail
@@ -48,10 +50,14 @@ shape() {  # NS DEV RATE: checks every setting before it touches the device
   ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 200ms
 }
 
+ranks_file() { echo "/run/netbed-${prefix}.ranks"; }
+ranks_per_host() { cat "$(ranks_file)" 2>/dev/null || echo 1; }
+
 up() {
   need_root
-  local n=${1:-} rate=${2:-none}
+  local n=${1:-} rate=${2:-none} r=${3:-1}
   [[ $n =~ ^[0-9]+$ ]] && (( n >= 1 && n <= 64 )) || die "up needs a host count in 1..64, got '${n}'"
+  [[ $r =~ ^[0-9]+$ ]] && (( r >= 1 && r <= 64 )) || die "up needs ranks per host in 1..64, got '${r}'"
   [[ -z $(hosts) ]] || die "a bed is already up (run: scripts/netbed.sh down)"
   ip netns add "$br"
   ip -n "$br" link add br0 type bridge
@@ -77,7 +83,8 @@ up() {
     { echo "127.0.0.1 localhost"; for ((j = 1; j <= n; j++)); do echo "$subnet.$j ${prefix}$j"; done; } >"/etc/netns/${prefix}$i/hosts"
   done
   set_rate "$rate"
-  echo "netbed: $n hosts ${prefix}1..${prefix}$n on $subnet.0/24, links $rate"
+  echo "$r" >"$(ranks_file)"
+  echo "netbed: $n hosts ${prefix}1..${prefix}$n on $subnet.0/24, links $rate, $r rank(s) per host"
 }
 
 set_rate() {
@@ -94,6 +101,7 @@ down() {
   local h
   for h in $(hosts); do ip netns del "$h"; rm -rf "/etc/netns/$h"; done
   grep -qx "$br" <<<"$(ip netns list 2>/dev/null | awk '{print $1}')" && ip netns del "$br"
+  rm -f "$(ranks_file)"
   return 0
 }
 
@@ -101,6 +109,7 @@ status() {
   local hs
   hs=$(hosts)
   [[ -n $hs ]] || { echo "netbed: down"; return 0; }
+  echo "ranks per host: $(ranks_per_host)"
   local h
   for h in $hs; do
     printf '%s %s %s\n' "$h" "$(ip -n "$h" -4 -o addr show dev eth0 | awk '{print $4}')" \
@@ -121,14 +130,18 @@ bed_mpirun() {
   [[ -n $hs ]] || die "no bed is up (run: scripts/netbed.sh up N RATE)"
   n=$(echo "$hs" | wc -l)
   hf=$(mktemp /tmp/netbed-hosts.XXXXXX)
-  for h in $hs; do echo "$h slots=1"; done >"$hf"
+  local r
+  r=$(ranks_per_host)
+  for h in $hs; do echo "$h slots=$r"; done >"$hf"
   local first
   first=$(sed -n 1p <<<"$hs")
   # Open MPI launches a daemon per host through the agent; TCP only, on the bed's subnet. The hosts share this
   # machine's cores, so ranks yield while they wait: busy-polling ranks starve the kernel's network stack (on 2 cores
-  # a 1 MB allreduce took 25 ms polling and 2 ms yielding). Each daemon sees a one-slot "node" and would bind its
-  # rank to core 0, piling every rank onto one core: --bind-to none, and NETBED_BIND pins each host (its daemon and
-  # rank) to a core of its own through the launch agent; the first host's rank is mpirun's child, so mpirun is pinned.
+  # a 1 MB allreduce took 25 ms polling and 2 ms yielding). Each daemon sees a small "node" and would bind its
+  # ranks from core 0, piling every host's ranks onto the same cores: --bind-to none, and NETBED_BIND pins each host
+  # (its daemon and ranks) to a core of its own through the launch agent; the first host's ranks are mpirun's
+  # children, so mpirun is pinned. --map-by slot fills a host's R slots before the next: ranks K*R..K*R+R-1 on host
+  # K+1, as a real node's ranks are numbered. The ranks of a host talk through shared memory (vader), as on a node.
   local bind=${NETBED_BIND:-core} pin=()
   case $bind in
     core) pin=(taskset -c 0) ;;
@@ -136,7 +149,7 @@ bed_mpirun() {
     *) rm -f "$hf"; die "NETBED_BIND must be core or none, got '$bind'" ;;
   esac
   NETBED_BIND=$bind "${pin[@]}" ip netns exec "$first" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$first" \
-    mpirun --hostfile "$hf" --mca plm_rsh_agent "$here/netbed_rsh.sh" --mca pml ob1 --mca btl tcp,self \
+    mpirun --hostfile "$hf" --map-by slot --mca plm_rsh_agent "$here/netbed_rsh.sh" --mca pml ob1 --mca btl tcp,vader,self \
     --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" --mca plm_rsh_no_tree_spawn 1 \
     --mca mpi_yield_when_idle 1 --bind-to none -x PATH "$@" || { local rc=$?; rm -f "$hf"; return $rc; }
   rm -f "$hf"

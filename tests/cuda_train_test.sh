@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU training end to end (exit 77, skipped, where this octet has no usable GPU): LeNet on real MNIST with
 # parallel.device: cuda reaches the CPU's 97% bar in one epoch; two ranks sharing one GPU keep bit-identical replicas
-# (checksum every step) through a compressed exchange; a GPU run resumed on the GPU ends in the very checkpoint of the
+# (checksum every step) through a compressed exchange, and four as 2 nodes x 2 through the two-level one; a GPU run resumed on the GPU ends in the very checkpoint of the
 # uninterrupted run, and a checkpoint moves GPU -> CPU -> GPU; FC model parallelism on the GPU converges; NCCL and MPI
 # staging end in the same checkpoint; a residual net with batchnorm learns on 2 ranks and resumes exactly on the GPU;
 # gradient buckets exchanged on the communication stream beside backward (parallel.overlap) end in the blocking run's
@@ -43,6 +43,18 @@ if timeout 600 mpirun -np 2 "$octet" train "$src/configs/mnist/lenet.yaml" --set
   grep "^done:" "$tmp/log2"
 else
   tail -20 "$tmp/log2"; bad "2 ranks on the GPU with checksums every step"
+fi
+
+# 2b. Four ranks as 2 nodes x 2 through the two-level exchange (node steps and cross-node payloads from device
+#     buffers, staged through page-locked memory), replicas compared every step.
+if timeout 600 mpirun -np 4 --mca mpi_yield_when_idle 1 "$octet" train "$src/configs/mnist/lenet.yaml" \
+  --set data.path="$data" --set run.out_dir="$tmp/twolevel" --set parallel.device=cuda --set run.max_steps=100 \
+  --set parallel.checksum_every=1 --set compression.method=dynamic_tree8 --set data.batch_size=16 \
+  --set parallel.hierarchy=two_level --set parallel.ranks_per_node=2 >"$tmp/log2b" 2>&1; then
+  echo "ok: 4 ranks on the GPU as 2 nodes x 2, two-level dynamic_tree8, replicas bit-identical at every step"
+  grep "^done:" "$tmp/log2b"
+else
+  tail -20 "$tmp/log2b"; bad "4 ranks on the GPU through the two-level exchange"
 fi
 
 # 3. Resume on the GPU is exact; a checkpoint moves between devices.

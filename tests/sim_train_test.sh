@@ -4,7 +4,8 @@
 # the fused owner step and error feedback, FC model parallelism, overlap, checkpoints moved between devices) with the
 # CPU twins as kernels, guarded memory and queued streams. Each sim run must end in the checkpoint bytes of the same run
 # on the CPU: LeNet on real MNIST for one epoch (97%); 2 ranks with dynamic_tree8 and checksums every step; exact resume
-# and a checkpoint moved sim -> CPU -> sim; FC model parallelism on 4 ranks; a residual net with batchnorm on 2 ranks
+# and a checkpoint moved sim -> CPU -> sim; 4 ranks as 2 nodes x 2 through the two-level exchange; FC model
+# parallelism on 4 ranks; a residual net with batchnorm on 2 ranks
 # (and its resume); overlap with a lossy codec and checksums every step.
 set -u
 # shellcheck source=lib.sh
@@ -49,6 +50,12 @@ fi
 # 2. Two ranks, dynamic_tree8 (error feedback, the fused owner step), replicas compared every step.
 want 2 && same two "2 ranks, 200 steps of dynamic_tree8 with checksums every step" 2 "${lenet[@]}" --set run.max_steps=200 \
   --set parallel.checksum_every=1 --set compression.method=dynamic_tree8 --set data.batch_size=32
+
+# 2b. Four ranks as 2 nodes x 2 (parallel.hierarchy: two_level): the node steps and the cross-node exchange on device
+#     buffers, replicas compared every step.
+want 2 && same two_level "4 ranks as 2 nodes x 2, two-level dynamic_tree8 with checksums every step" 4 "${lenet[@]}" \
+  --set run.max_steps=100 --set parallel.checksum_every=1 --set compression.method=dynamic_tree8 \
+  --set data.batch_size=16 --set parallel.hierarchy=two_level --set parallel.ranks_per_node=2
 
 # 3. Resume on sim is exact; a checkpoint moves sim -> CPU -> sim.
 if ! want 3; then

@@ -1,6 +1,7 @@
 // MPI tests of the collectives (under mpirun -np 2 and -np 4): every algorithm with every case of the codec table (rank
 // r contributes r+1, so the exact mean is known), bit-identical results across ranks, the gradient exchange plan,
 // checksum divergence detection and the initial broadcast.
+#include "comm/courier.h"
 #include "comm/grad_sync.h"
 #include "comm/mpi_transport.h"
 #include "comm/staged_transport.h"
@@ -173,4 +174,67 @@ TEST_CASE(
         if (keeps_feedback(o)) CHECK(to_vector(dev_st.residual.to(Device::CPU)) == to_vector(host_st.residual));
       }
     }
+}
+
+TEST_CASE(
+    "pipelined pieces: the courier and the calling thread give the same bytes, exact where the whole tensor is, "
+    "error feedback over steps",
+    "[mpi][collective][pipeline]") {
+  const int N = g_world.size;
+  Courier courier;
+  const int64_t n = 30011, piece = 4096;  // 8 pieces, the last one short
+  REQUIRE(piece_bounds(n, piece).size() == 9);
+  for (const Case& k : all_cases()) {
+    if (k.alg == Algorithm::Allreduce) continue;  // MPI's own sum: no pieces
+    auto codec = make_codec(k.codec.params);
+    INFO(k.codec.name << " " << algorithm_name(k.alg));
+    {  // rank r contributes r+1: the exact mean, as without pieces
+      CodecParams p = k.codec.params;
+      p.fraction = 1.0;
+      auto exact = make_codec(p);
+      std::vector<float> x(static_cast<size_t>(n), static_cast<float>(g_world.rank + 1));
+      ReduceState st;
+      CommStats stats;
+      ReduceOptions o{k.alg, exact.get(), false, 7};
+      o.piece = piece, o.courier = &courier;
+      MpiTransport t(g_world);
+      reduce_mean(t, {x.data(), x.size(), Device::CPU}, o, st, stats);
+      int64_t wrong = 0;
+      for (float v : x) wrong += v != static_cast<float>(N + 1) / 2.0f;
+      CHECK(wrong == 0);
+    }
+    MpiTransport t(g_world);
+    ReduceState inline_st, courier_st;
+    for (uint64_t step = 0; step < 3; ++step) {
+      const Tensor x = random_tensor({n}, derive_seed(23, step, g_world.rank));
+      Tensor a = x, b = x;
+      ReduceOptions o{k.alg, codec.get(), true, derive_seed(5, step)};
+      o.piece = piece;
+      CommStats s1, s2;
+      reduce_mean(t, span_of(a), o, inline_st, s1);
+      o.courier = &courier;
+      reduce_mean(t, span_of(b), o, courier_st, s2);
+      INFO("step " << step);
+      CHECK(to_vector(a) == to_vector(b));
+      CHECK(identical_across_ranks(to_vector(b)));
+      CHECK(s1.bytes_sent == s2.bytes_sent);
+      CHECK(to_vector(inline_st.residual) == to_vector(courier_st.residual));
+      if (k.alg == Algorithm::ScatterAllgather) {
+        CHECK(courier_st.owner_residual.numel() == owned_values(n, N, g_world.rank, piece));
+        CHECK(to_vector(inline_st.owner_residual) == to_vector(courier_st.owner_residual));
+      }
+    }
+  }
+}
+
+TEST_CASE("pipeline pieces: automatic sizes, the setting, bounds", "[mpi][pipeline]") {
+  CHECK(pipeline_piece(kPipelineMin - 1, -1) == 0);                  // small: the latency path
+  CHECK(pipeline_piece(int64_t{16} << 20, -1) == int64_t{1} << 18);  // 64 MB of fp32: 64 pieces of 1 MB
+  CHECK(pipeline_piece(int64_t{1} << 28, -1) == int64_t{1} << 22);   // 1 GB: 64 pieces of 16 MB
+  CHECK(pipeline_piece(int64_t{16} << 20, 0) == 0);                  // off
+  CHECK(pipeline_piece(int64_t{16} << 20, 4) == 1003520);            // 4 MB: 1e6 values, in whole 4096-value blocks
+  CHECK(pipeline_piece(1000, 4) == 0);                               // fits one piece
+  CHECK(piece_bounds(10, 0) == std::vector<int64_t>{0, 10});
+  CHECK(piece_bounds(10, 4) == std::vector<int64_t>{0, 4, 8, 10});
+  CHECK(owned_values(100000, 1, 0, 4096) == 100000);
 }

@@ -4,6 +4,7 @@
 // a rank compresses; the simulated device gives the CPU's bytes; training under two levels resumes byte-identically.
 #include <cstdlib>
 
+#include "comm/courier.h"
 #include "comm/grad_sync.h"
 #include "comm/mpi_transport.h"
 #include "comm/staged_transport.h"
@@ -94,44 +95,53 @@ TEST_CASE("two-level: rank r contributes r+1, every codec and algorithm ends wit
   }
 }
 
-TEST_CASE("two-level: random data ends bit-identical, close to the true mean; error feedback covers the shard",
-          "[mpi][two_level]") {
+TEST_CASE(
+    "two-level: random data ends bit-identical, close to the true mean; error feedback covers the shard; "
+    "pipelined pieces between nodes",
+    "[mpi][two_level]") {
   const int64_t n = 50000;
-  for (int k : layouts()) {
-    Bed b(k);
-    const std::vector<int64_t> sh = node_shards(n, k);
-    const int64_t mine = sh[b.topo.get().local_rank + 1] - sh[b.topo.get().local_rank];
-    for (const CodecCase& c : codec_cases())
-      for (Algorithm alg : algorithms_of(codec_traits(c.params.method))) {
-        auto codec = make_codec(c.params);
-        const bool ef = alg != Algorithm::Allreduce;
-        TwoLevelState st;
-        for (uint64_t step = 0; step < 2; ++step) {
-          std::vector<float> x(n), truth(n, 0.f);
-          for (int r = 0; r < g_world.size; ++r) {
-            Rng rng(derive_seed(3, r, step));
-            for (int64_t i = 0; i < n; ++i) {
-              const float v = rng.normal();
-              truth[i] += v / g_world.size;
-              if (r == g_world.rank) x[i] = v;
+  Courier courier;
+  for (int64_t piece : {int64_t{0}, int64_t{4096}})
+    for (int k : layouts()) {
+      Bed b(k);
+      const std::vector<int64_t> sh = node_shards(n, k);
+      const int64_t mine = sh[b.topo.get().local_rank + 1] - sh[b.topo.get().local_rank];
+      for (const CodecCase& c : codec_cases())
+        for (Algorithm alg : algorithms_of(codec_traits(c.params.method))) {
+          auto codec = make_codec(c.params);
+          const bool ef = alg != Algorithm::Allreduce;
+          TwoLevelState st;
+          for (uint64_t step = 0; step < 2; ++step) {
+            std::vector<float> x(n), truth(n, 0.f);
+            for (int r = 0; r < g_world.size; ++r) {
+              Rng rng(derive_seed(3, r, step));
+              for (int64_t i = 0; i < n; ++i) {
+                const float v = rng.normal();
+                truth[i] += v / g_world.size;
+                if (r == g_world.rank) x[i] = v;
+              }
             }
+            CommStats stats;
+            ReduceOptions o{alg, codec.get(), ef, derive_seed(11, step)};
+            o.piece = piece, o.courier = &courier;
+            reduce_mean_two_level(b.levels(), {x.data(), x.size(), Device::CPU}, o, st, stats);
+            INFO(c.name << " " << algorithm_name(alg) << " ranks_per_node " << k << " step " << step << " piece "
+                        << piece);
+            CHECK(identical_across_ranks(x));
+            double err = 0, worst = 0;
+            for (int64_t i = 0; i < n; ++i)
+              err += std::abs(x[i] - truth[i]), worst = std::max<double>(worst, std::abs(x[i] - truth[i]));
+            if (codec->traits().identity) CHECK(worst < 1e-5);
+            // (at step 1 the result carries step 0's residual: the bound is for a step without one)
+            if (c.collective_error > 0 && step == 0) CHECK(err / n < c.collective_error);
+            if (ef) CHECK(st.cross.residual.numel() == mine);
+            if (ef && alg == Algorithm::ScatterAllgather)
+              CHECK(st.cross.owner_residual.numel() ==
+                    owned_values(mine, b.topo.get().nodes, b.topo.get().node, piece));
+            CHECK(st.node.residual.numel() == 0);  // the node step moves fp32: nothing to feed back
           }
-          CommStats stats;
-          reduce_mean_two_level(b.levels(), {x.data(), x.size(), Device::CPU},
-                                {alg, codec.get(), ef, derive_seed(11, step)}, st, stats);
-          INFO(c.name << " " << algorithm_name(alg) << " ranks_per_node " << k << " step " << step);
-          CHECK(identical_across_ranks(x));
-          double err = 0, worst = 0;
-          for (int64_t i = 0; i < n; ++i)
-            err += std::abs(x[i] - truth[i]), worst = std::max<double>(worst, std::abs(x[i] - truth[i]));
-          if (codec->traits().identity) CHECK(worst < 1e-5);
-          // (at step 1 the result carries step 0's residual: the bound is for a step without one)
-          if (c.collective_error > 0 && step == 0) CHECK(err / n < c.collective_error);
-          if (ef) CHECK(st.cross.residual.numel() == mine);
-          CHECK(st.node.residual.numel() == 0);  // the node step moves fp32: nothing to feed back
         }
-      }
-  }
+    }
 }
 
 TEST_CASE("two-level on the simulated device, staged through page-locked memory, ends in the CPU's bytes",
@@ -188,7 +198,8 @@ TEST_CASE("gradient sync under two levels: the plan says so, small tensors stay 
   CHECK(state[0].second->numel() == sh[b.topo.get().local_rank + 1] - sh[b.topo.get().local_rank]);
 }
 
-TEST_CASE("training under two levels keeps ranks identical and resumes byte-identically", "[mpi][two_level][train]") {
+TEST_CASE("training under two levels and in pipelined pieces keeps ranks identical and resumes byte-identically",
+          "[mpi][two_level][train]") {
   if (g_world.size != 4) return;  // 2 nodes x 2 ranks
   const std::string dir = shared_temp_dir();
   const std::vector<std::string> cases = {"{method: dynamic_tree8, min_numel: 1}", "{method: onebit, min_numel: 1}",
@@ -198,6 +209,20 @@ TEST_CASE("training under two levels keeps ranks identical and resumes byte-iden
     Config cfg =
         dp_config(dir, 8, "compression: " + cases[k] + "\nparallel: {hierarchy: two_level, ranks_per_node: 2}\n");
     cfg.run.name = "two-" + std::to_string(k);
+    CHECK(resume_matches(g_world, dir, cfg));
+  }
+  // Pipelined pieces through the trainer: an fc of 64 x 256 weights in pieces of 8192 values (parallel.chunk_mb),
+  // error feedback on the owned chunks of each piece, flat and under two levels.
+  for (const char* h : {"flat", "two_level"}) {
+    INFO("pipelined, " << h);
+    Config cfg = small_config(dir, std::string("pipe-") + h, 8, 3,
+                              "    - {type: fc, out_features: 256}\n"
+                              "    - {type: relu}\n"
+                              "    - {type: fc, out_features: 4}\n"
+                              "optimizer: {lr: 0.05, momentum: 0.9}\n"
+                              "compression: {method: dynamic_tree8, error_feedback: true, min_numel: 1}\n"
+                              "parallel: {chunk_mb: 0.02, ranks_per_node: 2, hierarchy: " +
+                                  std::string(h) + "}\n");
     CHECK(resume_matches(g_world, dir, cfg));
   }
   MPI_Barrier(g_world.comm);

@@ -9,8 +9,11 @@
 #include <map>
 
 #include "comm/collectives.h"
+#include "comm/courier.h"
 #include "comm/mpi_transport.h"
 #include "comm/staged_transport.h"
+#include "comm/topology.h"
+#include "comm/two_level.h"
 #include "compress/codec.h"
 #include "compress/simd.h"
 #include "core/device.h"
@@ -217,7 +220,32 @@ Flags allreduce_flags() {
         "simulated device, a test of the GPU path, not of speed)",
         "cpu"},
        {"transport", "mpi|nccl",
-        "how payloads move (mpi: from a GPU staged through page-locked host memory; nccl: device to device)", "mpi"}});
+        "how payloads move (mpi: from a GPU staged through page-locked host memory; nccl: device to device)", "mpi"},
+       {"hierarchy", "flat|two_level",
+        "the codecs' exchange: every rank a peer of every other, or node reduce-scatter, the codec between nodes "
+        "(each local rank its shard), node all-gather",
+        "flat"},
+       {"ranks-per-node", "K", "lay the ranks out K to a node (0: the nodes MPI sees)", "0"},
+       {"chunk-mb", "MB|auto", "pipelined pieces of the codecs' exchanges (parallel.chunk_mb; 0: off)", "auto"},
+       {"link", "RATE",
+        "each node's network link (100mbit, 1gbit, 10gbit; none): adds the share of the wire ideal, the bytes a "
+        "node must send to the others per call at that rate over the measured time",
+        "none"}});
+}
+
+// A link rate as netbed and tc write it (100mbit, 1gbit, 2.5gbit, 10gbit) in bytes per second; 0 for none.
+double link_bytes_per_s(const Flags& f) {
+  const std::string r = f.str("link");
+  if (r == "none") return 0;
+  double v = 0;
+  char unit[8] = {};
+  if (std::sscanf(r.c_str(), "%lf%7s", &v, unit) == 2 && v > 0 && std::isfinite(v)) {
+    const std::string u = unit;
+    if (u == "kbit") return v * 1e3 / 8;
+    if (u == "mbit") return v * 1e6 / 8;
+    if (u == "gbit") return v * 1e9 / 8;
+  }
+  f.fail("link", "expects a rate such as 100mbit, 1gbit or 10gbit (or none), got '" + r + "'");
 }
 
 int bench_allreduce(const std::vector<std::string>& args, const World& w) {
@@ -242,17 +270,41 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
   const Device d = device_flag(f);
   const bool gpu = on_device(d);  // device buffers (a GPU's or the simulated device's)
   if (via == "nccl" && d != Device::CUDA) f.fail("transport", "nccl needs --device cuda");
+  const std::string hier = f.str("hierarchy");
+  if (hier != "flat" && hier != "two_level") f.fail("hierarchy", "expects flat or two_level, got '" + hier + "'");
+  const int per_node = static_cast<int>(f.integer("ranks-per-node", 0, 1 << 20));
+  const double link = link_bytes_per_s(f);
+  const double chunk_mb = f.str("chunk-mb") == "auto" ? -1 : f.number("chunk-mb", 0, 65536);
+  Courier courier;
   Exec& ex = select_device(d, &w);
   std::unique_ptr<Transport> base = make_transport(via, w, ex), staged;
   if (gpu && !base->accepts(d)) staged = std::make_unique<StagedTransport>(*base, ex);
   Transport& transport = staged ? *staged : *base;
+  TopologyHolder topo(w, per_node);
+  const Topology& tp = topo.get();
+  std::unique_ptr<Transport> node_t, cross_t, node_s, cross_s;
+  Levels levels;
+  if (hier == "two_level") {
+    choose_hierarchy("two_level", tp, N, "octet bench allreduce --hierarchy");
+    node_t = make_transport(via, tp.node_world, ex);
+    cross_t = make_transport(via, tp.cross_world, ex);
+    if (gpu && !node_t->accepts(d)) {
+      node_s = std::make_unique<StagedTransport>(*node_t, ex);
+      cross_s = std::make_unique<StagedTransport>(*cross_t, ex);
+    }
+    levels = {node_s ? node_s.get() : node_t.get(), cross_s ? cross_s.get() : cross_t.get()};
+  }
+  if (link > 0 && !tp.even())
+    f.fail("link", "needs the same number of ranks on every node to compute a node's share (" + tp.describe() + ")");
+  const int L = tp.node_sizes.front();
   if (w.rank == 0) {
     std::printf(
-        "octet bench allreduce: %d ranks, transport %s; time is the mean per call; algbw = bytes/time; "
-        "busbw = algbw * 2(N-1)/N\n",
-        N, via.c_str());
-    std::printf("%12s %-14s %-18s %10s %10s %10s %9s %9s\n", "bytes", "codec", "algorithm", "time us", "algbw GB/s",
-                "busbw GB/s", "vs dense", "sent/rank");
+        "octet bench allreduce: %d ranks (%s), transport %s, exchange %s; time is the mean per call; algbw = "
+        "bytes/time; busbw = algbw * 2(N-1)/N%s\n",
+        N, tp.describe().c_str(), via.c_str(), hier.c_str(),
+        link > 0 ? "; wire = (bytes each node sends to other nodes per call / link rate) / time" : "");
+    std::printf("%12s %-14s %-34s %10s %10s %10s %9s %9s%s\n", "bytes", "codec", "algorithm", "time us", "algbw GB/s",
+                "busbw GB/s", "vs dense", "sent/rank", link > 0 ? "  wire" : "");
   }
   for (int64_t bytes = lo; bytes <= hi; bytes *= factor) {
     const int64_t n = bytes / 4;
@@ -274,6 +326,13 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       if (!dense && opt.algorithm == Algorithm::Allreduce)
         opt.algorithm = Algorithm::ScatterAllgather;  // fp32 through our path
       ReduceState st;
+      TwoLevelState st2;
+      const bool two = !dense && levels.node;
+      if (!gpu) {  // the pieces of what this rank compresses: the tensor, or its node shard
+        const int64_t mine = two ? node_shards(n, L)[tp.local_rank + 1] - node_shards(n, L)[tp.local_rank] : n;
+        opt.piece = pipeline_piece(mine, chunk_mb);
+        opt.courier = &courier;
+      }
       CommStats stats;
       double total = 0;
       for (int it = -1; it < iters; ++it) {  // iteration -1 warms up buffers
@@ -282,7 +341,10 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
         CHECK_MPI(MPI_Barrier(w.comm));
         const double t = now_seconds();
         CommStats s;
-        if (gpu) {  // device buffers: dense fp32 goes through the same staging as the payloads
+        if (two) {
+          reduce_mean_two_level(levels, gpu ? span_of(dx) : Span<float>{x.data(), x.size(), Device::CPU}, opt, st2, s);
+          if (gpu) ex.sync(ex.comm());
+        } else if (gpu) {  // device buffers: dense fp32 goes through the same staging as the payloads
           reduce_mean(transport, span_of(dx), opt, st, s);
           ex.sync(ex.comm());
         } else if (dense) {  // the baseline is the library's own blocking MPI_Allreduce (its tuned algorithms)
@@ -298,10 +360,20 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       const double t = total / iters;
       if (dense) dense_time = t;
       const double algbw = static_cast<double>(bytes) / t / 1e9;
+      // What one node sends to the others per call: its L ranks' payload bytes, of which a flat exchange sends the
+      // share (N - L) / (N - 1) off the node (equal payloads per peer); the two-level exchange counts only those.
+      double off_node = static_cast<double>(stats.bytes_sent) / iters;
+      if (!two && N > 1) off_node *= static_cast<double>(N - L) / (N - 1);
+      const double wire = link > 0 && t > 0 ? L * off_node / link / t : 0;
+      char wire_col[32] = "";
+      if (link > 0) std::snprintf(wire_col, sizeof wire_col, " %5.0f%%", 100 * wire);
+      const size_t pieces = opt.piece > 0 ? piece_bounds(two ? node_shards(n, L)[1] : n, opt.piece).size() - 1 : 1;
+      const std::string alg = std::string(algorithm_name(opt.algorithm)) + (two ? " (two-level)" : "") +
+                              (!dense && pieces > 1 ? " x" + std::to_string(pieces) : "");
       if (w.rank == 0)
-        std::printf("%12lld %-14s %-18s %10.1f %10.3f %10.3f %8.2fx %9.0f\n", static_cast<long long>(bytes),
-                    dense ? "MPI_Allreduce" : p.method.c_str(), algorithm_name(opt.algorithm), 1e6 * t, algbw,
-                    algbw * 2.0 * (N - 1) / N, dense_time / t, static_cast<double>(stats.bytes_sent) / iters);
+        std::printf("%12lld %-14s %-34s %10.1f %10.3f %10.3f %8.2fx %9.0f%s\n", static_cast<long long>(bytes),
+                    dense ? "MPI_Allreduce" : p.method.c_str(), alg.c_str(), 1e6 * t, algbw, algbw * 2.0 * (N - 1) / N,
+                    dense_time / t, static_cast<double>(stats.bytes_sent) / iters, wire_col);
     }
   }
   return 0;

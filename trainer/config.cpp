@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <sstream>
 
@@ -222,6 +223,13 @@ void read_parallel(Section s, ParallelConfig& p) {
   if (p.sub_batches > 1 && !p.model_parallel_fc) s.fail("sub_batches", "needs model_parallel_fc: true");
   p.hierarchy = s.choice("hierarchy", p.hierarchy, {"auto", "flat", "two_level"});
   p.ranks_per_node = at_least(s, "ranks_per_node", p.ranks_per_node, 0);
+  const std::string chunk = s.get<std::string>("chunk_mb", "auto");
+  if (chunk != "auto") {
+    char* end = nullptr;
+    p.chunk_mb = std::strtod(chunk.c_str(), &end);
+    if (end == chunk.c_str() || *end != '\0' || !(p.chunk_mb >= 0 && p.chunk_mb <= 65536))
+      s.fail("chunk_mb", "must be auto or a number of MB in [0, 65536] (0: off), got '" + chunk + "'");
+  }
   s.finish();
 }
 

@@ -72,6 +72,7 @@ struct ParallelConfig {
   std::string hierarchy =
       "auto";                  // flat | two_level (node, then network) | auto (two_level on several multi-rank nodes)
   int64_t ranks_per_node = 0;  // 0: the nodes as MPI sees them (shared memory); K: world ranks K to a node
+  double chunk_mb = -1;        // pipelined pieces of large tensors' exchanges, MB of fp32 (auto: -1; 0: off)
 };
 
 struct Config {

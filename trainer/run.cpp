@@ -70,6 +70,7 @@ StepOptions step_options(const Config& cfg) {
   o.bucket_mb = cfg.parallel.bucket_mb;
   o.model_parallel_fc = cfg.parallel.model_parallel_fc;
   o.sub_batches = static_cast<int>(cfg.parallel.sub_batches);
+  o.chunk_mb = cfg.parallel.chunk_mb;
   return o;
 }
 
