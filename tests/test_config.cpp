@@ -4,6 +4,7 @@
 #include <fstream>
 #include <map>
 
+#include "comm/topology.h"
 #include "comm/transport.h"
 #include "core/error.h"
 #include "comm/world.h"
@@ -172,6 +173,56 @@ TEST_CASE("parallel.transport: mpi by default, nccl only beside parallel.device:
   // The library is loaded at run time: it and every entry the transport calls must be found (no GPU needed).
   CHECK(nccl_unavailable_reason() == "");
 #endif
+}
+
+TEST_CASE("parallel.hierarchy, ranks_per_node, chunk_mb: defaults, values, one line per bad setting", "[config]") {
+  TempDir d;
+  const std::string p = write_config(d, kValid);
+  const Config c = load_config(p);
+  CHECK(c.parallel.hierarchy == "auto");
+  CHECK(c.parallel.ranks_per_node == 0);
+  CHECK(c.parallel.chunk_mb == -1);
+  const Config o =
+      load_config(p, {"parallel.hierarchy=two_level", "parallel.ranks_per_node=2", "parallel.chunk_mb=2.5"});
+  CHECK(o.parallel.hierarchy == "two_level");
+  CHECK(o.parallel.ranks_per_node == 2);
+  CHECK(o.parallel.chunk_mb == 2.5);
+  CHECK(load_config(p, {"parallel.chunk_mb=auto"}).parallel.chunk_mb == -1);
+  CHECK(load_config(p, {"parallel.chunk_mb=0"}).parallel.chunk_mb == 0);
+  CHECK_THROWS_WITH(load_config(p, {"parallel.hierarchy=tree"}),
+                    Catch::Contains("parallel.hierarchy") && Catch::Contains("(known: auto, flat, two_level)"));
+  CHECK_THROWS_WITH(load_config(p, {"parallel.ranks_per_node=-2"}), Catch::Contains("parallel.ranks_per_node"));
+  CHECK_THROWS_WITH(
+      load_config(p, {"parallel.chunk_mb=big"}),
+      Catch::Contains("parallel.chunk_mb: must be auto or a number of MB in [0, 65536] (0: off), got 'big'"));
+  CHECK_THROWS_WITH(load_config(p, {"parallel.chunk_mb=-3"}), Catch::Contains("parallel.chunk_mb"));
+}
+
+TEST_CASE("the hierarchy for a layout: auto picks two levels on even multi-rank nodes; two_level refuses the rest",
+          "[config]") {
+  auto layout = [](std::vector<int> sizes) {
+    Topology t;
+    t.nodes = static_cast<int>(sizes.size());
+    t.node_sizes = sizes;
+    return t;
+  };
+  CHECK(choose_hierarchy("auto", layout({2, 2}), 4, "c.yaml") == Hierarchy::TwoLevel);
+  CHECK(choose_hierarchy("auto", layout({4}), 4, "c.yaml") == Hierarchy::Flat);           // one node
+  CHECK(choose_hierarchy("auto", layout({1, 1, 1, 1}), 4, "c.yaml") == Hierarchy::Flat);  // one rank per node
+  CHECK(choose_hierarchy("auto", layout({2, 1}), 3, "c.yaml") == Hierarchy::Flat);        // uneven
+  CHECK(choose_hierarchy("flat", layout({2, 2}), 4, "c.yaml") == Hierarchy::Flat);
+  CHECK(choose_hierarchy("two_level", layout({3, 3}), 6, "c.yaml") == Hierarchy::TwoLevel);
+  CHECK_THROWS_WITH(
+      choose_hierarchy("two_level", layout({1}), 1, "c.yaml"),
+      Catch::StartsWith("c.yaml: parallel.hierarchy: two_level needs more than one rank (this run has 1)"));
+  CHECK_THROWS_WITH(
+      choose_hierarchy("two_level", layout({2, 1}), 3, "c.yaml"),
+      Catch::StartsWith("c.yaml: parallel.hierarchy: two_level needs the same number of ranks on every node; "
+                        "this job has 2 nodes of 2, 1 ranks (use flat, or place the ranks evenly)"));
+  CHECK_THROWS_WITH(choose_hierarchy("two_level", layout({4}), 4, "c.yaml"),
+                    Catch::Contains("two_level needs more than one node; all 4 ranks share one (use flat)"));
+  CHECK_THROWS_WITH(choose_hierarchy("two_level", layout({1, 1}), 2, "c.yaml"),
+                    Catch::Contains("two_level needs more than one rank per node; this job has 2 nodes x 1 rank"));
 }
 
 TEST_CASE("parallel.device: cpu by default, cuda, or sim (the simulated device); nccl needs cuda", "[config]") {

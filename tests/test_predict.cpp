@@ -84,6 +84,35 @@ TEST_CASE("predict: data-parallel exchange costs per algorithm, by hand", "[pred
         Approx(2 * 2.5 / (1.2 * 3.75)));
 }
 
+TEST_CASE("predict: nodes of several ranks, flat vs two-level exchange, by hand", "[predict]") {
+  const CodecProfile c8 = codec("dynamic_tree8", 0.25);
+  Link l{1.0, 0.0};  // each node's link: 1e6 bytes per ms; no latency
+  l.ranks_per_node = 2;
+  l.node_bandwidth_gbs = 10.0;
+  // 4 ranks as 2 nodes x 2, a 1e6-value tensor (4e6 fp32 bytes, 1e6 payload). Flat: each rank sends 2(N-1)/N = 1.5e6
+  // payload bytes, 2/3 of them off the node, both ranks' through the link: 2e6 bytes = 2 ms (inside: 0.5e6 at
+  // 10 GB/s = 0.05 ms, beside it).
+  CHECK(tensor_sync_ms(1000000, "fc", c8, l, 4, 0) == Approx(2.0));
+  // Two levels: the node's reduce-scatter and all-gather move (L-1)/L = 2e6 fp32 bytes each at 10 GB/s (0.4 ms);
+  // the 5e5-value shard's payload (5e5 bytes) between 2 nodes, 2(M-1)/M = 1 of it per rank, at half the link each
+  // (the two local ranks share it): 1 ms.
+  l.two_level = true;
+  CHECK(tensor_sync_ms(1000000, "fc", c8, l, 4, 0) == Approx(0.4 + 1.0));
+  // One rank per node: the same as flat.
+  Link one{1.0, 0.0};
+  one.two_level = true;
+  CHECK(tensor_sync_ms(1000000, "fc", c8, one, 4, 0) == Approx(1.5));
+  // The table adds the two-level columns and names the best.
+  Profile p;
+  p.batch = 32;
+  p.layers = {layer("fc", "fc", 1.0, 2.0, 1000000)};
+  p.codecs = {codec("none", 1.0), c8};
+  l.two_level = false;
+  const std::string table = prediction_table(p, l, 4, 1);
+  CHECK_THAT(table, Catch::Contains("nodes: 2 x 2 ranks") && Catch::Contains("2lvl speedup") &&
+                        Catch::Contains("expected best data parallel exchange: dynamic_tree8, hierarchy two_level"));
+}
+
 TEST_CASE("predict: model parallelism pipelines the activation exchange against the FC compute", "[predict]") {
   Profile p;
   p.batch = 64;

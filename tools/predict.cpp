@@ -17,22 +17,48 @@ namespace {
 
 double ms_for_bytes(double bytes, double gbs) { return gbs > 0 ? bytes / (gbs * 1e6) : 0; }
 
-// One data-parallel gradient sync of one tensor of n values in a layer of the given kind (ms): messages * latency +
-// bytes sent per rank / bandwidth + codec time. scatter_allgather: 2(N-1) messages carrying 2(N-1)/N of the payload;
-// each rank encodes its tensor and its reduced chunk, and decodes N-1 chunks plus the gathered tensor. allgather: N-1
-// messages carrying N-1 payloads (ring); every rank encodes once and decodes all N payloads. Tensors under
-// min_numel: MPI_Allreduce of fp32, log2(N) latency rounds.
-double tensor_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N,
-                      int64_t min_numel) {
+// One flat data-parallel gradient sync of one tensor of n values in a layer of the given kind (ms): messages *
+// latency + bytes over the busiest link / bandwidth + codec time. scatter_allgather: 2(N-1) messages carrying 2(N-1)/N
+// of the payload; each rank encodes its tensor and its reduced chunk, and decodes N-1 chunks plus the gathered
+// tensor. allgather: N-1 messages carrying N-1 payloads (ring); every rank encodes once and decodes all N payloads.
+// Tensors under min_numel: MPI_Allreduce of fp32, log2(N) latency rounds. With L ranks on a node, the share
+// (N-L)/(N-1) of each rank's bytes leaves the node, L ranks' worth through the node's link; the rest moves inside it.
+double flat_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N,
+                    int64_t min_numel) {
   const double fp32 = 4.0 * static_cast<double>(numel), lat = l.latency_us * 1e-3, n = N;
-  if (numel < min_numel) return std::ceil(std::log2(n)) * lat + ms_for_bytes(2 * (n - 1) / n * fp32, l.bandwidth_gbs);
+  const double L = std::min(std::max(l.ranks_per_node, 1), N);
+  // ms for `bytes` sent by every rank to peers spread evenly over the job: the node's link, or inside the node.
+  auto wire = [&](double bytes) {
+    if (L <= 1 || n <= 1) return ms_for_bytes(bytes, l.bandwidth_gbs);
+    const double off = bytes * (n - L) / (n - 1);
+    return std::max(ms_for_bytes(L * off, l.bandwidth_gbs), ms_for_bytes(bytes - off, l.node_bandwidth_gbs));
+  };
+  if (numel < min_numel) return std::ceil(std::log2(n)) * lat + wire(2 * (n - 1) / n * fp32);
   const double payload = fp32 * c.ratio_for(kind);
   if (c.algorithm == "allgather")
-    return (n - 1) * lat + ms_for_bytes((n - 1) * payload, l.bandwidth_gbs) + ms_for_bytes(fp32, c.encode_gbs) +
+    return (n - 1) * lat + wire((n - 1) * payload) + ms_for_bytes(fp32, c.encode_gbs) +
            ms_for_bytes(n * fp32, c.decode_gbs);
-  return 2 * (n - 1) * lat + ms_for_bytes(2 * (n - 1) / n * payload, l.bandwidth_gbs) +
-         ms_for_bytes(fp32 * (1 + 1 / n), c.encode_gbs) + ms_for_bytes(fp32 * (2 - 1 / n), c.decode_gbs);
+  return 2 * (n - 1) * lat + wire(2 * (n - 1) / n * payload) + ms_for_bytes(fp32 * (1 + 1 / n), c.encode_gbs) +
+         ms_for_bytes(fp32 * (2 - 1 / n), c.decode_gbs);
 }
+
+}  // namespace
+
+double tensor_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N,
+                      int64_t min_numel) {
+  const int L = std::min(std::max(l.ranks_per_node, 1), N);
+  if (!l.two_level || L <= 1 || N / L <= 1 || numel < min_numel) return flat_sync_ms(numel, kind, c, l, N, min_numel);
+  // The node steps: (L-1) messages each way, (L-1)/L of the fp32 tensor each way inside the node.
+  const double fp32 = 4.0 * static_cast<double>(numel), lat = l.latency_us * 1e-3;
+  const double node = 2 * (L - 1) * lat + 2 * ms_for_bytes(fp32 * (L - 1) / L, l.node_bandwidth_gbs);
+  // The shard among the nodes: one rank per node on the link, but all L local ranks at once share it.
+  Link cross = l;
+  cross.ranks_per_node = 1;
+  cross.bandwidth_gbs = l.bandwidth_gbs / L;
+  return node + flat_sync_ms((numel + L - 1) / L, kind, c, cross, N / L, 0);
+}
+
+namespace {
 
 double sync_ms(const LayerProfile& L, const CodecProfile& c, const Link& l, int N, int64_t min_numel) {
   if (N <= 1 || L.params == 0) return 0;
@@ -302,9 +328,22 @@ std::string prediction_table(const Profile& p, const Link& l, int ranks, int sub
       p.name.c_str(), ranks, l.bandwidth_gbs, l.act_gbs(), l.latency_us, l.sync_us, static_cast<long long>(p.batch),
       sub_batches, t_total, p.step_alone_ms > 0 ? p.step_alone_ms : t_total, p.profiled_ranks, p.straggler, t_fc);
   out += buf;
-  std::snprintf(buf, sizeof buf, "%-14s %-18s %9s %11s %10s %10s | %9s %9s %9s %10s\n", "codec", "algorithm",
-                "bytes/fp32", "dp comm ms", "dp speedup", "dp+overlap", "mp conv", "mp fc", "mp Tfc,p", "mp speedup");
+  const bool nodes = l.ranks_per_node > 1 && ranks / l.ranks_per_node > 1;
+  if (nodes) {
+    std::snprintf(buf, sizeof buf,
+                  "nodes: %d x %d ranks; the link is each node's, %.4g GB/s per rank inside a node; 2lvl: "
+                  "parallel.hierarchy two_level\n",
+                  ranks / l.ranks_per_node, l.ranks_per_node, l.node_bandwidth_gbs);
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf, "%-14s %-18s %9s %11s %10s %10s | %9s %9s %9s %10s%s\n", "codec", "algorithm",
+                "bytes/fp32", "dp comm ms", "dp speedup", "dp+overlap", "mp conv", "mp fc", "mp Tfc,p", "mp speedup",
+                nodes ? " | 2lvl comm ms 2lvl speedup" : "");
   out += buf;
+  Link two = l;
+  two.two_level = true;
+  std::string best;
+  double best_speedup = 0;
   for (const auto& c : p.codecs) {
     double fp32 = 0, sent = 0;
     for (const auto& L : p.layers)
@@ -316,8 +355,20 @@ std::string prediction_table(const Profile& p, const Link& l, int ranks, int sub
     if (mp_ok)
       std::snprintf(mp_cols, sizeof mp_cols, "%9.3f %9.3f %9.3f %9.2fx", mp.conv_penalty, mp.fc_penalty,
                     mp.t_fc_parallel, mp.speedup());
-    std::snprintf(buf, sizeof buf, "%-14s %-18s %9.4f %11.3f %9.2fx %9.2fx | %s\n", c.name.c_str(), c.algorithm.c_str(),
-                  fp32 > 0 ? sent / fp32 : 1.0, dp.conv_penalty, dp.speedup(), ov.speedup(), mp_cols);
+    char two_cols[64] = "";
+    const Terms tl = predict_data_parallel(p, c, two, ranks, false);
+    if (nodes) std::snprintf(two_cols, sizeof two_cols, " | %12.3f %11.2fx", tl.conv_penalty, tl.speedup());
+    std::snprintf(buf, sizeof buf, "%-14s %-18s %9.4f %11.3f %9.2fx %9.2fx | %s%s\n", c.name.c_str(),
+                  c.algorithm.c_str(), fp32 > 0 ? sent / fp32 : 1.0, dp.conv_penalty, dp.speedup(), ov.speedup(),
+                  mp_cols, two_cols);
+    out += buf;
+    for (const auto& [h, t] : {std::pair<const char*, Terms>{"flat", dp}, {"two_level", tl}}) {
+      if (!nodes && std::string(h) == "two_level") continue;
+      if (t.speedup() > best_speedup) best_speedup = t.speedup(), best = c.name + ", hierarchy " + h;
+    }
+  }
+  if (!best.empty()) {
+    std::snprintf(buf, sizeof buf, "expected best data parallel exchange: %s (%.2fx)\n", best.c_str(), best_speedup);
     out += buf;
   }
   return out;

@@ -66,6 +66,12 @@ struct Link {
   // bandwidth_gbs. A link's effective bandwidth depends on the message size, so each is measured at its own.
   double act_bandwidth_gbs = 0;
   double act_gbs() const { return act_bandwidth_gbs > 0 ? act_bandwidth_gbs : bandwidth_gbs; }
+  // Nodes of several ranks (ranks_per_node L > 1): bandwidth_gbs is then each node's network link, shared by its L
+  // ranks for the bytes that leave the node, and node_bandwidth_gbs the path between ranks of a node (per rank and
+  // direction; 0: free). two_level: the gradient exchange runs as parallel.hierarchy two_level (comm/two_level.h).
+  int ranks_per_node = 1;
+  double node_bandwidth_gbs = 0;
+  bool two_level = false;
 };
 
 // Values in model parallelism's largest activation collective (the first FC layer's input gradient of a sub-batch,
@@ -85,6 +91,12 @@ size_t fc_start(const Profile& p);
 // Model parallelism's exchanges that follow compute, per sub-batch: each FC layer's output gather and input-gradient
 // sum, and the arrival of the sub-batch's input.
 int mp_exchanges_per_sub_batch(const Profile& p);
+// One data-parallel sync of one tensor of numel values in a layer of the given kind (ms), flat or (l.two_level) two
+// levels: the node's fp32 reduce-scatter and all-gather ((L-1)/L of the tensor each way at the node bandwidth), the
+// codec's exchange of the 1/L shard among the N/L nodes (every local rank beside the others, the node's link carrying
+// all of them), codec work on the shard.
+double tensor_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N,
+                      int64_t min_numel);
 // Exposed communication (ms) of data-parallel gradient exchange over layers [begin, end): each layer's sync as
 // messages * latency + bytes / bandwidth plus codec time. overlap: a communication thread syncs each layer as soon
 // as backward has passed it, so only what outlasts the backward of the layers below is exposed.

@@ -283,21 +283,27 @@ Link measure_link(const World& w, int64_t probe, int64_t act_probe, double compu
 }  // namespace
 
 int cmd_predict(const std::vector<std::string>& args, const World& w) {
-  Flags f("[mpirun -np N] octet predict", "CONFIG.yaml | --profile FILE",
-          {{"ranks", "N", "ranks to predict for (default: the mpirun world when it has >= 2)"},
-           {"bandwidth", "GB/s|measure",
-            "link bandwidth per rank and direction, or measure it with the collectives (mpirun, one rank per host)"},
-           {"act-bandwidth", "GB/s",
-            "bandwidth of model parallelism's activation exchanges (default: measured, or --bandwidth)"},
-           {"latency", "us|measure", "per-message latency, or measure it (also measures the arrival skew)"},
-           {"skew", "us", "ranks' arrival skew per exchange that follows compute", "0"},
-           {"sub-batches", "K", "model parallelism's sub-batches", "4"},
-           {"steps", "N", "profiled steps", "20"},
-           {"codecs", "a,b,...", "codecs to predict", codec_list(CodecList::Predict)},
-           {"profile", "FILE", "read a saved profile instead of profiling a config"},
-           {"save-profile", "FILE", "write the profile (YAML) for later --profile runs"},
-           {"set", "key=value", "override one config key", "", true}},
-          1);
+  Flags f(
+      "[mpirun -np N] octet predict", "CONFIG.yaml | --profile FILE",
+      {{"ranks", "N", "ranks to predict for (default: the mpirun world when it has >= 2)"},
+       {"bandwidth", "GB/s|measure",
+        "link bandwidth per rank and direction, or measure it with the collectives (mpirun, one rank per host)"},
+       {"act-bandwidth", "GB/s",
+        "bandwidth of model parallelism's activation exchanges (default: measured, or --bandwidth)"},
+       {"latency", "us|measure", "per-message latency, or measure it (also measures the arrival skew)"},
+       {"skew", "us", "ranks' arrival skew per exchange that follows compute", "0"},
+       {"ranks-per-node", "L",
+        "ranks per node: --bandwidth is then each node's network link, and the table adds the two-level "
+        "exchange (parallel.hierarchy two_level)",
+        "1"},
+       {"node-bandwidth", "GB/s", "between the ranks of a node, per rank and direction (with --ranks-per-node)", "10"},
+       {"sub-batches", "K", "model parallelism's sub-batches", "4"},
+       {"steps", "N", "profiled steps", "20"},
+       {"codecs", "a,b,...", "codecs to predict", codec_list(CodecList::Predict)},
+       {"profile", "FILE", "read a saved profile instead of profiling a config"},
+       {"save-profile", "FILE", "write the profile (YAML) for later --profile runs"},
+       {"set", "key=value", "override one config key", "", true}},
+      1);
   f.parse(args);
   if (f.help()) {
     if (w.rank == 0) std::fputs(f.usage().c_str(), stdout);
@@ -321,6 +327,11 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
   if (!measure_lat) link.latency_us = f.number("latency", 0, 1e9);
   if (f.given("act-bandwidth")) link.act_bandwidth_gbs = f.number("act-bandwidth", 1e-9, 1e9);
   link.sync_us = f.number("skew", 0, 1e9);
+  link.ranks_per_node = static_cast<int>(f.integer("ranks-per-node", 1, 1 << 20));
+  if (ranks % link.ranks_per_node != 0)
+    f.fail("ranks-per-node", std::to_string(link.ranks_per_node) + " does not divide the " + std::to_string(ranks) +
+                                 " ranks into whole nodes");
+  link.node_bandwidth_gbs = f.number("node-bandwidth", 1e-9, 1e9);
   if (measure_bw || measure_lat)
     OCTET_CHECK(w.size >= 2,
                 "octet predict: --bandwidth/--latency measure needs mpirun with at least 2 ranks (one per host)");
