@@ -2,6 +2,8 @@
 // owned shard, node all-gather.
 #include "comm/two_level.h"
 
+#include <climits>
+
 #include "compress/codec.h"
 #include "core/error.h"
 #include "core/launch.h"
@@ -11,6 +13,47 @@
 namespace octet {
 
 std::vector<int64_t> node_shards(int64_t n, int L) { return scatter_chunks(n, L); }
+
+namespace {
+
+int as_count(int64_t bytes) {
+  OCTET_CHECK(bytes <= INT_MAX, "two-level reduction: " << bytes << " bytes exceed the transport's int count");
+  return static_cast<int>(bytes);
+}
+
+// The node's fp32 reduce-scatter: each rank's chunk j of x goes as it is (no payload copy, no header) to local rank
+// j, which adds the L-1 chunks it receives to its own (its own first, then the others in rank order).
+void node_reduce_scatter(Transport& node, Span<float> xs, const std::vector<int64_t>& lo, ReduceState& st,
+                         const ReduceOptions& opt, Exec& ex, CommStats& stats) {
+  const int L = node.size(), l = node.rank();
+  const Device d = ex.device();
+  const int64_t mine = lo[l + 1] - lo[l];
+  if (st.recv.device() != d) st.recv = Buffer<uint8_t>(0, d);
+  st.recv.resize(static_cast<size_t>(4 * mine * L) + 16);
+  st.send_counts.assign(L, 0), st.send_displs.assign(L, 0), st.recv_counts.assign(L, 0), st.recv_displs.assign(L, 0);
+  for (int j = 0; j < L; ++j) {
+    st.send_displs[j] = as_count(4 * lo[j]);
+    st.recv_displs[j] = as_count(4 * mine * j);
+    if (j == l) continue;
+    st.send_counts[j] = as_count(4 * (lo[j + 1] - lo[j]));
+    st.recv_counts[j] = as_count(4 * mine);
+  }
+  {
+    TraceSpan sp("transport", opt.what, &stats.communicate_s);
+    node.alltoallv_bytes({reinterpret_cast<const uint8_t*>(xs.data), 4 * xs.size, d}, st.send_counts.data(),
+                         st.send_displs.data(), {st.recv.data(), st.recv.size(), d}, st.recv_counts.data(),
+                         st.recv_displs.data(), opt.progress);
+  }
+  stats.node_bytes += 4 * static_cast<uint64_t>(static_cast<int64_t>(xs.size) - mine);
+  TraceSpan sp("reduce", opt.what, &stats.decompress_s);
+  for (int j = 0; j < L; ++j)
+    if (j != l)
+      launch_twin("add (node reduce-scatter)", add_into_cpu, OCTET_CUDA_TWIN(add_into_cuda),
+                  d == Device::CPU ? Stream{} : ex.comm(), xs.data + lo[l],
+                  reinterpret_cast<const float*>(st.recv.data() + st.recv_displs[j]), mine);
+}
+
+}  // namespace
 
 void reduce_mean_two_level(const Levels& lv, Span<float> xs, const ReduceOptions& opt, TwoLevelState& st,
                            CommStats& stats) {
@@ -24,15 +67,9 @@ void reduce_mean_two_level(const Levels& lv, Span<float> xs, const ReduceOptions
   const std::vector<int64_t> lo = node_shards(n, L);
   const Span<float> shard{xs.data + lo[l], static_cast<size_t>(lo[l + 1] - lo[l]), d};
 
-  // 1. The node's sum of shard l lands on local rank l (fp32: the identity codec, no error feedback).
-  static const CodecPtr dense = make_codec(CodecParams{.method = identity_codec()});
+  // 1. The node's sum of shard l lands on local rank l (fp32, no error feedback).
   CommStats node_stats;
-  ReduceOptions nopt = opt;
-  nopt.codec = dense.get();
-  nopt.algorithm = Algorithm::ScatterAllgather;
-  nopt.error_feedback = false;
-  nopt.average = false;
-  if (L > 1) reduce_scatter(node, xs, lo, nopt, st.node, node_stats);
+  if (L > 1) node_reduce_scatter(node, xs, lo, st.node, opt, ex, node_stats);
 
   // 2. The compressed exchange of that shard with the peers of the same local index (every peer's shard has the same
   //    length, so an empty one is skipped by all of them alike).
@@ -56,10 +93,9 @@ void reduce_mean_two_level(const Levels& lv, Span<float> xs, const ReduceOptions
     node.allgatherv_floats(xs, counts.data(), displs.data(), opt.progress);
     node_stats.bytes_sent += 4 * static_cast<uint64_t>(n - shard.size);
   }
-  stats.compress_s += node_stats.compress_s;
   stats.communicate_s += node_stats.communicate_s;
   stats.decompress_s += node_stats.decompress_s;
-  stats.node_bytes += node_stats.bytes_sent;
+  stats.node_bytes += node_stats.node_bytes + node_stats.bytes_sent;
 }
 
 }  // namespace octet

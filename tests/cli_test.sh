@@ -30,6 +30,11 @@ printf 'not a checkpoint' >"$tmp/ckpt.bin"
 sed -i 's/momentun/momentum/' "$tmp/bad.yaml"
 expect_error "bad magic at offset 0" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --resume "$tmp/ckpt.bin"
 expect_error "compression.method: unknown value 'zip' (known: none, fp16, linear8" train "$tmp/bad.yaml" --set compression.method=zip
+expect_error "parallel.hierarchy: two_level needs more than one rank (this run has 1)" train "$tmp/bad.yaml" \
+  --set run.out_dir="$tmp/runs" --set parallel.hierarchy=two_level
+expect_error "parallel.chunk_mb: must be auto or a number of MB" train "$tmp/bad.yaml" --set parallel.chunk_mb=lots
+expect_error "octet bench allreduce: --hierarchy expects flat or two_level, got 'tree'" bench allreduce --hierarchy tree
+expect_error "octet bench allreduce: --link expects a rate such as 100mbit" bench allreduce --link fast
 expect_error "compression.overrides.fc9: unknown key" train "$tmp/bad.yaml" --set compression.overrides.fc9.method=fp16
 mkdir -p "$tmp/tree/train/a" "$tmp/tree/val/a"
 cp "$src/tests/data/images/wide.jpg" "$tmp/tree/train/a/x.jpg"

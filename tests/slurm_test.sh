@@ -29,6 +29,9 @@ for s in train_srun train_mpirun; do
   out=$(cat "$dir/$s-$jid.out" 2>/dev/null)
   [[ $state == JobState=COMPLETED ]] || { echo "$out" | tail -5; scancel "$jid"; fail "$s job $jid ended in ${state:-an unknown state}"; }
   grep -q "2 ranks x batch 64" <<<"$out" || fail "$s: not 2 ranks: $(echo "$out" | head -3)"
+  # The layout Slurm gave reaches the job's log and octet's topology (one node: the flat exchange).
+  grep -q "ranks on .* (2 per node)" <<<"$out" || fail "$s: no node layout: $(echo "$out" | head -3)"
+  grep -q "^topology: 1 node x 2 ranks, exchange flat (auto)" <<<"$out" || fail "$s: no topology line: $(echo "$out" | head -5)"
   grep -q "^done: 10 steps" <<<"$out" || fail "$s: no summary line: $(echo "$out" | tail -3)"
   echo "$s: job $jid completed: $(echo "$out" | grep '^done:' | cut -c1-60)"
 done
