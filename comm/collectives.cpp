@@ -283,6 +283,17 @@ class Pipeline {
       throw;
     }
   }
+  // Every rank's payload of piece p (p.bytes at payload, standing for `values` fp32 values) to every rank.
+  void gather(Transport& tr, Piece& p, ReduceState& s, const uint8_t* payload, int64_t values, CommStats& stats) {
+    const uint64_t others = static_cast<uint64_t>(tr.size() - 1);
+    stats.bytes_sent += others * p.bytes;
+    stats.fp32_bytes += others * 4 * static_cast<uint64_t>(values);
+    const Device d = s.recv.device();
+    hand(p, [&tr, &s, &p, this, payload, d] {
+      TraceSpan sp("transport", opt_.what, &p.transfer_s);
+      allgather_payloads(tr, {payload, p.bytes, d}, s, progress);
+    });
+  }
   double transfer_seconds() const {
     double t = 0;
     for (const Piece& p : pieces) t += p.transfer_s;
@@ -315,12 +326,7 @@ void allgather_pieces(Transport& tr, Span<float> xs, const ReduceOptions& opt, R
       p.bytes = encode(c, xs.data + p.off, p.n, ef ? st.residual.data() + p.off : nullptr, s.send.data(),
                        derive_seed(p.seed, r), s, ex);
     }
-    stats.bytes_sent += static_cast<uint64_t>(N - 1) * p.bytes;
-    stats.fp32_bytes += static_cast<uint64_t>(N - 1) * 4 * static_cast<uint64_t>(p.n);
-    pl.hand(p, [&tr, &s, &p, &pl, what = opt.what, d] {
-      TraceSpan sp("transport", what, &p.transfer_s);
-      allgather_payloads(tr, {s.send.data(), p.bytes, d}, s, pl.progress);
-    });
+    pl.gather(tr, p, s, s.send.data(), p.n, stats);
   };
   auto decode_piece = [&](size_t k) {
     Piece& p = pl.pieces[k];
@@ -364,12 +370,7 @@ void scatter_allgather_pieces(Transport& tr, Span<float> xs, const ReduceOptions
                                 {s.reduced.data(), s.reduced.size(), d}, derive_seed(p.seed, 0x5ca77e4, r),
                                 scratch_for(s, mine, d), ex);
     }
-    stats.bytes_sent += static_cast<uint64_t>(N - 1) * p.bytes;
-    stats.fp32_bytes += static_cast<uint64_t>(N - 1) * 4 * static_cast<uint64_t>(mine);
-    pl.hand(p, [&tr, &s, &p, &pl, what = opt.what, d] {
-      TraceSpan sp("transport", what, &p.transfer_s);
-      allgather_payloads(tr, {s.reduced.data(), p.bytes, d}, s, pl.progress);
-    });
+    pl.gather(tr, p, s, s.reduced.data(), mine, stats);
   };
   auto decode_piece = [&](size_t k) {
     Piece& p = pl.pieces[k];
