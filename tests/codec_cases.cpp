@@ -93,6 +93,15 @@ const std::vector<CodecCase>& codec_cases() {
                  .recode_exact = true,
                  .finite_at = {16}});
     c.push_back({.params = {.method = "adacomp"}, .max_error = 0.9985});
+    c.push_back({.params = {.method = "bf16"},
+                 .bytes = 12 + 2 * n,
+                 .max_error = 2.0e-3,
+                 .recode_exact = true,
+                 .constant_blocks_exact = true,
+                 .collective_error = 0.05,
+                 .finite_at = {12, 12 + 2 * 17},
+                 .finite_bytes = 2,
+                 .nonfinite = {0x7fc0, 0x7f80, 0xff81}});  // bf16: NaN, infinity, a negative NaN
     // Corners: one scale per tensor and blocks that are no multiple of a vector width (the 8-bit types, onebit);
     // qsgd's bit widths with buckets whose codes start inside a byte; AdaComp's bin for conv layers (its default, 0,
     // is 500: fc layers).

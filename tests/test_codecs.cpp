@@ -11,6 +11,7 @@
 #include "compress/adacomp_math.h"
 #include "compress/codebook8.h"
 #include "compress/exact_sum.h"
+#include "compress/bf16.h"
 #include "compress/half_math.h"
 #include "compress/qsgd.h"
 #include "compress/simd.h"
@@ -420,6 +421,45 @@ TEST_CASE("the integer half conversions match the F16C instructions bit for bit"
   WARN("built without F16C: the integer conversions are the only ones here (compared on a machine with F16C)");
   CHECK(half_to_float(float_to_half(1.5f)) == 1.5f);
 #endif
+}
+
+TEST_CASE("bf16 conversions: nearest even against a reference in double, saturation, every finite value round-trips",
+          "[codec][bf16]") {
+  // The reference: the two bf16 neighbours of f (truncated, and one step away from zero), the nearer in double
+  // arithmetic, the even one on a tie; past the largest finite bf16, the largest.
+  auto reference = [](uint32_t b) -> uint16_t {
+    const uint32_t sign = b & 0x80000000u, lo = b & 0x7fff0000u, hi = lo + 0x10000u;
+    const double f = std::fabs(static_cast<double>(f32_from_bits(b))), a = f32_from_bits(lo);
+    const double c = hi >= 0x7f800000u ? 2 * 3.3895313892515355e38 : static_cast<double>(f32_from_bits(hi));
+    uint32_t pick = f - a < c - f ? lo : f - a > c - f ? hi : ((lo >> 16) & 1u ? hi : lo);
+    if (pick >= 0x7f800000u) pick = Bf16Format::kMaxBits;
+    return static_cast<uint16_t>((sign | pick) >> 16);
+  };
+  Rng r(5);
+  std::vector<uint32_t> patterns = {0u,          0x80000000u, 0x00008000u, 0x00018000u, 0x00010000u,
+                                    0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7f7fffu, 0x7f7f8000u,
+                                    0x7f7fffffu, 0xff7fffffu, 0x3f800001u, 0x807fffffu};
+  for (int k = 0; k < 2000000; ++k) {
+    const uint32_t b = static_cast<uint32_t>(r.next());
+    if ((b & 0x7f800000u) != 0x7f800000u) patterns.push_back(b);
+  }
+  for (uint32_t b : patterns) {
+    INFO("float bits 0x" << std::hex << b);
+    REQUIRE(Bf16Format::to_bits(f32_from_bits(b)) == reference(b));
+  }
+  CHECK(Bf16Format::to_bits(1.0f) == 0x3f80);
+  CHECK(Bf16Format::to_bits(f32_from_bits(0x3f808000u)) == 0x3f80);  // a tie goes to the even neighbour
+  CHECK(Bf16Format::to_bits(f32_from_bits(0x3f818000u)) == 0x3f82);
+  CHECK(Bf16Format::to_bits(std::numeric_limits<float>::max()) == 0x7f7f);  // saturates instead of infinity
+  CHECK(Bf16Format::to_bits(-std::numeric_limits<float>::max()) == 0xff7f);
+  for (uint32_t v = 0; v < 65536; ++v) {
+    const uint16_t b = static_cast<uint16_t>(v);
+    if (Bf16Format::nonfinite(b)) continue;
+    REQUIRE(Bf16Format::to_bits(Bf16Format::from_bits(b)) == b);
+  }
+  std::vector<float> big = {std::numeric_limits<float>::max(), -3.39e38f, 1.f, -0.f};
+  CHECK(roundtrip(*codec("bf16"), big).out ==
+        std::vector<float>({f32_from_bits(0x7f7f0000u), f32_from_bits(0xff7f0000u), 1.f, -0.f}));
 }
 
 TEST_CASE("every encoder refuses NaN and infinity at every level; every decoder refuses non-finite payload values",

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ranks=4 epochs=5 out=docs/compression_fashion_lenet.md
-codecs="fp32 fp16 linear8 mantissa8 static_tree8 dynamic_tree8 qsgd8 qsgd4 qsgd2 onebit topk adacomp"
+codecs="fp32 fp16 bf16 linear8 mantissa8 static_tree8 dynamic_tree8 qsgd8 qsgd4 qsgd2 onebit topk adacomp"
 source scripts/lib.sh
 parse_flags fashion_lenet_codecs.sh "ranks epochs out codecs" "$@"
 prepare_run fashion-lenet-codecs
