@@ -4,7 +4,6 @@
 
 #include <climits>
 
-#include "compress/codec.h"
 #include "core/error.h"
 #include "core/launch.h"
 #include "core/tensor_ops.h"
@@ -91,11 +90,11 @@ void reduce_mean_two_level(const Levels& lv, Span<float> xs, const ReduceOptions
     std::vector<int> counts(static_cast<size_t>(L)), displs(static_cast<size_t>(L));
     for (int j = 0; j < L; ++j) counts[j] = static_cast<int>(lo[j + 1] - lo[j]), displs[j] = static_cast<int>(lo[j]);
     node.allgatherv_floats(xs, counts.data(), displs.data(), opt.progress);
-    node_stats.bytes_sent += 4 * static_cast<uint64_t>(n - shard.size);
+    node_stats.node_bytes += 4 * static_cast<uint64_t>(n - static_cast<int64_t>(shard.size));
   }
   stats.communicate_s += node_stats.communicate_s;
   stats.decompress_s += node_stats.decompress_s;
-  stats.node_bytes += node_stats.node_bytes + node_stats.bytes_sent;
+  stats.node_bytes += node_stats.node_bytes;
 }
 
 }  // namespace octet

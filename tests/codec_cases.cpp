@@ -2,6 +2,10 @@
 // per tensor, blocks and buckets that are no multiple of a vector width or of 4096, qsgd's bit widths, AdaComp's bins).
 #include "tests/codec_cases.h"
 
+#include <cmath>
+
+#include "core/rng.h"
+
 #include <sstream>
 
 // GCC 12 warns that std::string's destructor may read uninitialized members of a row's CodecParams on the unwinding
@@ -61,6 +65,20 @@ CodecCase onebit(int64_t block, double max_error) {
 }
 
 }  // namespace
+
+std::vector<float> sample(const std::string& dist, int64_t n, uint64_t seed) {
+  Rng r(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) {
+    if (dist == "normal")
+      x = r.normal();
+    else if (dist == "uniform")
+      x = 2.f * r.uniform() - 1.f;
+    else
+      x = 1e-3f * r.normal() * std::exp(2.f * r.normal());  // heavy-tailed, gradient-like
+  }
+  return v;
+}
 
 const std::vector<CodecCase>& codec_cases() {
   static const std::vector<CodecCase> cases = [] {

@@ -33,4 +33,7 @@ struct CodecCase {
 
 const std::vector<CodecCase>& codec_cases();
 
+// n values of a distribution, seeded: "normal" N(0,1), "uniform" in [-1, 1), else heavy-tailed and gradient-like.
+std::vector<float> sample(const std::string& dist, int64_t n, uint64_t seed);
+
 }  // namespace octet::test

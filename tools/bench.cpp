@@ -328,8 +328,9 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       ReduceState st;
       TwoLevelState st2;
       const bool two = !dense && levels.node;
-      if (!gpu) {  // the pieces of what this rank compresses: the tensor, or its node shard
-        const int64_t mine = two ? node_shards(n, L)[tp.local_rank + 1] - node_shards(n, L)[tp.local_rank] : n;
+      const std::vector<int64_t> sh = node_shards(n, L);
+      const int64_t mine = two ? sh[tp.local_rank + 1] - sh[tp.local_rank] : n;  // the tensor, or its node shard
+      if (!gpu) {  // pipelined pieces of what this rank compresses
         opt.piece = pipeline_piece(mine, chunk_mb);
         opt.courier = &courier;
       }
@@ -367,7 +368,7 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       const double wire = link > 0 && t > 0 ? L * off_node / link / t : 0;
       char wire_col[32] = "";
       if (link > 0) std::snprintf(wire_col, sizeof wire_col, " %5.0f%%", 100 * wire);
-      const size_t pieces = opt.piece > 0 ? piece_bounds(two ? node_shards(n, L)[1] : n, opt.piece).size() - 1 : 1;
+      const size_t pieces = piece_bounds(mine, opt.piece).size() - 1;
       const std::string alg = std::string(algorithm_name(opt.algorithm)) + (two ? " (two-level)" : "") +
                               (!dense && pieces > 1 ? " x" + std::to_string(pieces) : "");
       if (w.rank == 0)
