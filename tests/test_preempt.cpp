@@ -65,3 +65,34 @@ TEST_CASE("stop signals during oneDNN's GEMM reach the guard's thread and leave 
   }
   CHECK_FALSE(blocked_here(SIGUSR1));
 }
+
+namespace {
+
+sighandler_t disposition(int sig) {
+  struct sigaction now {};
+  sigaction(sig, nullptr, &now);
+  return now.sa_handler;
+}
+
+}  // namespace
+
+TEST_CASE("a guard gives the previous handlers back, or after a stop ignores late stop signals", "[preempt]") {
+  struct sigaction before[2]{};
+  sigaction(SIGUSR1, nullptr, &before[0]);
+  sigaction(SIGTERM, nullptr, &before[1]);
+  { PreemptGuard guard; }
+  CHECK(disposition(SIGUSR1) == before[0].sa_handler);
+  CHECK(disposition(SIGTERM) == before[1].sa_handler);
+  {
+    PreemptGuard guard;
+    guard.stopped();  // the run stopped on a request
+  }
+  CHECK(disposition(SIGUSR1) == SIG_IGN);
+  CHECK(disposition(SIGTERM) == SIG_IGN);
+  CHECK(disposition(SIGINT) != SIG_IGN);
+  kill(getpid(), SIGUSR1);  // a late one: ignored (the test goes on)
+  kill(getpid(), SIGTERM);
+  CHECK(disposition(SIGUSR1) == SIG_IGN);
+  sigaction(SIGUSR1, &before[0], nullptr);  // this process's handlers back for the tests after this one
+  sigaction(SIGTERM, &before[1], nullptr);
+}

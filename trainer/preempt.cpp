@@ -59,7 +59,16 @@ PreemptGuard::PreemptGuard() {
 }
 
 PreemptGuard::~PreemptGuard() {
-  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &g_previous[i], nullptr);
+  for (int i = 0; i < 3; ++i) {
+    if (stopped_ && kSignals[i] != SIGINT) {  // (Ctrl-C still ends the process)
+      struct sigaction ignore {};
+      ignore.sa_handler = SIG_IGN;
+      sigemptyset(&ignore.sa_mask);
+      sigaction(kSignals[i], &ignore, nullptr);
+    } else {
+      sigaction(kSignals[i], &g_previous[i], nullptr);
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;

@@ -24,8 +24,14 @@ class PreemptGuard {
   ~PreemptGuard();
   PreemptGuard(const PreemptGuard&) = delete;
   PreemptGuard& operator=(const PreemptGuard&) = delete;
+  // The run stopped on a request (this rank's signal or another rank's): the process is on its way out with
+  // kExitPreempted, so once the guard ends SIGTERM and SIGUSR1 are ignored rather than given back to their previous
+  // handlers. mpirun passes a signal to one rank after another and Slurm may send both, so a rank can get its own
+  // after the stop was agreed; ending it by that signal would turn a clean stop into a failed job.
+  void stopped() { stopped_ = true; }
 
  private:
+  bool stopped_ = false;
   sigset_t previous_mask_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -114,7 +114,9 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
     }
     if (!run.end_epoch(epoch)) break;
   }
-  return run.finish();
+  TrainResult r = run.finish();
+  if (r.stopped_by) preempt.stopped();
+  return r;
 }
 
 }  // namespace octet
