@@ -10,6 +10,20 @@
 
 namespace octet {
 
+namespace {
+
+// The identity codec with its defaults, by the default algorithm.
+const TensorPolicy& fp32_policy() {
+  static const TensorPolicy p = [] {
+    TensorPolicy t;
+    t.codec.method = identity_codec();
+    return t;
+  }();
+  return p;
+}
+
+}  // namespace
+
 GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors, Exec& exec,
                    Levels levels, double chunk_mb)
     : t_(t), exec_(exec), staged_(staging_for(t, exec)), dev_t_(staged_ ? *staged_ : t) {
@@ -24,10 +38,18 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
     e.t = std::move(tensors[i]);
     auto it = cfg.overrides.find(e.t.layer);
     TensorPolicy pol = it != cfg.overrides.end() ? it->second : cfg.base;
+    if (is_low_rank(pol.codec.method)) {
+      // PowerSGD: what it compresses (DDP's rule, whatever min_numel says) goes as P and Q from start_step on; the rest,
+      // and everything before, as fp32 (by the rules below).
+      e.psgd = PowerSgdParams::from(pol.codec);
+      throw_key_error(e.psgd.check());
+      const LowRankShape shape = low_rank_shape(e.t.param.value->shape(), e.psgd);
+      if (shape.r > 0) e.low_rank = make_powersgd_state(shape, derive_seed(0x5d9, i, 0), exec_);
+      pol = fp32_policy();
+    }
     const bool small = e.t.param.value->numel() < cfg.min_numel && it == cfg.overrides.end();
     if (small) {
-      pol = TensorPolicy{};
-      pol.codec.method = identity_codec();
+      pol = fp32_policy();
       pol.algorithm = "allreduce";  // small: one latency-bound call instead of the four of scatter_allgather
     }
     e.two_level = levels_.node && !small;  // small tensors keep the latency path: MPI's own allreduce
@@ -87,7 +109,9 @@ void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats, const std::at
   OCTET_CHECK(g.device() == exec_.device(), e.t.param.name << ": gradient on " << device_name(g.device())
                                                            << ", exchange on " << device_name(exec_.device()));
   exec_.bind_thread();  // the communication thread queues on this device's comm stream
-  if (e.two_level)
+  if (e.low_rank.shape.r > 0 && static_cast<int64_t>(step) >= e.psgd.start_step)
+    powersgd_reduce(dev_t_, span_of(g), e.psgd, e.low_rank, e.opt, s);
+  else if (e.two_level)
     reduce_mean_two_level(levels_, span_of(g), e.opt, e.two, s);
   else
     reduce_mean(dev_t_, span_of(g), e.opt, e.state, s);
@@ -98,6 +122,10 @@ void GradSync::sync_one(size_t i, uint64_t step, CommStats& stats, const std::at
 std::vector<std::pair<std::string, Tensor*>> GradSync::feedback_state() {
   std::vector<std::pair<std::string, Tensor*>> out;
   for (Entry& e : entries_) {
+    if (e.low_rank.shape.r > 0) {
+      out.push_back({e.t.param.name + ".powersgd_error", &e.low_rank.error});
+      out.push_back({e.t.param.name + ".powersgd_q", &e.low_rank.q});
+    }
     if (!keeps_feedback(e.opt)) continue;
     ReduceState& st = e.two_level ? e.two.cross : e.state;
     out.push_back({e.t.param.name + ".residual", &st.residual});
@@ -111,6 +139,15 @@ std::string GradSync::plan() const {
   std::string out;
   char buf[256];
   for (const Entry& e : entries_) {
+    if (e.low_rank.shape.r > 0) {
+      const LowRankShape& l = e.low_rank.shape;
+      std::snprintf(buf, sizeof buf, "  %-14s %9lld values  powersgd rank %d (%lld x %lld: P and Q %lld values) from step %lld, fp32 before +error feedback\n",
+                    e.t.param.name.c_str(), static_cast<long long>(e.t.param.value->numel()), l.r,
+                    static_cast<long long>(l.rows), static_cast<long long>(l.cols),
+                    static_cast<long long>((l.rows + l.cols) * l.r), static_cast<long long>(e.psgd.start_step));
+      out += buf;
+      continue;
+    }
     std::snprintf(buf, sizeof buf, "  %-14s %9lld values  %-14s %s%s%s\n", e.t.param.name.c_str(),
                   static_cast<long long>(e.t.param.value->numel()), e.codec->name(), algorithm_name(e.opt.algorithm),
                   (std::string(e.two_level ? " (two-level)" : "") +
@@ -126,7 +163,7 @@ std::string GradSync::plan() const {
 std::map<std::string, std::pair<uint64_t, uint64_t>> GradSync::bytes_by_kind() const {
   std::map<std::string, std::pair<uint64_t, uint64_t>> out;
   for (const Entry& e : entries_) {
-    if (e.codec->traits().identity) continue;
+    if (e.codec->traits().identity && e.low_rank.shape.r == 0) continue;
     out[e.t.kind].first += e.total.bytes_sent;
     out[e.t.kind].second += e.total.fp32_bytes;
   }

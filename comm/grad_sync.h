@@ -9,6 +9,7 @@
 
 #include "comm/collectives.h"
 #include "comm/courier.h"
+#include "comm/powersgd.h"
 #include "comm/staged_transport.h"
 #include "comm/two_level.h"
 #include "compress/compression_config.h"
@@ -51,8 +52,9 @@ class GradSync {
   // Gathers every rank's checksum; throws naming the step and the ranks when they differ.
   void verify_identical(int64_t step) const;
   void broadcast_values(int root);  // rank root's parameter values to all
-  // This rank's error-feedback residuals, named "<param>.residual" / "<param>.owner_residual": the per-rank state a
-  // checkpoint must hold for an exact resume (allocated, zero, from construction on).
+  // This rank's error-feedback residuals, named "<param>.residual" / "<param>.owner_residual" (PowerSGD:
+  // "<param>.powersgd_error" and its warm-start "<param>.powersgd_q"): the per-rank state a checkpoint must hold for an
+  // exact resume (allocated, zero or seeded, from construction on).
   std::vector<std::pair<std::string, Tensor*>> feedback_state();
   // Cumulative payload vs fp32 bytes per layer kind, over the tensors that go through a codec other than none.
   std::map<std::string, std::pair<uint64_t, uint64_t>> bytes_by_kind() const;
@@ -66,6 +68,10 @@ class GradSync {
     bool two_level = false;  // through levels_ (state unused), else through dev_t_ (two unused)
     size_t pieces = 1;       // pipelined pieces of what this rank compresses
     TwoLevelState two;
+    // compression.method powersgd on a tensor it compresses (low_rank.shape.r > 0): P and Q instead of the codec
+    // (which then carries the steps before start_step); low_rank.shape.r == 0 otherwise.
+    PowerSgdParams psgd;
+    PowerSgdState low_rank;
     CommStats total;  // since construction
   };
   Transport& t_;

@@ -21,7 +21,7 @@ namespace octet {
 // own (codebook8.h, qsgd.h, onebit.h, topk.h, adacomp.h) whose check() holds the rules for those keys.
 struct CodecParams {
   std::string method = "none";
-  int64_t block = 4096;    // 8-bit types, onebit: values per fp32 scale (0 = one scale per tensor)
+  int64_t block = 4096;    // 8-bit types, fp8, onebit: values per fp32 scale (0 = one scale per tensor)
   int bits = 8;            // qsgd: 2, 4 or 8 (one of them the sign)
   int64_t bucket = 512;    // qsgd: values per scale
   double fraction = 0.01;  // topk: share of values sent
@@ -29,6 +29,9 @@ struct CodecParams {
   int mantissa_offset =
       1;  // mantissa8: decades below the block maximum where the exponent starts (1 gradients, 2-4 activations)
   bool error_feedback = false;  // keep what was not sent and add it next step (forced on where traits say so)
+  int rank = 1;                 // powersgd: columns of P and Q (compress/powersgd.h)
+  int64_t start_step = 1000;    // powersgd: steps of plain fp32 first
+  double min_compression_rate = 2;  // powersgd: tensors that would not shrink by this factor go as fp32
 };
 
 // How payloads of a codec are best reduced across ranks (comm/ maps it to an algorithm).

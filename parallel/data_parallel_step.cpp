@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "compress/powersgd.h"
 #include "core/error.h"
 
 namespace octet {
@@ -25,7 +26,8 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& opt, Transport* t, c
     : Step(model, opt), bucket_mb_(o.bucket_mb), dlogits_(Shape{0}, model.exec().device()) {
   if (!t) return;
   broadcast_parameters(*t, model, 0);  // identical start even if initialization ever differed
-  if (t->size() == 1 && codec_traits(o.compression.base.codec.method).identity && o.compression.overrides.empty())
+  const std::string& method = o.compression.base.codec.method;
+  if (t->size() == 1 && !is_low_rank(method) && codec_traits(method).identity && o.compression.overrides.empty())
     return;
   sync_.emplace(*t, o.compression, sync_tensors(model, model.size()), model.exec(), o.levels, o.chunk_mb);
   if (o.overlap) {

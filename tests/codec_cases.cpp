@@ -64,6 +64,23 @@ CodecCase onebit(int64_t block, double max_error) {
           .constant_blocks_exact = true};
 }
 
+// An fp8 type in blocks of `block` (0: one block): header, a power-of-two scale per block, one byte per value. A
+// payload's non-finite codes are refused where the first value and the 18th sit (and its scale, as 4-byte floats, in
+// the fp8 test). Constant runs of 3 and -7 are exact in any blocking: 1.5 * 2^1 and 1.75 * 2^2 are values of both
+// formats at any power-of-two scale that keeps them in range.
+CodecCase fp8(const char* method, int64_t block, double max_error, std::vector<uint32_t> nonfinite) {
+  const size_t codes = 12 + 4 * static_cast<size_t>(block ? up(n, block) : 1);
+  return {.params = {.method = method, .block = block},
+          .bytes = static_cast<int64_t>(codes) + n,
+          .max_error = max_error,
+          .recode_exact = true,
+          .constant_blocks_exact = true,
+          .collective_error = 0.05,
+          .finite_at = {codes, codes + 17},
+          .finite_bytes = 1,
+          .nonfinite = std::move(nonfinite)};
+}
+
 }  // namespace
 
 std::vector<float> sample(const std::string& dist, int64_t n, uint64_t seed) {
@@ -120,6 +137,8 @@ const std::vector<CodecCase>& codec_cases() {
                  .finite_at = {12, 12 + 2 * 17},
                  .finite_bytes = 2,
                  .nonfinite = {0x7fc0, 0x7f80, 0xff81}});  // bf16: NaN, infinity, a negative NaN
+    c.push_back(fp8("fp8_e4m3", 4096, 0.035, {0x7f, 0xff}));               // E4M3: NaN of each sign
+    c.push_back(fp8("fp8_e5m2", 4096, 0.07, {0x7c, 0xfc, 0x7e, 0xff}));  // E5M2: infinities, NaNs
     // Corners: one scale per tensor and blocks that are no multiple of a vector width (the 8-bit types, onebit);
     // qsgd's bit widths with buckets whose codes start inside a byte; AdaComp's bin for conv layers (its default, 0,
     // is 500: fc layers).
@@ -140,6 +159,9 @@ const std::vector<CodecCase>& codec_cases() {
     c.push_back(qsgd(2, 101, 1.8));
     c.push_back(qsgd(4, 100, 0.52));
     c.push_back(qsgd(2, 513, 1.9));
+    c.push_back(fp8("fp8_e4m3", 0, 0.035, {0x7f}));
+    c.push_back(fp8("fp8_e4m3", 269, 0.035, {0xff}));
+    c.push_back(fp8("fp8_e5m2", 333, 0.07, {0x7d}));
     c.push_back(onebit(13, 6.2));
     c.push_back(onebit(0, 7.5));
     c.push_back({.params = {.method = "adacomp", .bin = 50}, .max_error = 0.985});

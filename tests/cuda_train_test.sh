@@ -57,6 +57,21 @@ else
   tail -20 "$tmp/log2b"; bad "4 ranks on the GPU through the two-level exchange"
 fi
 
+# 2c. Two ranks with powersgd at rank 2 from step 20: cuBLAS products and Gram-Schmidt on the comm stream, P and Q
+#     staged, replicas compared every step; it learns (the CPU's bar for these 300 steps at batch 32: 90%).
+if timeout 600 mpirun -np 2 "$octet" train "$src/configs/mnist/lenet.yaml" --set data.path="$data" \
+  --set run.out_dir="$tmp/powersgd" --set parallel.device=cuda --set run.max_steps=300 --set parallel.checksum_every=1 \
+  --set compression.method=powersgd --set compression.rank=2 --set compression.start_step=20 \
+  --set data.batch_size=32 >"$tmp/log2c" 2>&1; then
+  acc=$(field "$tmp/powersgd/mnist-lenet/summary.json" test_accuracy)
+  awk -v a="$acc" 'BEGIN { exit !(a >= 0.90) }' &&
+    echo "ok: 2 ranks on the GPU, powersgd rank 2, replicas bit-identical at every step, test accuracy $acc" ||
+    bad "powersgd on the GPU: test accuracy $acc < 0.90"
+  grep "^done:" "$tmp/log2c"
+else
+  tail -20 "$tmp/log2c"; bad "2 ranks on the GPU with powersgd"
+fi
+
 # 3. Resume on the GPU is exact; a checkpoint moves between devices.
 train "$tmp/full" --set run.max_steps=60 >"$tmp/log3a" 2>&1 || { tail "$tmp/log3a"; bad "60 GPU steps"; }
 train "$tmp/half" --set run.max_steps=30 >"$tmp/log3b" 2>&1 || { tail "$tmp/log3b"; bad "30 GPU steps"; }

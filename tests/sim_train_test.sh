@@ -4,7 +4,8 @@
 # the fused owner step and error feedback, FC model parallelism, overlap, checkpoints moved between devices) with the
 # CPU twins as kernels, guarded memory and queued streams. Each sim run must end in the checkpoint bytes of the same run
 # on the CPU: LeNet on real MNIST for one epoch (97%); 2 ranks with dynamic_tree8 and checksums every step; exact resume
-# and a checkpoint moved sim -> CPU -> sim; 4 ranks as 2 nodes x 2 through the two-level exchange; FC model
+# and a checkpoint moved sim -> CPU -> sim; 4 ranks as 2 nodes x 2 through the two-level exchange; powersgd on 2
+# ranks; FC model
 # parallelism on 4 ranks; a residual net with batchnorm on 2 ranks
 # (and its resume); overlap with a lossy codec and checksums every step.
 set -u
@@ -56,6 +57,12 @@ want 2 && same two "2 ranks, 200 steps of dynamic_tree8 with checksums every ste
 want 2 && same two_level "4 ranks as 2 nodes x 2, two-level dynamic_tree8 with checksums every step" 4 "${lenet[@]}" \
   --set run.max_steps=100 --set parallel.checksum_every=1 --set compression.method=dynamic_tree8 \
   --set data.batch_size=16 --set parallel.hierarchy=two_level --set parallel.ranks_per_node=2
+
+# 2c. Two ranks with powersgd at rank 2 from step 20 (fp32 before): the products, Gram-Schmidt and error feedback on
+#     device buffers, P and Q staged through the transport, replicas compared every step.
+want 2 && same powersgd "2 ranks, powersgd rank 2 from step 20 with checksums every step" 2 "${lenet[@]}" \
+  --set run.max_steps=100 --set parallel.checksum_every=1 --set compression.method=powersgd \
+  --set compression.rank=2 --set compression.start_step=20 --set data.batch_size=32
 
 # 3. Resume on sim is exact; a checkpoint moves sim -> CPU -> sim.
 if ! want 3; then

@@ -1,5 +1,6 @@
 // The per-value math the codecs and their CUDA twins share (OCTET_HD headers), tested on its own: the integer half
-// conversions against the F16C instructions, exact sums in any order, topk's radix select, AdaComp's varints.
+// conversions against the F16C instructions, the fp8 conversions against a reference in double, exact sums in any
+// order, topk's radix select, AdaComp's varints.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "compress/adacomp_math.h"
 #include "compress/exact_sum.h"
+#include "compress/fp8.h"
 #include "compress/half_math.h"
 #include "compress/topk_math.h"
 #include "core/bits.h"
@@ -119,4 +121,69 @@ TEST_CASE("AdaComp's varints: sizes and bytes of put_varint agree, gaps and sign
     }
   CHECK(adacomp_selected(-0.3f, 0.3f));
   CHECK_FALSE(adacomp_selected(0.29f, 0.3f));
+}
+
+TEST_CASE("fp8 conversions: every code's value, nearest even against a reference in double, saturation, scales",
+          "[codec][fp8]") {
+  for (const Fp8Format& f : {kE4M3, kE5M2}) {
+    INFO(f.name);
+    // The finite magnitudes by brute force: code c = exponent field E, mantissa M; E = 0: M * 2^(1-bias-man).
+    std::vector<double> mag;
+    for (uint32_t c = 0; c <= f.maxcode; ++c) {
+      const int E = static_cast<int>(c >> f.man), M = static_cast<int>(c & ((1u << f.man) - 1));
+      mag.push_back(E == 0 ? std::ldexp(M, 1 - f.bias - f.man) : std::ldexp(1.0 + std::ldexp(M, -f.man), E - f.bias));
+    }
+    CHECK(mag.back() == 1.75 * std::ldexp(1.0, f.emax));
+    for (uint32_t c = 0; c < 256; ++c) {
+      const uint8_t code = static_cast<uint8_t>(c);
+      const bool finite = (c & 0x7f) <= f.maxcode;
+      REQUIRE(f.nonfinite(code) == !finite);
+      if (!finite) continue;
+      const double want = (c & 0x80 ? -1 : 1) * mag[c & 0x7f];
+      REQUIRE(static_cast<double>(f.value(code)) == want);
+      REQUIRE(std::signbit(f.value(code)) == ((c & 0x80) != 0));
+      REQUIRE(f.code(f.value(code)) == code);  // every finite code round-trips, -0 included
+    }
+    // Nearest, ties to the even code (mantissa lsb 0), beyond the largest: the largest.
+    auto reference = [&](float y) -> uint8_t {
+      const double a = std::fabs(static_cast<double>(y));
+      const uint8_t sign = std::signbit(y) ? 0x80 : 0;
+      if (a >= mag.back()) return sign | static_cast<uint8_t>(f.maxcode);
+      const size_t hi = static_cast<size_t>(std::upper_bound(mag.begin(), mag.end(), a) - mag.begin()), lo = hi - 1;
+      const double dl = a - mag[lo], dh = mag[hi] - a;
+      return sign | static_cast<uint8_t>(dl < dh ? lo : dh < dl ? hi : (lo % 2 == 0 ? lo : hi));
+    };
+    Rng r(11);
+    std::vector<float> ys;
+    for (size_t c = 0; c + 1 < mag.size(); ++c) {  // midpoints (ties), and one float either side of them
+      const float mid = static_cast<float>(0.5 * (mag[c] + mag[c + 1]));
+      ys.insert(ys.end(), {mid, std::nextafter(mid, 0.f), std::nextafter(mid, 1e30f), -mid});
+    }
+    for (int k = 0; k < 300000; ++k)
+      ys.push_back(static_cast<float>((r.uniform() - 0.5) * std::ldexp(4.0, static_cast<int>(r.next() % 40) - 26)));
+    ys.insert(ys.end(), {0.f, -0.f, 1e-30f, static_cast<float>(mag.back()) * 1.03f, 3e38f, -3e38f});
+    for (float y : ys) {
+      INFO("y = " << y);
+      REQUIRE(f.code(y) == reference(y));
+    }
+    // The scale: the least power of two that brings the block's maximum within range.
+    for (float amax : {1.0f, 448.0f, 449.0f, 57344.0f, 57345.0f, 1e-3f, 3.4e38f, 1e-40f, 0.f}) {
+      const int e = f.scale_exp(f32_bits(amax));
+      const double lim = mag.back();
+      INFO("amax " << amax << " e " << e);
+      CHECK(amax / std::ldexp(1.0, e) <= lim);
+      if (e > -126) CHECK(amax / std::ldexp(1.0, e - 1) > lim);
+      CHECK(Fp8Format::pow2(e) == static_cast<float>(std::ldexp(1.0, e)));
+    }
+  }
+  // Known codes (as ml_dtypes' float8_e4m3fn and float8_e5m2 write them).
+  CHECK(kE4M3.code(1.0f) == 0x38);
+  CHECK(kE4M3.code(448.0f) == 0x7e);
+  CHECK(kE4M3.code(std::ldexp(1.0f, -9)) == 0x01);
+  CHECK(kE4M3.code(-2.0f) == 0xc0);
+  CHECK(kE5M2.code(1.0f) == 0x3c);
+  CHECK(kE5M2.code(57344.0f) == 0x7b);
+  CHECK(kE5M2.code(std::ldexp(1.0f, -16)) == 0x01);
+  CHECK(kE5M2.code(1.125f) == 0x3c);  // a tie between 1.0 (even) and 1.25
+  CHECK(kE5M2.code(1.375f) == 0x3e);  // a tie between 1.25 and 1.5 (even)
 }

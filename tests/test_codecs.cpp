@@ -424,6 +424,34 @@ TEST_CASE("bf16 conversions: nearest even against a reference in double, saturat
         std::vector<float>({f32_from_bits(0x7f7f0000u), f32_from_bits(0xff7f0000u), 1.f, -0.f}));
 }
 
+TEST_CASE("fp8 payloads: a power-of-two scale per block, a bad scale refused, values past the range saturate",
+          "[codec][fp8]") {
+  for (const char* m : {"fp8_e4m3", "fp8_e5m2"}) {
+    INFO(m);
+    auto x = sample("heavy", 5000, 12);
+    auto r = roundtrip(*codec(m), x);
+    float s;
+    std::memcpy(&s, r.bytes.data() + 12, 4);
+    int e;
+    CHECK(std::frexp(s, &e) == 0.5f);  // a power of two
+    std::vector<float> out(x.size());
+    for (const float bad : {std::nanf(""), -1.f, std::numeric_limits<float>::infinity()}) {
+      auto b = r.bytes;
+      std::memcpy(b.data() + 12, &bad, 4);
+      CHECK_THROWS_WITH(codec(m)->decode(b.data(), b.size(), out.data(), 5000, false),
+                        Catch::Contains("bad scale") && Catch::Contains("offset 12"));
+    }
+  }
+  // One scale for 3e38 and 1: 1 lies 2^128 below, far under the smallest subnormal at that scale, and becomes 0; the
+  // large values keep E4M3's 3 mantissa bits.
+  std::vector<float> big = {3e38f, -1e38f, 1.f, 0.f};
+  const auto e4 = roundtrip(*codec("fp8_e4m3"), big).out;
+  CHECK(std::fabs(e4[0] - 3e38f) <= 3e38f / 16);
+  CHECK(std::fabs(e4[1] + 1e38f) <= 1e38f / 16);
+  CHECK(e4[2] == 0.f);
+  CHECK(e4[3] == 0.f);
+}
+
 TEST_CASE("every encoder refuses NaN and infinity at every level; every decoder refuses non-finite payload values",
           "[codec][nonfinite]") {
   const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();

@@ -106,6 +106,26 @@ TEST_CASE("config errors name file, line and key", "[config]") {
     CHECK_THROWS_WITH(load_config(r),
                       Catch::Contains(r + ":16: compression.activations.mantissa_offset: must be in [0, 8], got 9"));
   }
+  SECTION("powersgd: its keys read and checked; algorithm left to it; fp8 blocks") {
+    auto ok = write_config(d, std::string(kValid) +
+                                  "compression: {method: powersgd, rank: 4, start_step: 10, min_compression_rate: 3}\n");
+    const Config c = load_config(ok);
+    CHECK(c.compression.base.codec.method == "powersgd");
+    CHECK(c.compression.base.codec.rank == 4);
+    CHECK(c.compression.base.codec.start_step == 10);
+    CHECK(c.compression.base.codec.min_compression_rate == 3);
+    auto p = write_config(d, std::string(kValid) + "compression: {method: powersgd, rank: 0}\n");
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":16: compression.rank: must be in [1, 1024], got 0"));
+    auto q = write_config(d, std::string(kValid) + "compression: {method: powersgd, algorithm: allgather}\n");
+    CHECK_THROWS_WITH(load_config(q), Catch::Contains(q + ":16: compression.algorithm: powersgd sends P and Q by "
+                                                          "allreduce"));
+    auto r = write_config(d, std::string(kValid) + "compression: {method: fp16, start_step: -2}\n");
+    CHECK_THROWS_WITH(load_config(r), Catch::Contains(r + ":16: compression.start_step: must be >= 0, got -2"));
+    auto u = write_config(d, std::string(kValid) + "compression: {method: powersgd2}\n");
+    CHECK_THROWS_WITH(load_config(u), Catch::Contains("fp8_e4m3, fp8_e5m2, powersgd)"));
+    auto f = write_config(d, std::string(kValid) + "compression: {method: fp8_e5m2, block: 256}\n");
+    CHECK(load_config(f).compression.base.codec.block == 256);
+  }
   SECTION("missing required key") {
     auto p = write_config(d, replace(kValid, "  lr: 0.1\n", ""));
     CHECK_THROWS_WITH(load_config(p), Catch::Contains("optimizer.lr: missing required key"));

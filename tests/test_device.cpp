@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "compress/codec.h"
+#include "compress/powersgd.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -224,6 +225,32 @@ TEST_CASE("copy_rows across devices and the elementwise kernels match their host
   ex.sync(ex.compute());
   check_close(dacc, acc, 0, "add_into");
   check_close(dscaled, scaled, 0, "scale_into");
+}
+
+TEST_CASE("powersgd's products and Gram-Schmidt on the device match the CPU (the simulated device: bit for bit)",
+          "[cuda][parity][powersgd]") {
+  Exec& ex = dev();
+  const double tol = kDev == Device::Sim ? 0 : 1e-5;  // cuBLAS and a block's sums add in other orders
+  for (const bool ta : {false, true})
+    for (const bool tb : {false, true}) {
+      const int64_t m = 300, n = 4, k = 777;  // P = M Q's shape, and its transposes
+      const Tensor a = ta ? random_tensor({k, m}, 21) : random_tensor({m, k}, 21);
+      const Tensor b = tb ? random_tensor({n, k}, 22) : random_tensor({k, n}, 22);
+      Tensor want({m, n}), got({m, n}, kDev);
+      lowrank_gemm_cpu(a.data(), b.data(), want.data(), m, n, k, ta, tb, Stream{});
+      const Tensor da = a.to(kDev), db = b.to(kDev);
+      lowrank_gemm(ex, da.data(), db.data(), got.data(), m, n, k, ta, tb);
+      ex.sync(ex.comm());
+      check_close(got, want, tol, std::string("gemm trans_a ") + (ta ? "1" : "0") + " trans_b " + (tb ? "1" : "0"));
+    }
+  for (const auto& [rows, r] : {std::pair<int64_t, int>{1000, 4}, {3, 3}, {5000, 1}}) {
+    Tensor p = random_tensor({rows, r}, 23);
+    Tensor dp = p.to(kDev);
+    orthogonalize_cpu(p.data(), rows, r, 1e-8f, Stream{});
+    orthogonalize(ex, dp.data(), rows, r, 1e-8f);
+    ex.sync(ex.comm());
+    check_close(dp, p, tol, "orthogonalize " + std::to_string(rows) + " x " + std::to_string(r));
+  }
 }
 
 namespace {

@@ -176,7 +176,7 @@ TEST_CASE("model-parallel FC training with 8-bit activations learns and resumes 
   MPI_Barrier(g_world.comm);
 }
 
-TEST_CASE("resume is byte-identical to the uninterrupted run for every codec, on 1 rank and on N",
+TEST_CASE("resume is byte-identical to the uninterrupted run for every codec and powersgd, on 1 rank and on N",
           "[mpi][train][resume]") {
   const std::string dir = shared_temp_dir();
   World self{MPI_COMM_SELF, 0, 1, g_world.thread_level, g_world.timeout_s};
@@ -185,6 +185,7 @@ TEST_CASE("resume is byte-identical to the uninterrupted run for every codec, on
   cases.push_back(
       "{method: linear8, error_feedback: true, min_numel: 1}");  // feedback on a dense codec: owner residuals
   cases.push_back("{method: fp16, algorithm: allgather, error_feedback: true, min_numel: 1}");
+  cases.push_back("{method: powersgd, rank: 1, start_step: 3}");  // fp32, then P and Q; error and Q checkpointed
   for (size_t k = 0; k < cases.size(); ++k) {
     INFO("compression: " << cases[k]);
     const std::string c = "compression: " + cases[k] + "\n";

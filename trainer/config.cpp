@@ -8,8 +8,9 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/error.h"
+#include "compress/powersgd.h"
 #include "core/config_reader.h"
+#include "core/error.h"
 
 namespace octet {
 
@@ -236,9 +237,7 @@ void read_parallel(Section s, ParallelConfig& p) {
 // One codec policy; keys absent here take the values of `base` (the section defaults, or the top level for overrides).
 TensorPolicy read_policy(Section& s, const TensorPolicy& base) {
   TensorPolicy t = base;
-  std::vector<std::string> methods;
-  for (const auto& e : codec_registry()) methods.push_back(e.name);
-  t.codec.method = s.choice("method", base.codec.method, methods);
+  t.codec.method = s.choice("method", base.codec.method, compression_methods());
   t.algorithm = s.choice("algorithm", base.algorithm, {"auto", "allreduce", "scatter_allgather", "allgather"});
   t.codec.block = at_least(s, "block", base.codec.block, 0);
   t.codec.bits = static_cast<int>(s.get<int64_t>("bits", base.codec.bits));
@@ -246,9 +245,19 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base) {
   t.codec.fraction = s.get<double>("fraction", base.codec.fraction);
   t.codec.bin = at_least(s, "bin", base.codec.bin, 0);
   t.codec.mantissa_offset = static_cast<int>(s.get<int64_t>("mantissa_offset", base.codec.mantissa_offset));
+  t.codec.rank = static_cast<int>(s.get<int64_t>("rank", base.codec.rank));
+  t.codec.start_step = s.get<int64_t>("start_step", base.codec.start_step);
+  t.codec.min_compression_rate = s.get<double>("min_compression_rate", base.codec.min_compression_rate);
   // Each key by the rule of the codecs that read it (their key checks), whatever the method: overrides may change it.
   if (const auto bad = check_codec_keys(t.codec, true)) s.fail(bad->key, bad->message);
+  if (const auto bad = check_powersgd(t.codec)) s.fail(bad->key, bad->message);
   t.codec.error_feedback = s.get<bool>("error_feedback", base.codec.error_feedback);
+  if (is_low_rank(t.codec.method)) {
+    if (t.algorithm != "auto")
+      s.fail("algorithm", "powersgd sends P and Q by allreduce and the tensors it leaves by fp32's own algorithm; "
+                          "leave algorithm auto, got " + t.algorithm);
+    return t;
+  }
   const CodecTraits& traits = codec_traits(t.codec.method);
   if (t.algorithm == "allreduce" && !traits.identity)
     s.fail("algorithm",

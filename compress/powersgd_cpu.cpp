@@ -1,0 +1,86 @@
+// PowerSGD on the CPU: its parameters and their checks, the compressibility rule, the method list, and the CPU twins of
+// its linear algebra (oneDNN's row-major sgemm; Gram-Schmidt in double), with the dispatch to a device's twins.
+#include <dnnl.h>
+
+#include <cmath>
+#include <vector>
+
+#include "compress/powersgd.h"
+#include "core/error.h"
+#include "core/launch.h"
+
+namespace octet {
+
+std::vector<std::string> compression_methods() {
+  std::vector<std::string> out;
+  for (const auto& e : codec_registry()) out.push_back(e.name);
+  out.push_back(kPowerSgd);
+  return out;
+}
+
+bool is_low_rank(const std::string& method) { return method == kPowerSgd; }
+
+PowerSgdParams PowerSgdParams::from(const CodecParams& p) {
+  PowerSgdParams q;
+  q.rank = p.rank;
+  q.start_step = p.start_step;
+  q.min_compression_rate = p.min_compression_rate;
+  return q;
+}
+
+std::optional<CodecKeyError> PowerSgdParams::check() const {
+  if (rank < 1 || rank > 1024) return CodecKeyError{"rank", "must be in [1, 1024], got " + std::to_string(rank)};
+  if (start_step < 0) return CodecKeyError{"start_step", "must be >= 0, got " + std::to_string(start_step)};
+  if (!(min_compression_rate >= 1.0 && min_compression_rate <= 1e6))
+    return CodecKeyError{"min_compression_rate", "must be in [1, 1e6], got " + std::to_string(min_compression_rate)};
+  return std::nullopt;
+}
+
+std::optional<CodecKeyError> check_powersgd(const CodecParams& p) { return PowerSgdParams::from(p).check(); }
+
+LowRankShape low_rank_shape(const Shape& s, const PowerSgdParams& p) {
+  if (s.size() < 2) return {};
+  int64_t cols = 1;
+  for (size_t i = 1; i < s.size(); ++i) cols *= s[i];
+  const int64_t rows = s[0];
+  const int r = static_cast<int>(std::min<int64_t>({p.rank, rows, cols}));
+  if (r < 1 || static_cast<double>((rows + cols) * r) * p.min_compression_rate >= static_cast<double>(rows * cols))
+    return {};
+  return {rows, cols, r};
+}
+
+void lowrank_gemm_cpu(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a,
+                      bool trans_b, const Stream&) {
+  const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.f, a, trans_a ? m : k, b,
+                                      trans_b ? k : n, 0.f, c, n);
+  OCTET_CHECK(st == dnnl_success, "powersgd: oneDNN sgemm " << m << " x " << n << " x " << k << " failed (status "
+                                                            << static_cast<int>(st) << ")");
+}
+
+void orthogonalize_cpu(float* p, int64_t rows, int r, float eps, const Stream&) {
+  for (int i = 0; i < r; ++i) {
+    double ss = 0;
+    for (int64_t j = 0; j < rows; ++j) ss += static_cast<double>(p[j * r + i]) * p[j * r + i];
+    const float inv = static_cast<float>(1.0 / (std::sqrt(ss) + eps));
+    for (int64_t j = 0; j < rows; ++j) p[j * r + i] *= inv;
+    for (int l = i + 1; l < r; ++l) {
+      double dot = 0;
+      for (int64_t j = 0; j < rows; ++j) dot += static_cast<double>(p[j * r + i]) * p[j * r + l];
+      const float d = static_cast<float>(dot);
+      for (int64_t j = 0; j < rows; ++j) p[j * r + l] -= d * p[j * r + i];
+    }
+  }
+}
+
+void lowrank_gemm(Exec& ex, const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a,
+                  bool trans_b) {
+  launch_twin("powersgd gemm", lowrank_gemm_cpu, OCTET_CUDA_TWIN(lowrank_gemm_cuda), ex.comm(), a, b, c, m, n, k,
+              trans_a, trans_b);
+}
+
+void orthogonalize(Exec& ex, float* p, int64_t rows, int r, float eps) {
+  launch_twin("powersgd orthogonalize", orthogonalize_cpu, OCTET_CUDA_TWIN(orthogonalize_cuda), ex.comm(), p, rows, r,
+              eps);
+}
+
+}  // namespace octet
