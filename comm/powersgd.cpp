@@ -37,9 +37,10 @@ void powersgd_reduce(Transport& t, Span<float> g, const PowerSgdParams& p, Power
   float* q = st.q.data();
   {
     TraceSpan sp("encode", opt.what, &stats.compress_s);
-    // M = gradient + error; P = M Q (rows x r).
+    // M = gradient + error; Q (the last step's, or the seeded start) orthonormalized; P = M Q (rows x r).
     launch_twin("feedback add", feedback_add_cpu, OCTET_CUDA_TWIN(feedback_add_cuda), ex.comm(), m, g.data,
                 st.error.data(), n);
+    orthogonalize(ex, q, s.cols, s.r, p.epsilon);
     lowrank_gemm(ex, m, q, pm, s.rows, s.r, s.cols, false, false);
   }
   ReduceOptions sum = opt;

@@ -1,5 +1,6 @@
 // PowerSGD's exchange of one gradient (Vogels et al. 2019, as PyTorch DDP's powerSGD_hook runs it): with M = the
-// gradient viewed rows x cols plus this rank's error, P = M Q is summed across ranks and orthonormalized, Q = M^T P is
+// gradient viewed rows x cols plus this rank's error and Q orthonormalized, P = M Q is summed across ranks and
+// orthonormalized, Q = M^T P is
 // averaged across ranks, the gradient becomes P Q^T and the error M - P Q^T; Q is kept for the next step (warm
 // start). P and Q travel by the transport's fp32 allreduce. Before start_step the gradient goes as plain fp32.
 #pragma once

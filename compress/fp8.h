@@ -96,10 +96,11 @@ class Fp8Codec : public Codec {
 
 constexpr int64_t kFp8FusedMax = 8192;  // the largest block the fused owner step holds in shared memory
 
-// Vector bodies (fp8_cpu.cpp, AVX2 at the codecs' level): encode x * inv (inv = 2^-e) into codes (prefetching next,
-// the following block, or null), decode codes times scale; each does a prefix (a multiple of its width) and returns its
-// length, the scalar loop does the rest.
-int64_t fp8_encode_vec(const Fp8Format& f, const float* x, uint8_t* codes, int64_t len, float inv, const float* next);
+// Vector bodies (fp8_cpu.cpp, AVX2 at the codecs' level): encode x * inv (inv = 2^-e) into codes (prefetching the
+// next_len values at next, the following block), decode codes times scale; each does a prefix (a multiple of its
+// width) and returns its length, the scalar loop does the rest.
+int64_t fp8_encode_vec(const Fp8Format& f, const float* x, uint8_t* codes, int64_t len, float inv, const float* next,
+                       int64_t next_len);
 int64_t fp8_decode_vec(const Fp8Format& f, const uint8_t* codes, float* out, int64_t len, float scale, bool accumulate,
                        uint32_t& bad);
 

@@ -13,7 +13,7 @@
 namespace octet {
 
 int64_t fp8_encode_vec(const Fp8Format& f, const float* __restrict x, uint8_t* codes, int64_t len, float inv,
-                       const float* next) {
+                       const float* next, int64_t next_len) {
   int64_t i = 0;
 #ifdef __AVX2__
   if (isa() < Isa::avx2) return 0;
@@ -25,7 +25,7 @@ int64_t fp8_encode_vec(const Fp8Format& f, const float* __restrict x, uint8_t* c
   const __m256 vinv = _mm256_set1_ps(inv), sub = _mm256_set1_ps(Fp8Format::pow2(f.bias - 1 + f.man)),
                two23 = _mm256_set1_ps(8388608.f);
   for (; i + 32 <= len; i += 32) {
-    if (next) prefetch32(next + i);  // the next block's abs-max pass then reads from cache
+    if (i + 32 <= next_len) prefetch32(next + i);  // the next block's abs-max pass then reads from cache
     __m256i c[4];
     for (int k = 0; k < 4; ++k) {
       const __m256i b = _mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * k), vinv));
@@ -42,7 +42,7 @@ int64_t fp8_encode_vec(const Fp8Format& f, const float* __restrict x, uint8_t* c
     store_bytes32(codes + i, c[0], c[1], c[2], c[3]);
   }
 #else
-  (void)f, (void)x, (void)codes, (void)len, (void)inv, (void)next;
+  (void)f, (void)x, (void)codes, (void)len, (void)inv, (void)next, (void)next_len;
 #endif
   return i;
 }
@@ -92,8 +92,9 @@ size_t Fp8Codec::encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, 
     const float scale = Fp8Format::pow2(e), inv = Fp8Format::pow2(-e);
     std::memcpy(out + kHeaderBytes + 4 * k, &scale, 4);
     uint8_t* __restrict cb = codes + lo;
-    const float* next = k + 1 < nb ? xb + b : nullptr;
-    for (int64_t i = fp8_encode_vec(f_, xb, cb, len, inv, next); i < len; ++i) cb[i] = f_.code(xb[i] * inv);
+    const int64_t next_len = k + 1 < nb ? std::min(b, n - lo - b) : 0;
+    for (int64_t i = fp8_encode_vec(f_, xb, cb, len, inv, xb + len, next_len); i < len; ++i)
+      cb[i] = f_.code(xb[i] * inv);
   }
   return kHeaderBytes + 4 * nb + n;
 }

@@ -245,7 +245,9 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base) {
   t.codec.fraction = s.get<double>("fraction", base.codec.fraction);
   t.codec.bin = at_least(s, "bin", base.codec.bin, 0);
   t.codec.mantissa_offset = static_cast<int>(s.get<int64_t>("mantissa_offset", base.codec.mantissa_offset));
-  t.codec.rank = static_cast<int>(s.get<int64_t>("rank", base.codec.rank));
+  const int64_t rank = s.get<int64_t>("rank", base.codec.rank);
+  if (rank < 1 || rank > 1024) s.fail("rank", "must be in [1, 1024], got " + std::to_string(rank));
+  t.codec.rank = static_cast<int>(rank);
   t.codec.start_step = s.get<int64_t>("start_step", base.codec.start_step);
   t.codec.min_compression_rate = s.get<double>("min_compression_rate", base.codec.min_compression_rate);
   // Each key by the rule of the codecs that read it (their key checks), whatever the method: overrides may change it.
@@ -253,6 +255,7 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base) {
   if (const auto bad = check_powersgd(t.codec)) s.fail(bad->key, bad->message);
   t.codec.error_feedback = s.get<bool>("error_feedback", base.codec.error_feedback);
   if (is_low_rank(t.codec.method)) {
+    if (!s.has("algorithm")) t.algorithm = "auto";  // an override's powersgd does not inherit the base's algorithm
     if (t.algorithm != "auto")
       s.fail("algorithm", "powersgd sends P and Q by allreduce and the tensors it leaves by fp32's own algorithm; "
                           "leave algorithm auto, got " + t.algorithm);
