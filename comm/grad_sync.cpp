@@ -47,7 +47,8 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
       if (shape.r > 0) e.low_rank = make_powersgd_state(shape, derive_seed(0x5d9, i, 0), exec_);
       pol = fp32_policy();
     }
-    const bool small = e.t.param.value->numel() < cfg.min_numel && it == cfg.overrides.end();
+    const bool small =
+        e.t.param.value->numel() < cfg.min_numel && (it == cfg.overrides.end() || it->second.small_as_fp32);
     if (small) {
       pol = fp32_policy();
       pol.algorithm = "allreduce";  // small: one latency-bound call instead of the four of scatter_allgather

@@ -11,10 +11,13 @@ namespace octet {
 struct TensorPolicy {
   CodecParams codec;
   std::string algorithm = "auto";  // auto | allreduce | scatter_allgather | allgather (comm/collectives.h)
+  bool small_as_fp32 = false;      // an override that keeps min_numel's rule (compression.method auto's plans)
 };
 
 struct CompressionConfig {
-  TensorPolicy base;
+  TensorPolicy base;                // base.codec.method "auto": planned at start-up (comm/auto_plan.h)
+  std::string policy = "balanced";  // auto's candidates: lossless | balanced | aggressive
+  std::string plan;                 // auto: a plan.yaml to train with instead of measuring ("": measure)
   int64_t min_numel = 10000;                      // smaller tensors travel as fp32 via allreduce
   std::map<std::string, TensorPolicy> overrides;  // by layer name
   // Model parallelism: activations and their gradients (mantissa_offset 2: where a config picks mantissa8 for them, its

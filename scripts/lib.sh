@@ -33,12 +33,14 @@ codec_table() {
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # codec_args NAME: the `octet train --set` options for a run name: fp32 (codec none), fp32-mpi (codec none through
-# MPI's allreduce), qsgdN (qsgd with N bits; qsgd = 8), or any codec name.
+# MPI's allreduce), qsgdN (qsgd with N bits; qsgd = 8), powersgdN (powersgd at rank N from step 100; powersgd = 2), or
+# any codec name.
 codec_args() {
   case $1 in
     fp32) echo "--set compression.method=none" ;;
     fp32-mpi) echo "--set compression.method=none --set compression.algorithm=allreduce" ;;
     qsgd*) local b=${1#qsgd}; echo "--set compression.method=qsgd --set compression.bits=${b:-8}" ;;
+    powersgd*) local r=${1#powersgd}; echo "--set compression.method=powersgd --set compression.rank=${r:-2} --set compression.start_step=100" ;;
     *) echo "--set compression.method=$1" ;;
   esac
 }

@@ -111,6 +111,9 @@ expect_error "--latency expects a number in [0, 1e+09], got 'fast'" predict "$cf
 expect_error "measure needs mpirun with at least 2 ranks" predict "$cfg" --ranks 4 --bandwidth measure --latency 1
 expect_error "unknown flag '--rank'" predict "$cfg" --rank 4
 expect_error "needs a config file or --profile FILE" predict --ranks 4 --bandwidth 1 --latency 1
+expect_error "unknown compression policy 'reckless' (known: aggressive, balanced, lossless)" predict "$cfg" --ranks 4 --bandwidth 1 --latency 1 --plan reckless
+expect_error "compression.rank: must be in [1, 1024], got 0" train "$cfg" --set compression.method=powersgd --set compression.rank=0
+expect_error "compression.policy: unknown value 'reckless'" train "$cfg" --set compression.method=auto --set compression.policy=reckless
 expect_error "unknown compression method 'zip' (known: none" predict "$cfg" --ranks 4 --bandwidth 1 --latency 1 --codecs none,zip
 expect_error "--act-bandwidth expects a number in [1e-09, 1e+09], got '0'" predict "$cfg" --ranks 4 --bandwidth 1 --act-bandwidth 0 --latency 1
 expect_error "nope.yaml: profile file not found" predict --profile "$tmp/nope.yaml" --ranks 4 --bandwidth 1 --latency 1

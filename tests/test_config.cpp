@@ -122,9 +122,28 @@ TEST_CASE("config errors name file, line and key", "[config]") {
     auto r = write_config(d, std::string(kValid) + "compression: {method: fp16, start_step: -2}\n");
     CHECK_THROWS_WITH(load_config(r), Catch::Contains(r + ":16: compression.start_step: must be >= 0, got -2"));
     auto u = write_config(d, std::string(kValid) + "compression: {method: powersgd2}\n");
-    CHECK_THROWS_WITH(load_config(u), Catch::Contains("fp8_e4m3, fp8_e5m2, powersgd)"));
+    CHECK_THROWS_WITH(load_config(u), Catch::Contains("fp8_e4m3, fp8_e5m2, powersgd, auto)"));
     auto f = write_config(d, std::string(kValid) + "compression: {method: fp8_e5m2, block: 256}\n");
     CHECK(load_config(f).compression.base.codec.block == 256);
+  }
+  SECTION("auto: policy and plan read; a policy unknown, an algorithm its codecs cannot all use, a plan without auto") {
+    auto ok = write_config(d, std::string(kValid) + "compression: {method: auto, policy: lossless, plan: p.yaml}\n");
+    const Config c = load_config(ok);
+    CHECK(c.compression.base.codec.method == "auto");
+    CHECK(c.compression.policy == "lossless");
+    CHECK(c.compression.plan == "p.yaml");
+    auto p = write_config(d, std::string(kValid) + "compression: {method: auto, policy: reckless}\n");
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":16: compression.policy: unknown value 'reckless' (known: "
+                                                          "aggressive, balanced, lossless)"));
+    auto q = write_config(d, std::string(kValid) + "compression: {method: auto, algorithm: allreduce}\n");
+    CHECK_THROWS_WITH(load_config(q), Catch::Contains(q + ":16: compression.algorithm: method auto with policy "
+                                                          "balanced may choose bf16, which cannot use allreduce"));
+    auto r = write_config(d, std::string(kValid) +
+                                 "compression: {method: auto, policy: aggressive, algorithm: scatter_allgather}\n");
+    CHECK_THROWS_WITH(load_config(r), Catch::Contains("may choose powersgd, which cannot use scatter_allgather"));
+    auto u = write_config(d, std::string(kValid) + "compression: {method: fp16, plan: p.yaml}\n");
+    CHECK_THROWS_WITH(load_config(u), Catch::Contains(u + ":16: compression.plan: a plan is what compression.method "
+                                                          "auto trains with; method is fp16"));
   }
   SECTION("missing required key") {
     auto p = write_config(d, replace(kValid, "  lr: 0.1\n", ""));

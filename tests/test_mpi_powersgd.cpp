@@ -1,9 +1,12 @@
 // MPI tests of PowerSGD's exchange under mpirun -np 2 and -np 4: the ranks' mean comes back exactly where it has rank
 // <= r (and at full rank), identical bytes on every rank, the error is what was not sent and feeds the next step, Q is
 // the ranks' mean and warm-starts the next step; the simulated device ends in the CPU's bytes; GradSync's plan sends
-// what DDP's rule compresses as P and Q from start_step on and everything else (and everything before) as fp32.
+// what DDP's rule compresses as P and Q from start_step on and everything else (and everything before) as fp32; and
+// compression.method auto's start-up: every rank takes rank 0's plan.
+#include <algorithm>
 #include <cmath>
 
+#include "comm/auto_plan.h"
 #include "comm/grad_sync.h"
 #include "comm/mpi_transport.h"
 #include "comm/powersgd.h"
@@ -175,4 +178,33 @@ TEST_CASE("GradSync with powersgd: DDP's rule picks the tensors, fp32 before sta
       CHECK(err > 1e-3);  // rank 4 of a random 20 x 25 mean: an approximation
   }
   sync.verify_identical(4);
+}
+
+TEST_CASE("auto: every rank takes rank 0's plan, measured over the real transport", "[mpi][auto]") {
+  Tensor w1 = random_tensor({50, 20, 5, 5}, 1), w2 = random_tensor({500, 800}, 2), b2 = random_tensor({500}, 3);
+  Tensor g1({50, 20, 5, 5}), g2({500, 800}), gb2({500});
+  const std::vector<SyncTensor> tensors = {{{"conv.weight", &w1, &g1}, "conv", "conv", true},
+                                           {{"fc.weight", &w2, &g2}, "fc", "fc"},
+                                           {{"fc.bias", &b2, &gb2}, "fc", "fc"}};
+  for (const char* policy : {"lossless", "aggressive"}) {
+    CompressionConfig cfg;
+    cfg.base.codec.method = "auto";
+    cfg.policy = policy;
+    const AutoPlan plan = make_auto_plan(g_world, tensors, cfg, Exec::host());
+    INFO(plan.text());
+    REQUIRE(plan.layers.size() == 2);
+    std::vector<float> picks;
+    for (const LayerChoice& c : plan.layers) {
+      const auto& cands = policy_candidates(policy);
+      const auto at = std::find(cands.begin(), cands.end(), c.candidate);
+      REQUIRE(at != cands.end());
+      picks.push_back(static_cast<float>(at - cands.begin()));
+    }
+    CHECK(identical_across_ranks(picks));
+    if (g_world.rank == 0) {
+      CHECK(plan.link.bandwidth_gbs > 0);
+      CHECK(plan.layers[1].fp32_ms > 0);
+      CHECK(plan.layers[1].ms <= plan.layers[1].fp32_ms);  // fp32 is a candidate: the choice is never slower
+    }
+  }
 }

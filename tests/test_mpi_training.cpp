@@ -186,6 +186,13 @@ TEST_CASE("resume is byte-identical to the uninterrupted run for every codec and
       "{method: linear8, error_feedback: true, min_numel: 1}");  // feedback on a dense codec: owner residuals
   cases.push_back("{method: fp16, algorithm: allgather, error_feedback: true, min_numel: 1}");
   cases.push_back("{method: powersgd, rank: 1, start_step: 3}");  // fp32, then P and Q; error and Q checkpointed
+  // auto with a given plan (a measured one could differ between the runs compared): the resumed run reads the plan
+  // back from its run directory's plan.yaml.
+  if (g_world.rank == 0)
+    write_file_atomic(dir + "/plan.yaml", "policy: aggressive\nranks: " + std::to_string(g_world.size) +
+                                              "\nlayers:\n  conv1: {method: powersgd}\n  fc5: {method: fp8_e4m3}\n");
+  MPI_Barrier(g_world.comm);
+  cases.push_back("{method: auto, policy: aggressive, plan: " + dir + "/plan.yaml, rank: 1, start_step: 3}");
   for (size_t k = 0; k < cases.size(); ++k) {
     INFO("compression: " << cases[k]);
     const std::string c = "compression: " + cases[k] + "\n";

@@ -15,51 +15,6 @@ namespace octet {
 
 namespace {
 
-double ms_for_bytes(double bytes, double gbs) { return gbs > 0 ? bytes / (gbs * 1e6) : 0; }
-
-// One flat data-parallel gradient sync of one tensor of n values in a layer of the given kind (ms): messages *
-// latency + bytes over the busiest link / bandwidth + codec time. scatter_allgather: 2(N-1) messages carrying 2(N-1)/N
-// of the payload; each rank encodes its tensor and its reduced chunk, and decodes N-1 chunks plus the gathered
-// tensor. allgather: N-1 messages carrying N-1 payloads (ring); every rank encodes once and decodes all N payloads.
-// Tensors under min_numel: MPI_Allreduce of fp32, log2(N) latency rounds. With L ranks on a node, the share
-// (N-L)/(N-1) of each rank's bytes leaves the node, L ranks' worth through the node's link; the rest moves inside it.
-double flat_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N,
-                    int64_t min_numel) {
-  const double fp32 = 4.0 * static_cast<double>(numel), lat = l.latency_us * 1e-3, n = N;
-  const double L = std::min(std::max(l.ranks_per_node, 1), N);
-  // ms for `bytes` sent by every rank to peers spread evenly over the job: the node's link, or inside the node.
-  auto wire = [&](double bytes) {
-    if (L <= 1 || n <= 1) return ms_for_bytes(bytes, l.bandwidth_gbs);
-    const double off = bytes * (n - L) / (n - 1);
-    return std::max(ms_for_bytes(L * off, l.bandwidth_gbs), ms_for_bytes(bytes - off, l.node_bandwidth_gbs));
-  };
-  if (numel < min_numel) return std::ceil(std::log2(n)) * lat + wire(2 * (n - 1) / n * fp32);
-  const double payload = fp32 * c.ratio_for(kind);
-  if (c.algorithm == "allgather")
-    return (n - 1) * lat + wire((n - 1) * payload) + ms_for_bytes(fp32, c.encode_gbs) +
-           ms_for_bytes(n * fp32, c.decode_gbs);
-  return 2 * (n - 1) * lat + wire(2 * (n - 1) / n * payload) + ms_for_bytes(fp32 * (1 + 1 / n), c.encode_gbs) +
-         ms_for_bytes(fp32 * (2 - 1 / n), c.decode_gbs);
-}
-
-}  // namespace
-
-double tensor_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N,
-                      int64_t min_numel) {
-  const int L = std::min(std::max(l.ranks_per_node, 1), N);
-  if (!l.two_level || L <= 1 || N / L <= 1 || numel < min_numel) return flat_sync_ms(numel, kind, c, l, N, min_numel);
-  // The node steps: (L-1) messages each way, (L-1)/L of the fp32 tensor each way inside the node.
-  const double fp32 = 4.0 * static_cast<double>(numel), lat = l.latency_us * 1e-3;
-  const double node = 2 * (L - 1) * lat + 2 * ms_for_bytes(fp32 * (L - 1) / L, l.node_bandwidth_gbs);
-  // The shard among the nodes: one rank per node on the link, but all L local ranks at once share it.
-  Link cross = l;
-  cross.ranks_per_node = 1;
-  cross.bandwidth_gbs = l.bandwidth_gbs / L;
-  return node + flat_sync_ms((numel + L - 1) / L, kind, c, cross, N / L, 0);
-}
-
-namespace {
-
 double sync_ms(const LayerProfile& L, const CodecProfile& c, const Link& l, int N, int64_t min_numel) {
   if (N <= 1 || L.params == 0) return 0;
   if (L.tensors.empty()) return tensor_sync_ms(L.params, L.kind, c, l, N, min_numel);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/cost_model.h"
 #include "comm/world.h"
 
 namespace octet {
@@ -25,19 +26,6 @@ struct LayerProfile {
   // assumed for an FC layer (perfect scaling) and x N / K for the layers between FC layers (they run on all N*B/K
   // samples).
   double slice_forward_ms = -1, slice_backward_ms = -1;
-};
-
-// A codec's cost as measured on this model's gradients.
-struct CodecProfile {
-  std::string name;
-  std::string algorithm = "scatter_allgather";  // scatter_allgather | allgather (what octet's default picks)
-  // Payload bytes / fp32 bytes on this model's conv gradients, FC gradients, other layers' gradients, and on the
-  // activations at the conv->FC boundary (< 0: the codec does not suit activations, e.g. the error-feedback ones).
-  double ratio_conv = 1, ratio_fc = 1, ratio_other = 1, ratio_act = -1;
-  double encode_gbs = 0, decode_gbs = 0;  // GB/s of fp32 values; 0 = free
-  double ratio_for(const std::string& kind) const {
-    return kind == "conv" ? ratio_conv : kind == "fc" ? ratio_fc : ratio_other;
-  }
 };
 
 // Terms measured elsewhere that replace the computed ones for one codec (how the paper's worked example is given).
@@ -58,22 +46,6 @@ struct Profile {
   std::map<std::string, GivenTerms> given;  // by codec name
 };
 
-struct Link {
-  double bandwidth_gbs = 0;  // per rank and direction
-  double latency_us = 0;     // per message
-  double sync_us = 0;        // per exchange that follows compute: the ranks' arrival skew (measured with the latency)
-  // Model parallelism's activation exchanges (sub-batch sized, far smaller than the largest gradient tensor); <= 0:
-  // bandwidth_gbs. A link's effective bandwidth depends on the message size, so each is measured at its own.
-  double act_bandwidth_gbs = 0;
-  double act_gbs() const { return act_bandwidth_gbs > 0 ? act_bandwidth_gbs : bandwidth_gbs; }
-  // Nodes of several ranks (ranks_per_node L > 1): bandwidth_gbs is then each node's network link, shared by its L
-  // ranks for the bytes that leave the node, and node_bandwidth_gbs the path between ranks of a node (per rank and
-  // direction; 0: free). two_level: the gradient exchange runs as parallel.hierarchy two_level (comm/two_level.h).
-  int ranks_per_node = 1;
-  double node_bandwidth_gbs = 0;
-  bool two_level = false;
-};
-
 // Values in model parallelism's largest activation collective (the first FC layer's input gradient of a sub-batch,
 // N*B/K samples, reduce-scattered; its input gathered forward is as large); 0 without an FC part.
 int64_t largest_activation_exchange(const Profile& p, int ranks, int sub_batches);
@@ -91,12 +63,6 @@ size_t fc_start(const Profile& p);
 // Model parallelism's exchanges that follow compute, per sub-batch: each FC layer's output gather and input-gradient
 // sum, and the arrival of the sub-batch's input.
 int mp_exchanges_per_sub_batch(const Profile& p);
-// One data-parallel sync of one tensor of numel values in a layer of the given kind (ms), flat or (l.two_level) two
-// levels: the node's fp32 reduce-scatter and all-gather ((L-1)/L of the tensor each way at the node bandwidth), the
-// codec's exchange of the 1/L shard among the N/L nodes (every local rank beside the others, the node's link carrying
-// all of them), codec work on the shard.
-double tensor_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N,
-                      int64_t min_numel);
 // Exposed communication (ms) of data-parallel gradient exchange over layers [begin, end): each layer's sync as
 // messages * latency + bytes / bandwidth plus codec time. overlap: a communication thread syncs each layer as soon
 // as backward has passed it, so only what outlasts the backward of the layers below is exposed.

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "comm/auto_plan.h"
 #include "comm/collectives.h"
 #include "comm/mpi_transport.h"
 #include "comm/world.h"
@@ -23,6 +24,7 @@
 #include "trainer/config.h"
 #include "layers/layer_def.h"
 #include "optim/optimizer.h"
+#include "parallel/step.h"
 #include "tools/predict.h"
 #include "tools/step_harness.h"
 #include "trainer/trainer.h"
@@ -41,12 +43,6 @@ void quiet_barrier(const World& w) {
     CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
     if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-}
-
-// The median of v (the upper one of an even count); v is reordered.
-double median(std::vector<double>& v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
 }
 
 double mean_over_ranks(const World& w, double v) {
@@ -216,70 +212,6 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
   return p;
 }
 
-// The link as octet's collectives see it, all ranks taking part: codec-none scatter-allgather of 1K values (each
-// 2(N-1) messages: latency) and of `probe` values, the model's largest layer (2(N-1)/N of it sent per rank:
-// bandwidth), each the median of several. On hosts shared by several ranks this includes their scheduling, which a
-// point-to-point ping-pong would miss. A link's effective bandwidth depends on the message size (a shaped link
-// with a burst allowance passes smaller messages faster; protocols change with size), hence probes of the sizes
-// that carry the traffic: the largest layer for gradients and, when `act_probe` > 0, model parallelism's largest
-// activation collective (the same messages: N chunks of it) for the activation exchanges.
-Link measure_link(const World& w, int64_t probe, int64_t act_probe, double compute_ms) {
-  CodecPtr none = make_codec({.method = identity_codec()});
-  MpiTransport transport(w);
-  const ReduceOptions opt{Algorithm::ScatterAllgather, none.get(), false, 0};
-  ReduceState st;
-  // work > 0: each rank first computes `work` multiply-adds, so the ranks arrive as they do after compute. loop > 1:
-  // that many exchanges back to back, timed together (the time of one).
-  auto median_time = [&](int64_t n, int reps, int64_t work = 0, int loop = 1) {
-    std::vector<float> x(static_cast<size_t>(n), 1.0f);
-    std::vector<double> t;
-    for (int r = -1; r < reps; ++r) {
-      CommStats stats;
-      CHECK_MPI(MPI_Barrier(w.comm));
-      volatile double acc = 1;
-      for (int64_t i = 0; i < work; ++i) acc = acc * 0.999999 + 1e-9;
-      const double t0 = now_seconds();
-      for (int k = 0; k < loop; ++k) reduce_mean(transport, {x.data(), x.size(), Device::CPU}, opt, st, stats);
-      double dt = (now_seconds() - t0) / loop;
-      CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, w.comm));
-      if (r >= 0) t.push_back(dt);
-    }
-    return median(t);
-  };
-  const double n = w.size, big = static_cast<double>(std::max<int64_t>(probe, 65536));
-  const double t_small = median_time(1024, 21), t_big = median_time(static_cast<int64_t>(big), 7);
-  // The same small exchange right after compute_ms of compute on every rank (as long as what model parallelism
-  // computes between two exchanges; each rank calibrates its loop while all run): what it takes beyond t_small is
-  // the ranks' arrival skew, paid by every exchange that follows compute.
-  const int64_t calib = 1 << 18;
-  CHECK_MPI(MPI_Barrier(w.comm));
-  const double c0 = now_seconds();
-  {
-    volatile double acc = 1;
-    for (int64_t i = 0; i < calib; ++i) acc = acc * 0.999999 + 1e-9;
-  }
-  const double per_ms = static_cast<double>(calib) / std::max(1e-9, 1e3 * (now_seconds() - c0));
-  const double t_after = median_time(1024, 21, static_cast<int64_t>(std::max(0.01, compute_ms) * per_ms));
-  Link l;
-  auto gbs = [&](double values, double t) { return 2 * (n - 1) / n * 4 * values / std::max(1e-9, t - t_small) / 1e9; };
-  l.latency_us = 1e6 * t_small / (2 * (n - 1));
-  l.bandwidth_gbs = gbs(big, t_big);
-  l.sync_us = 1e6 * std::max(0.0, t_after - t_small);
-  // The activation exchanges follow one another within the FC part as a stream of ~the largest layer's bytes per
-  // step, so their probe runs back to back in blocks that carry as much as the large probe: one exchange at a time
-  // after a pause would pass much of its bytes in the burst a shaped link allows after idling.
-  const double act = static_cast<double>(std::max<int64_t>(act_probe, 4096));
-  const int loop = static_cast<int>(std::clamp(std::round(big / act), 1.0, 64.0));
-  if (act_probe > 0) l.act_bandwidth_gbs = gbs(act, median_time(static_cast<int64_t>(act), 7, 0, loop));
-  if (w.rank == 0)
-    std::printf(
-        "measured link (%d ranks, codec-none scatter-allgather of %.0f values): %.4g GB/s per rank, %.4g us per "
-        "message, "
-        "%.4g us arrival skew after compute; activation exchanges (%.0f values): %.4g GB/s\n",
-        w.size, big, l.bandwidth_gbs, l.latency_us, l.sync_us, act_probe > 0 ? act : 0.0, l.act_gbs());
-  return l;
-}
-
 }  // namespace
 
 int cmd_predict(const std::vector<std::string>& args, const World& w) {
@@ -302,6 +234,9 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
        {"codecs", "a,b,...", "codecs to predict", codec_list(CodecList::Predict)},
        {"profile", "FILE", "read a saved profile instead of profiling a config"},
        {"save-profile", "FILE", "write the profile (YAML) for later --profile runs"},
+       {"plan", "POLICY",
+        "also print the plan compression.method auto would train with on this link (policy lossless, balanced or "
+        "aggressive; needs a config)"},
        {"set", "key=value", "override one config key", "", true}},
       1);
   f.parse(args);
@@ -319,6 +254,7 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
   const int steps = static_cast<int>(f.integer("steps", 1, 1 << 20));
   const std::vector<std::string> codecs = f.list("codecs");
   for (const auto& m : codecs) make_codec({.method = m});  // unknown names fail before any profiling
+  if (f.given("plan")) policy_candidates(f.str("plan"));   // so does an unknown policy
   Link link{-1, -1};
   OCTET_CHECK(f.given("bandwidth"), "octet predict: --bandwidth GB/s (> 0, or 'measure') is required");
   OCTET_CHECK(f.given("latency"), "octet predict: --latency us (>= 0, or 'measure') is required");
@@ -348,8 +284,14 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
     CodecProfile none;
     none.name = identity_codec(), none.ratio_act = 1;
     const Terms mp = predict_model_parallel(p, none, Link{1e9, 0, 0}, ranks, sub_batches);
-    const Link m = measure_link(w, largest, largest_activation_exchange(p, ranks, sub_batches),
-                                mp.t_fc_parallel / mp_exchanges_per_sub_batch(p));
+    const int64_t act = largest_activation_exchange(p, ranks, sub_batches);
+    const Link m = measure_link(w, largest, act, mp.t_fc_parallel / mp_exchanges_per_sub_batch(p));
+    if (w.rank == 0)
+      std::printf(
+          "measured link (%d ranks, codec-none scatter-allgather of %lld values): %.4g GB/s per rank, %.4g us per "
+          "message, %.4g us arrival skew after compute; activation exchanges (%lld values): %.4g GB/s\n",
+          w.size, static_cast<long long>(std::max<int64_t>(largest, 65536)), m.bandwidth_gbs, m.latency_us, m.sync_us,
+          static_cast<long long>(act > 0 ? std::max<int64_t>(act, 4096) : 0), m.act_gbs());
     if (measure_bw) link.bandwidth_gbs = m.bandwidth_gbs;
     if (measure_bw && link.act_bandwidth_gbs <= 0) link.act_bandwidth_gbs = m.act_bandwidth_gbs;
     if (measure_lat) link.latency_us = m.latency_us, link.sync_us = m.sync_us;
@@ -357,6 +299,25 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
   if (w.rank == 0) {
     if (!profile_out.empty()) write_profile(p, profile_out);
     std::fputs(prediction_table(p, link, ranks, sub_batches).c_str(), stdout);
+  }
+  if (f.given("plan") && w.rank == 0) {
+    // The trainer's planner (comm/auto_plan.h) on this machine's codec speeds, for the link and ranks given.
+    OCTET_CHECK(!config.empty(), "octet predict: --plan needs a config file (the layers to plan)");
+    Config cfg = load_config(config, f.all("set"));
+    cfg.compression.policy = f.str("plan");
+    const Shape input = cfg.model.input.empty() ? Shape{} : cfg.model.input;
+    OCTET_CHECK(!input.empty(), "octet predict: --plan needs model.input in " << config);
+    Model model = build_model(cfg.model.layers, input);
+    const std::vector<SyncTensor> tensors = sync_tensors(model, model.size());
+    int64_t largest = 0;
+    for (const SyncTensor& t : tensors) largest = std::max(largest, t.param.value->numel());
+    std::map<std::string, CandidateCost> costs;
+    for (const std::string& c : policy_candidates(cfg.compression.policy))
+      if (candidate_fits(c, cfg.compression.base.algorithm))
+        costs[c] = measure_candidate(c, cfg.compression.base.codec, std::min<int64_t>(largest, 1 << 20), Exec::host());
+    if (!costs.count(identity_codec()))
+      costs[identity_codec()] = measure_candidate(identity_codec(), {}, std::min<int64_t>(largest, 1 << 20), Exec::host());
+    std::printf("\n%s\n", choose_plan(tensors, costs, link, ranks, cfg.compression).text().c_str());
   }
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "comm/auto_plan.h"
 #include "compress/powersgd.h"
 #include "core/config_reader.h"
 #include "core/error.h"
@@ -235,9 +236,14 @@ void read_parallel(Section s, ParallelConfig& p) {
 }
 
 // One codec policy; keys absent here take the values of `base` (the section defaults, or the top level for overrides).
-TensorPolicy read_policy(Section& s, const TensorPolicy& base) {
+// top: the section's own policy, where method may be auto (planned for the whole net at start-up).
+TensorPolicy read_policy(Section& s, const TensorPolicy& base, bool top) {
   TensorPolicy t = base;
-  t.codec.method = s.choice("method", base.codec.method, compression_methods());
+  if (!top && base.codec.method == "auto" && !s.has("method"))
+    s.fail("method", "compression.method auto plans every other layer; an override names its own method");
+  std::vector<std::string> methods = compression_methods();
+  if (top) methods.push_back("auto");
+  t.codec.method = s.choice("method", base.codec.method, methods);
   t.algorithm = s.choice("algorithm", base.algorithm, {"auto", "allreduce", "scatter_allgather", "allgather"});
   t.codec.block = at_least(s, "block", base.codec.block, 0);
   t.codec.bits = static_cast<int>(s.get<int64_t>("bits", base.codec.bits));
@@ -254,6 +260,7 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base) {
   if (const auto bad = check_codec_keys(t.codec, true)) s.fail(bad->key, bad->message);
   if (const auto bad = check_powersgd(t.codec)) s.fail(bad->key, bad->message);
   t.codec.error_feedback = s.get<bool>("error_feedback", base.codec.error_feedback);
+  if (t.codec.method == "auto") return t;  // the policy's codecs are checked against the algorithm by the caller
   if (is_low_rank(t.codec.method)) {
     if (!s.has("algorithm")) t.algorithm = "auto";  // an override's powersgd does not inherit the base's algorithm
     if (t.algorithm != "auto")
@@ -271,13 +278,22 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base) {
 }
 
 void read_compression(Section s, CompressionConfig& c, const ModelConfig& model) {
-  c.base = read_policy(s, c.base);
+  c.base = read_policy(s, c.base, true);
+  c.policy = s.choice("policy", c.policy, policies());
+  c.plan = s.get<std::string>("plan", c.plan);
+  if (!c.plan.empty() && c.base.codec.method != "auto")
+    s.fail("plan", "a plan is what compression.method auto trains with; method is " + c.base.codec.method);
+  if (c.base.codec.method == "auto")
+    for (const std::string& cand : policy_candidates(c.policy))
+      if (!candidate_fits(cand, c.base.algorithm))
+        s.fail("algorithm", "method auto with policy " + c.policy + " may choose " + cand + ", which cannot use " +
+                                c.base.algorithm + " (leave algorithm auto, or pick a policy whose codecs all can)");
   c.min_numel = at_least(s, "min_numel", c.min_numel, 0);
   Section o = s.section("overrides");
   for (const auto& layer : model.layers) {
     if (!o.has(layer.name)) continue;
     Section ls = o.section(layer.name);
-    c.overrides[layer.name] = read_policy(ls, c.base);
+    c.overrides[layer.name] = read_policy(ls, c.base, false);
     ls.finish();
   }
   o.finish();  // names no layer of the model: unknown key

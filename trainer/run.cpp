@@ -10,6 +10,7 @@
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/trace.h"
+#include "comm/auto_plan.h"
 #include "comm/control.h"
 #include "trainer/preempt.h"
 
@@ -162,7 +163,36 @@ void Run::build_step() {
   if (transport_) staged_ = staging_for(*transport_, *exec_);
   StepOptions o = step_options(cfg_);
   o.levels = hierarchy();
+  if (o.compression.base.codec.method == "auto") o.compression = plan_compression();
   step_ = make_step(*model_, *opt_, transport_.get(), o);
+}
+
+CompressionConfig Run::plan_compression() {
+  const CompressionConfig& cfg = cfg_.compression;
+  if (!world_ || world_->size == 1) {  // nothing is exchanged
+    OCTET_LOG("auto: one rank, no gradient exchange to plan");
+    CompressionConfig c = cfg;
+    c.base.codec.method = identity_codec();
+    return c;
+  }
+  const std::vector<SyncTensor> tensors = sync_tensors(*model_, model_->size());
+  const std::string saved = resume_from_.empty() ? "" : parent_dir(resume_from_) + "/plan.yaml";
+  AutoPlan plan;
+  if (!saved.empty() && path_exists(saved)) {
+    plan = read_auto_plan(saved, tensors, cfg, world_->size);
+    OCTET_LOG("auto: the plan of " << saved << " (resume keeps the interrupted run's exchange)");
+  } else if (!cfg.plan.empty()) {
+    plan = read_auto_plan(cfg.plan, tensors, cfg, world_->size);
+    OCTET_LOG("auto: the plan of " << cfg.plan << " (compression.plan)");
+  } else {
+    if (!saved.empty())
+      OCTET_LOG("warning: " << saved << " is missing: auto plans afresh, and the resumed run may exchange gradients "
+                               "differently from the interrupted one");
+    plan = make_auto_plan(*world_, tensors, cfg, *exec_);
+  }
+  OCTET_LOG(plan.text());
+  auto_plan_ = plan.yaml();
+  return apply_plan(cfg, plan);
 }
 
 // The nodes the ranks sit on and, under parallel.hierarchy two_level, the node and cross-node transports.
@@ -241,6 +271,10 @@ void Run::open_outputs() {
       for (const auto& f : earlier_) remove_file(result.run_dir + "/" + f);
     if (!resume_from_.empty()) truncate_metrics(result.run_dir + "/metrics.jsonl", pos.global_step);
     write_file_atomic(result.run_dir + "/config.yaml", to_yaml(cfg_.resolved));
+    if (!auto_plan_.empty())
+      write_file_atomic(result.run_dir + "/plan.yaml", auto_plan_);
+    else if (resume_from_.empty())
+      remove_file(result.run_dir + "/plan.yaml");  // an earlier auto run's plan, which this run does not follow
     metrics_.emplace(result.run_dir + "/metrics.jsonl", !resume_from_.empty());
   }
   OCTET_LOG("octet: " << train_set_->describe() << " (" << train_set_->size() << " train, " << test_set_->size()

@@ -50,6 +50,9 @@ class Run {
   void load_data_and_model();     // both splits, the model on this rank's device, checked against the data
   void check_run_dir();           // outputs of an earlier run, and what --resume/--overwrite say of them
   void build_step();              // parameters initialized, the optimizer, the transport, the step
+  // compression.method auto: the plan (read back from plan.yaml beside a resumed checkpoint, else measured and agreed
+  // by every rank, comm/auto_plan.h) as the compression config it runs; logs it and keeps its YAML for open_outputs.
+  CompressionConfig plan_compression();
   void collect_state();           // what a checkpoint holds (host mirrors of device tensors)
   bool resume();                  // loads resume_from_ and checks its position; false: the run already finished
   void save(const TrainPosition& at);
@@ -87,6 +90,7 @@ class Run {
   std::unique_ptr<TopologyHolder> topology_;     // the nodes (runs of several ranks)
   std::unique_ptr<Transport> node_t_, cross_t_;  // parallel.hierarchy two_level: node and cross-node transports
   std::unique_ptr<Step> step_;
+  std::string auto_plan_;  // compression.method auto: plan.yaml's text (empty otherwise)
   CheckpointState state_;
   std::vector<std::pair<Tensor*, Tensor>> mirrors_;  // device tensor, its host copy (device runs)
   Tensor x_dev_;                                     // the batch on the device

@@ -4,7 +4,7 @@
 # std 0.3530; SGD lr 0.01, momentum 0.9; batch 64 per rank; one shard of a shuffled order per rank), on the CPU over
 # gloo. Launched by mpirun (rank and size from Open MPI's environment; MASTER_ADDR / MASTER_PORT name rank 0) so that
 # the same launcher runs it and octet on one machine or on the test-bed's hosts.
-# Usage: ddp_powersgd.py DATA_DIR EPOCHS RANK_OF_P_AND_Q START_STEP [MIN_COMPRESSION_RATE]
+# Usage: ddp_powersgd.py DATA_DIR EPOCHS RANK_OF_P_AND_Q START_STEP [MIN_COMPRESSION_RATE] [SEED]
 #        (rank 0: plain fp32 allreduce, DDP's default hook)   prints one JSON line from rank 0
 import gzip, json, os, struct, sys, time
 import numpy as np
@@ -32,11 +32,12 @@ def images(path):
 def main():
     data_dir, epochs, rank_pq, start = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     min_rate = float(sys.argv[5]) if len(sys.argv) > 5 else 2.0
+    seed = int(sys.argv[6]) if len(sys.argv) > 6 else 1
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
     size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=size)
-    torch.manual_seed(1)
+    torch.manual_seed(seed)
     x = images(f"{data_dir}/train-images-idx3-ubyte.gz")
     y = torch.from_numpy(load_idx(f"{data_dir}/train-labels-idx1-ubyte.gz").astype(np.int64))
     tx = images(f"{data_dir}/t10k-images-idx3-ubyte.gz")
@@ -60,7 +61,7 @@ def main():
     seen, train_s = 0, 0.0
     for epoch in range(epochs):
         g = torch.Generator()
-        g.manual_seed(1000 + epoch)  # one shuffled order for every rank, each takes its own shard of each batch
+        g.manual_seed(1000 * seed + epoch)  # one shuffled order for every rank, each takes its own shard of each batch
         perm = torch.randperm(x.shape[0], generator=g)
         dist.barrier()
         t0 = time.perf_counter()
@@ -76,7 +77,7 @@ def main():
         acc = (model(tx).argmax(1) == ty).float().mean().item()
     if rank == 0:
         print(json.dumps({"framework": "pytorch-ddp", "torch": torch.__version__, "ranks": size,
-                          "powersgd_rank": rank_pq, "start_step": start, "epochs": epochs,
+                          "powersgd_rank": rank_pq, "start_step": start, "epochs": epochs, "seed": seed,
                           "images_per_s": seen / train_s, "train_s": train_s, "test_accuracy": acc}))
     dist.destroy_process_group()
 

@@ -3,7 +3,7 @@
 # writes a Markdown table per network of test accuracy, bytes per step, compression ratios and time per epoch, and its
 # plots (scripts/plot.py) into a folder beside it (OUT without .md, plus _plots/<net>/).
 # Usage: scripts/experiments/cifar10_codecs.sh --data DIR [--ranks 4] [--epochs E] [--resnet20] [--nets "quick resnet20"]
-#        [--out docs/compression_cifar10.md] [--codecs "fp32 fp16 linear8 ..."]   (names below; qsgdN = qsgd with N bits)
+#        [--out docs/compression_cifar10.md] [--codecs "fp32 fp16 linear8 ..."]   (names below; qsgdN = qsgd with N bits, powersgdN = powersgd at rank N)
 # DIR (or $CIFAR10_DIR) holds CIFAR-10's binary version: data_batch_1..5.bin and test_batch.bin, raw or .gz
 # (scripts/convert_idx.py writes Fashion-MNIST in that format where no CIFAR-10 copy exists).
 # Each net keeps its recipe's global batch (cifar10_quick 100, ResNet-20 128): data.batch_size = global / ranks, so the
@@ -13,7 +13,7 @@ set -euo pipefail
 here=$PWD  # --data is relative to the caller's folder, --out to the repository root (as the other experiments)
 cd "$(dirname "$0")/../.."
 data=${CIFAR10_DIR:-} ranks=4 epochs="" out=docs/compression_cifar10.md resnet20="" nets=quick
-codecs="fp32 fp16 linear8 mantissa8 static_tree8 dynamic_tree8 qsgd8 qsgd4 qsgd2 onebit topk adacomp"
+codecs="fp32 fp16 bf16 fp8_e4m3 fp8_e5m2 linear8 mantissa8 static_tree8 dynamic_tree8 qsgd8 qsgd4 qsgd2 onebit topk adacomp powersgd2"
 source scripts/lib.sh
 parse_flags cifar10_codecs.sh "data ranks epochs out codecs nets resnet20!" "$@"
 [[ -n $resnet20 && " $nets " != *" resnet20 "* ]] && nets+=" resnet20"

@@ -3,11 +3,11 @@
 # accuracy, bytes per step, compression ratios and time per epoch, and its plots (scripts/plot.py: loss and accuracy
 # against step and time, bytes per step, phase times) into a folder beside it (OUT without .md, plus _plots/).
 # Usage: scripts/experiments/fashion_lenet_codecs.sh [--ranks 4] [--epochs 5] [--out docs/compression_fashion_lenet.md]
-#        [--codecs "fp32 fp16 linear8 ..."]   (names below; qsgdN = qsgd with N bits)
+#        [--codecs "fp32 fp16 linear8 ..."]   (names below; qsgdN = qsgd with N bits, powersgdN = powersgd at rank N)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ranks=4 epochs=5 out=docs/compression_fashion_lenet.md
-codecs="fp32 fp16 bf16 linear8 mantissa8 static_tree8 dynamic_tree8 qsgd8 qsgd4 qsgd2 onebit topk adacomp"
+codecs="fp32 fp16 bf16 fp8_e4m3 fp8_e5m2 linear8 mantissa8 static_tree8 dynamic_tree8 qsgd8 qsgd4 qsgd2 onebit topk adacomp powersgd2"
 source scripts/lib.sh
 parse_flags fashion_lenet_codecs.sh "ranks epochs out codecs" "$@"
 prepare_run fashion-lenet-codecs

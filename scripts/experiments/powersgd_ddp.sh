@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Experiment: octet's powersgd against PyTorch DDP's PowerSGD hook (scripts/bench/ddp_powersgd.py, Debian's
 # python3-torch over gloo), LeNet on Fashion-MNIST, the same net, optimizer, batch per rank and rank count, each run
-# launched by the same mpirun: (1) on this machine (loopback), EPOCHS epochs per setting, test accuracy and images/s;
+# launched by the same mpirun: (1) on this machine (loopback), EPOCHS epochs per setting and seed (run.seed; the
+# torch script's seed), test accuracy (the mean over the seeds, and each) and images/s (the first seed's);
 # (2) on the test-bed (scripts/netbed.sh) as 2 hosts x 2 ranks with links of each RATE, BED_EPOCHS epochs, images/s
 # (the ratio measured in the same run). Settings: fp32 (both frameworks' plain allreduce) and each PowerSGD rank.
 # Writes Markdown (OUT).
-# Usage: scripts/experiments/powersgd_ddp.sh [--ranks 4] [--epochs 5] [--settings "fp32 1 2 4"] [--start-step 100]
-#        [--rates "100mbit"] [--bed-epochs 1] [--out docs/powersgd_ddp.md]
+# Usage: scripts/experiments/powersgd_ddp.sh [--ranks 4] [--epochs 5] [--settings "fp32 1 2 4"] [--seeds "1"]
+#        [--start-step 100] [--rates "100mbit"] [--bed-epochs 1] [--out docs/powersgd_ddp.md]
 # The bed part needs root (network namespaces); --rates "" skips it. Every run is bounded by `timeout`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ranks=4 epochs=5 settings="fp32 1 2 4" start_step=100 rates=100mbit bed_epochs=1 out=docs/powersgd_ddp.md
+ranks=4 epochs=5 settings="fp32 1 2 4" seeds=1 start_step=100 rates=100mbit bed_epochs=1 out=docs/powersgd_ddp.md
 source scripts/lib.sh
-parse_flags powersgd_ddp.sh "ranks epochs settings start-step rates bed-epochs out" "$@"
+parse_flags powersgd_ddp.sh "ranks epochs settings seeds start-step rates bed-epochs out" "$@"
 /usr/bin/python3 -c "import torch.distributed" 2>/dev/null ||
   { echo "powersgd_ddp.sh: needs Debian's python3-torch (scripts/install_deps.sh --bench)" >&2; exit 2; }
 require_fashion
@@ -22,23 +23,23 @@ trap 'bash $bed down >/dev/null 2>&1 || true; rm -rf "$work" "$tmp"' EXIT
 psgd_args() { [[ $1 == fp32 ]] && echo "--set compression.method=none" ||
   echo "--set compression.method=powersgd --set compression.rank=$1 --set compression.start_step=$start_step"; }
 pq_rank() { [[ $1 == fp32 ]] && echo 0 || echo "$1"; }
-# octet_run TAG EPOCHS SETTING LAUNCH...: prints "accuracy images/s".
+# octet_run TAG EPOCHS SETTING SEED LAUNCH...: prints "accuracy images/s".
 octet_run() {
-  local tag=$1 ep=$2 s=$3
-  shift 3
+  local tag=$1 ep=$2 s=$3 seed=$4
+  shift 4
   # shellcheck disable=SC2046  # psgd_args prints words without spaces inside them
   timeout 3600 "$@" build/octet train configs/fashion-mnist/lenet.yaml --set run.threads=1 --set run.epochs="$ep" \
-    --set run.name="$tag" --set run.out_dir="$work" $(psgd_args "$s") >"$work/$tag.log" 2>&1 ||
+    --set run.seed="$seed" --set run.name="$tag" --set run.out_dir="$work" $(psgd_args "$s") >"$work/$tag.log" 2>&1 ||
     { echo "octet $tag failed:" >&2; tail -5 "$work/$tag.log" >&2; exit 1; }
   echo "$(field "$work/$tag/summary.json" test_accuracy) $(field "$work/$tag/summary.json" images_per_s)"
 }
-# ddp_run TAG EPOCHS SETTING MASTER IFACE LAUNCH...: prints "accuracy images/s".
+# ddp_run TAG EPOCHS SETTING SEED MASTER IFACE LAUNCH...: prints "accuracy images/s".
 ddp_run() {
-  local tag=$1 ep=$2 s=$3 master=$4 iface=$5
-  shift 5
+  local tag=$1 ep=$2 s=$3 seed=$4 master=$5 iface=$6
+  shift 6
   MASTER_ADDR=$master MASTER_PORT=$((29500 + RANDOM % 400)) GLOO_SOCKET_IFNAME=$iface timeout 3600 "$@" \
     -x MASTER_ADDR -x MASTER_PORT -x GLOO_SOCKET_IFNAME /usr/bin/python3 scripts/bench/ddp_powersgd.py "$fm" "$ep" \
-    "$(pq_rank "$s")" "$start_step" >"$work/$tag.log" 2>&1 ||
+    "$(pq_rank "$s")" "$start_step" 2 "$seed" >"$work/$tag.log" 2>&1 ||
     { echo "ddp $tag failed:" >&2; grep -v '^ ' "$work/$tag.log" | tail -5 >&2; exit 1; }
   local j
   j=$(grep '^{' "$work/$tag.log" | tail -1)
@@ -56,21 +57,29 @@ torch_version=$(/usr/bin/python3 -c "import torch; print(torch.__version__)")
   echo "with the same rank, start_step and min_compression_rate. Both shard one shuffled order per epoch across the ranks"
   echo "(each its own order). Both launched by the same mpirun. images/s: training only."
   echo
-  echo "## $ranks ranks on this machine (loopback), $epochs epochs"
+  echo "## $ranks ranks on this machine (loopback), $epochs epochs, seeds $seeds (accuracy: the mean, then each seed's)"
   echo
   echo "| setting | octet accuracy | DDP accuracy | difference (points) | octet images/s | DDP images/s | octet / DDP |"
   echo "|---|---|---|---|---|---|---|"
 } >"$work/out.md"
 local_launch=(mpirun -np "$ranks" --oversubscribe --mca mpi_yield_when_idle 1)
 for s in $settings; do
-  echo "== loopback, $s: octet" >&2
-  read -r oa oi < <(octet_run "octet-$s" "$epochs" "$s" "${local_launch[@]}")
-  echo "   $oa, $oi images/s; DDP" >&2
-  read -r da di < <(ddp_run "ddp-$s" "$epochs" "$s" 127.0.0.1 lo "${local_launch[@]}")
-  echo "   $da, $di images/s" >&2
-  awk -v s="$s" -v oa="$oa" -v da="$da" -v oi="$oi" -v di="$di" 'BEGIN {
-    printf "| %s | %.2f%% | %.2f%% | %+.2f | %.0f | %.0f | %.2fx |\n", s == "fp32" ? "fp32" : "powersgd rank " s,
-      100 * oa, 100 * da, 100 * (oa - da), oi, di, oi / di }' >>"$work/out.md"
+  oas="" das="" oi="" di=""
+  for seed in $seeds; do
+    echo "== loopback, $s, seed $seed: octet" >&2
+    read -r oa i < <(octet_run "octet-$s-$seed" "$epochs" "$s" "$seed" "${local_launch[@]}")
+    oas+=" $oa" oi=${oi:-$i}
+    echo "   $oa, $i images/s; DDP" >&2
+    read -r da i < <(ddp_run "ddp-$s-$seed" "$epochs" "$s" "$seed" 127.0.0.1 lo "${local_launch[@]}")
+    das+=" $da" di=${di:-$i}
+    echo "   $da, $i images/s" >&2
+  done
+  awk -v s="$s" -v oas="$oas" -v das="$das" -v oi="$oi" -v di="$di" 'BEGIN {
+    no = split(oas, o, " "); nd = split(das, d, " "); mo = 0; md = 0; lo = ""; ld = ""
+    for (k = 1; k <= no; k++) { mo += o[k] / no; lo = lo sprintf("%s%.2f", k > 1 ? ", " : "", 100 * o[k]) }
+    for (k = 1; k <= nd; k++) { md += d[k] / nd; ld = ld sprintf("%s%.2f", k > 1 ? ", " : "", 100 * d[k]) }
+    printf "| %s | %.2f%% (%s) | %.2f%% (%s) | %+.2f | %.0f | %.0f | %.2fx |\n", s == "fp32" ? "fp32" : "powersgd rank " s,
+      100 * mo, lo, 100 * md, ld, 100 * (mo - md), oi, di, oi / di }' >>"$work/out.md"
 done
 for rate in $rates; do
   bash $bed down >/dev/null
@@ -84,8 +93,8 @@ for rate in $rates; do
   } >>"$work/out.md"
   for s in $settings; do
     echo "== bed $rate, $s" >&2
-    read -r oa oi < <(octet_run "bed-octet-$rate-$s" "$bed_epochs" "$s" bash $bed mpirun -np 4)
-    read -r da di < <(ddp_run "bed-ddp-$rate-$s" "$bed_epochs" "$s" 10.213.77.1 eth0 bash $bed mpirun -np 4)
+    read -r oa oi < <(octet_run "bed-octet-$rate-$s" "$bed_epochs" "$s" 1 bash $bed mpirun -np 4)
+    read -r da di < <(ddp_run "bed-ddp-$rate-$s" "$bed_epochs" "$s" 1 10.213.77.1 eth0 bash $bed mpirun -np 4)
     echo "   octet $oi, DDP $di images/s" >&2
     awk -v s="$s" -v oa="$oa" -v da="$da" -v oi="$oi" -v di="$di" 'BEGIN {
       printf "| %s | %.2f%% | %.2f%% | %.0f | %.0f | %.2fx |\n", s == "fp32" ? "fp32" : "powersgd rank " s,

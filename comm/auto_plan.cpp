@@ -1,0 +1,344 @@
+// compression.method: auto (comm/auto_plan.h): candidates by policy, their measurement, the per-layer choice by the
+// cost model, the plan's text and YAML, and the collective start-up that agrees on it.
+#include "comm/auto_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "compress/powersgd.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/timer.h"
+
+namespace octet {
+
+namespace {
+
+const std::map<std::string, std::vector<std::string>>& policy_table() {
+  static const std::map<std::string, std::vector<std::string>> t = [] {
+    const std::vector<std::string> lossless = {"none", "bf16", "fp16"};
+    std::vector<std::string> balanced = lossless;
+    for (const char* c : {"fp8_e4m3", "dynamic_tree8", "linear8", "mantissa8", "static_tree8", "fp8_e5m2", "qsgd8"})
+      balanced.push_back(c);
+    std::vector<std::string> aggressive = balanced;
+    for (const char* c : {"qsgd4", "powersgd", "topk", "adacomp"}) aggressive.push_back(c);
+    return std::map<std::string, std::vector<std::string>>{
+        {"lossless", lossless}, {"balanced", balanced}, {"aggressive", aggressive}};
+  }();
+  return t;
+}
+
+// n values like gradients: heavy-tailed around zero (the shape that separates the codecs' ratios and errors).
+std::vector<float> gradient_like(int64_t n, uint64_t seed) {
+  Rng r(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = 1e-3f * r.normal() * std::exp(r.normal());
+  return v;
+}
+
+double layer_ms(const std::vector<const SyncTensor*>& ts, const std::string& cand, const CandidateCost& c,
+                const CodecProfile& fp32, const Link& l, int N, const CompressionConfig& cfg) {
+  double ms = 0;
+  for (const SyncTensor* t : ts) {
+    const int64_t n = t->param.value->numel();
+    if (cand == kPowerSgd) {
+      PowerSgdParams p = PowerSgdParams::from(candidate_params(cand, cfg.base.codec));
+      const LowRankShape s = low_rank_shape(t->param.value->shape(), p);
+      if (s.r == 0) {
+        ms += tensor_sync_ms(n, t->kind, fp32, l, N, cfg.min_numel);
+        continue;
+      }
+      // P and Q as fp32 allreduces (MPI's: log2 N latencies), three products of 2 rows cols r flops.
+      const int64_t big = std::numeric_limits<int64_t>::max();
+      ms += tensor_sync_ms(s.rows * s.r, t->kind, fp32, l, N, big) + tensor_sync_ms(s.cols * s.r, t->kind, fp32, l, N, big);
+      if (c.gemm_gflops > 0) ms += 6.0 * static_cast<double>(s.rows * s.cols * s.r) / (c.gemm_gflops * 1e6);
+      continue;
+    }
+    ms += tensor_sync_ms(n, t->kind, c.codec, l, N, cfg.min_numel);
+  }
+  return ms;
+}
+
+}  // namespace
+
+std::vector<std::string> policies() {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : policy_table()) out.push_back(k);
+  return out;
+}
+
+const std::vector<std::string>& policy_candidates(const std::string& policy) {
+  const auto& t = policy_table();
+  auto it = t.find(policy);
+  if (it == t.end()) {
+    std::string known;
+    for (const auto& p : policies()) known += (known.empty() ? "" : ", ") + p;
+    OCTET_THROW("unknown compression policy '" << policy << "' (known: " << known << ")");
+  }
+  return it->second;
+}
+
+CodecParams candidate_params(const std::string& candidate, const CodecParams& base) {
+  CodecParams p = base;
+  p.method = candidate;
+  if (candidate.rfind("qsgd", 0) == 0 && candidate.size() > 4) {
+    p.method = "qsgd";
+    p.bits = std::stoi(candidate.substr(4));
+  }
+  return p;
+}
+
+bool candidate_fits(const std::string& candidate, const std::string& algorithm) {
+  if (algorithm == "auto") return true;
+  if (candidate == kPowerSgd) return false;
+  const CodecTraits& t = codec_traits(candidate_params(candidate, {}).method);
+  if (algorithm == "allreduce") return t.identity;
+  if (algorithm == "scatter_allgather") return !t.sparse;
+  return true;
+}
+
+CandidateCost measure_candidate(const std::string& candidate, const CodecParams& base, int64_t n, Exec& ex) {
+  CandidateCost out;
+  out.codec.name = candidate;
+  if (candidate == kPowerSgd) {
+    // The products' speed at a typical shape: P = M Q for a 256 x 1024 matrix at rank 4.
+    const int64_t rows = 256, cols = 1024, r = 4;
+    Tensor m({rows, cols}, ex.device()), q({cols, r}, ex.device()), p({rows, r}, ex.device());
+    double best = 1e30;
+    for (int k = 0; k < 4; ++k) {
+      const double t = now_seconds();
+      lowrank_gemm(ex, m.data(), q.data(), p.data(), rows, r, cols, false, false);
+      ex.sync(ex.comm());
+      best = std::min(best, now_seconds() - t);
+    }
+    out.gemm_gflops = 2.0 * rows * cols * r / std::max(best, 1e-9) / 1e9;
+    return out;
+  }
+  const CodecParams p = candidate_params(candidate, base);
+  CodecPtr c = make_codec(p);
+  out.codec.algorithm = algorithm_name(default_algorithm(*c));
+  n = std::max<int64_t>(n, 4096);
+  const std::vector<float> x = gradient_like(n, 17);
+  Tensor dx({n}, ex.device()), dy({n}, ex.device());
+  copy_sync(ex.device(), dx.data(), x.data(), static_cast<size_t>(n) * 4, CopyKind::HostToDevice);
+  Buffer<uint8_t> buf(c->max_bytes(n), ex.device());
+  double te = 1e30, td = 1e30;
+  size_t bytes = 0;
+  for (int k = 0; k < 3; ++k) {
+    double t = now_seconds();
+    bytes = c->encode(span_of(std::as_const(dx)), {buf.data(), buf.size(), ex.device()}, {static_cast<uint64_t>(k)}, ex);
+    ex.sync(ex.comm());
+    te = std::min(te, now_seconds() - t);
+    t = now_seconds();
+    c->decode({buf.data(), bytes, ex.device()}, span_of(dy), false, ex);
+    ex.sync(ex.comm());
+    td = std::min(td, now_seconds() - t);
+  }
+  out.codec.encode_gbs = 4.0 * n / std::max(te, 1e-9) / 1e9;
+  out.codec.decode_gbs = 4.0 * n / std::max(td, 1e-9) / 1e9;
+  // Ratios by kind: a sparse codec's depend on its layer defaults (AdaComp's bin) and the values; a dense one's on n.
+  auto ratio = [&](bool conv) {
+    CodecPtr k = make_codec(params_for_layer(p, conv));
+    std::vector<uint8_t> b(k->max_bytes(n));
+    const size_t sz = k->encode(x.data(), n, b.data(), {1, x.data()});
+    return static_cast<double>(sz) / (4.0 * n);
+  };
+  out.codec.ratio_conv = ratio(true);
+  out.codec.ratio_fc = out.codec.ratio_other = ratio(false);
+  return out;
+}
+
+AutoPlan choose_plan(const std::vector<SyncTensor>& tensors, const std::map<std::string, CandidateCost>& costs,
+                     const Link& l, int N, const CompressionConfig& cfg) {
+  AutoPlan plan;
+  plan.policy = cfg.policy;
+  plan.link = l;
+  plan.ranks = N;
+  CodecProfile fp32;
+  fp32.name = identity_codec();
+  if (auto it = costs.find(identity_codec()); it != costs.end()) fp32 = it->second.codec;
+  std::vector<std::string> order;  // layers in model order, each with its tensors
+  std::map<std::string, std::vector<const SyncTensor*>> by_layer;
+  for (const SyncTensor& t : tensors) {
+    if (cfg.overrides.count(t.layer)) continue;  // the config names this layer's method itself
+    if (!by_layer.count(t.layer)) order.push_back(t.layer);
+    by_layer[t.layer].push_back(&t);
+  }
+  for (const std::string& layer : order) {
+    const auto& ts = by_layer[layer];
+    LayerChoice ch;
+    ch.layer = layer;
+    for (const SyncTensor* t : ts) ch.values += t->param.value->numel();
+    ch.fp32_ms = layer_ms(ts, identity_codec(), {fp32, 0}, fp32, l, N, cfg);
+    std::vector<std::pair<double, std::string>> ranked;
+    for (const std::string& cand : policy_candidates(cfg.policy)) {
+      auto it = costs.find(cand);
+      if (it == costs.end() || !candidate_fits(cand, cfg.base.algorithm)) continue;
+      ranked.push_back({layer_ms(ts, cand, it->second, fp32, l, N, cfg), cand});
+    }
+    OCTET_CHECK(!ranked.empty(), "auto: no candidate of policy " << cfg.policy << " fits algorithm "
+                                                                 << cfg.base.algorithm);
+    // Least time; on a tie (within 1%) the earlier, less lossy candidate.
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    size_t pick = 0;
+    for (size_t k = 1; k < ranked.size(); ++k)
+      if (ranked[k].first <= ranked[0].first * 1.01) {
+        const auto& cands = policy_candidates(cfg.policy);
+        auto pos = [&](const std::string& c) { return std::find(cands.begin(), cands.end(), c) - cands.begin(); };
+        if (pos(ranked[k].second) < pos(ranked[pick].second)) pick = k;
+      }
+    ch.candidate = ranked[pick].second;
+    ch.ms = ranked[pick].first;
+    const size_t next = pick == 0 ? 1 : 0;
+    if (next < ranked.size()) ch.runner_up = ranked[next].second, ch.runner_up_ms = ranked[next].first;
+    plan.layers.push_back(ch);
+  }
+  return plan;
+}
+
+CompressionConfig apply_plan(const CompressionConfig& cfg, const AutoPlan& plan) {
+  CompressionConfig out = cfg;
+  out.base.codec.method = identity_codec();
+  out.base.algorithm = "auto";
+  for (const LayerChoice& ch : plan.layers) {
+    TensorPolicy t = cfg.base;
+    t.codec = candidate_params(ch.candidate, cfg.base.codec);
+    t.algorithm = ch.candidate == kPowerSgd ? "auto" : cfg.base.algorithm;
+    t.small_as_fp32 = true;  // as the cost model has it: the layer's tensors under min_numel (biases) travel as fp32
+    out.overrides[ch.layer] = t;
+  }
+  return out;
+}
+
+std::string AutoPlan::text() const {
+  std::ostringstream s;
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "auto plan (policy %s, %d ranks; link %.4g GB/s per rank, %.4g us per message): predicted sync ms per "
+                "step\n",
+                policy.c_str(), ranks, link.bandwidth_gbs, link.latency_us);
+  s << buf;
+  for (const LayerChoice& c : layers) {
+    if (c.runner_up.empty())  // read back from a plan file: only the predicted time of the choice is known
+      std::snprintf(buf, sizeof buf, "  %-14s %9lld values  %-14s %8.3f ms when planned\n", c.layer.c_str(),
+                    static_cast<long long>(c.values), c.candidate.c_str(), c.ms);
+    else
+      std::snprintf(buf, sizeof buf, "  %-14s %9lld values  %-14s %8.3f ms  (next: %s %.3f ms; fp32 %.3f ms)\n",
+                    c.layer.c_str(), static_cast<long long>(c.values), c.candidate.c_str(), c.ms,
+                    c.runner_up.c_str(), c.runner_up_ms, c.fp32_ms);
+    s << buf;
+  }
+  std::string out = s.str();
+  if (!out.empty()) out.pop_back();
+  return out;
+}
+
+std::string AutoPlan::yaml() const {
+  std::ostringstream s;
+  s.precision(6);
+  s << "# compression.method auto: the plan this run trains with (read back by --resume)\n";
+  s << "policy: " << policy << "\nranks: " << ranks << "\n";
+  s << "link: {bandwidth_gbs: " << link.bandwidth_gbs << ", latency_us: " << link.latency_us << "}\n";
+  s << "layers:\n";
+  for (const LayerChoice& c : layers)
+    s << "  " << c.layer << ": {method: " << c.candidate << ", predicted_ms: " << c.ms << "}\n";
+  return s.str();
+}
+
+AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
+                        int ranks) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::Exception& e) {
+    OCTET_THROW(file << ": not a plan (" << e.what() << ")");
+  }
+  auto text = [&](const YAML::Node& n, const std::string& key) {
+    OCTET_CHECK(n && n.IsScalar(), file << ": " << key << ": missing");
+    return n.as<std::string>();
+  };
+  const std::string policy = text(root["policy"], "policy");
+  OCTET_CHECK(policy == cfg.policy, file << ": policy " << policy << ", the config says " << cfg.policy);
+  OCTET_CHECK(text(root["ranks"], "ranks") == std::to_string(ranks),
+              file << ": planned for " << text(root["ranks"], "ranks") << " ranks, this run has " << ranks);
+  // The layers as the planner lists them, each with the plan's candidate.
+  std::map<std::string, CandidateCost> none{{identity_codec(), {}}};
+  CompressionConfig c = cfg;
+  c.policy = "lossless";
+  c.base.algorithm = "auto";
+  AutoPlan plan = choose_plan(tensors, none, Link{}, ranks, c);
+  plan.policy = cfg.policy;
+  plan.ranks = ranks;
+  if (const YAML::Node l = root["link"]; l && l.IsMap()) {
+    plan.link.bandwidth_gbs = l["bandwidth_gbs"] ? l["bandwidth_gbs"].as<double>() : 0;
+    plan.link.latency_us = l["latency_us"] ? l["latency_us"].as<double>() : 0;
+  }
+  const YAML::Node layers = root["layers"];
+  OCTET_CHECK(layers && layers.IsMap(), file << ": layers: missing");
+  OCTET_CHECK(layers.size() == plan.layers.size(),
+              file << ": " << layers.size() << " layers, the model has " << plan.layers.size() << " to plan");
+  const auto& cands = policy_candidates(cfg.policy);
+  for (LayerChoice& ch : plan.layers) {
+    const YAML::Node n = layers[ch.layer];
+    OCTET_CHECK(n && n.IsMap(), file << ": layers." << ch.layer << ": missing");
+    ch.candidate = text(n["method"], "layers." + ch.layer + ".method");
+    OCTET_CHECK(std::find(cands.begin(), cands.end(), ch.candidate) != cands.end(),
+                file << ": layers." << ch.layer << ".method: " << ch.candidate << " is not a candidate of policy "
+                     << cfg.policy);
+    ch.ms = n["predicted_ms"] ? n["predicted_ms"].as<double>() : 0;
+    ch.runner_up.clear(), ch.fp32_ms = 0;
+  }
+  return plan;
+}
+
+AutoPlan make_auto_plan(const World& w, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
+                        Exec& exec) {
+  int64_t largest = 0;
+  for (const SyncTensor& t : tensors) largest = std::max(largest, t.param.value->numel());
+  AutoPlan plan;
+  if (w.size == 1) {  // nothing is exchanged: every layer fp32
+    std::map<std::string, CandidateCost> none{{identity_codec(), {}}};
+    CompressionConfig c = cfg;
+    c.policy = "lossless";
+    plan = choose_plan(tensors, none, Link{}, 1, c);
+    plan.policy = cfg.policy;
+    return plan;
+  }
+  const Link link = measure_link(w, largest);
+  std::vector<int> pick;  // per layer: the index of its candidate in the policy's list (rank 0's decision)
+  const auto& cands = policy_candidates(cfg.policy);
+  if (w.rank == 0) {
+    std::map<std::string, CandidateCost> costs;
+    for (const std::string& c : cands)
+      if (candidate_fits(c, cfg.base.algorithm)) costs[c] = measure_candidate(c, cfg.base.codec, std::min<int64_t>(largest, 1 << 20), exec);
+    if (!costs.count(identity_codec())) costs[identity_codec()] = measure_candidate(identity_codec(), cfg.base.codec, std::min<int64_t>(largest, 1 << 20), exec);
+    plan = choose_plan(tensors, costs, link, w.size, cfg);
+    for (const LayerChoice& ch : plan.layers)
+      pick.push_back(static_cast<int>(std::find(cands.begin(), cands.end(), ch.candidate) - cands.begin()));
+  }
+  // Rank 0's plan to every rank: the choices, and the link it was made for (the text names it).
+  int layers = static_cast<int>(pick.size());
+  CHECK_MPI(MPI_Bcast(&layers, 1, MPI_INT, 0, w.comm));
+  pick.resize(static_cast<size_t>(layers));
+  CHECK_MPI(MPI_Bcast(pick.data(), layers, MPI_INT, 0, w.comm));
+  if (w.rank != 0) {
+    // The same layers in the same order, with rank 0's candidates (predicted times are rank 0's to print).
+    std::map<std::string, CandidateCost> none{{identity_codec(), {}}};
+    CompressionConfig c = cfg;
+    c.policy = "lossless";
+    plan = choose_plan(tensors, none, link, w.size, c);
+    plan.policy = cfg.policy;
+    OCTET_CHECK(static_cast<int>(plan.layers.size()) == layers,
+                "auto: rank " << w.rank << " has " << plan.layers.size() << " layers with parameters, rank 0 " << layers);
+    for (size_t i = 0; i < plan.layers.size(); ++i) plan.layers[i].candidate = cands.at(static_cast<size_t>(pick[i]));
+  }
+  return plan;
+}
+
+}  // namespace octet
