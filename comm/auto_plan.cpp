@@ -297,48 +297,51 @@ AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& 
   return plan;
 }
 
-AutoPlan make_auto_plan(const World& w, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
-                        Exec& exec) {
-  int64_t largest = 0;
-  for (const SyncTensor& t : tensors) largest = std::max(largest, t.param.value->numel());
-  AutoPlan plan;
-  if (w.size == 1) {  // nothing is exchanged: every layer fp32
-    std::map<std::string, CandidateCost> none{{identity_codec(), {}}};
-    CompressionConfig c = cfg;
-    c.policy = "lossless";
-    plan = choose_plan(tensors, none, Link{}, 1, c);
-    plan.policy = cfg.policy;
-    return plan;
-  }
-  const Link link = measure_link(w, largest);
-  std::vector<int> pick;  // per layer: the index of its candidate in the policy's list (rank 0's decision)
+AutoPlan share_plan(const World& w, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
+                    const AutoPlan& mine) {
   const auto& cands = policy_candidates(cfg.policy);
-  if (w.rank == 0) {
-    std::map<std::string, CandidateCost> costs;
-    for (const std::string& c : cands)
-      if (candidate_fits(c, cfg.base.algorithm)) costs[c] = measure_candidate(c, cfg.base.codec, std::min<int64_t>(largest, 1 << 20), exec);
-    if (!costs.count(identity_codec())) costs[identity_codec()] = measure_candidate(identity_codec(), cfg.base.codec, std::min<int64_t>(largest, 1 << 20), exec);
-    plan = choose_plan(tensors, costs, link, w.size, cfg);
-    for (const LayerChoice& ch : plan.layers)
+  std::vector<int> pick;  // per layer: the index of its candidate in the policy's list (rank 0's)
+  if (w.rank == 0)
+    for (const LayerChoice& ch : mine.layers)
       pick.push_back(static_cast<int>(std::find(cands.begin(), cands.end(), ch.candidate) - cands.begin()));
-  }
-  // Rank 0's plan to every rank: the choices, and the link it was made for (the text names it).
   int layers = static_cast<int>(pick.size());
   CHECK_MPI(MPI_Bcast(&layers, 1, MPI_INT, 0, w.comm));
   pick.resize(static_cast<size_t>(layers));
   CHECK_MPI(MPI_Bcast(pick.data(), layers, MPI_INT, 0, w.comm));
-  if (w.rank != 0) {
-    // The same layers in the same order, with rank 0's candidates (predicted times are rank 0's to print).
-    std::map<std::string, CandidateCost> none{{identity_codec(), {}}};
-    CompressionConfig c = cfg;
-    c.policy = "lossless";
-    plan = choose_plan(tensors, none, link, w.size, c);
-    plan.policy = cfg.policy;
-    OCTET_CHECK(static_cast<int>(plan.layers.size()) == layers,
-                "auto: rank " << w.rank << " has " << plan.layers.size() << " layers with parameters, rank 0 " << layers);
-    for (size_t i = 0; i < plan.layers.size(); ++i) plan.layers[i].candidate = cands.at(static_cast<size_t>(pick[i]));
+  double link[2] = {mine.link.bandwidth_gbs, mine.link.latency_us};
+  CHECK_MPI(MPI_Bcast(link, 2, MPI_DOUBLE, 0, w.comm));
+  if (w.rank == 0) return mine;
+  // The same layers in the same order, with rank 0's candidates (the predicted times are rank 0's to print).
+  std::map<std::string, CandidateCost> none{{identity_codec(), {}}};
+  CompressionConfig c = cfg;
+  c.policy = "lossless";
+  c.base.algorithm = "auto";
+  AutoPlan plan = choose_plan(tensors, none, Link{link[0], link[1]}, w.size, c);
+  plan.policy = cfg.policy;
+  OCTET_CHECK(static_cast<int>(plan.layers.size()) == layers,
+              "auto: rank " << w.rank << " has " << plan.layers.size() << " layers to plan, rank 0 " << layers);
+  for (size_t i = 0; i < plan.layers.size(); ++i) {
+    OCTET_CHECK(pick[i] >= 0 && pick[i] < static_cast<int>(cands.size()), "auto: rank 0's plan names no candidate");
+    plan.layers[i].candidate = cands[static_cast<size_t>(pick[i])];
   }
   return plan;
+}
+
+AutoPlan make_auto_plan(const World& w, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
+                        Exec& exec) {
+  int64_t largest = 0;
+  for (const SyncTensor& t : tensors) largest = std::max(largest, t.param.value->numel());
+  const Link link = measure_link(w, largest);  // every rank takes part
+  AutoPlan plan;
+  if (w.rank == 0) {
+    const int64_t n = std::min<int64_t>(largest, 1 << 20);
+    std::map<std::string, CandidateCost> costs;
+    for (const std::string& c : policy_candidates(cfg.policy))
+      if (candidate_fits(c, cfg.base.algorithm)) costs[c] = measure_candidate(c, cfg.base.codec, n, exec);
+    if (!costs.count(identity_codec())) costs[identity_codec()] = measure_candidate(identity_codec(), {}, n, exec);
+    plan = choose_plan(tensors, costs, link, w.size, cfg);
+  }
+  return share_plan(w, tensors, cfg, plan);
 }
 
 }  // namespace octet

@@ -69,8 +69,11 @@ CandidateCost measure_candidate(const std::string& candidate, const CodecParams&
 AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
                         int ranks);
 
-// The whole start-up (collective over w): the link probe on every rank, the candidates measured and the plan chosen on
-// rank 0, the choices broadcast. One rank: every layer fp32 (nothing is exchanged).
+// Rank 0's plan (mine, on rank 0; ignored elsewhere) to every rank (collective over w): its candidates and link.
+AutoPlan share_plan(const World& w, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
+                    const AutoPlan& mine);
+// The whole start-up (collective over w, 2+ ranks): the link probe on every rank, the candidates measured and the plan
+// chosen on rank 0, then share_plan.
 AutoPlan make_auto_plan(const World& w, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
                         Exec& exec);
 

@@ -176,19 +176,32 @@ CompressionConfig Run::plan_compression() {
     return c;
   }
   const std::vector<SyncTensor> tensors = sync_tensors(*model_, model_->size());
+  // Rank 0 decides where the plan comes from (the run directory, like the checkpoint, may be its alone) and reads it;
+  // every rank gets its choices.
   const std::string saved = resume_from_.empty() ? "" : parent_dir(resume_from_) + "/plan.yaml";
+  int source = 0;  // 0: measure, 1: the resumed run's plan.yaml, 2: compression.plan
+  if (rank_ == 0) source = !saved.empty() && path_exists(saved) ? 1 : !cfg.plan.empty() ? 2 : 0;
+  source = max_all(*world_, source, {"MPI_Iallreduce (start-up: where the auto plan comes from)"});
   AutoPlan plan;
-  if (!saved.empty() && path_exists(saved)) {
-    plan = read_auto_plan(saved, tensors, cfg, world_->size);
-    OCTET_LOG("auto: the plan of " << saved << " (resume keeps the interrupted run's exchange)");
-  } else if (!cfg.plan.empty()) {
-    plan = read_auto_plan(cfg.plan, tensors, cfg, world_->size);
-    OCTET_LOG("auto: the plan of " << cfg.plan << " (compression.plan)");
-  } else {
+  if (source == 0) {
     if (!saved.empty())
       OCTET_LOG("warning: " << saved << " is missing: auto plans afresh, and the resumed run may exchange gradients "
                                "differently from the interrupted one");
     plan = make_auto_plan(*world_, tensors, cfg, *exec_);
+  } else {
+    const std::string file = source == 1 ? saved : cfg.plan;
+    // A bad file is an error on rank 0 that every rank must share before the broadcast.
+    std::string error;
+    if (rank_ == 0) try {
+        plan = read_auto_plan(file, tensors, cfg, world_->size);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    const int bad = max_all(*world_, error.empty() ? 0 : 1, {"MPI_Iallreduce (start-up: the auto plan read)"});
+    OCTET_CHECK(!bad, (rank_ == 0 ? error : "rank 0 could not read the auto plan " + file));
+    plan = share_plan(*world_, tensors, cfg, plan);
+    OCTET_LOG("auto: the plan of " << file
+                                   << (source == 1 ? " (resume keeps the interrupted run's exchange)" : " (compression.plan)"));
   }
   OCTET_LOG(plan.text());
   auto_plan_ = plan.yaml();
