@@ -275,22 +275,31 @@ AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& 
   AutoPlan plan = choose_plan(tensors, none, Link{}, ranks, c);
   plan.policy = cfg.policy;
   plan.ranks = ranks;
-  if (const YAML::Node l = root["link"]; l && l.IsMap()) {
+  // The plan in force last: the last re-plan's, else the first.
+  YAML::Node at = root;
+  std::string where;
+  if (const YAML::Node r = root["replans"]; r && r.IsSequence() && r.size() > 0) {
+    at = r[r.size() - 1];
+    where = "replans[" + std::to_string(r.size() - 1) + "].";
+    plan.from_step = at["step"] ? at["step"].as<int64_t>() : 0;
+  }
+  if (const YAML::Node l = at["link"]; l && l.IsMap()) {
     plan.link.bandwidth_gbs = l["bandwidth_gbs"] ? l["bandwidth_gbs"].as<double>() : 0;
     plan.link.latency_us = l["latency_us"] ? l["latency_us"].as<double>() : 0;
   }
-  const YAML::Node layers = root["layers"];
-  OCTET_CHECK(layers && layers.IsMap(), file << ": layers: missing");
-  OCTET_CHECK(layers.size() == plan.layers.size(),
-              file << ": " << layers.size() << " layers, the model has " << plan.layers.size() << " to plan");
+  const YAML::Node layers = at["layers"];
+  OCTET_CHECK(layers && layers.IsMap(), file << ": " << where << "layers: missing");
+  OCTET_CHECK(layers.size() == plan.layers.size(), file << ": " << where << "layers: " << layers.size()
+                                                            << " layers, the model has " << plan.layers.size()
+                                                            << " to plan");
   const auto& cands = policy_candidates(cfg.policy);
   for (LayerChoice& ch : plan.layers) {
     const YAML::Node n = layers[ch.layer];
-    OCTET_CHECK(n && n.IsMap(), file << ": layers." << ch.layer << ": missing");
-    ch.candidate = text(n["method"], "layers." + ch.layer + ".method");
+    OCTET_CHECK(n && n.IsMap(), file << ": " << where << "layers." << ch.layer << ": missing");
+    ch.candidate = text(n["method"], where + "layers." + ch.layer + ".method");
     OCTET_CHECK(std::find(cands.begin(), cands.end(), ch.candidate) != cands.end(),
-                file << ": layers." << ch.layer << ".method: " << ch.candidate << " is not a candidate of policy "
-                     << cfg.policy);
+                file << ": " << where << "layers." << ch.layer << ".method: " << ch.candidate
+                     << " is not a candidate of policy " << cfg.policy);
     ch.ms = n["predicted_ms"] ? n["predicted_ms"].as<double>() : 0;
     ch.runner_up.clear(), ch.fp32_ms = 0;
   }
@@ -325,6 +334,29 @@ AutoPlan share_plan(const World& w, const std::vector<SyncTensor>& tensors, cons
     plan.layers[i].candidate = cands[static_cast<size_t>(pick[i])];
   }
   return plan;
+}
+
+bool AutoPlan::same_choices(const AutoPlan& o) const {
+  if (layers.size() != o.layers.size()) return false;
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i].layer != o.layers[i].layer || layers[i].candidate != o.layers[i].candidate) return false;
+  return true;
+}
+
+std::string plans_yaml(const std::vector<AutoPlan>& plans) {
+  if (plans.empty()) return "";
+  std::ostringstream s;
+  s.precision(6);
+  s << plans.front().yaml();
+  if (plans.size() > 1) s << "replans:  # the plans that took over during training, the last one in force\n";
+  for (size_t k = 1; k < plans.size(); ++k) {
+    const AutoPlan& p = plans[k];
+    s << "  - step: " << p.from_step << "\n    link: {bandwidth_gbs: " << p.link.bandwidth_gbs
+      << ", latency_us: " << p.link.latency_us << "}\n    layers:\n";
+    for (const LayerChoice& c : p.layers)
+      s << "      " << c.layer << ": {method: " << c.candidate << ", predicted_ms: " << c.ms << "}\n";
+  }
+  return s.str();
 }
 
 AutoPlan make_auto_plan(const World& w, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,

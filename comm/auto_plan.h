@@ -43,13 +43,17 @@ struct AutoPlan {
   std::string policy;
   Link link;
   int ranks = 1;
+  int64_t from_step = 0;  // the step it took over at (0: the start; later: a re-plan)
   std::vector<LayerChoice> layers;
   // The plan's text for the log and the run directory: a header with the link, one line per layer with the predicted
   // ms of the choice, the runner-up and fp32.
   std::string text() const;
   // The plan as YAML (policy, link, layer: candidate), as written to the run directory's plan.yaml.
   std::string yaml() const;
+  bool same_choices(const AutoPlan& o) const;
 };
+// plan.yaml for a run's plans in order: the first, then each re-plan under `replans:` (read_auto_plan takes the last).
+std::string plans_yaml(const std::vector<AutoPlan>& plans);
 
 // The choice for each layer of `tensors` (grouped by layer name, in order) among the costs given, for N ranks over l.
 AutoPlan choose_plan(const std::vector<SyncTensor>& tensors, const std::map<std::string, CandidateCost>& costs,

@@ -18,6 +18,8 @@ struct CompressionConfig {
   TensorPolicy base;                // base.codec.method "auto": planned at start-up (comm/auto_plan.h)
   std::string policy = "balanced";  // auto's candidates: lossless | balanced | aggressive
   std::string plan;                 // auto: a plan.yaml to train with instead of measuring ("": measure)
+  double replan = 0.5;              // auto: re-plan when the exchange's time per step moves by this fraction (0: never)
+  int64_t replan_every = 100;       // auto: steps per window of that measurement
   int64_t min_numel = 10000;                      // smaller tensors travel as fp32 via allreduce
   std::map<std::string, TensorPolicy> overrides;  // by layer name
   // Model parallelism: activations and their gradients (mantissa_offset 2: where a config picks mantissa8 for them, its

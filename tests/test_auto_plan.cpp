@@ -148,7 +148,7 @@ TEST_CASE("auto: a plan becomes per-layer overrides that keep min_numel's rule; 
   y = p.yaml();
   y.erase(y.find("  fc2:"));
   write_file_atomic(file, y);
-  CHECK_THROWS_WITH(read_auto_plan(file, net.tensors, cfg, 4), Catch::Contains(file + ": 3 layers, the model has 4"));
+  CHECK_THROWS_WITH(read_auto_plan(file, net.tensors, cfg, 4), Catch::Contains(file + ": layers: 3 layers, the model has 4"));
   write_file_atomic(file, "policy: [\n");
   CHECK_THROWS_WITH(read_auto_plan(file, net.tensors, cfg, 4), Catch::Contains(file + ": not a plan"));
 }

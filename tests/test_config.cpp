@@ -141,6 +141,11 @@ TEST_CASE("config errors name file, line and key", "[config]") {
     auto r = write_config(d, std::string(kValid) +
                                  "compression: {method: auto, policy: aggressive, algorithm: scatter_allgather}\n");
     CHECK_THROWS_WITH(load_config(r), Catch::Contains("may choose powersgd, which cannot use scatter_allgather"));
+    auto rp = write_config(d, std::string(kValid) + "compression: {method: auto, replan: 0.2, replan_every: 50}\n");
+    CHECK(load_config(rp).compression.replan == 0.2);
+    CHECK(load_config(rp).compression.replan_every == 50);
+    auto rn = write_config(d, std::string(kValid) + "compression: {method: auto, replan: -1}\n");
+    CHECK_THROWS_WITH(load_config(rn), Catch::Contains(rn + ":16: compression.replan: must be a fraction in [0, 100]"));
     auto u = write_config(d, std::string(kValid) + "compression: {method: fp16, plan: p.yaml}\n");
     CHECK_THROWS_WITH(load_config(u), Catch::Contains(u + ":16: compression.plan: a plan is what compression.method "
                                                           "auto trains with; method is fp16"));

@@ -208,6 +208,33 @@ TEST_CASE("resume is byte-identical to the uninterrupted run for every codec and
   if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
 }
 
+TEST_CASE("auto re-plans when the exchange's time moves: a pinned plan gives way, replicas agree, resume is exact",
+          "[mpi][train][auto]") {
+  // A pinned plan (powersgd and fp8 for two layers under min_numel) that a measured plan replaces with fp32 for both
+  // (all candidates cost the same there: the first wins; powersgd's two allreduces cost more than fp32's one); a
+  // threshold so small that every window after a calibration one plans again, the first time with new choices.
+  const std::string dir = shared_temp_dir();
+  if (g_world.rank == 0)
+    write_file_atomic(dir + "/pinned.yaml", "policy: aggressive\nranks: " + std::to_string(g_world.size) +
+                                                "\nlayers:\n  conv1: {method: powersgd}\n  fc5: {method: fp8_e4m3}\n");
+  MPI_Barrier(g_world.comm);
+  Config c = dp_config(dir, 8, "compression: {method: auto, policy: aggressive, plan: " + dir +
+                                   "/pinned.yaml, rank: 1, start_step: 2, replan: 1.0e-9, replan_every: 4}\n");
+  c.run.name = "replan";
+  if (g_world.size > 1) {
+    CHECK(resume_matches(g_world, dir, c));  // checksums every step: the replicas agree through the rebuild
+    if (g_world.rank == 0) {
+      std::ifstream f(dir + "/replan/plan.yaml");
+      const std::string y((std::istreambuf_iterator<char>(f)), {});
+      INFO(y);
+      CHECK_THAT(y, Catch::Contains("conv1: {method: powersgd") && Catch::Contains("replans:") &&
+                        Catch::Contains("  - step: 8\n") && Catch::Contains("      conv1: {method: none"));
+    }
+  }
+  MPI_Barrier(g_world.comm);
+  if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
+}
+
 TEST_CASE("start-up errors reach every rank alike, before any rank writes", "[mpi][startup]") {
   const std::string dir = shared_temp_dir();
   Config c = dp_config(dir, 8);

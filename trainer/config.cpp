@@ -281,6 +281,9 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
   c.base = read_policy(s, c.base, true);
   c.policy = s.choice("policy", c.policy, policies());
   c.plan = s.get<std::string>("plan", c.plan);
+  c.replan = s.get<double>("replan", c.replan);
+  if (!(c.replan >= 0 && c.replan <= 100)) s.fail("replan", "must be a fraction in [0, 100] (0: never), got " + std::to_string(c.replan));
+  c.replan_every = at_least(s, "replan_every", c.replan_every, 1);
   if (!c.plan.empty() && c.base.codec.method != "auto")
     s.fail("plan", "a plan is what compression.method auto trains with; method is " + c.base.codec.method);
   if (c.base.codec.method == "auto")

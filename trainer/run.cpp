@@ -164,7 +164,46 @@ void Run::build_step() {
   StepOptions o = step_options(cfg_);
   o.levels = hierarchy();
   if (o.compression.base.codec.method == "auto") o.compression = plan_compression();
+  step_opts_ = o;
   step_ = make_step(*model_, *opt_, transport_.get(), o);
+}
+
+void Run::maybe_replan(const StepStats& s) {
+  const CompressionConfig& cfg = cfg_.compression;
+  if (plans_.empty() || cfg.replan <= 0) return;
+  replan_comm_s_ += s.comm.communicate_s;
+  if (++replan_steps_ < cfg.replan_every) return;
+  double sum = replan_comm_s_;
+  sum_all(*world_, &sum, 1, {"MPI_Iallreduce (auto: the exchange's time)", pos.global_step});
+  const double ms = 1e3 * sum / size_ / static_cast<double>(replan_steps_);
+  replan_comm_s_ = 0, replan_steps_ = 0;
+  if (replan_base_ms_ <= 0) {  // the first window after a plan: what "as planned" looks like here
+    replan_base_ms_ = std::max(ms, 1e-6);
+    return;
+  }
+  const double ratio = ms / replan_base_ms_;
+  if (ratio <= 1 + cfg.replan && ratio >= 1 / (1 + cfg.replan)) return;
+  OCTET_LOG("auto: the exchange took " << ms << " ms per step at step " << pos.global_step << ", against "
+                                       << replan_base_ms_ << " ms after planning: planning again");
+  replan_base_ms_ = 0;
+  AutoPlan plan = make_auto_plan(*world_, sync_tensors(*model_, model_->size()), cfg, *exec_);
+  if (plan.same_choices(plans_.back())) {
+    OCTET_LOG("auto: the plan stands");
+    return;
+  }
+  plan.from_step = pos.global_step;
+  OCTET_LOG(plan.text());
+  plans_.push_back(plan);
+  auto_plan_ = plans_yaml(plans_);
+  // The new step (new codecs, their error feedback afresh) and what a checkpoint holds of it.
+  step_opts_.compression = apply_plan(cfg, plan);
+  step_.reset();
+  step_ = make_step(*model_, *opt_, transport_.get(), step_opts_);
+  state_ = {};
+  mirrors_.clear();
+  collect_state();
+  if (rank_ == 0 && !result.run_dir.empty()) write_file_atomic(result.run_dir + "/plan.yaml", auto_plan_);
+  save(pos.batch == steps_per_epoch_ ? TrainPosition{pos.epoch + 1, 0, pos.global_step, pos.seed} : pos);
 }
 
 CompressionConfig Run::plan_compression() {
@@ -204,6 +243,7 @@ CompressionConfig Run::plan_compression() {
                                    << (source == 1 ? " (resume keeps the interrupted run's exchange)" : " (compression.plan)"));
   }
   OCTET_LOG(plan.text());
+  plans_ = {plan};
   auto_plan_ = plan.yaml();
   return apply_plan(cfg, plan);
 }
@@ -393,6 +433,7 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
   win_.add(s);
   pos.epoch = epoch;
   pos.batch = batch.index + 1;
+  maybe_replan(s);
   if (step_->exchanges() && cfg_.parallel.checksum_every > 0 && pos.global_step % cfg_.parallel.checksum_every == 0)
     step_->verify_identical(pos.global_step);
   if (pos.global_step % cfg_.run.log_every == 0 || pos.batch == steps_per_epoch_) {

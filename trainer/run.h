@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/auto_plan.h"
 #include "comm/mpi_transport.h"
 #include "comm/staged_transport.h"
 #include "comm/topology.h"
@@ -53,6 +54,11 @@ class Run {
   // compression.method auto: the plan (read back from plan.yaml beside a resumed checkpoint, else measured and agreed
   // by every rank, comm/auto_plan.h) as the compression config it runs; logs it and keeps its YAML for open_outputs.
   CompressionConfig plan_compression();
+  // compression.replan: after each window of replan_every steps, the exchange's mean time per step (every rank's
+  // transport time, averaged) against the first window's after the plan; beyond the fraction, plan again (collective)
+  // and, when the choices change, rebuild the step (its error-feedback state starts afresh), write plan.yaml and a
+  // checkpoint at once (a resume then finds the plan its checkpoint was written under).
+  void maybe_replan(const StepStats& s);
   void collect_state();           // what a checkpoint holds (host mirrors of device tensors)
   bool resume();                  // loads resume_from_ and checks its position; false: the run already finished
   void save(const TrainPosition& at);
@@ -90,7 +96,11 @@ class Run {
   std::unique_ptr<TopologyHolder> topology_;     // the nodes (runs of several ranks)
   std::unique_ptr<Transport> node_t_, cross_t_;  // parallel.hierarchy two_level: node and cross-node transports
   std::unique_ptr<Step> step_;
-  std::string auto_plan_;  // compression.method auto: plan.yaml's text (empty otherwise)
+  std::string auto_plan_;                   // compression.method auto: plan.yaml's text (empty otherwise)
+  std::vector<AutoPlan> plans_;             // ... the plans in force so far
+  StepOptions step_opts_;                   // what the step was built with (a re-plan changes its compression)
+  double replan_comm_s_ = 0, replan_base_ms_ = 0;  // this window's transport seconds; the calibrated ms per step
+  int64_t replan_steps_ = 0;
   CheckpointState state_;
   std::vector<std::pair<Tensor*, Tensor>> mirrors_;  // device tensor, its host copy (device runs)
   Tensor x_dev_;                                     // the batch on the device
