@@ -62,7 +62,7 @@ for rate in $rates; do
     echo "== $rate $m auto" >&2
     ips=$(run "$m-auto-$rate" "${model#*:}" --set compression.method=auto --set compression.policy="$policy")
     echo "$m,$rate,auto,$ips" >>"$csv"
-    row+=" $bestc | $(awk -v v="$ips" 'BEGIN { printf "%.0f", v }') | $(awk -v a="$ips" -v b="$best" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }') |"
+    row+=" $bestc | $(awk -v v="$ips" 'BEGIN { printf "%.0f", v }') | $(awk -v a="$ips" -v b="$best" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }') |"
     echo "$row" >>"$work/out.md"
     plans+=$'\n'"### $m, links $rate"$'\n\n```\n'"$(sed -n '/^auto plan/,/^[^ a]/p' "$work/$m-auto-$rate.log" | grep -E '^(auto plan|  )' || true)"$'\n```\n'
   done

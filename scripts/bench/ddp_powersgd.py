@@ -6,22 +6,14 @@
 # the same launcher runs it and octet on one machine or on the test-bed's hosts.
 # Usage: ddp_powersgd.py DATA_DIR EPOCHS RANK_OF_P_AND_Q START_STEP [MIN_COMPRESSION_RATE] [SEED]
 #        (rank 0: plain fp32 allreduce, DDP's default hook)   prints one JSON line from rank 0
-import gzip, json, os, struct, sys, time
+import json, os, sys, time
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from idx_data import load_idx
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
 from torch.nn.parallel import DistributedDataParallel as DDP
-
-
-def load_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic, = struct.unpack(">I", data[:4])
-    ndim = magic & 0xFF
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
 def images(path):

@@ -2,18 +2,12 @@
 # Reference: PyTorch training of Caffe's LeNet on (Fashion-)MNIST IDX files, one epoch, images/s, on the CPU (Debian's
 # python3-torch) or a GPU (batches copied from pinned host memory each step, as octet does).
 # Usage: lenet_torch.py DATA_DIR THREADS [BATCH] [cpu|cuda]   (prints one JSON line)
-import gzip, json, resource, struct, sys, time
+import json, resource, sys, time
 import numpy as np
 import torch
 import torch.nn as nn
+from idx_data import load_idx
 
-def load_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic, = struct.unpack(">I", data[:4])
-    ndim = magic & 0xFF
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 def main():
     data_dir, threads = sys.argv[1], int(sys.argv[2])
