@@ -56,7 +56,8 @@ double layer_ms(const std::vector<const SyncTensor*>& ts, const std::string& can
       }
       // P and Q as fp32 allreduces (MPI's: log2 N latencies), three products of 2 rows cols r flops.
       const int64_t big = std::numeric_limits<int64_t>::max();
-      ms += tensor_sync_ms(s.rows * s.r, t->kind, fp32, l, N, big) + tensor_sync_ms(s.cols * s.r, t->kind, fp32, l, N, big);
+      ms += tensor_sync_ms(s.rows * s.r, t->kind, fp32, l, N, big) +
+            tensor_sync_ms(s.cols * s.r, t->kind, fp32, l, N, big);
       if (c.gemm_gflops > 0) ms += 6.0 * static_cast<double>(s.rows * s.cols * s.r) / (c.gemm_gflops * 1e6);
       continue;
     }
@@ -132,7 +133,8 @@ CandidateCost measure_candidate(const std::string& candidate, const CodecParams&
   size_t bytes = 0;
   for (int k = 0; k < 3; ++k) {
     double t = now_seconds();
-    bytes = c->encode(span_of(std::as_const(dx)), {buf.data(), buf.size(), ex.device()}, {static_cast<uint64_t>(k)}, ex);
+    bytes =
+        c->encode(span_of(std::as_const(dx)), {buf.data(), buf.size(), ex.device()}, {static_cast<uint64_t>(k)}, ex);
     ex.sync(ex.comm());
     te = std::min(te, now_seconds() - t);
     t = now_seconds();
@@ -182,8 +184,8 @@ AutoPlan choose_plan(const std::vector<SyncTensor>& tensors, const std::map<std:
       if (it == costs.end() || !candidate_fits(cand, cfg.base.algorithm)) continue;
       ranked.push_back({layer_ms(ts, cand, it->second, fp32, l, N, cfg), cand});
     }
-    OCTET_CHECK(!ranked.empty(), "auto: no candidate of policy " << cfg.policy << " fits algorithm "
-                                                                 << cfg.base.algorithm);
+    OCTET_CHECK(!ranked.empty(),
+                "auto: no candidate of policy " << cfg.policy << " fits algorithm " << cfg.base.algorithm);
     // Least time; on a tie (within 1%) the earlier, less lossy candidate.
     std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     size_t pick = 0;
@@ -230,8 +232,8 @@ std::string AutoPlan::text() const {
                     static_cast<long long>(c.values), c.candidate.c_str(), c.ms);
     else
       std::snprintf(buf, sizeof buf, "  %-14s %9lld values  %-14s %8.3f ms  (next: %s %.3f ms; fp32 %.3f ms)\n",
-                    c.layer.c_str(), static_cast<long long>(c.values), c.candidate.c_str(), c.ms,
-                    c.runner_up.c_str(), c.runner_up_ms, c.fp32_ms);
+                    c.layer.c_str(), static_cast<long long>(c.values), c.candidate.c_str(), c.ms, c.runner_up.c_str(),
+                    c.runner_up_ms, c.fp32_ms);
     s << buf;
   }
   std::string out = s.str();
@@ -290,8 +292,8 @@ AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& 
   const YAML::Node layers = at["layers"];
   OCTET_CHECK(layers && layers.IsMap(), file << ": " << where << "layers: missing");
   OCTET_CHECK(layers.size() == plan.layers.size(), file << ": " << where << "layers: " << layers.size()
-                                                            << " layers, the model has " << plan.layers.size()
-                                                            << " to plan");
+                                                        << " layers, the model has " << plan.layers.size()
+                                                        << " to plan");
   const auto& cands = policy_candidates(cfg.policy);
   for (LayerChoice& ch : plan.layers) {
     const YAML::Node n = layers[ch.layer];

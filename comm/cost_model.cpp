@@ -118,5 +118,4 @@ Link measure_link(const World& w, int64_t probe, int64_t act_probe, double compu
   return l;
 }
 
-
 }  // namespace octet

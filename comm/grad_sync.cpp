@@ -39,8 +39,8 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
     auto it = cfg.overrides.find(e.t.layer);
     TensorPolicy pol = it != cfg.overrides.end() ? it->second : cfg.base;
     if (is_low_rank(pol.codec.method)) {
-      // PowerSGD: what it compresses (DDP's rule, whatever min_numel says) goes as P and Q from start_step on; the rest,
-      // and everything before, as fp32 (by the rules below).
+      // PowerSGD: what it compresses (DDP's rule, whatever min_numel says) goes as P and Q from start_step on; the
+      // rest, and everything before, as fp32 (by the rules below).
       e.psgd = PowerSgdParams::from(pol.codec);
       throw_key_error(e.psgd.check());
       const LowRankShape shape = low_rank_shape(e.t.param.value->shape(), e.psgd);
@@ -142,7 +142,9 @@ std::string GradSync::plan() const {
   for (const Entry& e : entries_) {
     if (e.low_rank.shape.r > 0) {
       const LowRankShape& l = e.low_rank.shape;
-      std::snprintf(buf, sizeof buf, "  %-14s %9lld values  powersgd rank %d (%lld x %lld: P and Q %lld values) from step %lld, fp32 before +error feedback\n",
+      std::snprintf(buf, sizeof buf,
+                    "  %-14s %9lld values  powersgd rank %d (%lld x %lld: P and Q %lld values) from step %lld, fp32 "
+                    "before +error feedback\n",
                     e.t.param.name.c_str(), static_cast<long long>(e.t.param.value->numel()), l.r,
                     static_cast<long long>(l.rows), static_cast<long long>(l.cols),
                     static_cast<long long>((l.rows + l.cols) * l.r), static_cast<long long>(e.psgd.start_step));

@@ -29,9 +29,9 @@ void powersgd_reduce(Transport& t, Span<float> g, const PowerSgdParams& p, Power
   Exec& ex = opt.exec ? *opt.exec : Exec::host();
   const LowRankShape& s = st.shape;
   const int64_t n = s.rows * s.cols;
-  OCTET_CHECK(static_cast<int64_t>(g.size) == n && s.r > 0,
-              "powersgd: " << (opt.what ? opt.what : "tensor") << " has " << g.size << " values, its plan " << s.rows
-                           << " x " << s.cols << " at rank " << s.r);
+  OCTET_CHECK(static_cast<int64_t>(g.size) == n && s.r > 0, "powersgd: " << (opt.what ? opt.what : "tensor") << " has "
+                                                                         << g.size << " values, its plan " << s.rows
+                                                                         << " x " << s.cols << " at rank " << s.r);
   float* m = st.m.data();
   float* pm = st.p.data();
   float* q = st.q.data();

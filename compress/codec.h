@@ -28,9 +28,9 @@ struct CodecParams {
   int64_t bin = 0;         // adacomp: L_T, values per selection bin (0 = the layer kind's default)
   int mantissa_offset =
       1;  // mantissa8: decades below the block maximum where the exponent starts (1 gradients, 2-4 activations)
-  bool error_feedback = false;  // keep what was not sent and add it next step (forced on where traits say so)
-  int rank = 1;                 // powersgd: columns of P and Q (compress/powersgd.h)
-  int64_t start_step = 1000;    // powersgd: steps of plain fp32 first
+  bool error_feedback = false;      // keep what was not sent and add it next step (forced on where traits say so)
+  int rank = 1;                     // powersgd: columns of P and Q (compress/powersgd.h)
+  int64_t start_step = 1000;        // powersgd: steps of plain fp32 first
   double min_compression_rate = 2;  // powersgd: tensors that would not shrink by this factor go as fp32
 };
 

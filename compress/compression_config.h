@@ -20,7 +20,7 @@ struct CompressionConfig {
   std::string plan;                 // auto: a plan.yaml to train with instead of measuring ("": measure)
   double replan = 0.5;              // auto: re-plan when the exchange's time per step moves by this fraction (0: never)
   int64_t replan_every = 100;       // auto: steps per window of that measurement
-  int64_t min_numel = 10000;                      // smaller tensors travel as fp32 via allreduce
+  int64_t min_numel = 10000;        // smaller tensors travel as fp32 via allreduce
   std::map<std::string, TensorPolicy> overrides;  // by layer name
   // Model parallelism: activations and their gradients (mantissa_offset 2: where a config picks mantissa8 for them, its
   // exponent starts two decades below the block maximum, lower than for gradients).

@@ -1,8 +1,8 @@
 // The "fp8_e4m3" and "fp8_e5m2" codecs: OCP 8-bit floats (E4M3: 4 exponent bits, 3 mantissa, largest 448, no
 // infinity; E5M2: 5 and 2, largest 57344) with one power-of-two scale per block, so the block's largest magnitude lands
-// in the format's top binade and scaling is exact: each value is x / 2^e rounded to the nearest fp8 value, ties to even,
-// finite values beyond the largest saturated to it. The formats' conversions are shared host/device math (the CPU loops
-// in fp8_cpu.cpp, the CUDA kernels in fp8_cuda.cu both call them).
+// in the format's top binade and scaling is exact: each value is x / 2^e rounded to the nearest fp8 value, ties to
+// even, finite values beyond the largest saturated to it. The formats' conversions are shared host/device math (the CPU
+// loops in fp8_cpu.cpp, the CUDA kernels in fp8_cuda.cu both call them).
 #pragma once
 #include <cstdint>
 #include <optional>

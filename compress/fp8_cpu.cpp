@@ -20,7 +20,8 @@ int64_t fp8_encode_vec(const Fp8Format& f, const float* __restrict x, uint8_t* c
   const __m128i drop = _mm_cvtsi32_si128(23 - f.man);
   const __m256i absm = _mm256_set1_epi32(0x7fffffff), signb = _mm256_set1_epi32(static_cast<int>(0x80000000u)),
                 half = _mm256_set1_epi32(static_cast<int>((1u << (22 - f.man)) - 1u)), one = _mm256_set1_epi32(1),
-                rebias = _mm256_set1_epi32((127 - f.bias) << f.man), maxc = _mm256_set1_epi32(static_cast<int>(f.maxcode)),
+                rebias = _mm256_set1_epi32((127 - f.bias) << f.man),
+                maxc = _mm256_set1_epi32(static_cast<int>(f.maxcode)),
                 lownorm = _mm256_set1_epi32(((128 - f.bias) << 23) - 1), magic = _mm256_set1_epi32(0x4b000000);
   const __m256 vinv = _mm256_set1_ps(inv), sub = _mm256_set1_ps(Fp8Format::pow2(f.bias - 1 + f.man)),
                two23 = _mm256_set1_ps(8388608.f);
@@ -154,10 +155,10 @@ size_t Fp8Codec::reduce_encode_fused(const std::vector<Span<const uint8_t>>& par
     ins.push_back(p.data);
   }
   codec_device_reset_status(ex);
-  const size_t bytes = OCTET_CODEC_KERNEL(
-      ex, std::string(f_.name) + " owner step",
-      reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, residual, out.data, ex),
-      reduce_encode_cpu(parts, n, residual, out.data, seed));
+  const size_t bytes =
+      OCTET_CODEC_KERNEL(ex, std::string(f_.name) + " owner step",
+                         reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, residual, out.data, ex),
+                         reduce_encode_cpu(parts, n, residual, out.data, seed));
   if (bytes) codec_device_check(ex, f_.name);
   return bytes;
 }

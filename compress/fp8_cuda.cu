@@ -1,7 +1,7 @@
 // CUDA twins of the fp8 codecs: per-block abs-max (block_max_cuda), then one thread per value through fp8.h's
 // conversions (the CPU's exact functions); decode one thread per value; the fused owner step of scatter-allgather
-// (decode N payloads, sum in rank order, add the residual, re-encode, keep the new residual), one thread block per scale
-// block. Products and sums use explicit round-to-nearest intrinsics so no fused multiply-add makes a bit differ.
+// (decode N payloads, sum in rank order, add the residual, re-encode, keep the new residual), one thread block per
+// scale block. Products and sums use explicit round-to-nearest intrinsics so no fused multiply-add makes a bit differ.
 #include "compress/codec_cuda.cuh"
 #include "compress/fp8.h"
 

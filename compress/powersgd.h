@@ -20,10 +20,10 @@ bool is_low_rank(const std::string& method);
 
 // PowerSGD's own parameters (compression.rank, start_step, min_compression_rate; error feedback is always on).
 struct PowerSgdParams {
-  int rank = 1;                       // columns of P and Q
-  int64_t start_step = 1000;          // steps of plain fp32 allreduce first (DDP's start_powerSGD_iter)
-  double min_compression_rate = 2;   // tensors that would not shrink by this factor travel as fp32
-  float epsilon = 1e-8f;              // added to each column's norm in the orthogonalization (a zero column stays 0)
+  int rank = 1;                     // columns of P and Q
+  int64_t start_step = 1000;        // steps of plain fp32 allreduce first (DDP's start_powerSGD_iter)
+  double min_compression_rate = 2;  // tensors that would not shrink by this factor travel as fp32
+  float epsilon = 1e-8f;            // added to each column's norm in the orthogonalization (a zero column stays 0)
   std::optional<CodecKeyError> check() const;
   static PowerSgdParams from(const CodecParams& p);
 };

@@ -136,8 +136,8 @@ const std::vector<CodecCase>& codec_cases() {
                  .collective_error = 0.05,
                  .finite_at = {12, 12 + 2 * 17},
                  .finite_bytes = 2,
-                 .nonfinite = {0x7fc0, 0x7f80, 0xff81}});  // bf16: NaN, infinity, a negative NaN
-    c.push_back(fp8("fp8_e4m3", 4096, 0.035, {0x7f, 0xff}));               // E4M3: NaN of each sign
+                 .nonfinite = {0x7fc0, 0x7f80, 0xff81}});                // bf16: NaN, infinity, a negative NaN
+    c.push_back(fp8("fp8_e4m3", 4096, 0.035, {0x7f, 0xff}));             // E4M3: NaN of each sign
     c.push_back(fp8("fp8_e5m2", 4096, 0.07, {0x7c, 0xfc, 0x7e, 0xff}));  // E5M2: infinities, NaNs
     // Corners: one scale per tensor and blocks that are no multiple of a vector width (the 8-bit types, onebit);
     // qsgd's bit widths with buckets whose codes start inside a byte; AdaComp's bin for conv layers (its default, 0,

@@ -43,8 +43,12 @@ std::map<std::string, CandidateCost> costs(const std::string& policy, double gbs
   for (const std::string& c : policy_candidates(policy)) {
     CandidateCost k;
     k.codec.name = c;
-    const double r = c == "none" ? 1.0 : c == "bf16" || c == "fp16" ? 0.5 : c == "qsgd4" ? 0.13 : c == "topk" ? 0.02
-                     : c == "adacomp" ? 0.01 : 0.26;
+    const double r = c == "none"                  ? 1.0
+                     : c == "bf16" || c == "fp16" ? 0.5
+                     : c == "qsgd4"               ? 0.13
+                     : c == "topk"                ? 0.02
+                     : c == "adacomp"             ? 0.01
+                                                  : 0.26;
     k.codec.ratio_conv = k.codec.ratio_fc = k.codec.ratio_other = r;
     k.codec.encode_gbs = k.codec.decode_gbs = c == "none" ? 0 : gbs;
     k.codec.algorithm = c == "topk" || c == "adacomp" ? "allgather" : "scatter_allgather";
@@ -148,7 +152,8 @@ TEST_CASE("auto: a plan becomes per-layer overrides that keep min_numel's rule; 
   y = p.yaml();
   y.erase(y.find("  fc2:"));
   write_file_atomic(file, y);
-  CHECK_THROWS_WITH(read_auto_plan(file, net.tensors, cfg, 4), Catch::Contains(file + ": layers: 3 layers, the model has 4"));
+  CHECK_THROWS_WITH(read_auto_plan(file, net.tensors, cfg, 4),
+                    Catch::Contains(file + ": layers: 3 layers, the model has 4"));
   write_file_atomic(file, "policy: [\n");
   CHECK_THROWS_WITH(read_auto_plan(file, net.tensors, cfg, 4), Catch::Contains(file + ": not a plan"));
 }

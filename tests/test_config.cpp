@@ -107,8 +107,8 @@ TEST_CASE("config errors name file, line and key", "[config]") {
                       Catch::Contains(r + ":16: compression.activations.mantissa_offset: must be in [0, 8], got 9"));
   }
   SECTION("powersgd: its keys read and checked; algorithm left to it; fp8 blocks") {
-    auto ok = write_config(d, std::string(kValid) +
-                                  "compression: {method: powersgd, rank: 4, start_step: 10, min_compression_rate: 3}\n");
+    auto ok = write_config(
+        d, std::string(kValid) + "compression: {method: powersgd, rank: 4, start_step: 10, min_compression_rate: 3}\n");
     const Config c = load_config(ok);
     CHECK(c.compression.base.codec.method == "powersgd");
     CHECK(c.compression.base.codec.rank == 4);
@@ -138,8 +138,8 @@ TEST_CASE("config errors name file, line and key", "[config]") {
     auto q = write_config(d, std::string(kValid) + "compression: {method: auto, algorithm: allreduce}\n");
     CHECK_THROWS_WITH(load_config(q), Catch::Contains(q + ":16: compression.algorithm: method auto with policy "
                                                           "balanced may choose bf16, which cannot use allreduce"));
-    auto r = write_config(d, std::string(kValid) +
-                                 "compression: {method: auto, policy: aggressive, algorithm: scatter_allgather}\n");
+    auto r = write_config(
+        d, std::string(kValid) + "compression: {method: auto, policy: aggressive, algorithm: scatter_allgather}\n");
     CHECK_THROWS_WITH(load_config(r), Catch::Contains("may choose powersgd, which cannot use scatter_allgather"));
     auto rp = write_config(d, std::string(kValid) + "compression: {method: auto, replan: 0.2, replan_every: 50}\n");
     CHECK(load_config(rp).compression.replan == 0.2);

@@ -145,8 +145,10 @@ TEST_CASE("GradSync with powersgd: DDP's rule picks the tensors, fp32 before sta
   cfg.base.codec.start_step = 2;
   MpiTransport t(g_world);
   Tensor gw({20, 1, 5, 5}), gb({20}), gsq({10, 10});
-  GradSync sync(t, cfg, {{{"conv.weight", &w, &gw}, "conv", "conv", true}, {{"conv.bias", &b, &gb}, "conv", "conv"},
-                         {{"sq.weight", &sq, &gsq}, "sq", "fc"}});
+  GradSync sync(t, cfg,
+                {{{"conv.weight", &w, &gw}, "conv", "conv", true},
+                 {{"conv.bias", &b, &gb}, "conv", "conv"},
+                 {{"sq.weight", &sq, &gsq}, "sq", "fc"}});
   const std::string plan = sync.plan();
   INFO(plan);
   CHECK_THAT(plan, Catch::Contains("conv.weight") && Catch::Contains("powersgd rank 4 (20 x 25: P and Q 180 values)") &&

@@ -218,8 +218,9 @@ TEST_CASE("auto re-plans when the exchange's time moves: a pinned plan gives way
     write_file_atomic(dir + "/pinned.yaml", "policy: aggressive\nranks: " + std::to_string(g_world.size) +
                                                 "\nlayers:\n  conv1: {method: powersgd}\n  fc5: {method: fp8_e4m3}\n");
   MPI_Barrier(g_world.comm);
-  Config c = dp_config(dir, 8, "compression: {method: auto, policy: aggressive, plan: " + dir +
-                                   "/pinned.yaml, rank: 1, start_step: 2, replan: 1.0e-9, replan_every: 4}\n");
+  Config c = dp_config(dir, 8,
+                       "compression: {method: auto, policy: aggressive, plan: " + dir +
+                           "/pinned.yaml, rank: 1, start_step: 2, replan: 1.0e-9, replan_every: 4}\n");
   c.run.name = "replan";
   if (g_world.size > 1) {
     CHECK(resume_matches(g_world, dir, c));  // checksums every step: the replicas agree through the rebuild

@@ -15,13 +15,15 @@ TEST_CASE("powersgd compresses what DDP's rule compresses, at rank min(rank, row
   CHECK(low_rank_shape({20, 1, 5, 5}, r1).r == 1);  // conv: out x in*k*k
   CHECK(low_rank_shape({20, 1, 5, 5}, r1).cols == 25);
   CHECK(low_rank_shape({500, 800}, r4).rows == 500);
-  CHECK(low_rank_shape({500}, r1).r == 0);         // one dimension: fp32
-  CHECK(low_rank_shape({10, 10}, r4).r == 0);      // (10 + 10) * 4 * 2 >= 100: would not shrink 2x
+  CHECK(low_rank_shape({500}, r1).r == 0);              // one dimension: fp32
+  CHECK(low_rank_shape({10, 10}, r4).r == 0);           // (10 + 10) * 4 * 2 >= 100: would not shrink 2x
   CHECK(low_rank_shape({10, 10}, {.rank = 2}).r == 2);  // (10 + 10) * 2 * 2 < 100
-  CHECK(low_rank_shape({3, 1000}, r4).r == 0);     // capped at 3 rows: (3 + 1000) * 3 >= 3000, never smaller
+  CHECK(low_rank_shape({3, 1000}, r4).r == 0);          // capped at 3 rows: (3 + 1000) * 3 >= 3000, never smaller
   CHECK(low_rank_shape({10, 10}, {.rank = 2, .min_compression_rate = 3}).r == 0);
-  for (const auto& [key, p] : std::vector<std::pair<std::string, CodecParams>>{
-           {"rank", {.rank = 0}}, {"start_step", {.start_step = -1}}, {"min_compression_rate", {.min_compression_rate = 0.5}}}) {
+  for (const auto& [key, p] :
+       std::vector<std::pair<std::string, CodecParams>>{{"rank", {.rank = 0}},
+                                                        {"start_step", {.start_step = -1}},
+                                                        {"min_compression_rate", {.min_compression_rate = 0.5}}}) {
     const auto bad = check_powersgd(p);
     REQUIRE(bad);
     CHECK(bad->key == key);

@@ -316,7 +316,8 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
       if (candidate_fits(c, cfg.compression.base.algorithm))
         costs[c] = measure_candidate(c, cfg.compression.base.codec, std::min<int64_t>(largest, 1 << 20), Exec::host());
     if (!costs.count(identity_codec()))
-      costs[identity_codec()] = measure_candidate(identity_codec(), {}, std::min<int64_t>(largest, 1 << 20), Exec::host());
+      costs[identity_codec()] =
+          measure_candidate(identity_codec(), {}, std::min<int64_t>(largest, 1 << 20), Exec::host());
     std::printf("\n%s\n", choose_plan(tensors, costs, link, ranks, cfg.compression).text().c_str());
   }
   return 0;

@@ -264,8 +264,10 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base, bool top) {
   if (is_low_rank(t.codec.method)) {
     if (!s.has("algorithm")) t.algorithm = "auto";  // an override's powersgd does not inherit the base's algorithm
     if (t.algorithm != "auto")
-      s.fail("algorithm", "powersgd sends P and Q by allreduce and the tensors it leaves by fp32's own algorithm; "
-                          "leave algorithm auto, got " + t.algorithm);
+      s.fail("algorithm",
+             "powersgd sends P and Q by allreduce and the tensors it leaves by fp32's own algorithm; "
+             "leave algorithm auto, got " +
+                 t.algorithm);
     return t;
   }
   const CodecTraits& traits = codec_traits(t.codec.method);
@@ -282,7 +284,8 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
   c.policy = s.choice("policy", c.policy, policies());
   c.plan = s.get<std::string>("plan", c.plan);
   c.replan = s.get<double>("replan", c.replan);
-  if (!(c.replan >= 0 && c.replan <= 100)) s.fail("replan", "must be a fraction in [0, 100] (0: never), got " + std::to_string(c.replan));
+  if (!(c.replan >= 0 && c.replan <= 100))
+    s.fail("replan", "must be a fraction in [0, 100] (0: never), got " + std::to_string(c.replan));
   c.replan_every = at_least(s, "replan_every", c.replan_every, 1);
   if (!c.plan.empty() && c.base.codec.method != "auto")
     s.fail("plan", "a plan is what compression.method auto trains with; method is " + c.base.codec.method);

@@ -224,7 +224,8 @@ CompressionConfig Run::plan_compression() {
   AutoPlan plan;
   if (source == 0) {
     if (!saved.empty())
-      OCTET_LOG("warning: " << saved << " is missing: auto plans afresh, and the resumed run may exchange gradients "
+      OCTET_LOG("warning: " << saved
+                            << " is missing: auto plans afresh, and the resumed run may exchange gradients "
                                "differently from the interrupted one");
     plan = make_auto_plan(*world_, tensors, cfg, *exec_);
   } else {
@@ -240,7 +241,8 @@ CompressionConfig Run::plan_compression() {
     OCTET_CHECK(!bad, (rank_ == 0 ? error : "rank 0 could not read the auto plan " + file));
     plan = share_plan(*world_, tensors, cfg, plan);
     OCTET_LOG("auto: the plan of " << file
-                                   << (source == 1 ? " (resume keeps the interrupted run's exchange)" : " (compression.plan)"));
+                                   << (source == 1 ? " (resume keeps the interrupted run's exchange)"
+                                                   : " (compression.plan)"));
   }
   OCTET_LOG(plan.text());
   plans_ = {plan};

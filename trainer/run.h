@@ -59,8 +59,8 @@ class Run {
   // and, when the choices change, rebuild the step (its error-feedback state starts afresh), write plan.yaml and a
   // checkpoint at once (a resume then finds the plan its checkpoint was written under).
   void maybe_replan(const StepStats& s);
-  void collect_state();           // what a checkpoint holds (host mirrors of device tensors)
-  bool resume();                  // loads resume_from_ and checks its position; false: the run already finished
+  void collect_state();  // what a checkpoint holds (host mirrors of device tensors)
+  bool resume();         // loads resume_from_ and checks its position; false: the run already finished
   void save(const TrainPosition& at);
   void stopped_line() const;  // what a stop on a signal says, once its checkpoint is written
   // run.trace: opens the window at this invocation's step trace_start (after a barrier, the ranks' common origin),
@@ -96,9 +96,9 @@ class Run {
   std::unique_ptr<TopologyHolder> topology_;     // the nodes (runs of several ranks)
   std::unique_ptr<Transport> node_t_, cross_t_;  // parallel.hierarchy two_level: node and cross-node transports
   std::unique_ptr<Step> step_;
-  std::string auto_plan_;                   // compression.method auto: plan.yaml's text (empty otherwise)
-  std::vector<AutoPlan> plans_;             // ... the plans in force so far
-  StepOptions step_opts_;                   // what the step was built with (a re-plan changes its compression)
+  std::string auto_plan_;                          // compression.method auto: plan.yaml's text (empty otherwise)
+  std::vector<AutoPlan> plans_;                    // ... the plans in force so far
+  StepOptions step_opts_;                          // what the step was built with (a re-plan changes its compression)
   double replan_comm_s_ = 0, replan_base_ms_ = 0;  // this window's transport seconds; the calibrated ms per step
   int64_t replan_steps_ = 0;
   CheckpointState state_;
