@@ -68,6 +68,28 @@ double layer_ms(const std::vector<const SyncTensor*>& ts, const std::string& can
 
 }  // namespace
 
+AutoPlan plan_layers(const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg, int ranks, const Link& l) {
+  // The planner's own listing, every layer fp32 (the one candidate given, under a policy that holds it).
+  CompressionConfig c = cfg;
+  c.policy = "lossless";
+  c.base.algorithm = "auto";
+  AutoPlan plan = choose_plan(tensors, {{identity_codec(), {}}}, l, ranks, c);
+  plan.policy = cfg.policy;
+  return plan;
+}
+
+std::map<std::string, CandidateCost> measure_candidates(const std::vector<SyncTensor>& tensors,
+                                                        const CompressionConfig& cfg, Exec& exec) {
+  int64_t largest = 0;
+  for (const SyncTensor& t : tensors) largest = std::max(largest, t.param.value->numel());
+  const int64_t n = std::min<int64_t>(largest, 1 << 20);
+  std::map<std::string, CandidateCost> costs;
+  for (const std::string& c : policy_candidates(cfg.policy))
+    if (candidate_fits(c, cfg.base.algorithm)) costs[c] = measure_candidate(c, cfg.base.codec, n, exec);
+  if (!costs.count(identity_codec())) costs[identity_codec()] = measure_candidate(identity_codec(), {}, n, exec);
+  return costs;
+}
+
 std::vector<std::string> policies() {
   std::vector<std::string> out;
   for (const auto& [k, v] : policy_table()) out.push_back(k);
@@ -269,14 +291,7 @@ AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& 
   OCTET_CHECK(policy == cfg.policy, file << ": policy " << policy << ", the config says " << cfg.policy);
   OCTET_CHECK(text(root["ranks"], "ranks") == std::to_string(ranks),
               file << ": planned for " << text(root["ranks"], "ranks") << " ranks, this run has " << ranks);
-  // The layers as the planner lists them, each with the plan's candidate.
-  std::map<std::string, CandidateCost> none{{identity_codec(), {}}};
-  CompressionConfig c = cfg;
-  c.policy = "lossless";
-  c.base.algorithm = "auto";
-  AutoPlan plan = choose_plan(tensors, none, Link{}, ranks, c);
-  plan.policy = cfg.policy;
-  plan.ranks = ranks;
+  AutoPlan plan = plan_layers(tensors, cfg, ranks, Link{});  // each layer then takes the file's candidate
   // The plan in force last: the last re-plan's, else the first.
   YAML::Node at = root;
   std::string where;
@@ -323,12 +338,7 @@ AutoPlan share_plan(const World& w, const std::vector<SyncTensor>& tensors, cons
   CHECK_MPI(MPI_Bcast(link, 2, MPI_DOUBLE, 0, w.comm));
   if (w.rank == 0) return mine;
   // The same layers in the same order, with rank 0's candidates (the predicted times are rank 0's to print).
-  std::map<std::string, CandidateCost> none{{identity_codec(), {}}};
-  CompressionConfig c = cfg;
-  c.policy = "lossless";
-  c.base.algorithm = "auto";
-  AutoPlan plan = choose_plan(tensors, none, Link{link[0], link[1]}, w.size, c);
-  plan.policy = cfg.policy;
+  AutoPlan plan = plan_layers(tensors, cfg, w.size, Link{link[0], link[1]});
   OCTET_CHECK(static_cast<int>(plan.layers.size()) == layers,
               "auto: rank " << w.rank << " has " << plan.layers.size() << " layers to plan, rank 0 " << layers);
   for (size_t i = 0; i < plan.layers.size(); ++i) {
@@ -367,14 +377,7 @@ AutoPlan make_auto_plan(const World& w, const std::vector<SyncTensor>& tensors, 
   for (const SyncTensor& t : tensors) largest = std::max(largest, t.param.value->numel());
   const Link link = measure_link(w, largest);  // every rank takes part
   AutoPlan plan;
-  if (w.rank == 0) {
-    const int64_t n = std::min<int64_t>(largest, 1 << 20);
-    std::map<std::string, CandidateCost> costs;
-    for (const std::string& c : policy_candidates(cfg.policy))
-      if (candidate_fits(c, cfg.base.algorithm)) costs[c] = measure_candidate(c, cfg.base.codec, n, exec);
-    if (!costs.count(identity_codec())) costs[identity_codec()] = measure_candidate(identity_codec(), {}, n, exec);
-    plan = choose_plan(tensors, costs, link, w.size, cfg);
-  }
+  if (w.rank == 0) plan = choose_plan(tensors, measure_candidates(tensors, cfg, exec), link, w.size, cfg);
   return share_plan(w, tensors, cfg, plan);
 }
 

@@ -55,6 +55,13 @@ struct AutoPlan {
 // plan.yaml for a run's plans in order: the first, then each re-plan under `replans:` (read_auto_plan takes the last).
 std::string plans_yaml(const std::vector<AutoPlan>& plans);
 
+// Every candidate of cfg's policy that fits its algorithm (and fp32) measured on exec's device, over values as many as
+// the largest tensor's (at most 2^20).
+std::map<std::string, CandidateCost> measure_candidates(const std::vector<SyncTensor>& tensors,
+                                                        const CompressionConfig& cfg, Exec& exec);
+// The layers a plan lists for these tensors, in order, each fp32 (a plan read or received then sets its candidates).
+AutoPlan plan_layers(const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg, int ranks, const Link& l);
+
 // The choice for each layer of `tensors` (grouped by layer name, in order) among the costs given, for N ranks over l.
 AutoPlan choose_plan(const std::vector<SyncTensor>& tensors, const std::map<std::string, CandidateCost>& costs,
                      const Link& l, int N, const CompressionConfig& cfg);

@@ -309,15 +309,7 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
     OCTET_CHECK(!input.empty(), "octet predict: --plan needs model.input in " << config);
     Model model = build_model(cfg.model.layers, input);
     const std::vector<SyncTensor> tensors = sync_tensors(model, model.size());
-    int64_t largest = 0;
-    for (const SyncTensor& t : tensors) largest = std::max(largest, t.param.value->numel());
-    std::map<std::string, CandidateCost> costs;
-    for (const std::string& c : policy_candidates(cfg.compression.policy))
-      if (candidate_fits(c, cfg.compression.base.algorithm))
-        costs[c] = measure_candidate(c, cfg.compression.base.codec, std::min<int64_t>(largest, 1 << 20), Exec::host());
-    if (!costs.count(identity_codec()))
-      costs[identity_codec()] =
-          measure_candidate(identity_codec(), {}, std::min<int64_t>(largest, 1 << 20), Exec::host());
+    const auto costs = measure_candidates(tensors, cfg.compression, Exec::host());
     std::printf("\n%s\n", choose_plan(tensors, costs, link, ranks, cfg.compression).text().c_str());
   }
   return 0;
