@@ -1,13 +1,15 @@
 // Device parity tests, built twice: against a GPU (octet_cuda_tests: the CUDA twins) and against the simulated device
 // (octet_sim_tests, in every CI run: the GPU path's host-side orchestration with the CPU twins as kernels). Every case
 // of the layer table, every case of the codec table (payload bytes, decodes, error feedback, the fused owner step,
-// hostile payloads), the loss head, the optimizer kernels and the device plumbing against the CPU. The CUDA build exits
+// hostile payloads), PowerSGD's algebra, auto's candidate timings, the loss head, the optimizer kernels and the device
+// plumbing against the CPU. The CUDA build exits
 // 77 (CTest: skipped) with a message when no GPU is visible.
 #define CATCH_CONFIG_RUNNER
 #include <cstdio>
 #include <cstring>
 #include <limits>
 
+#include "comm/auto_plan.h"
 #include "compress/codec.h"
 #include "compress/powersgd.h"
 #include "core/device.h"
@@ -251,6 +253,21 @@ TEST_CASE("powersgd's products and Gram-Schmidt on the device match the CPU (the
     ex.sync(ex.comm());
     check_close(dp, p, tol, "orthogonalize " + std::to_string(rows) + " x " + std::to_string(r));
   }
+}
+
+TEST_CASE("auto times its candidates on the device: codec speeds, payload ratios, powersgd's products",
+          "[cuda][auto]") {
+  Exec& ex = dev();
+  for (const char* c : {"none", "fp8_e4m3", "qsgd4", "topk"}) {
+    INFO(c);
+    const CandidateCost k = measure_candidate(c, {}, 20000, ex);
+    CHECK(k.codec.encode_gbs > 0);
+    CHECK(k.codec.decode_gbs > 0);
+    CHECK(k.codec.ratio_fc > 0);
+    CHECK(k.codec.ratio_fc <= 1.001);
+  }
+  CHECK(measure_candidate("fp8_e4m3", {}, 20000, ex).codec.ratio_fc < 0.27);
+  CHECK(measure_candidate("powersgd", {}, 20000, ex).gemm_gflops > 0);
 }
 
 namespace {
