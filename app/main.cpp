@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "tools/flags.h"
 #include "tools/bench.h"
+#include "layers/layer_def.h"
 #include "trainer/config.h"
 #include "trainer/preempt.h"
 #include "tools/predict.h"
@@ -30,6 +31,7 @@ const char* kUsage =
     "  octet bench loader ROOT [--threads 1] [--images 2000] [--size 224]\n"
     "  octet bench conv [--in 16] [--out 16] [--size 32] [--kernel 3] [--stride 1] [--batch 128]\n"
     "  [mpirun -np N] octet predict CONFIG|--profile FILE --ranks N --bandwidth GB/s|measure --latency us|measure ...\n"
+    "  octet model CONFIG.yaml [--set key.path=value]...   (the expanded net: shapes and parameter counts)\n"
     "  octet version\n";
 
 // What every rank computes alike before training (the config): where every rank fails, with the same error, it is said
@@ -84,8 +86,7 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
   std::vector<std::string> sets = f.all("set");
   if (f.on("trace")) sets.push_back("run.trace=true");
   octet::MpiSession mpi(argc, argv);
-  const octet::Config cfg =
-      on_every_rank(mpi.world(), [&] { return octet::load_config(f.positionals()[0], sets); });
+  const octet::Config cfg = on_every_rank(mpi.world(), [&] { return octet::load_config(f.positionals()[0], sets); });
   const octet::TrainResult r = octet::train(cfg, opts, &mpi.world());
   return r.stopped_by ? octet::kExitPreempted : 0;
 }
@@ -108,6 +109,26 @@ int cmd_bench(const std::vector<std::string>& args, int* argc, char*** argv) {
               "unknown benchmark '" << args[0] << "' (known: compress, allreduce, trace, loader, conv)");
   octet::MpiSession mpi(argc, argv);
   return octet::bench_allreduce(rest, mpi.world());
+}
+
+// The model a config builds, blocks expanded: every layer with its output shape and parameter count, and the total.
+int cmd_model(const std::vector<std::string>& args) {
+  octet::Flags f("octet model", "CONFIG.yaml",
+                 {{"set", "key.path=value", "override one config key, e.g. --set model.input=[3,64,64]", "", true}}, 1);
+  f.parse(args);
+  if (f.help()) {
+    std::fputs(f.usage().c_str(), stdout);
+    return 0;
+  }
+  OCTET_CHECK(!f.positionals().empty(),
+              "octet model needs a config file (usage: octet model CONFIG.yaml [--set k=v]...)");
+  const octet::Config cfg = octet::load_config(f.positionals()[0], f.all("set"), false);
+  OCTET_CHECK(!cfg.model.input.empty(),
+              cfg.file << ": model.input: octet model needs the input shape (give it, or --set model.input=[C,H,W])");
+  octet::Model model = octet::build_model(cfg.model.layers, cfg.model.input);
+  std::printf("%s: %zu layers, input %s\n%s\n", cfg.file.c_str(), cfg.model.layers.size(),
+              octet::shape_str(cfg.model.input).c_str(), model.summary().c_str());
+  return 0;
 }
 
 int cmd_version(const std::vector<std::string>& args) {
@@ -167,6 +188,7 @@ int main(int argc, char** argv) {
       return octet::cmd_predict(args, mpi.world());
     }
     if (cmd == "version") return cmd_version(args);
+    if (cmd == "model") return cmd_model(args);
     OCTET_THROW("unknown command '" << cmd << "' (known: train, bench, predict, version; octet --help)");
   } catch (const std::exception& e) {
     return fail(e);

@@ -49,6 +49,10 @@ const char* type_name<std::vector<int64_t>>() {
   return "a list of integers";
 }
 template <>
+const char* type_name<std::vector<std::string>>() {
+  return "a list of strings";
+}
+template <>
 const char* type_name<std::vector<double>>() {
   return "a list of finite numbers";
 }
@@ -120,7 +124,8 @@ T Section::get(const std::string& key) {
   T v{};
   bool ok = true;
   try {
-    if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<double>>)
+    if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<double>> ||
+                  std::is_same_v<T, std::vector<std::string>>)
       ok = n.IsSequence();
     else
       ok = n.IsScalar();
@@ -158,6 +163,7 @@ template bool Section::get<bool>(const std::string&);
 template std::string Section::get<std::string>(const std::string&);
 template std::vector<int64_t> Section::get<std::vector<int64_t>>(const std::string&);
 template std::vector<double> Section::get<std::vector<double>>(const std::string&);
+template std::vector<std::string> Section::get<std::vector<std::string>>(const std::string&);
 template int64_t Section::get<int64_t>(const std::string&, const int64_t&);
 template int Section::get<int>(const std::string&, const int&);
 template uint64_t Section::get<uint64_t>(const std::string&, const uint64_t&);

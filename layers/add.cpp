@@ -9,7 +9,7 @@
 namespace octet {
 
 const char* shortcut_name(Shortcut s) {
-  return s == Shortcut::Identity ? "identity" : s == Shortcut::Pad ? "pad" : "conv";
+  return s == Shortcut::Identity ? "identity" : s == Shortcut::Pad ? "pad" : s == Shortcut::Conv ? "conv" : "conv_bn";
 }
 
 Add::Add(std::string name, const AddParams& p, const Shape& main) : Layer(std::move(name)), p_(p) {
@@ -36,6 +36,7 @@ Add::Add(std::string name, const AddParams& p, const Shape& main) : Layer(std::m
     return;
   }
   proj_ = std::make_unique<Conv2d>(this->name() + ".proj", Conv2dParams{s[1], main[1], 1, stride_, 0, false, p.init});
+  if (p.shortcut == Shortcut::ConvBn) proj_bn_ = std::make_unique<BatchNorm>(this->name() + ".proj_bn", p.bn, main[1]);
 }
 
 Shape Add::output_shape(const Shape& in) const {
@@ -45,14 +46,25 @@ Shape Add::output_shape(const Shape& in) const {
   return in;
 }
 
-std::vector<Param> Add::params() { return proj_ ? proj_->params() : std::vector<Param>{}; }
+std::vector<Param> Add::params() {
+  std::vector<Param> out = proj_ ? proj_->params() : std::vector<Param>{};
+  if (proj_bn_)
+    for (auto& p : proj_bn_->params()) out.push_back(p);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor*>> Add::state() {
+  return proj_bn_ ? proj_bn_->state() : std::vector<std::pair<std::string, Tensor*>>{};
+}
 
 void Add::init_params(Rng& rng) {
   if (proj_) proj_->init_params(rng);
+  if (proj_bn_) proj_bn_->init_params(rng);
 }
 
 void Add::bound(Exec& exec) {
   if (proj_) proj_->bind(exec);
+  if (proj_bn_) proj_bn_->bind(exec);
 }
 
 const Tensor& Add::skip(const Tensor& x) const {
@@ -76,11 +88,14 @@ void Add::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
     return launch_twin("add (pad) forward", add_pad_forward_cpu, OCTET_CUDA_TWIN(add_pad_forward_cuda), st, x.data(),
                        s.data(), y.data(), pad_geom(x));
   const float* sp = s.data();
-  if (p_.shortcut == Shortcut::Conv) {
-    if (proj_y_.device() != device()) proj_y_ = Tensor(Shape{0}, device());
-    proj_y_.resize(x.shape());
+  if (proj_) {
+    for (Tensor* t : {&proj_y_, &proj_z_, &proj_dy_}) {
+      if (t->device() != device()) *t = Tensor(Shape{0}, device());
+      if (t == &proj_y_ || proj_bn_) t->resize(x.shape());
+    }
     proj_->forward(s, proj_y_, ctx);
-    sp = proj_y_.data();
+    if (proj_bn_) proj_bn_->forward(proj_y_, proj_z_, ctx);
+    sp = proj_bn_ ? proj_z_.data() : proj_y_.data();
   }
   launch_twin("add forward", add_sum_cpu, OCTET_CUDA_TWIN(add_sum_cuda), st, x.data(), sp, y.data(), x.numel());
 }
@@ -89,8 +104,9 @@ void Add::backward_cpu(const Tensor& x, const Tensor&, const Tensor& dy, Tensor*
   const Tensor& s = skip(x);
   const Stream st = exec().compute();
   if (dx) dx->copy_from(dy, st);
-  if (p_.shortcut == Shortcut::Conv) {  // the projection's weight gradient always; its input gradient when wanted
-    proj_->backward(s, proj_y_, dy, skip_dx_);
+  if (proj_) {  // the projection's (and its batchnorm's) parameter gradients always; its input gradient when wanted
+    if (proj_bn_) proj_bn_->backward(proj_y_, proj_z_, dy, &proj_dy_);
+    proj_->backward(s, proj_y_, proj_bn_ ? proj_dy_ : dy, skip_dx_);
     return;
   }
   if (!skip_dx_) return;
@@ -107,9 +123,18 @@ namespace {
 void parse_add(Section& s, LayerSpec& spec) {
   AddParams p;
   p.from = spec.from = s.get<std::string>("from");
-  const std::string sc = s.choice("shortcut", "identity", {"identity", "pad", "conv"});
-  p.shortcut = sc == "identity" ? Shortcut::Identity : sc == "pad" ? Shortcut::Pad : Shortcut::Conv;
-  if (p.shortcut == Shortcut::Conv) p.init = read_init(s, "he");  // elsewhere no weights: init is an unknown key
+  const std::string sc = s.choice("shortcut", "identity", {"identity", "pad", "conv", "conv_bn"});
+  p.shortcut = sc == "identity" ? Shortcut::Identity
+               : sc == "pad"    ? Shortcut::Pad
+               : sc == "conv"   ? Shortcut::Conv
+                                : Shortcut::ConvBn;
+  // Elsewhere no weights: init is an unknown key; the batchnorm's keys as a batchnorm layer's, under bn.
+  if (p.shortcut == Shortcut::Conv || p.shortcut == Shortcut::ConvBn) p.init = read_init(s, "he", false).kind;
+  if (p.shortcut == Shortcut::ConvBn) {
+    Section b = s.section("bn");
+    p.bn = read_batchnorm_params(b);
+    b.finish();
+  }
   spec.params = p;
 }
 

@@ -1,22 +1,25 @@
 // A residual connection: y = x + P(s), where x is the previous layer's output and s the output of an earlier layer
 // named in the config (`from`); P is the identity, ResNet's option A (subsample by the stride, zero channels on both
-// sides) or a 1x1 convolution with the stride (option B, no batchnorm). The model binds s and where its gradient goes
+// sides), a 1x1 convolution with the stride (option B), or that convolution followed by batchnorm (torchvision's
+// downsample, `shortcut: conv_bn`). The model binds s and where its gradient goes
 // (Layer::bind_skip). Shapes here and in add.cpp, the CPU loops in add_cpu.cpp.
 #pragma once
 #include "core/hd.h"
+#include "layers/batchnorm.h"
 #include "layers/conv2d.h"
 #include "layers/layer.h"
 
 namespace octet {
 
-enum class Shortcut { Identity, Pad, Conv };
+enum class Shortcut { Identity, Pad, Conv, ConvBn };
 const char* shortcut_name(Shortcut s);
 
 struct AddParams {
   std::string from;                        // the layer whose output is added
   Shortcut shortcut = Shortcut::Identity;  // how it is brought to this layer's shape
   Shape skip_shape;                        // that output's shape [N,Cs,Hs,Ws] (N any; set by the model's builder)
-  Init init = Init::He;                    // the projection's weights (Conv)
+  Init init = Init::He;                    // the projection's weights (Conv, ConvBn)
+  BatchNormParams bn;                      // the projection's batchnorm (ConvBn)
 };
 
 // Option A's geometry for a batch: skip [n,cs,hs,ws] -> output [n,c,h,w], skip channel k lands on channel c0 + k.
@@ -38,10 +41,15 @@ class Add : public Layer {
   Add(std::string name, const AddParams& p, const Shape& main);
   const char* kind() const override { return "add"; }
   static constexpr LayerTraits kTraits{.reads_other = true};
-  LayerTraits traits() const override { return kTraits; }
   Shape output_shape(const Shape& in) const override;
   const std::string& skip_from() const override { return p_.from; }
+  LayerTraits traits() const override {  // a batchnorm on the shortcut normalizes over the batch
+    LayerTraits t = kTraits;
+    t.batch_statistics = proj_bn_ != nullptr;
+    return t;
+  }
   std::vector<Param> params() override;
+  std::vector<std::pair<std::string, Tensor*>> state() override;
   void init_params(Rng& rng) override;
   int64_t stride() const { return stride_; }
 
@@ -67,8 +75,11 @@ class Add : public Layer {
   AddParams p_;
   Shape main_;  // per batch of one: [1,C,H,W]
   int64_t stride_ = 1;
-  std::unique_ptr<Conv2d> proj_;  // Conv only
-  Tensor proj_y_;                 // the projection's output [N,C,H,W] (Conv only), where the layer runs
+  std::unique_ptr<Conv2d> proj_;        // Conv, ConvBn
+  std::unique_ptr<BatchNorm> proj_bn_;  // ConvBn
+  Tensor proj_y_;                       // the projection's output [N,C,H,W] (Conv, ConvBn), where the layer runs
+  Tensor proj_z_;                       // its batchnorm's output (ConvBn)
+  Tensor proj_dy_;                      // the gradient at the projection's output (ConvBn)
 
 #ifdef OCTET_WITH_CUDA  // the CUDA kernels (add_cuda.cu)
  public:

@@ -37,7 +37,7 @@ int64_t BatchNorm::plane(const Tensor& x) const {
 }
 
 std::vector<Param> BatchNorm::params() {
-  return {{name() + ".weight", &gamma_, &dgamma_}, {name() + ".bias", &beta_, &dbeta_}};
+  return {{name() + ".weight", &gamma_, &dgamma_, true}, {name() + ".bias", &beta_, &dbeta_, true}};
 }
 
 std::vector<std::pair<std::string, Tensor*>> BatchNorm::state() {
@@ -48,16 +48,18 @@ void BatchNorm::init_params(Rng&) {
   gamma_.fill(1.f), beta_.fill(0.f), running_mean_.fill(0.f), running_var_.fill(1.f);
 }
 
-namespace {
-
-void parse_batchnorm(Section& s, LayerSpec& spec) {
+BatchNormParams read_batchnorm_params(Section& s) {
   BatchNormParams p;
   p.momentum = s.get<float>("momentum", p.momentum);
   if (!(p.momentum >= 0.f && p.momentum <= 1.f)) s.fail("momentum", "must be in [0, 1]");
   p.eps = s.get<float>("eps", p.eps);
   if (!(p.eps > 0.f)) s.fail("eps", "must be positive");
-  spec.params = p;
+  return p;
 }
+
+namespace {
+
+void parse_batchnorm(Section& s, LayerSpec& spec) { spec.params = read_batchnorm_params(s); }
 
 LayerPtr build_batchnorm(const LayerSpec& spec, const LayerInput& in) {
   OCTET_CHECK(in.in.size() == 4 || in.in.size() == 2,

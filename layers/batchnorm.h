@@ -11,6 +11,10 @@ struct BatchNormParams {
   float eps = 1e-5f;
 };
 
+class Section;
+// A batchnorm's keys (momentum, eps) from a layer entry or an add's `bn` map.
+BatchNormParams read_batchnorm_params(Section& s);
+
 class BatchNorm : public Layer {
  public:
   BatchNorm(std::string name, const BatchNormParams& p, int64_t channels);

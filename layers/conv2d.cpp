@@ -7,9 +7,12 @@
 namespace octet {
 
 Conv2d::Conv2d(std::string name, const Conv2dParams& p) : Layer(std::move(name)), p_(p) {
-  OCTET_CHECK(p.in_channels > 0 && p.out_channels > 0 && p.kernel > 0 && p.stride > 0 && p.padding >= 0,
+  OCTET_CHECK(p.in_channels > 0 && p.out_channels > 0 && p.kernel > 0 && p.stride > 0 && p.padding >= 0 && p.groups > 0,
               "conv " << this->name() << ": bad parameters");
-  w_ = Tensor({p.out_channels, p.in_channels, p.kernel, p.kernel});
+  OCTET_CHECK(p.in_channels % p.groups == 0 && p.out_channels % p.groups == 0,
+              "conv " << this->name() << ": groups " << p.groups << " must divide the input channels (" << p.in_channels
+                      << ") and out_channels (" << p.out_channels << ")");
+  w_ = Tensor({p.out_channels, p.in_channels / p.groups, p.kernel, p.kernel});
   dw_ = Tensor(w_.shape());
   if (p.bias) {
     b_ = Tensor({p.out_channels});
@@ -36,8 +39,9 @@ std::vector<Param> Conv2d::params() {
 
 void Conv2d::init_params(Rng& rng) {
   const int64_t k2 = p_.kernel * p_.kernel;
-  init_weights(w_, p_.init, p_.in_channels * k2, p_.out_channels * k2, rng);
-  if (p_.bias) b_.zero();
+  // Fans as Caffe and PyTorch count them for groups: a weight sees in_channels/groups inputs.
+  init_weights(w_, p_.init, p_.in_channels / p_.groups * k2, p_.out_channels * k2, rng, p_.init_std);
+  if (p_.bias) b_.fill(p_.bias_value);
 }
 
 namespace {
@@ -50,7 +54,10 @@ void parse_conv(Section& s, LayerSpec& spec) {
   p.padding = s.get<int64_t>("padding", 0);
   if (p.padding < 0 || p.padding >= p.kernel) s.fail("padding", "must be in [0, kernel)");
   p.bias = s.get<bool>("bias", true);
-  p.init = read_init(s, "xavier");
+  p.groups = read_positive(s, "groups", 1);
+  if (p.out_channels % p.groups) s.fail("groups", "must divide out_channels (" + std::to_string(p.out_channels) + ")");
+  const InitSpec init = read_init(s, "xavier", p.bias);
+  p.init = init.kind, p.init_std = init.std, p.bias_value = init.bias;
   const std::string layout = s.choice("cpu_layout", "auto", {"auto", "plain", "blocked"});
   p.cpu_layout = layout == "auto" ? ConvLayout::Auto : layout == "plain" ? ConvLayout::Plain : ConvLayout::Blocked;
   spec.params = p;
@@ -60,6 +67,8 @@ LayerPtr build_conv(const LayerSpec& spec, const LayerInput& in) {
   Conv2dParams p = spec_params<Conv2dParams>(spec);
   OCTET_CHECK(in.in.size() == 4, "layer " << spec.name << " (conv) needs [N,C,H,W] input, got " << shape_str(in.in));
   p.in_channels = in.in[1];
+  OCTET_CHECK(p.in_channels % p.groups == 0, "layer " << spec.name << " (conv): groups " << p.groups
+                                                      << " does not divide its " << p.in_channels << " input channels");
   return std::make_unique<Conv2d>(spec.name, p);
 }
 

@@ -1,5 +1,5 @@
-// 2-D convolution (cross-correlation, stride, zero padding, optional bias): shapes, parameters and initialization
-// here and in conv2d.cpp; the CPU implementation (oneDNN) in conv2d_cpu.cpp.
+// 2-D convolution (cross-correlation, stride, zero padding, channel groups, optional bias): shapes, parameters and
+// initialization here and in conv2d.cpp; the CPU implementation (oneDNN) in conv2d_cpu.cpp.
 #pragma once
 #include "layers/layer.h"
 
@@ -19,6 +19,9 @@ struct Conv2dParams {
   bool bias = true;
   Init init = Init::Xavier;
   ConvLayout cpu_layout = ConvLayout::Auto;
+  int64_t groups = 1;      // input and output channels split into this many independent convolutions (AlexNet's towers)
+  float init_std = 0.f;    // init gaussian: the weights' standard deviation
+  float bias_value = 0.f;  // the bias's initial value (Caffe's constant filler)
 };
 
 class Conv2d : public Layer {
@@ -40,7 +43,7 @@ class Conv2d : public Layer {
  private:
   struct CpuState;  // oneDNN primitives per input shape (conv2d_cpu.cpp)
   Conv2dParams p_;
-  Tensor w_, b_, dw_, db_;  // w: [OC,IC,K,K], b: [OC]
+  Tensor w_, b_, dw_, db_;  // w: [OC,IC/groups,K,K], b: [OC]
   std::shared_ptr<CpuState> cpu_;
 
 #ifdef OCTET_WITH_CUDA  // the CUDA twin (conv2d_cuda.cu)

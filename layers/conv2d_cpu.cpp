@@ -23,7 +23,10 @@ WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache
                           const Shape& in, const Shape& out, const Tensor& w) {
   auto& slot = cache[in];
   if (slot) return *slot;
-  const dims src_d(in.begin(), in.end()), wei_d(w.shape().begin(), w.shape().end()), dst_d(out.begin(), out.end());
+  // Groups: oneDNN's 5-D weights [G, OC/G, IC/G, K, K], the same bytes as ours [OC, IC/G, K, K].
+  const dims wei_d = p.groups == 1 ? dims(w.shape().begin(), w.shape().end())
+                                   : dims{p.groups, p.out_channels / p.groups, w.dim(1), p.kernel, p.kernel};
+  const dims src_d(in.begin(), in.end()), dst_d(out.begin(), out.end());
   const dnnl::memory::desc psrc = plain_md(src_d), pwei = plain_md(wei_d), pdst = plain_md(dst_d);
   const dnnl::memory::desc bias = p.bias ? plain_md({p.out_channels}) : dnnl::memory::desc();
   auto any = [](const dims& d) {

@@ -23,6 +23,7 @@ cudnnConvolutionDescriptor_t conv_desc(const Conv2dParams& p) {
   CHECK_CUDNN(cudnnSetConvolution2dDescriptor(c, static_cast<int>(p.padding), static_cast<int>(p.padding),
                                               static_cast<int>(p.stride), static_cast<int>(p.stride), 1, 1,
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CHECK_CUDNN(cudnnSetConvolutionGroupCount(c, static_cast<int>(p.groups)));
   CHECK_CUDNN(cudnnSetConvolutionMathType(c, CUDNN_FMA_MATH));  // what the heuristics rank for
   return c;
 }
@@ -104,7 +105,7 @@ ConvEntry& Conv2d::CudaState::get(const Conv2dParams& p, const Shape& in, const 
   if (p.bias) e->b = nchw({1, p.out_channels, 1, 1});
   CHECK_CUDNN(cudnnCreateFilterDescriptor(&e->w));
   CHECK_CUDNN(cudnnSetFilter4dDescriptor(e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(p.out_channels),
-                                         static_cast<int>(p.in_channels), static_cast<int>(p.kernel),
+                                         static_cast<int>(p.in_channels / p.groups), static_cast<int>(p.kernel),
                                          static_cast<int>(p.kernel)));
   e->fwd.conv = conv_desc(p), e->bwd_data.conv = conv_desc(p), e->bwd_filter.conv = conv_desc(p);
   cudnnHandle_t h = cudnn_of(ex);

@@ -29,8 +29,8 @@ std::vector<Param> FullyConnected::params() {
 }
 
 void FullyConnected::init_params(Rng& rng) {
-  init_weights(w_, p_.init, p_.in_features, p_.out_features, rng);
-  if (p_.bias) b_.zero();
+  init_weights(w_, p_.init, p_.in_features, p_.out_features, rng, p_.init_std);
+  if (p_.bias) b_.fill(p_.bias_value);
 }
 
 namespace {
@@ -39,7 +39,8 @@ void parse_fc(Section& s, LayerSpec& spec) {
   FcParams p;
   p.out_features = read_positive(s, "out_features");
   p.bias = s.get<bool>("bias", true);
-  p.init = read_init(s, "xavier");
+  const InitSpec init = read_init(s, "xavier", p.bias);
+  p.init = init.kind, p.init_std = init.std, p.bias_value = init.bias;
   spec.params = p;
 }
 

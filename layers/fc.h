@@ -10,6 +10,8 @@ struct FcParams {
   int64_t out_features = 0;
   bool bias = true;
   Init init = Init::Xavier;
+  float init_std = 0.f;    // init gaussian: the weights' standard deviation
+  float bias_value = 0.f;  // the bias's initial value (Caffe's constant filler)
 };
 
 class FullyConnected : public Layer {

@@ -16,7 +16,8 @@ namespace octet {
 struct Param {
   std::string name;  // "<layer>.weight", "<layer>.bias"
   Tensor* value;
-  Tensor* grad;  // same shape as value; written (not accumulated) by backward
+  Tensor* grad;       // same shape as value; written (not accumulated) by backward
+  bool norm = false;  // a normalization layer's scale or shift (optimizer.no_decay: [batchnorm])
 };
 
 // What a forward pass needs to know beyond its input: mode and the counters that key stochastic layers.
@@ -42,10 +43,11 @@ struct LayerTraits {
   }
 };
 
-enum class Init { He, Xavier };
+enum class Init { He, Xavier, Gaussian };
 const char* init_name(Init i);
-// He: N(0, 2/fan_in). Xavier (Glorot uniform): U(±sqrt(6/(fan_in+fan_out))). w on the host.
-void init_weights(Tensor& w, Init kind, int64_t fan_in, int64_t fan_out, Rng& rng);
+// He: N(0, 2/fan_in). Xavier (Glorot uniform): U(±sqrt(6/(fan_in+fan_out))). Gaussian (Caffe's filler): N(0, std^2).
+// w on the host.
+void init_weights(Tensor& w, Init kind, int64_t fan_in, int64_t fan_out, Rng& rng, float std = 0.f);
 
 class Layer {
  public:

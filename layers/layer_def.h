@@ -18,6 +18,9 @@ struct LayerSpec {
   std::string name;
   std::string from;  // a layer that reads another's output (traits.reads_other): that layer's name
   std::any params;
+  // Caffe's per-tensor multipliers of the learning rate and the weight decay, in the order of the layer's params()
+  // (weight, bias, ...); tensors past the list's end keep 1.
+  std::vector<float> lr_mult, decay_mult;
 };
 
 // What a layer is built from beyond its spec.
@@ -42,7 +45,14 @@ const LayerDef& find_layer(const std::string& type);  // unknown: throws listing
 std::string layer_types(bool (*pred)(const LayerTraits&));
 
 // Reading helpers the rows share.
-Init read_init(Section& s, const char* dflt);                                 // key "init": he | xavier
+// Keys "init" (he | xavier | gaussian; gaussian with its "std") and, where the layer has a bias, "bias_value" (Caffe's
+// constant bias filler; 0 by default).
+struct InitSpec {
+  Init kind = Init::Xavier;
+  float std = 0.f;
+  float bias = 0.f;
+};
+InitSpec read_init(Section& s, const char* dflt, bool has_bias);
 int64_t read_positive(Section& s, const std::string& key, int64_t dflt = 0);  // 0: required
 [[noreturn]] void throw_spec_mismatch(const LayerSpec& spec);
 // The typed parameters of a spec, or an error naming the layer when the spec holds another type's.

@@ -1,6 +1,7 @@
 // Model: runs layers forward and backward over owned activation buffers, sized per batch.
 #include "layers/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -133,18 +134,21 @@ void Model::init_params(uint64_t seed) {
 
 std::string Model::summary() {
   std::string out;
-  char buf[256];
+  char buf[512];
   Shape s = {1};
   s.insert(s.end(), input_.begin(), input_.end());
-  std::snprintf(buf, sizeof buf, "  %-10s %-8s %-16s %s\n", "layer", "kind", "output", "params");
+  int w = 10;  // the name column fits the longest name
+  for (auto& l : layers_) w = std::max(w, static_cast<int>(l->name().size()));
+  std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %10s\n", w, "layer", "kind", "output", "params");
   out += buf;
   for (auto& l : layers_) {
     s = l->output_shape(s);
     int64_t n = 0;
     for (auto& p : l->params()) n += p.value->numel();
     Shape per(s.begin() + 1, s.end());
-    std::snprintf(buf, sizeof buf, "  %-10s %-8s %-16s %lld\n", l->name().c_str(), l->kind(), shape_str(per).c_str(),
-                  static_cast<long long>(n));
+    const std::string from = l->traits().reads_other ? "  + " + l->skip_from() : "";
+    std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %10lld%s\n", w, l->name().c_str(), l->kind(),
+                  shape_str(per).c_str(), static_cast<long long>(n), from.c_str());
     out += buf;
   }
   std::snprintf(buf, sizeof buf, "  total parameters: %lld", static_cast<long long>(num_params()));

@@ -11,14 +11,20 @@ Pool2d::Pool2d(std::string name, const PoolParams& p) : Layer(std::move(name)), 
               kind() << " " << this->name() << ": bad parameters");
 }
 
+int64_t Pool2d::pooled_size(int64_t n) const {
+  const int64_t span = n + 2 * p_.padding - p_.kernel;  // >= 0, checked by the caller
+  if (!p_.ceil_mode) return span / p_.stride + 1;
+  int64_t out = (span + p_.stride - 1) / p_.stride + 1;
+  if ((out - 1) * p_.stride >= n + p_.padding) --out;
+  return out;
+}
+
 Shape Pool2d::output_shape(const Shape& in) const {
   OCTET_CHECK(in.size() == 4, kind() << " " << name() << " expects [N,C,H,W], got " << shape_str(in));
   // Checked before dividing: C++ division truncates toward zero, so (H - K) / S + 1 is 1 for -S < H - K < 0.
   OCTET_CHECK(in[2] + 2 * p_.padding >= p_.kernel && in[3] + 2 * p_.padding >= p_.kernel,
               kind() << " " << name() << ": window " << p_.kernel << " larger than padded input " << shape_str(in));
-  const int64_t oh = (in[2] + 2 * p_.padding - p_.kernel) / p_.stride + 1;
-  const int64_t ow = (in[3] + 2 * p_.padding - p_.kernel) / p_.stride + 1;
-  return {in[0], in[1], oh, ow};
+  return {in[0], in[1], pooled_size(in[2]), pooled_size(in[3])};
 }
 
 namespace {
@@ -31,6 +37,7 @@ void parse_pool(Section& s, LayerSpec& spec) {
   p.stride = read_positive(s, "stride", p.kernel);
   p.padding = s.get<int64_t>("padding", 0);
   if (p.padding < 0 || p.padding >= p.kernel) s.fail("padding", "must be in [0, kernel)");
+  p.ceil_mode = s.get<bool>("ceil_mode", false);
   spec.params = p;
 }
 

@@ -13,7 +13,8 @@ struct PoolParams {
   PoolKind kind = PoolKind::Max;
   int64_t kernel = 2;
   int64_t stride = 2;
-  int64_t padding = 0;  // average pooling excludes padded cells from the mean
+  int64_t padding = 0;     // average pooling excludes padded cells from the mean
+  bool ceil_mode = false;  // output size rounded up (Caffe's rule), the last window clipped at the edge
 };
 
 class Pool2d : public Layer {
@@ -21,6 +22,9 @@ class Pool2d : public Layer {
   Pool2d(std::string name, const PoolParams& p);
   const char* kind() const override { return p_.kind == PoolKind::Max ? "maxpool" : "avgpool"; }
   Shape output_shape(const Shape& in) const override;  // [N,C,H,W] -> [N,C,OH,OW]
+  // Outputs along a side of n cells: floor((n + 2P - K) / S) + 1, or with ceil_mode the ceiling, less one where the
+  // last window would start beyond the padded input's first P + n cells (Caffe's and PyTorch's rule).
+  int64_t pooled_size(int64_t n) const;
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;

@@ -1,5 +1,7 @@
 // The layer registry: the rows of layers/layer_table.inc, lookups by type, the reading helpers rows share, and the
 // model built from a list of specs.
+#include <cmath>
+
 #include "core/error.h"
 #include "layers/layer_def.h"
 
@@ -49,8 +51,19 @@ std::string layer_types(bool (*pred)(const LayerTraits&)) {
   return out;
 }
 
-Init read_init(Section& s, const char* dflt) {
-  return s.choice("init", dflt, {"he", "xavier"}) == "he" ? Init::He : Init::Xavier;
+InitSpec read_init(Section& s, const char* dflt, bool has_bias) {
+  InitSpec r;
+  const std::string k = s.choice("init", dflt, {"he", "xavier", "gaussian"});
+  r.kind = k == "he" ? Init::He : k == "xavier" ? Init::Xavier : Init::Gaussian;
+  if (r.kind == Init::Gaussian) {
+    r.std = s.get<float>("std");
+    if (!(r.std > 0.f) || !std::isfinite(r.std)) s.fail("std", "must be a positive number");
+  }
+  if (has_bias) {
+    r.bias = s.get<float>("bias_value", 0.f);
+    if (!std::isfinite(r.bias)) s.fail("bias_value", "must be finite");
+  }
+  return r;
 }
 
 int64_t read_positive(Section& s, const std::string& key, int64_t dflt) {

@@ -38,8 +38,16 @@ double lr_at(const OptimizerConfig& opt, const ScheduleConfig& s, int64_t step, 
   return lr;
 }
 
-Optimizer::Optimizer(const OptimizerConfig& cfg, std::vector<Param> params, Exec& exec)
+Optimizer::Optimizer(const OptimizerConfig& cfg, std::vector<Param> params, Exec& exec,
+                     const std::map<std::string, ParamMult>& mults)
     : cfg_(cfg), params_(std::move(params)), exec_(&exec) {
+  for (const auto& p : params_) {
+    auto it = mults.find(p.name);
+    ParamMult m = it == mults.end() ? ParamMult{} : it->second;
+    const bool bias = !p.norm && p.name.size() >= 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
+    if ((p.norm && cfg.no_decay_norm) || (bias && cfg.no_decay_bias)) m.decay = 0.f;
+    mult_.push_back(m);
+  }
   const bool stateful = cfg.type == OptimizerType::Rmsprop || cfg.momentum != 0.f;
   if (stateful)
     for (auto& p : params_) buf_.emplace_back(p.value->shape(), p.value->device());
@@ -77,13 +85,14 @@ void Optimizer::step(float lr) {
     uint32_t* flag = dev ? reinterpret_cast<uint32_t*>(flags_dev_.data()) + i : &flags_[i];
     if (n == 0) continue;
     const Stream stream = dev ? exec_->compute() : Stream{};
+    const float plr = lr * mult_[i].lr, pwd = cfg_.weight_decay * mult_[i].decay;
     if (cfg_.type == OptimizerType::Sgd)
       launch_twin("sgd update", sgd_update_cpu, OCTET_CUDA_TWIN(sgd_update_cuda), stream, p.value->data() + off,
-                  p.grad->data() + off, state, n, SgdHyper{lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov}, flag);
+                  p.grad->data() + off, state, n, SgdHyper{plr, cfg_.momentum, pwd, cfg_.nesterov}, flag);
     else
       launch_twin("rmsprop update", rmsprop_update_cpu, OCTET_CUDA_TWIN(rmsprop_update_cuda), stream,
-                  p.value->data() + off, p.grad->data() + off, state, n,
-                  RmspropHyper{lr, cfg_.alpha, cfg_.eps, cfg_.weight_decay}, flag);
+                  p.value->data() + off, p.grad->data() + off, state, n, RmspropHyper{plr, cfg_.alpha, cfg_.eps, pwd},
+                  flag);
   }
   if (any_dev) {  // the device flags (zeroed after each read) OR into the host ones, once the updates are done
     Tensor host(flags_dev_.shape());

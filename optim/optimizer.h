@@ -1,5 +1,6 @@
 // Optimizers (SGD with momentum/Nesterov/weight decay, RMSProp) over a model's params, and learning-rate schedules.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,8 +19,10 @@ struct OptimizerConfig {
   float momentum = 0.f;   // sgd
   bool nesterov = false;  // sgd
   float weight_decay = 0.f;
-  float alpha = 0.9f;  // rmsprop: running-average decay of the squared gradient
-  float eps = 1e-8f;   // rmsprop
+  bool no_decay_norm = false;  // no weight decay on normalization layers' scale and shift (no_decay: [batchnorm])
+  bool no_decay_bias = false;  // nor on other layers' biases (no_decay: [bias])
+  float alpha = 0.9f;          // rmsprop: running-average decay of the squared gradient
+  float eps = 1e-8f;           // rmsprop
 };
 
 enum class ScheduleType { Constant, Step, Multistep, Cosine };
@@ -38,10 +41,19 @@ struct ScheduleConfig {
 double lr_at(const OptimizerConfig& opt, const ScheduleConfig& sched, int64_t step, int64_t steps_per_epoch,
              int64_t total_epochs);
 
+// A tensor's multipliers of the learning rate and the weight decay (Caffe's lr_mult, decay_mult).
+struct ParamMult {
+  float lr = 1.f, decay = 1.f;
+};
+
 class Optimizer {
  public:
   // exec: where parameters on a device are updated (its compute stream); host parameters update at once.
-  Optimizer(const OptimizerConfig& cfg, std::vector<Param> params, Exec& exec = Exec::host());
+  // mults: per parameter name (absent: 1 and 1), before cfg's no_decay rules zero the decay of those they name.
+  Optimizer(const OptimizerConfig& cfg, std::vector<Param> params, Exec& exec = Exec::host(),
+            const std::map<std::string, ParamMult>& mults = {});
+  // The multipliers step() applies to parameter i.
+  const ParamMult& mult(size_t i) const { return mult_.at(i); }
   // One update of every parameter with its grad at learning rate lr. Throws NonFiniteError naming the first parameter
   // whose updated values are NaN or infinite (checked inside the update kernels, at no extra pass).
   void step(float lr);
@@ -56,6 +68,7 @@ class Optimizer {
   OptimizerConfig cfg_;
   std::vector<Param> params_;
   Exec* exec_;
+  std::vector<ParamMult> mult_;                     // one per param
   std::vector<Tensor> buf_;                         // one per param when the method keeps state
   std::vector<std::pair<int64_t, int64_t>> range_;  // per param: {offset, count} updated by step()
   std::vector<uint32_t> flags_;                     // per param: the update left a non-finite value

@@ -1,4 +1,5 @@
 # Helpers shared by the benchmark and experiment scripts (sourced, not run).
+lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # scripts/, wherever the caller stands
 
 # field FILE KEY: a number from a flat JSON file such as a run's summary.json.
 field() { grep -o "\"$2\":[-0-9.e+]*" "$1" | sed -n 1p | cut -d: -f2; }
@@ -13,21 +14,49 @@ require_fashion() {
 }
 # within_a_point A B FLOOR: true when accuracies A and B (fractions) differ by at most 0.01 and B exceeds FLOOR.
 within_a_point() { awk -v a="$1" -v b="$2" -v f="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 && b > f) }'; }
-# codec_table BASE EPOCHS ROW...: the Markdown table of a codec comparison; each ROW is
-# "codec|accuracy|bytes sent|fp32 bytes|ratio|ratio fc|ratio conv|seconds|images/s"; BASE: fp32's accuracy ("": each
-# row's own).
+# codec_table BASE EPOCHS TARGET ROW...: the Markdown table of a codec comparison; each ROW is
+# "codec|accuracy|bytes sent|fp32 bytes|ratio|ratio fc|ratio conv|seconds|images/s|time to TARGET"; BASE: fp32's
+# accuracy ("": each row's own); TARGET: the accuracy (a fraction) of the last column, whose cells are time_to_acc's
+# answers (seconds, or "not reached").
 codec_table() {
-  local base=$1 ep=$2 r c acc sent fp32 ratio rfc rconv secs ips
-  shift 2
-  echo "| codec | test accuracy | vs fp32 (points) | kB sent/step/rank | ratio (all) | ratio fc | ratio conv | s/epoch | images/s |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  local base=$1 ep=$2 target=$3 r c acc sent fp32 ratio rfc rconv secs ips tta
+  shift 3
+  echo "| codec | test accuracy | vs fp32 (points) | kB sent/step/rank | ratio (all) | ratio fc | ratio conv | s/epoch | images/s | $(target_title "$target") |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
   for r in "$@"; do
-    IFS='|' read -r c acc sent fp32 ratio rfc rconv secs ips <<<"$r"
+    IFS='|' read -r c acc sent fp32 ratio rfc rconv secs ips tta <<<"$r"
     awk -v c="$c" -v acc="$acc" -v base="${base:-$acc}" -v sent="$sent" -v ratio="$ratio" -v rfc="$rfc" -v rconv="$rconv" \
-        -v secs="$secs" -v ips="$ips" -v ep="$ep" 'BEGIN {
-      printf "| %s | %.2f%% | %+.2f | %.1f | %.1fx | %s | %s | %.1f | %.0f |\n", c, 100*acc, 100*(acc-base), sent/1000, ratio,
-             rfc == "" ? "-" : sprintf("%.1fx", rfc), rconv == "" ? "-" : sprintf("%.1fx", rconv), secs/ep, ips }'
+        -v secs="$secs" -v ips="$ips" -v ep="$ep" -v tta="$(tta_cell "$tta")" 'BEGIN {
+      printf "| %s | %.2f%% | %+.2f | %.1f | %.1fx | %s | %s | %.1f | %.0f | %s |\n", c, 100*acc, 100*(acc-base), sent/1000, ratio,
+             rfc == "" ? "-" : sprintf("%.1fx", rfc), rconv == "" ? "-" : sprintf("%.1fx", rconv), secs/ep, ips, tta }'
   done
+}
+# time_to_acc RUN_DIR|METRICS_JSONL TARGET: the training seconds at the run's first test evaluation with accuracy >=
+# TARGET (a fraction), or "not reached" (scripts/time_to_accuracy.py: train_seconds, evaluation excluded).
+time_to_acc() { /usr/bin/python3 "$lib_dir/time_to_accuracy.py" "$1" "$2"; }
+# check_target SCRIPT VALUE: exits 2 with one error line unless VALUE (a --target) is a fraction in [0, 1].
+check_target() {
+  [[ $2 =~ ^(0(\.[0-9]*)?|\.[0-9]+|1(\.0*)?)$ ]] ||
+    { echo "$1: --target $2: want a test accuracy as a fraction in [0, 1], e.g. 0.88" >&2; exit 2; }
+}
+# target_title TARGET: a "time to" column's title, e.g. "time to 88% (s)" for 0.88.
+target_title() { awk -v t="$1" 'BEGIN { printf "time to %g%% (s)", 100 * t }'; }
+# target_caption TARGET [CLOCK]: the lines under a table that say what its "time to" column measures; CLOCK: what the
+# seconds count (default: octet's train_seconds).
+target_caption() {
+  local pct clock=${2:-"rank 0's training seconds (its steps with their data loading; evaluation and checkpoints excluded)"}
+  pct=$(awk -v t="$1" 'BEGIN { printf "%g%%", 100 * t }')
+  echo "Time to $pct: $clock"
+  echo "up to the first test evaluation (one at each epoch's end) at or above $pct test accuracy, so a run is timed at the"
+  echo "end of that epoch; \"not reached\": no evaluation got there (scripts/time_to_accuracy.py)."
+}
+# tta_cell ANSWER: a "time to" cell: seconds to one decimal, or "not reached" (and "-" for no answer).
+tta_cell() {
+  case $1 in
+    "") echo "-" ;;
+    "not reached") echo "not reached" ;;
+    *) awk -v s="$1" 'BEGIN { printf "%.1f", s }' ;;
+  esac
 }
 # median: the median of the numbers on stdin, one a line.
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }

@@ -74,11 +74,25 @@ const std::vector<LayerCase>& layer_cases() {
     c.push_back(library({"conv 2->3 channels, k3, stride 2, no bias",
                          "{type: conv, out_channels: 3, kernel: 3, stride: 2, bias: false}",
                          random_input({2, 2, 7, 7}, 12), 5}));
+    c.push_back(library({"conv 4->6 channels in 2 groups, k3, pad 1, gaussian init, bias 0.1",
+                         "{type: conv, out_channels: 6, kernel: 3, padding: 1, groups: 2, init: gaussian, std: 0.2, "
+                         "bias_value: 0.1}",
+                         random_input({2, 4, 5, 5}, 14), 6}));
+    c.push_back(library({"conv 6->6 channels in 3 groups, k3, stride 2, no bias",
+                         "{type: conv, out_channels: 6, kernel: 3, stride: 2, groups: 3, bias: false}",
+                         random_input({2, 6, 7, 7}, 15), 7}));
     c.push_back({"maxpool k2 s2", "{type: maxpool, kernel: 2}", distinct_input({2, 3, 6, 6}, 3)});
     c.push_back({"maxpool k3 s2 pad 1 (overlapping windows)", "{type: maxpool, kernel: 3, stride: 2, padding: 1}",
                  distinct_input({2, 3, 6, 6}, 3)});
     c.push_back(
         {"avgpool k3 s2 pad 1", "{type: avgpool, kernel: 3, stride: 2, padding: 1}", distinct_input({2, 3, 6, 6}, 3)});
+    // Caffe's output rule: 7 -> 4 with k3 s2 (floor: 3), the last window clipped to 1 cell; and with pad 1.
+    c.push_back({"maxpool k3 s2 ceil_mode (Caffe)", "{type: maxpool, kernel: 3, stride: 2, ceil_mode: true}",
+                 distinct_input({2, 3, 8, 8}, 5)});
+    c.push_back({"avgpool k3 s2 ceil_mode (Caffe)", "{type: avgpool, kernel: 3, stride: 2, ceil_mode: true}",
+                 distinct_input({2, 3, 8, 8}, 5)});
+    c.push_back({"maxpool k3 s2 pad 1 ceil_mode", "{type: maxpool, kernel: 3, stride: 2, padding: 1, ceil_mode: true}",
+                 distinct_input({2, 2, 6, 6}, 6)});
     c.push_back({"global_avgpool", "{type: global_avgpool}", random_input({2, 3, 4, 4}, 13)});
     c.push_back(library({"fc 18->5 on 4-D input read as features", "{type: fc, out_features: 5, init: he}",
                          random_input({4, 2, 3, 3}, 8), 1}));
@@ -111,6 +125,10 @@ const std::vector<LayerCase>& layer_cases() {
              {2, 5, 3, 3}, {2, 2, 6, 6});
     add_case("add, 1x1 projection: stride 2, 3 -> 4 channels", "{type: add, from: src, shortcut: conv, init: he}",
              {2, 4, 2, 2}, {2, 3, 4, 4});
+    add_case("add, 1x1 projection + batchnorm (torchvision's downsample): stride 2, 3 -> 4 channels",
+             "{type: add, from: src, shortcut: conv_bn, bn: {momentum: 0.1, eps: 1e-5}}", {2, 4, 2, 2}, {2, 3, 4, 4});
+    add_case("add, 1x1 projection + batchnorm, stride 1, 4 -> 8 channels (a bottleneck stage's first block)",
+             "{type: add, from: src, shortcut: conv_bn}", {3, 8, 2, 2}, {3, 4, 2, 2});
     return c;
   }();
   return cases;

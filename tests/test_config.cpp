@@ -329,8 +329,9 @@ TEST_CASE("batchnorm and add layers: keys read, a wrong source or shortcut named
   std::string p = write_config(d, replace(good, "from: r,", "from: c2x,"));
   CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":14: model.layers[4].from: 'c2x' names no earlier layer"));
   p = write_config(d, replace(good, "shortcut: pad", "shortcut: zero"));
-  CHECK_THROWS_WITH(load_config(p),
-                    Catch::Contains("model.layers[4].shortcut: unknown value 'zero' (known: identity, pad, conv)"));
+  CHECK_THROWS_WITH(
+      load_config(p),
+      Catch::Contains("model.layers[4].shortcut: unknown value 'zero' (known: identity, pad, conv, conv_bn)"));
   p = write_config(d, replace(good, "shortcut: pad}", "shortcut: pad, init: xavier}"));
   CHECK_THROWS_WITH(load_config(p), Catch::Contains("model.layers[4].init: unknown key"));
   p = write_config(d, replace(good, "momentum: 0.2", "momentum: 2"));
@@ -362,10 +363,10 @@ TEST_CASE("every shipped config loads and builds its model; the ResNets have the
     Model m = build_model(c.model.layers, input);
     params[e.path().filename().string()] = m.num_params();
   }
-  CHECK(params.at("resnet20.yaml") == 269722);       // He et al.: 0.27M
-  CHECK(params.at("resnet18.yaml") == 11687720);     // torchvision's 11,689,512 less the projections' batchnorms
+  CHECK(params.at("resnet20.yaml") == 269722);       // He et al.: 0.27M (the references: tests/test_reproduction.cpp)
+  CHECK(params.at("resnet18.yaml") == 11689512);     // torchvision's
   CHECK(params.at("cifar10_quick.yaml") == 145578);  // Caffe's
-  CHECK(params.count("alexnet.yaml") == 1);
+  CHECK(params.at("alexnet.yaml") == 60965224);      // Caffe's bvlc_alexnet
 }
 
 TEST_CASE("data keys of the image pipeline: per-channel normalize, augment, image_folder's; errors name the key",

@@ -51,6 +51,60 @@ TEST_CASE("conv forward matches hand-computed cross-correlation", "[layers][conv
   }
 }
 
+TEST_CASE("a grouped conv is its groups' convolutions side by side", "[layers][conv]") {
+  // groups 2, 4 -> 6 channels: output channels 0-2 see input channels 0-1 only, 3-5 see 2-3.
+  Conv2dParams gp{4, 6, 3, 1, 1, true, Init::Xavier};
+  gp.groups = 2;
+  Conv2d grouped("g", gp);
+  CHECK(grouped.params()[0].value->shape() == Shape{6, 2, 3, 3});
+  Rng rng(5);
+  grouped.init_params(rng);
+  grouped.params()[1].value->copy_from(random_tensor({6}, 9));
+  const Tensor x = random_tensor({2, 4, 5, 5}, 3);
+  const std::vector<float> y = run_forward(grouped, x);
+  for (int64_t g = 0; g < 2; ++g) {
+    Conv2d part("p", {2, 3, 3, 1, 1, true, Init::Xavier});
+    auto pp = part.params();
+    const auto gw = grouped.params();
+    std::copy_n(gw[0].value->data() + g * 3 * 2 * 9, 3 * 2 * 9, pp[0].value->data());
+    std::copy_n(gw[1].value->data() + g * 3, 3, pp[1].value->data());
+    Tensor xs({2, 2, 5, 5});
+    for (int64_t n = 0; n < 2; ++n) std::copy_n(x.data() + (n * 4 + 2 * g) * 25, 2 * 25, xs.data() + n * 2 * 25);
+    const std::vector<float> ys = run_forward(part, xs);
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t i = 0; i < 3 * 25; ++i)
+        CHECK(y[static_cast<size_t>((n * 6 + 3 * g) * 25 + i)] ==
+              Approx(ys[static_cast<size_t>(n * 3 * 25 + i)]).margin(1e-5));
+  }
+  Conv2dParams bad = gp;
+  bad.groups = 4;  // does not divide 6 output channels
+  CHECK_THROWS_WITH(Conv2d("b", bad), Catch::Contains("groups 4 must divide"));
+}
+
+TEST_CASE("ceil_mode pooling follows Caffe's output size rule", "[layers][pool]") {
+  auto side = [](int64_t n, int64_t k, int64_t s, int64_t p, bool ceil) {
+    PoolParams pp{PoolKind::Max, k, s, p};
+    pp.ceil_mode = ceil;
+    return Pool2d("p", pp).output_shape({1, 1, n, n})[2];
+  };
+  CHECK(side(32, 3, 2, 0, false) == 15);  // cifar10_quick's pool1 without ceil_mode
+  CHECK(side(32, 3, 2, 0, true) == 16);   // Caffe: 32 -> 16 -> 8 -> 4
+  CHECK(side(16, 3, 2, 0, true) == 8);
+  CHECK(side(55, 3, 2, 0, true) == 27);  // AlexNet's pool1: both rules agree
+  CHECK(side(6, 3, 2, 1, true) == 4);
+  CHECK(side(3, 2, 2, 1, true) == 2);  // ceil gives 3, but the third window would start in the right padding
+  // The clipped last window: max over the one remaining column/row; the mean over the cells inside.
+  PoolParams mp{PoolKind::Max, 3, 2, 0};
+  mp.ceil_mode = true;
+  Pool2d mx("m", mp);
+  Tensor x = make_tensor({1, 1, 4, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16});
+  CHECK_THAT(run_forward(mx, x), Equals(std::vector<float>{11, 12, 15, 16}));
+  PoolParams ap = mp;
+  ap.kind = PoolKind::Avg;
+  Pool2d av("a", ap);
+  CHECK_THAT(run_forward(av, x), Equals(std::vector<float>{6, 7.5f, 12, 13.5f}));
+}
+
 TEST_CASE("max and average pooling forward fixtures", "[layers][pool]") {
   SECTION("max 2x2 stride 2") {
     Pool2d pool("p", {PoolKind::Max, 2, 2, 0});
@@ -142,7 +196,14 @@ TEST_CASE("every registered layer type has a row in the layer table; built layer
     for (const LayerCase& c : layer_cases()) {
       if (YAML::Load(c.yaml)["type"].as<std::string>() != def.type) continue;
       ++rows;
-      CHECK(c.make()->traits() == def.traits);
+      // An instance may add batch statistics its configuration brings (an add's conv_bn shortcut), nothing else.
+      LayerTraits t = c.make()->traits();
+      if (t.batch_statistics && !def.traits.batch_statistics) {
+        CHECK(std::string(def.type) == "add");
+        CHECK(YAML::Load(c.yaml)["shortcut"].as<std::string>() == "conv_bn");
+        t.batch_statistics = false;
+      }
+      CHECK(t == def.traits);
     }
     CHECK(rows > 0);  // a new layer comes with its row in tests/layer_cases.cpp
   }
@@ -271,7 +332,7 @@ TEST_CASE("add: option A places the strided skip in the middle channels; bad sho
   // Skip [1,2,4,4] onto main [1,4,2,2]: channels 1 and 2 get skip[:, :, ::2, ::2], channels 0 and 3 nothing.
   Tensor s({1, 2, 4, 4});
   for (int64_t i = 0; i < 32; ++i) s.data()[i] = static_cast<float>(i);
-  Add add("a", AddParams{"src", Shortcut::Pad, {1, 2, 4, 4}, Init::He}, {1, 4, 2, 2});
+  Add add("a", AddParams{"src", Shortcut::Pad, {1, 2, 4, 4}, Init::He, {}}, {1, 4, 2, 2});
   CHECK(add.stride() == 2);
   Tensor x({1, 4, 2, 2});
   x.fill(100.f);
@@ -280,13 +341,13 @@ TEST_CASE("add: option A places the strided skip in the middle channels; bad sho
   add.forward(x, y, train_ctx());
   CHECK_THAT(to_vector(y), Equals(std::vector<float>{100, 100, 100, 100, 100, 102, 108, 110,  //
                                                      116, 118, 124, 126, 100, 100, 100, 100}));
-  CHECK_THROWS_WITH((Add("b", AddParams{"src", Shortcut::Identity, {1, 2, 4, 4}, Init::He}, {1, 4, 2, 2})),
+  CHECK_THROWS_WITH((Add("b", AddParams{"src", Shortcut::Identity, {1, 2, 4, 4}, Init::He, {}}, {1, 4, 2, 2})),
                     Catch::Contains("shortcut identity needs src's output [2,4,4] to equal the input [4,2,2]"));
-  CHECK_THROWS_WITH((Add("c", AddParams{"src", Shortcut::Pad, {1, 8, 4, 4}, Init::He}, {1, 4, 2, 2})),
+  CHECK_THROWS_WITH((Add("c", AddParams{"src", Shortcut::Pad, {1, 8, 4, 4}, Init::He, {}}, {1, 4, 2, 2})),
                     Catch::Contains("shortcut pad cannot narrow src's 8 channels to 4"));
-  CHECK_THROWS_WITH((Add("d", AddParams{"src", Shortcut::Conv, {1, 2, 5, 5}, Init::He}, {1, 4, 2, 2})),
+  CHECK_THROWS_WITH((Add("d", AddParams{"src", Shortcut::Conv, {1, 2, 5, 5}, Init::He, {}}, {1, 4, 2, 2})),
                     Catch::Contains("planes 5x5 are not a whole multiple"));
-  Add unbound("u", AddParams{"src", Shortcut::Identity, {1, 4, 2, 2}, Init::He}, {1, 4, 2, 2});
+  Add unbound("u", AddParams{"src", Shortcut::Identity, {1, 4, 2, 2}, Init::He, {}}, {1, 4, 2, 2});
   CHECK_THROWS_WITH(unbound.forward(x, y, train_ctx()), Catch::Contains("no tensor bound for src"));
 }
 
@@ -309,11 +370,13 @@ TEST_CASE("a model with residual blocks: gradients through both paths of every a
   L.push_back(std::make_unique<Conv2d>("c2", Conv2dParams{4, 4, 3, 1, 1, false, Init::He}));
   L.push_back(std::make_unique<BatchNorm>("bn2", BatchNormParams{}, 4));
   L.push_back(
-      std::make_unique<Add>("a1", AddParams{"r1", Shortcut::Identity, {1, 4, 6, 6}, Init::He}, Shape{1, 4, 6, 6}));
+      std::make_unique<Add>("a1", AddParams{"r1", Shortcut::Identity, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 4, 6, 6}));
   L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{4, 8, 3, 2, 1, true, Init::He}));
-  L.push_back(std::make_unique<Add>("a2", AddParams{"r1", Shortcut::Pad, {1, 4, 6, 6}, Init::He}, Shape{1, 8, 3, 3}));
+  L.push_back(
+      std::make_unique<Add>("a2", AddParams{"r1", Shortcut::Pad, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 8, 3, 3}));
   L.push_back(std::make_unique<Conv2d>("c4", Conv2dParams{8, 8, 3, 1, 1, true, Init::He}));
-  L.push_back(std::make_unique<Add>("a3", AddParams{"r1", Shortcut::Conv, {1, 4, 6, 6}, Init::He}, Shape{1, 8, 3, 3}));
+  L.push_back(
+      std::make_unique<Add>("a3", AddParams{"r1", Shortcut::Conv, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 8, 3, 3}));
   L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 3, 3, 0}));
   L.push_back(std::make_unique<FullyConnected>("fc", FcParams{8, 3, true, Init::Xavier}));
   Model m({2, 6, 6}, std::move(L));

@@ -1,5 +1,6 @@
 // load_config: the one place where YAML becomes typed structs; every range and cross-key rule is checked here.
 #include "trainer/config.h"
+#include "trainer/blocks.h"
 
 #include <sys/stat.h>
 
@@ -45,14 +46,15 @@ void read_run(Section s, RunConfig& r) {
   s.finish();
 }
 
-void read_data(Section s, DataConfig& d) {
+void read_data(Section s, DataConfig& d, bool check_path) {
   d.dataset = s.choice("dataset", d.dataset, {"mnist_idx", "cifar10_bin", "image_folder", "synthetic"});
   if (d.dataset == "synthetic") {
     s.get<std::string>("path", "");  // ignored: a config switched to synthetic data (--set) for a speed run keeps it
   } else {
     d.path = s.get<std::string>("path");
     struct stat st {};
-    if (::stat(d.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) s.fail("path", "'" + d.path + "' is not a folder");
+    if (check_path && (::stat(d.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
+      s.fail("path", "'" + d.path + "' is not a folder");
   }
   const bool folder = d.dataset == "image_folder";
   if (folder) {
@@ -149,6 +151,14 @@ void read_model(Section s, ModelConfig& m) {
     for (const auto& prev : m.layers)
       if (prev.name == spec.name) l.fail("name", "duplicate layer name '" + spec.name + "'");
     e.parse(l, spec);
+    for (auto [key, v] : {std::pair{"lr_mult", &spec.lr_mult}, std::pair{"decay_mult", &spec.decay_mult}}) {
+      if (!l.has(key)) continue;
+      const auto m = l.get<std::vector<double>>(key);
+      if (m.empty()) l.fail(key, "expected a list, one multiplier per parameter tensor (weight, bias)");
+      for (double x : m)
+        if (!(x >= 0) || x > 1e6) l.fail(key, "multipliers must be in [0, 1e6]");
+      v->assign(m.begin(), m.end());
+    }
     if (e.traits.reads_other) {
       bool earlier = false;
       for (const auto& prev : m.layers) earlier = earlier || prev.name == spec.from;
@@ -166,6 +176,16 @@ void read_optimizer(Section s, OptimizerConfig& o, ScheduleConfig& sc, int64_t e
   if (!(o.lr > 0.f)) s.fail("lr", "must be positive");
   o.weight_decay = s.get<float>("weight_decay", 0.f);
   if (o.weight_decay < 0.f) s.fail("weight_decay", "must be >= 0");
+  if (s.has("no_decay")) {  // tensor kinds exempt from weight decay
+    for (const auto& k : s.get<std::vector<std::string>>("no_decay")) {
+      if (k == "batchnorm")
+        o.no_decay_norm = true;
+      else if (k == "bias")
+        o.no_decay_bias = true;
+      else
+        s.fail("no_decay", "unknown tensor kind '" + k + "' (known: batchnorm, bias)");
+    }
+  }
   if (o.type == OptimizerType::Sgd) {
     o.momentum = s.get<float>("momentum", 0.f);
     if (o.momentum < 0.f || o.momentum >= 1.f) s.fail("momentum", "must be in [0, 1)");
@@ -319,15 +339,16 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
 
 }  // namespace
 
-Config load_config(const std::string& file, const std::vector<std::string>& overrides) {
+Config load_config(const std::string& file, const std::vector<std::string>& overrides, bool check_data_path) {
   auto overridden = std::make_shared<std::set<std::string>>();
   YAML::Node root = load_yaml_with_overrides(file, overrides, overridden.get());
+  expand_blocks(root, file);
   Config c;
   c.file = file;
   c.resolved = YAML::Node(YAML::NodeType::Map);
   Section top(root, "", file, c.resolved, overridden);
   read_run(top.section("run"), c.run);
-  read_data(top.section("data", true), c.data);
+  read_data(top.section("data", true), c.data, check_data_path);
   read_model(top.section("model", true), c.model);
   read_optimizer(top.section("optimizer", true), c.optimizer, c.schedule, c.run.epochs);
   read_parallel(top.section("parallel"), c.parallel);

@@ -88,7 +88,9 @@ struct Config {
 };
 
 // Loads, applies overrides, validates every section; throws naming file:line and key.
-Config load_config(const std::string& file, const std::vector<std::string>& overrides = {});
+// check_data_path false: data.path need not exist (octet model reads only the net).
+Config load_config(const std::string& file, const std::vector<std::string>& overrides = {},
+                   bool check_data_path = true);
 std::string to_yaml(const YAML::Node& n);
 
 }  // namespace octet

@@ -156,9 +156,26 @@ void Run::check_run_dir() {
       "MPI_Ibcast (start-up: the run directory check)");
 }
 
+// Each tensor's lr_mult and decay_mult as its layer's entry lists them (spec i built layer i).
+static std::map<std::string, ParamMult> param_mults(const Config& cfg, Model& model) {
+  std::map<std::string, ParamMult> out;
+  for (size_t i = 0; i < cfg.model.layers.size() && i < model.size(); ++i) {
+    const LayerSpec& spec = cfg.model.layers[i];
+    const std::vector<Param> ps = model.layer(i).params();
+    for (auto [key, v] : {std::pair{"lr_mult", &spec.lr_mult}, std::pair{"decay_mult", &spec.decay_mult}})
+      OCTET_CHECK(v->size() <= ps.size(), cfg.file << ": model.layers[" << i << "]." << key << ": " << v->size()
+                                                   << " multipliers for layer " << spec.name << "'s " << ps.size()
+                                                   << " parameter tensors");
+    for (size_t j = 0; j < ps.size(); ++j)
+      out[ps[j].name] = {j < spec.lr_mult.size() ? spec.lr_mult[j] : 1.f,
+                         j < spec.decay_mult.size() ? spec.decay_mult[j] : 1.f};
+  }
+  return out;
+}
+
 void Run::build_step() {
   model_->init_params(cfg_.run.seed);
-  opt_ = std::make_unique<Optimizer>(cfg_.optimizer, model_->params(), *exec_);
+  opt_ = std::make_unique<Optimizer>(cfg_.optimizer, model_->params(), *exec_, param_mults(cfg_, *model_));
   if (world_) transport_ = make_transport(cfg_.parallel.transport, *world_, *exec_);
   if (transport_) staged_ = staging_for(*transport_, *exec_);
   StepOptions o = step_options(cfg_);

@@ -5,7 +5,9 @@
 # gloo. Launched by mpirun (rank and size from Open MPI's environment; MASTER_ADDR / MASTER_PORT name rank 0) so that
 # the same launcher runs it and octet on one machine or on the test-bed's hosts.
 # Usage: ddp_powersgd.py DATA_DIR EPOCHS RANK_OF_P_AND_Q START_STEP [MIN_COMPRESSION_RATE] [SEED]
-#        (rank 0: plain fp32 allreduce, DDP's default hook)   prints one JSON line from rank 0
+#        (rank 0: plain fp32 allreduce, DDP's default hook)   prints from rank 0 one JSON line per epoch's test
+#        evaluation, as octet's metrics.jsonl writes them ({"event": "eval", "epoch", "test_accuracy", "train_seconds":
+#        the training time so far, evaluation excluded}; scripts/time_to_accuracy.py reads them), then one summary line
 import json, os, sys, time
 import numpy as np
 import torch
@@ -50,7 +52,7 @@ def main():
     loss_fn = nn.CrossEntropyLoss()
     batch = 64
     steps = x.shape[0] // (batch * size)
-    seen, train_s = 0, 0.0
+    seen, train_s, acc = 0, 0.0, None
     for epoch in range(epochs):
         g = torch.Generator()
         g.manual_seed(1000 * seed + epoch)  # one shuffled order for every rank, each takes its own shard of each batch
@@ -65,8 +67,15 @@ def main():
             seen += batch * size
         dist.barrier()
         train_s += time.perf_counter() - t0
-    with torch.no_grad():
-        acc = (model(tx).argmax(1) == ty).float().mean().item()
+        if rank == 0:  # outside the timed part; the other ranks wait at the next barrier
+            with torch.no_grad():
+                acc = (model(tx).argmax(1) == ty).float().mean().item()
+            print(json.dumps({"event": "eval", "epoch": epoch + 1, "test_accuracy": acc, "train_seconds": train_s}),
+                  flush=True)
+    dist.barrier()
+    if rank == 0 and acc is None:  # no epoch trained
+        with torch.no_grad():
+            acc = (model(tx).argmax(1) == ty).float().mean().item()
     if rank == 0:
         print(json.dumps({"framework": "pytorch-ddp", "torch": torch.__version__, "ranks": size,
                           "powersgd_rank": rank_pq, "start_step": start, "epochs": epochs, "seed": seed,

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# A time-boxed first look at a GPU for a short device lease: unpacks the bundle (scripts/gpu/bundle.sh) and runs, most
+# telling first, the CUDA parity tests, the GPU training tests, compute-sanitizer memcheck over the parity tests and
+# one LeNet epoch GPU vs CPU, each section under its own limit, every log written to OUT as it goes (so a lease that
+# ends early still returns what ran). check.sh is the full check; this is for when device minutes are few.
+# Usage: scripts/gpu/triage.sh BUNDLE.tar.gz OUT [SECONDS_PER_SECTION...]  (limits: parity train sanitize speed)
+set -u
+tarball=$1 out=$2
+lp=${3:-120} lt=${4:-180} ls=${5:-90} lsp=${6:-60}
+mkdir -p "$out"
+tar xzf "$tarball" -C /tmp && cd /tmp/octet-gpu && . ./env.sh
+sum=$out/summary.txt
+{ date -u +%FT%TZ; nproc; nvidia-smi -L; octet version; } >"$sum" 2>&1
+t0=$(date +%s)
+timeout "$lp" octet_cuda_tests -r compact >"$out/parity.log" 2>&1; echo "parity rc=$? $(( $(date +%s) - t0 ))s" >>"$sum"
+tail -3 "$out/parity.log" >>"$sum"
+t0=$(date +%s)
+timeout "$lt" bash tests/cuda_train_test.sh "$PWD/bin/octet" "$PWD" >"$out/train.log" 2>&1
+echo "train rc=$? $(( $(date +%s) - t0 ))s" >>"$sum"; grep -E "^(ok|FAIL)" "$out/train.log" >>"$sum"
+t0=$(date +%s)
+cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+timeout "$ls" "$cs" --tool memcheck --print-limit 30 --error-exitcode 9 octet_cuda_tests -r compact >"$out/memcheck.log" 2>&1
+echo "memcheck rc=$? $(( $(date +%s) - t0 ))s" >>"$sum"; grep -E "ERROR SUMMARY|^test cases|^All tests" "$out/memcheck.log" >>"$sum"
+t0=$(date +%s)
+lenet=(train configs/mnist/lenet.yaml --set data.path=datasets/mnist-22k --set run.epochs=1 --set run.log_every=100000
+  --set run.eval_every=0)
+timeout "$lsp" octet "${lenet[@]}" --set run.out_dir=/tmp/lg --set parallel.device=cuda >"$out/speed.log" 2>&1
+echo "lenet gpu rc=$? $(( $(date +%s) - t0 ))s" >>"$sum"; grep "^done:" "$out/speed.log" >>"$sum"
+timeout "$lsp" octet "${lenet[@]}" --set run.out_dir=/tmp/lc --set run.threads="$(nproc)" >>"$out/speed.log" 2>&1
+echo "lenet cpu rc=$?" >>"$sum"; grep "^done:" "$out/speed.log" >>"$sum"
+cat "$sum"
