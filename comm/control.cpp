@@ -18,6 +18,10 @@ void sum_all(const World& w, double* v, int n, const WaitOptions& o) {
   allreduce_bounded(w, v, n, MPI_DOUBLE, MPI_SUM, o);
 }
 
+void gather_all(const World& w, const double* in, double* out, int n, const WaitOptions& o) {
+  allgather_bounded(w, in, n, MPI_DOUBLE, out, o);
+}
+
 int max_all(const World& w, int v, const WaitOptions& o) {
   allreduce_bounded(w, &v, 1, MPI_INT, MPI_MAX, o);
   return v;

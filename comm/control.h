@@ -12,6 +12,8 @@ namespace octet {
 
 void sum_all(const World& w, double* v, int n, const WaitOptions& o);  // v[0..n) <- their sums over the ranks
 int max_all(const World& w, int v, const WaitOptions& o);              // the largest v of any rank
+// out[r * n .. (r + 1) * n) <- rank r's in[0..n), on every rank.
+void gather_all(const World& w, const double* in, double* out, int n, const WaitOptions& o);
 void broadcast(const World& w, int64_t* v, int n, int root, const WaitOptions& o);
 void broadcast(const World& w, float* v, int64_t n, int root, const WaitOptions& o);  // any n (pieces below 2^28)
 // A byte string of any length to rank `to` (its size first, then pieces below MPI's int count); recv_bytes takes it.

@@ -51,6 +51,9 @@ class Add : public Layer {
   std::vector<Param> params() override;
   std::vector<std::pair<std::string, Tensor*>> state() override;
   void init_params(Rng& rng) override;
+  void use_stat_exchange(StatExchange* ex) override {
+    if (proj_bn_) proj_bn_->use_stat_exchange(ex);
+  }
   int64_t stride() const { return stride_; }
 
  protected:

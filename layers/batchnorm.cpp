@@ -2,7 +2,11 @@
 #include "layers/batchnorm.h"
 #include "layers/layer_def.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "core/exec.h"
+#include "core/sim.h"
 
 namespace octet {
 
@@ -48,12 +52,61 @@ void BatchNorm::init_params(Rng&) {
   gamma_.fill(1.f), beta_.fill(0.f), running_mean_.fill(0.f), running_var_.fill(1.f);
 }
 
+int64_t BatchNorm::exchange_stats(std::vector<double>& s, int64_t m) {
+  const int64_t C = channels_;
+  if (!synced()) {  // [a, sum, sq] -> [sum, sq]
+    std::copy(s.begin() + C, s.begin() + 3 * C, s.begin());
+    return m;
+  }
+  const int R = stats_->ranks();
+  const int64_t n = 1 + 3 * C;
+  std::vector<double> in(static_cast<size_t>(n)), all(static_cast<size_t>(n * R));
+  in[0] = static_cast<double>(m);
+  std::copy(s.begin(), s.begin() + 3 * C, in.begin() + 1);
+  stats_->allgather(in.data(), all.data(), n);
+  double M = 0;
+  for (int r = 0; r < R; ++r) M += all[static_cast<size_t>(r * n)];
+  for (int64_t c = 0; c < C; ++c) {
+    double S = 0;
+    for (int r = 0; r < R; ++r) S += all[static_cast<size_t>(r * n + 1 + C + c)];
+    const double mu = S / M;
+    // Rank r's squared deviations about mu from those about its reference a: sum (x - mu)^2 =
+    // sum (x - a)^2 - 2 (mu - a) (sum x - m a) + m (mu - a)^2, exact for any a.
+    double Q = 0;
+    for (int r = 0; r < R; ++r) {
+      const double* p = all.data() + r * n;
+      const double mr = p[0], a = p[1 + c], sum = p[1 + C + c], sq = p[1 + 2 * C + c];
+      Q += sq - 2 * (mu - a) * (sum - mr * a) + mr * (mu - a) * (mu - a);
+    }
+    s[static_cast<size_t>(c)] = S, s[static_cast<size_t>(C + c)] = std::max(0.0, Q);
+  }
+  return static_cast<int64_t>(M);
+}
+
+int64_t BatchNorm::exchange_grads(std::vector<double>& s, int64_t m) {
+  if (!synced()) return m;
+  const int64_t C = channels_, n = 1 + 2 * C;
+  const int R = stats_->ranks();
+  std::vector<double> in(static_cast<size_t>(n)), all(static_cast<size_t>(n * R));
+  in[0] = static_cast<double>(m);
+  std::copy(s.begin(), s.begin() + 2 * C, in.begin() + 1);
+  stats_->allgather(in.data(), all.data(), n);
+  double M = 0;
+  for (int64_t i = 0; i < 2 * C; ++i) s[static_cast<size_t>(i)] = 0;
+  for (int r = 0; r < R; ++r) {  // rank order: the same sums on every rank
+    M += all[static_cast<size_t>(r * n)];
+    for (int64_t i = 0; i < 2 * C; ++i) s[static_cast<size_t>(i)] += all[static_cast<size_t>(r * n + 1 + i)];
+  }
+  return static_cast<int64_t>(M);
+}
+
 BatchNormParams read_batchnorm_params(Section& s) {
   BatchNormParams p;
   p.momentum = s.get<float>("momentum", p.momentum);
   if (!(p.momentum >= 0.f && p.momentum <= 1.f)) s.fail("momentum", "must be in [0, 1]");
   p.eps = s.get<float>("eps", p.eps);
   if (!(p.eps > 0.f)) s.fail("eps", "must be positive");
+  p.sync = s.get<bool>("sync", false);
   return p;
 }
 
@@ -70,5 +123,51 @@ LayerPtr build_batchnorm(const LayerSpec& spec, const LayerInput& in) {
 }  // namespace
 
 LayerDef batchnorm_layer() { return {"batchnorm", BatchNorm::kTraits, parse_batchnorm, build_batchnorm}; }
+
+}  // namespace octet
+
+namespace octet {
+
+// The synchronized passes on the simulated device: each stage a kernel of the compute stream, the exchange on the host
+// between them (the local sums' kernel runs eagerly, as the GPU path copies them back and waits).
+void BatchNorm::forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) {
+  if (!synced() || !ctx.train) return Layer::forward_sim(x, y, ctx);
+  const int64_t m = x.dim(0) * plane(x), C = channels_;
+  OCTET_CHECK(m > 1,
+              "batchnorm " << name() << ": training needs more than one value a channel, got " << shape_str(x.shape()));
+  last_train_ = true;
+  host_.resize(static_cast<size_t>(3 * C));
+  sim::Queue* q = sim_queue(exec().compute());
+  sim::run(q, op("forward (local sums)"), [&] { local_stats_cpu(x, host_.data()); });
+  sync_m_ = exchange_stats(host_, m);
+  const std::vector<double> g(host_.begin(), host_.begin() + 2 * C);
+  const int64_t M = sync_m_;
+  // (the kernel holds pointers and shapes, and views them when it runs: a Tensor would be copied deeply)
+  float *xp = const_cast<float*>(x.data()), *yp = y.data();
+  const Shape s = x.shape();
+  const Device d = x.device();
+  sim::launch(q, op("forward"), [this, xp, yp, s, d, g, M] {
+    Tensor xv = Tensor::wrap(xp, s, d), yv = Tensor::wrap(yp, s, d);
+    train_apply_cpu(xv, yv, g.data(), M);
+  });
+}
+
+void BatchNorm::backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
+  if (!synced() || !dx) return Layer::backward_sim(x, y, dy, dx);
+  OCTET_CHECK(last_train_, "batchnorm " << name() << ": backward needs a training forward before it");
+  const int64_t m = x.dim(0) * plane(x), C = channels_;
+  host_.resize(static_cast<size_t>(2 * C));
+  sim::Queue* q = sim_queue(exec().compute());
+  sim::run(q, op("backward (local sums)"), [&] { grad_sums_cpu(x, dy, host_.data()); });
+  const int64_t M = exchange_grads(host_, m);
+  const std::vector<double> g(host_.begin(), host_.begin() + 2 * C);
+  float *xp = const_cast<float*>(x.data()), *dyp = const_cast<float*>(dy.data()), *dxp = dx->data();
+  const Shape s = x.shape();
+  const Device d = x.device();
+  sim::launch(q, op("backward"), [this, xp, dyp, dxp, s, d, g, M] {
+    Tensor xv = Tensor::wrap(xp, s, d), dyv = Tensor::wrap(dyp, s, d), dxv = Tensor::wrap(dxp, s, d);
+    input_grad_cpu(xv, dyv, g.data(), M, dxv);
+  });
+}
 
 }  // namespace octet

@@ -2,13 +2,17 @@
 // scale and shift; training normalizes with the batch's statistics and keeps running ones (checkpointed as state()),
 // evaluation uses the running ones. Per-channel arithmetic in batchnorm_math.h, the CPU loops in batchnorm_cpu.cpp.
 #pragma once
+#include <vector>
+
 #include "layers/layer.h"
+#include "layers/stat_exchange.h"
 
 namespace octet {
 
 struct BatchNormParams {
   float momentum = 0.1f;  // running = (1 - momentum) * running + momentum * batch statistic (PyTorch's convention)
   float eps = 1e-5f;
+  bool sync = false;  // statistics over every rank's batch (synchronized batchnorm), exchanged each training pass
 };
 
 class Section;
@@ -25,12 +29,32 @@ class BatchNorm : public Layer {
   std::vector<Param> params() override;
   std::vector<std::pair<std::string, Tensor*>> state() override;
   void init_params(Rng& rng) override;  // gamma 1, beta 0, running mean 0, running variance 1
+  void use_stat_exchange(StatExchange* ex) override { stats_ = p_.sync ? ex : nullptr; }
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
   void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  // Synchronized: the CPU stages as queued kernels around the exchange (as on the GPU); else Layer's.
+  void forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) override;
+  void backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   // The per-sample plane of input x ([N,C,H,W]: H*W; [N,F]: 1), checked against the layer's channels.
   int64_t plane(const Tensor& x) const;
+  bool synced() const { return stats_ && stats_->ranks() > 1; }
+
+  // The passes in stages (batchnorm_cpu.cpp), the exchange between them (batchnorm.cpp):
+  // forward: this rank's [3C] per-channel reference mean a (the float mean), sum, and sum of (x - a)^2 ...
+  void local_stats_cpu(const Tensor& x, double* s);
+  // ... made global in place: [2C] sums and squared deviations about the global mean over M values (exchange_stats;
+  // one rank: its own) ...
+  int64_t exchange_stats(std::vector<double>& s, int64_t m);
+  // ... then normalization, running statistics, mean_/invstd_ and y from them.
+  void train_apply_cpu(const Tensor& x, Tensor& y, const double* g, int64_t M);
+  void eval_apply_cpu(const Tensor& x, Tensor& y);
+  // backward: this rank's [2C] sums of dy and dy * xhat (dbeta, dgamma: this rank's gradient), made global over every
+  // rank's M values (exchange_grads), then dx.
+  void grad_sums_cpu(const Tensor& x, const Tensor& dy, double* s);
+  int64_t exchange_grads(std::vector<double>& s, int64_t m);
+  void input_grad_cpu(const Tensor& x, const Tensor& dy, const double* g, int64_t M, Tensor& dx);
 
   BatchNormParams p_;
   int64_t channels_;
@@ -38,6 +62,9 @@ class BatchNorm : public Layer {
   Tensor running_mean_, running_var_;     // [C]; the variance unbiased, as PyTorch keeps it
   Tensor mean_, invstd_;                  // [C] of the last training forward (backward reads them)
   bool last_train_ = false;
+  StatExchange* stats_ = nullptr;  // sync: the exchange (nullptr or one rank: local statistics)
+  std::vector<double> host_;       // the stages' per-channel sums
+  int64_t sync_m_ = 0;             // values a channel over every rank in the last training forward
 
 #ifdef OCTET_WITH_CUDA  // the CUDA twin (batchnorm_cuda.cu)
  public:
@@ -48,7 +75,11 @@ class BatchNorm : public Layer {
   void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
  private:
-  Tensor coeff_;  // on the GPU, [C,8]: the last forward's mean, invstd, scale, shift; backward's k, a, b
+  Tensor coeff_;     // on the GPU, [C,8]: the last forward's mean, invstd, scale, shift; backward's k, a, b
+  Tensor sums_dev_;  // synchronized: the per-channel sums on their way to and from the exchange (doubles)
+  double* sums_device(int64_t per_channel);
+  void sums_to_host(const double* dev, int64_t per_channel, struct CUstream_st* st);
+  void sums_to_device(double* dev, int64_t per_channel, struct CUstream_st* st);
 #endif
 };
 

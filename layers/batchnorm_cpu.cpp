@@ -1,5 +1,7 @@
 // BatchNorm on the CPU: one OpenMP task per channel; each plane summed in eight float lanes (vectorized) and the
 // planes in double (two passes: the mean, then squared deviations); the per-channel arithmetic from batchnorm_math.h.
+// The passes run in stages (local sums, the cross-rank exchange of a synchronized batchnorm, the rest), so that the
+// simulated device can queue them around the exchange as the GPU does.
 #include "core/error.h"
 #include "layers/batchnorm.h"
 #include "layers/batchnorm_math.h"
@@ -25,28 +27,29 @@ double plane_sum(const float* p, int64_t n, F f) {
 
 }  // namespace
 
-void BatchNorm::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
+void BatchNorm::local_stats_cpu(const Tensor& x, double* s) {
   const int64_t hw = plane(x), n = x.dim(0), C = channels_, m = n * hw;
-  OCTET_CHECK(!ctx.train || m > 1,
-              "batchnorm " << name() << ": training needs more than one value a channel, got " << shape_str(x.shape()));
   const float* xp = x.data();
-  float* yp = y.data();
-  last_train_ = ctx.train;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < C; ++c) {
-    BnChannel ch;
-    if (ctx.train) {
-      double sum = 0, sq = 0;
-      for (int64_t b = 0; b < n; ++b) sum += plane_sum(xp + (b * C + c) * hw, hw, [](float v, int64_t) { return v; });
-      const float mean = static_cast<float>(sum / static_cast<double>(m));
-      for (int64_t b = 0; b < n; ++b)
-        sq += plane_sum(xp + (b * C + c) * hw, hw, [mean](float v, int64_t) { return (v - mean) * (v - mean); });
-      ch = bn_train_channel(sum, sq, m, gamma_.data()[c], beta_.data()[c], p_.eps);
-      bn_update_running(running_mean_.data()[c], running_var_.data()[c], sum, sq, m, p_.momentum);
-      mean_.data()[c] = ch.mean, invstd_.data()[c] = ch.invstd;
-    } else {
-      ch = bn_eval_channel(running_mean_.data()[c], running_var_.data()[c], gamma_.data()[c], beta_.data()[c], p_.eps);
-    }
+    double sum = 0, sq = 0;
+    for (int64_t b = 0; b < n; ++b) sum += plane_sum(xp + (b * C + c) * hw, hw, [](float v, int64_t) { return v; });
+    const float mean = static_cast<float>(sum / static_cast<double>(m));
+    for (int64_t b = 0; b < n; ++b)
+      sq += plane_sum(xp + (b * C + c) * hw, hw, [mean](float v, int64_t) { return (v - mean) * (v - mean); });
+    s[c] = mean, s[C + c] = sum, s[2 * C + c] = sq;
+  }
+}
+
+void BatchNorm::train_apply_cpu(const Tensor& x, Tensor& y, const double* g, int64_t M) {
+  const int64_t hw = plane(x), n = x.dim(0), C = channels_;
+  const float* xp = x.data();
+  float* yp = y.data();
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < C; ++c) {
+    const BnChannel ch = bn_train_channel(g[c], g[C + c], M, gamma_.data()[c], beta_.data()[c], p_.eps);
+    bn_update_running(running_mean_.data()[c], running_var_.data()[c], g[c], g[C + c], M, p_.momentum);
+    mean_.data()[c] = ch.mean, invstd_.data()[c] = ch.invstd;
     for (int64_t b = 0; b < n; ++b) {
       const float* p = xp + (b * C + c) * hw;
       float* q = yp + (b * C + c) * hw;
@@ -55,9 +58,36 @@ void BatchNorm::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) 
   }
 }
 
-void BatchNorm::backward_cpu(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
-  OCTET_CHECK(last_train_, "batchnorm " << name() << ": backward needs a training forward before it");
-  const int64_t hw = plane(x), n = x.dim(0), C = channels_, m = n * hw;
+void BatchNorm::eval_apply_cpu(const Tensor& x, Tensor& y) {
+  const int64_t hw = plane(x), n = x.dim(0), C = channels_;
+  const float* xp = x.data();
+  float* yp = y.data();
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < C; ++c) {
+    const BnChannel ch =
+        bn_eval_channel(running_mean_.data()[c], running_var_.data()[c], gamma_.data()[c], beta_.data()[c], p_.eps);
+    for (int64_t b = 0; b < n; ++b) {
+      const float* p = xp + (b * C + c) * hw;
+      float* q = yp + (b * C + c) * hw;
+      for (int64_t i = 0; i < hw; ++i) q[i] = p[i] * ch.scale + ch.shift;
+    }
+  }
+}
+
+void BatchNorm::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
+  const int64_t m = x.dim(0) * plane(x), C = channels_;
+  OCTET_CHECK(!ctx.train || m > 1,
+              "batchnorm " << name() << ": training needs more than one value a channel, got " << shape_str(x.shape()));
+  last_train_ = ctx.train;
+  if (!ctx.train) return eval_apply_cpu(x, y);
+  host_.resize(static_cast<size_t>(3 * C));
+  local_stats_cpu(x, host_.data());
+  sync_m_ = exchange_stats(host_, m);
+  train_apply_cpu(x, y, host_.data(), sync_m_);
+}
+
+void BatchNorm::grad_sums_cpu(const Tensor& x, const Tensor& dy, double* s) {
+  const int64_t hw = plane(x), n = x.dim(0), C = channels_;
   const float *xp = x.data(), *dyp = dy.data();
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < C; ++c) {
@@ -70,14 +100,33 @@ void BatchNorm::backward_cpu(const Tensor& x, const Tensor&, const Tensor& dy, T
     }
     dbeta_.data()[c] = static_cast<float>(sdy);
     dgamma_.data()[c] = static_cast<float>(sdyx);
-    if (!dx) continue;
-    const BnGrad k = bn_grad_coeffs(sdy, sdyx, m, gamma_.data()[c], invstd);
+    s[c] = sdy, s[C + c] = sdyx;
+  }
+}
+
+void BatchNorm::input_grad_cpu(const Tensor& x, const Tensor& dy, const double* g, int64_t M, Tensor& dx) {
+  const int64_t hw = plane(x), n = x.dim(0), C = channels_;
+  const float *xp = x.data(), *dyp = dy.data();
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < C; ++c) {
+    const float mean = mean_.data()[c], invstd = invstd_.data()[c];
+    const BnGrad k = bn_grad_coeffs(g[c], g[C + c], M, gamma_.data()[c], invstd);
     for (int64_t b = 0; b < n; ++b) {
-      const float *p = xp + (b * C + c) * hw, *g = dyp + (b * C + c) * hw;
-      float* q = dx->data() + (b * C + c) * hw;
-      for (int64_t i = 0; i < hw; ++i) q[i] = k.k * (g[i] - k.a - (p[i] - mean) * invstd * k.b);
+      const float *p = xp + (b * C + c) * hw, *gp = dyp + (b * C + c) * hw;
+      float* q = dx.data() + (b * C + c) * hw;
+      for (int64_t i = 0; i < hw; ++i) q[i] = k.k * (gp[i] - k.a - (p[i] - mean) * invstd * k.b);
     }
   }
+}
+
+void BatchNorm::backward_cpu(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
+  OCTET_CHECK(last_train_, "batchnorm " << name() << ": backward needs a training forward before it");
+  const int64_t m = x.dim(0) * plane(x), C = channels_;
+  host_.resize(static_cast<size_t>(2 * C));
+  grad_sums_cpu(x, dy, host_.data());
+  if (!dx) return;  // (the first layer: on every rank alike, so no rank waits in the exchange below)
+  const int64_t M = exchange_grads(host_, m);
+  input_grad_cpu(x, dy, host_.data(), M, *dx);
 }
 
 }  // namespace octet

@@ -76,6 +76,9 @@ class Layer {
   virtual const std::string& skip_from() const;
   void bind_skip(const Tensor* skip_x, Tensor* skip_dx) { skip_x_ = skip_x, skip_dx_ = skip_dx; }
   virtual void init_params(Rng&) {}  // parameters on the host (Model::init_params moves them where the layer runs)
+  // The cross-rank exchange for layers configured to normalize over every rank's batch (batchnorm's sync); others
+  // ignore it. nullptr: one process.
+  virtual void use_stat_exchange(class StatExchange*) {}
   // Whether this build has the layer's CUDA kernels.
   virtual bool has_cuda() const { return false; }
   // Runs on exec's device from now on, its parameters moved there; a CUDA context for a layer without CUDA kernels is

@@ -20,6 +20,10 @@ class Model {
   const Shape& input_shape() const { return input_; }
   size_t size() const { return layers_.size(); }
   Layer& layer(size_t i) { return *layers_.at(i); }
+  // Hands every layer the cross-rank exchange (synchronized batchnorm); ex outlives the model's passes.
+  void use_stat_exchange(class StatExchange* ex) {
+    for (auto& l : layers_) l->use_stat_exchange(ex);
+  }
 
   // x: [N, input...]; returns the last layer's output (the logits). Evaluation (ctx.train false) keeps only the outputs
   // an add reads again and the last one: activation(i) of the others is not kept.

@@ -5,7 +5,8 @@
 # uninterrupted run, and a checkpoint moves GPU -> CPU -> GPU; FC model parallelism on the GPU converges; NCCL and MPI
 # staging end in the same checkpoint; a residual net with batchnorm learns on 2 ranks and resumes exactly on the GPU;
 # gradient buckets exchanged on the communication stream beside backward (parallel.overlap) end in the blocking run's
-# checkpoint. (Every case but NCCL's also runs on the simulated device in CI: tests/sim_train_test.sh.)
+# checkpoint; synchronized batchnorm exchanges its statistics across GPU ranks deterministically and resumes exactly.
+# (Every case but NCCL's also runs on the simulated device in CI: tests/sim_train_test.sh, tests/syncbn_train_test.sh.)
 set -u
 version=$("$1" version)
 if [[ $version != *"CUDA backend built"* || $version == *"; 0 GPUs usable"* ]]; then
@@ -147,4 +148,20 @@ done
 if cmp -s "$tmp/ovfalse/mnist-lenet/checkpoint.bin" "$tmp/ovtrue/mnist-lenet/checkpoint.bin"; then
   echo "ok: overlap on the GPU (qsgd 4-bit, error feedback, 2 ranks) ends in the blocking run's checkpoint"
 else bad "overlap on the GPU ends elsewhere than the blocking exchange"; fi
+
+# 8. Synchronized batchnorm on the GPU (every batchnorm and a conv_bn projection with sync: true): per-channel sums to
+# the host, across the ranks, back for the coefficients; replicas compared every step; resumed at step 30, the run
+# ends in the uninterrupted run's checkpoint; twice, in the same one.
+sbn=(--set model.layers.1.sync=true --set model.layers.4.sync=true --set model.layers.8.sync=true
+  --set model.layers.12.shortcut=conv_bn --set "model.layers.12.bn={sync: true}" --set parallel.checksum_every=1
+  --set run.max_steps=60)
+res "$tmp/sfull" "${sbn[@]}" >"$tmp/log8a" 2>&1 || { tail -20 "$tmp/log8a"; bad "synchronized batchnorm on 2 GPU ranks"; }
+res "$tmp/sagain" "${sbn[@]}" >"$tmp/log8b" 2>&1 || { tail "$tmp/log8b"; bad "the second synchronized run"; }
+res "$tmp/shalf" "${sbn[@]}" --set run.max_steps=30 >"$tmp/log8c" 2>&1 || { tail "$tmp/log8c"; bad "30 synced steps"; }
+res "$tmp/shalf" "${sbn[@]}" --resume "$tmp/shalf/res" >"$tmp/log8d" 2>&1 || { tail "$tmp/log8d"; bad "synced resume"; }
+acc=$(field "$tmp/sfull/res/summary.json" test_accuracy)
+if cmp -s "$tmp/sfull/res/checkpoint.bin" "$tmp/shalf/res/checkpoint.bin" &&
+  cmp -s "$tmp/sfull/res/checkpoint.bin" "$tmp/sagain/res/checkpoint.bin" && awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.6) }'; then
+  echo "ok: synchronized batchnorm on 2 GPU ranks: replicas bit-identical, deterministic, resumed exactly, test accuracy $acc"
+else bad "synchronized batchnorm on the GPU: accuracy ${acc:-none}, or the repeated/resumed checkpoints differ"; fi
 exit $fail

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "layers/layer_def.h"
+#include "layers/stat_exchange.h"
 #include "tests/test_util.h"
 
 namespace octet::test {
@@ -56,6 +57,16 @@ std::function<Tensor()> distinct_input(Shape s, uint64_t seed) {
 
 // The kink of a rectifier at 0: inputs within a finite-difference step of it are left out of the dx check.
 bool near_zero(const Tensor& x, int64_t i) { return std::abs(x.data()[i]) < 0.03f; }
+
+// A stand-in for a second rank holding the very same batch: the synchronized batchnorm's staged path (local sums, the
+// exchange, global coefficients) in one process, on every device.
+struct MirrorExchange : StatExchange {
+  int ranks() const override { return 2; }
+  void allgather(const double* in, double* out, int64_t n) override {
+    std::copy_n(in, n, out);
+    std::copy_n(in, n, out + n);
+  }
+};
 
 // Parity tolerance of a row whose device twin sums in another order (cuDNN, cuBLAS) or computes another way.
 LayerCase library(LayerCase c) {
@@ -115,6 +126,17 @@ const std::vector<LayerCase>& layer_cases() {
       *p[1].value = random_tensor({6}, 4);
     };
     c.push_back(bn);
+    LayerCase sbn =
+        library({"batchnorm, sync: true (a mirrored second rank: the staged exchange path)",
+                 "{type: batchnorm, momentum: 0.1, eps: 1e-5, sync: true}", random_input({2, 4, 3, 3}, 23, 2.0f)});
+    sbn.prepare = [](Layer& l) {
+      static MirrorExchange mirror;
+      l.use_stat_exchange(&mirror);
+      auto p = l.params();
+      *p[0].value = random_tensor({4}, 5);
+      *p[1].value = random_tensor({4}, 6);
+    };
+    c.push_back(sbn);
     auto add_case = [&](const char* name, const char* yaml, Shape main, Shape from) {
       LayerCase a = library({name, yaml, random_input(main, 23), 8});
       a.skip_input = random_input(from, 24);

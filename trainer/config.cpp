@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "comm/auto_plan.h"
+#include "layers/add.h"
 #include "compress/powersgd.h"
 #include "core/config_reader.h"
 #include "core/error.h"
@@ -354,6 +355,16 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
   read_parallel(top.section("parallel"), c.parallel);
   read_compression(top.section("compression"), c.compression, c.model);
   top.finish();
+  for (size_t i = 0; i < c.model.layers.size(); ++i) {
+    const LayerSpec& l = c.model.layers[i];
+    const auto* bn = std::any_cast<BatchNormParams>(&l.params);
+    const auto* add = std::any_cast<AddParams>(&l.params);
+    const bool sync = (bn && bn->sync) || (add && add->shortcut == Shortcut::ConvBn && add->bn.sync);
+    OCTET_CHECK(!(sync && c.parallel.overlap),
+                file << ": model.layers[" << i << "] (" << l.name << "): a synchronized batchnorm (sync: true) "
+                     << "exchanges statistics inside the passes, which parallel.overlap's communication thread cannot "
+                        "share yet: set one of them false");
+  }
   if (c.parallel.model_parallel_fc) {
     bool has_fc = false;
     for (const auto& l : c.model.layers) {

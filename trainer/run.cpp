@@ -12,6 +12,7 @@
 #include "core/trace.h"
 #include "comm/auto_plan.h"
 #include "comm/control.h"
+#include "comm/stat_exchange.h"
 #include "trainer/preempt.h"
 
 namespace octet {
@@ -114,6 +115,10 @@ void Run::load_data_and_model() {
                                                              << shape_str(train_set_->sample_shape()));
   exec_ = &select_device(cfg_.parallel.device, world_);
   model_ = std::make_unique<Model>(build_model(cfg_.model.layers, input, *exec_));
+  if (world_ && world_->size > 1) {  // synchronized batchnorm layers exchange their sums over the world
+    stat_exchange_ = std::make_unique<WorldStatExchange>(*world_);
+    model_->use_stat_exchange(stat_exchange_.get());
+  }
   {
     Shape probe = {1};
     probe.insert(probe.end(), input.begin(), input.end());
