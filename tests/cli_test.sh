@@ -98,12 +98,19 @@ expect_error "octet predict: --sub-batches expects an integer in [1, 65536], got
 printf 'batch: 64\nprofiled_ranks: 0\nlayers:\n  - {name: a, kind: fc, forward_ms: 1}\ncodecs:\n  - {name: none}\n' >"$tmp/prof0.yaml"
 expect_error "prof0.yaml:2: profiled_ranks: must be >= 1" predict --profile "$tmp/prof0.yaml" --ranks 4 --bandwidth 1 --latency 1
 # Every subcommand answers --help / -h with its usage on stdout and exit 0.
-for args in "--help" "train --help" "train -h" "bench --help" "bench compress --help" "bench allreduce -h" "predict --help" "version --help"; do
+for args in "--help" "train --help" "train -h" "bench --help" "bench compress --help" "bench allreduce -h" "predict --help" "version --help" "model --help"; do
   # shellcheck disable=SC2086
   if out=$("$octet" $args 2>/dev/null) && [[ $out == usage:* ]]; then echo "ok: octet $args prints its usage"
   else echo "FAIL: octet $args: exit $? or no usage on stdout"; fail=1; fi
 done
 expect_error "unknown benchmark 'sort'" bench sort
+# octet model: the expanded net of a config with blocks (torchvision's ResNet-50), its data folder absent; errors.
+if out=$("$octet" model "$src/configs/imagenet/resnet50.yaml" 2>&1) && [[ $out == *"total parameters: 25557032"* ]] &&
+  grep -q "^  s4b3_add .*\[2048,7,7\] .* + s4b2_relu3$" <<<"$out" && [[ $(grep -c " conv " <<<"$out") -eq 49 ]]; then
+  echo "ok: octet model prints ResNet-50 expanded: 49 convolutions (+4 projections), 25557032 parameters"
+else echo "FAIL: octet model resnet50.yaml"; echo "$out" | tail -5; fail=1; fi
+expect_error "octet model needs a config file" model
+expect_error "model.layers[0].out_channels: must be positive" model "$src/configs/cifar10/resnet20.yaml" --set model.layers.0.out_channels=0
 expect_error "octet bench compress: unknown flag '--sise'" bench compress --sise 4M
 expect_error "--bandwidth GB/s (> 0, or 'measure') is required" predict "$cfg" --ranks 4 --latency 10
 expect_error "--ranks expects an integer in [2, 1048576], got '1'" predict "$cfg" --ranks 1 --bandwidth 1 --latency 10

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <map>
 
+#include "layers/add.h"
+#include "layers/batchnorm.h"
 #include "layers/layer_def.h"
 #include "optim/optimizer.h"
 #include "tests/test_util.h"
@@ -166,6 +168,21 @@ TEST_CASE("model.blocks: instances expand to named layers, parameters substitute
     fails("    - {type: conv, name: stem, out_channels: 4, kernel: 3, padding: 1}\n", "",
           "block unit reads $in (the layer before it), but it comes first");
   }
+}
+
+TEST_CASE("parallel.sync_batchnorm synchronizes every batchnorm, the projections' too", "[config][reproduction]") {
+  const Config c = load_config(source_dir() + "/configs/imagenet/resnet18.yaml", {"parallel.sync_batchnorm=true"}, false);
+  int bns = 0, projections = 0;
+  for (const auto& l : c.model.layers) {
+    if (const auto* bn = std::any_cast<BatchNormParams>(&l.params)) bns += bn->sync;
+    if (const auto* add = std::any_cast<AddParams>(&l.params))
+      projections += add->shortcut == Shortcut::ConvBn && add->bn.sync;
+  }
+  CHECK(bns == 17);
+  CHECK(projections == 3);
+  const Config off = shipped("imagenet/resnet18.yaml");
+  for (const auto& l : off.model.layers)
+    if (const auto* bn = std::any_cast<BatchNormParams>(&l.params)) CHECK_FALSE(bn->sync);
 }
 
 TEST_CASE("lr_mult and decay_mult scale each tensor's step; no_decay exempts batchnorm and biases",

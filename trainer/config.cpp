@@ -236,6 +236,7 @@ void read_parallel(Section s, ParallelConfig& p) {
   if (p.transport == "nccl" && p.device != Device::CUDA) s.fail("transport", "nccl needs parallel.device: cuda");
   p.checksum_every = at_least(s, "checksum_every", p.checksum_every, 0);
   p.overlap = s.get<bool>("overlap", p.overlap);
+  p.sync_batchnorm = s.get<bool>("sync_batchnorm", p.sync_batchnorm);
   p.bucket_mb = s.get<double>("bucket_mb", p.bucket_mb);
   if (!(p.bucket_mb >= 0 && p.bucket_mb <= 65536)) s.fail("bucket_mb", "must be in [0, 65536]");
   p.timeout_s = s.get<double>("timeout_s", p.timeout_s);
@@ -356,9 +357,11 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
   read_compression(top.section("compression"), c.compression, c.model);
   top.finish();
   for (size_t i = 0; i < c.model.layers.size(); ++i) {
-    const LayerSpec& l = c.model.layers[i];
-    const auto* bn = std::any_cast<BatchNormParams>(&l.params);
-    const auto* add = std::any_cast<AddParams>(&l.params);
+    LayerSpec& l = c.model.layers[i];
+    auto* bn = std::any_cast<BatchNormParams>(&l.params);
+    auto* add = std::any_cast<AddParams>(&l.params);
+    if (c.parallel.sync_batchnorm && bn) bn->sync = true;
+    if (c.parallel.sync_batchnorm && add) add->bn.sync = true;
     const bool sync = (bn && bn->sync) || (add && add->shortcut == Shortcut::ConvBn && add->bn.sync);
     OCTET_CHECK(!(sync && c.parallel.overlap),
                 file << ": model.layers[" << i << "] (" << l.name << "): a synchronized batchnorm (sync: true) "

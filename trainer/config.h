@@ -66,6 +66,7 @@ struct ParallelConfig {
   int64_t checksum_every = 100;   // steps between cross-rank parameter checksums (0 = only at the end)
   double timeout_s = 600;  // longest wait for any collective before the job fails naming it (a stopped or wedged peer)
   bool overlap = false;    // exchange gradient buckets on a thread while backward runs (wants a spare core per rank)
+  bool sync_batchnorm = false;  // every batchnorm (projections' too) synchronized: sync: true on each
   double bucket_mb = 1.0;  // a bucket closes once it holds this many MB of fp32 gradients (0: one per tensor)
   bool model_parallel_fc = false;  // FC layers split by output neurons over the ranks; layers below stay data parallel
   int64_t sub_batches = 1;         // model parallelism: the batch passes the FC part in this many pieces
