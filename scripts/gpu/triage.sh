@@ -31,16 +31,16 @@ echo "lenet cpu rc=$?" >>"$sum"; grep "^done:" "$out/speed.log" >>"$sum"
 # The reproduction nets on the GPU, synthetic data at their input sizes: grouped convolutions and ceil-mode pooling
 # (Caffe's AlexNet), conv_bn projections and bottlenecks (ResNet-50), synchronized batchnorm on 2 ranks (ResNet-18).
 t0=$(date +%s)
-syn=(--set data.dataset=synthetic --set data.synthetic_classes=10 --set data.synthetic_train=2048 --set data.synthetic_test=64
-  --set parallel.device=cuda --set run.max_steps=40 --set run.log_every=100000 --set run.eval_every=0)
-timeout "$lsp" octet train configs/imagenet/alexnet.yaml "${syn[@]}" --set data.synthetic_shape=[3,227,227] \
-  --set model.layers.21.out_features=10 --set data.batch_size=128 --set run.out_dir=/tmp/ra >"$out/repro.log" 2>&1
+syn() { echo "data={dataset: synthetic, synthetic_shape: [3,$1,$1], synthetic_classes: 10, synthetic_train: 4096, synthetic_test: 64, batch_size: $2}"; }
+gpu=(--set parallel.device=cuda --set run.max_steps=60 --set run.log_every=100000 --set run.eval_every=0)
+timeout "$lsp" octet train configs/imagenet/alexnet.yaml "${gpu[@]}" --set "$(syn 227 128)" \
+  --set model.layers.21.out_features=10 --set run.out_dir=/tmp/ra >"$out/repro.log" 2>&1
 echo "alexnet (groups) gpu rc=$? $(( $(date +%s) - t0 ))s $(grep '^done:' "$out/repro.log" | tail -1)" >>"$sum"
-timeout "$lsp" octet train configs/imagenet/resnet50.yaml "${syn[@]}" --set data.synthetic_shape=[3,224,224] \
-  --set model.layers.9.out_features=10 --set data.batch_size=64 --set run.out_dir=/tmp/r50 >>"$out/repro.log" 2>&1
+timeout "$lsp" octet train configs/imagenet/resnet50.yaml "${gpu[@]}" --set "$(syn 224 64)" \
+  --set model.layers.9.out_features=10 --set run.out_dir=/tmp/r50 >>"$out/repro.log" 2>&1
 echo "resnet50 gpu rc=$? $(( $(date +%s) - t0 ))s $(grep '^done:' "$out/repro.log" | tail -1)" >>"$sum"
-timeout "$lsp" mpirun -np 2 octet train configs/imagenet/resnet18.yaml "${syn[@]}" --set data.synthetic_shape=[3,224,224] \
-  --set model.layers.9.out_features=10 --set data.batch_size=32 --set parallel.sync_batchnorm=true \
-  --set parallel.checksum_every=1 --set run.out_dir=/tmp/r18 >>"$out/repro.log" 2>&1
+timeout "$lsp" mpirun -np 2 octet train configs/imagenet/resnet18.yaml "${gpu[@]}" --set "$(syn 224 32)" \
+  --set model.layers.9.out_features=10 --set parallel.sync_batchnorm=true --set parallel.checksum_every=1 \
+  --set run.out_dir=/tmp/r18 >>"$out/repro.log" 2>&1
 echo "resnet18 sync-bn 2 ranks gpu rc=$? $(( $(date +%s) - t0 ))s $(grep '^done:' "$out/repro.log" | tail -1)" >>"$sum"
 cat "$sum"
