@@ -6,10 +6,12 @@
 #   --out     where the PNGs go (default: the current folder): loss.png, accuracy.png, bytes.png, phases.png
 #   --labels  one label per run (default: the codec, e.g. "dynamic_tree8", with the run's name when two share one)
 import argparse
-import json
 import os
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+from metrics_file import read_records  # noqa: E402  (this folder's module; the script runs from any folder)
 
 PHASES = ["data", "forward", "backward", "compress", "communicate", "decompress", "wait", "update"]
 
@@ -24,30 +26,8 @@ def load_run(path):
     if not os.path.isfile(metrics):
         fail(f"{metrics}: no such file (is {path} an octet run directory?)")
     train, evals, summary = [], [], None
-    with open(metrics, "rb") as f:
-        raw = f.read()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        fail(f"{metrics}: not a metrics file: binary bytes at offset {err.start}")
-    lines = text.split("\n")
-    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
-    for n, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            e = json.loads(line)
-        except json.JSONDecodeError as err:
-            if n - 1 == last and not text.endswith("\n"):
-                # A run cut off mid-write (a full disk, a kill) leaves its last line half-written: octet's --resume
-                # drops it; a plot skips it.
-                print(f"plot.py: warning: {metrics}:{n}: the last line is cut off ({err.msg}); skipped it",
-                      file=sys.stderr)
-                continue
-            fail(f"{metrics}:{n}: not JSON ({err.msg} at column {err.colno})")
-        if not isinstance(e, dict):
-            fail(f"{metrics}:{n}: not a metrics record (a JSON {type(e).__name__})")
+    # A last line cut off mid-write (a full disk, a kill) is skipped with a warning: octet's --resume drops it too.
+    for _, e in read_records(metrics, "plot.py", strict=True):
         kind = e.get("event")
         if kind == "train":
             train.append(e)

@@ -10,10 +10,12 @@
 #   TARGET  a fraction in [0, 1], e.g. 0.88 (test_accuracy's unit)
 # Prints the seconds (e.g. "41.27"), or "not reached" when no evaluation reaches TARGET; exit 0 either way.
 # Exit 1: no metrics file, a broken record or no evaluation in it; exit 2: bad arguments (one error line).
-import json
 import math
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+from metrics_file import read_records  # noqa: E402  (this folder's module; the script runs from any folder)
 
 NAME = "time_to_accuracy.py"
 
@@ -38,38 +40,10 @@ def parse_target(text):
     return t
 
 
-def records(path):
-    """The metrics file's records in order; a cut-off last line (a full disk) is skipped with a warning."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        fail(f"{path}: not a metrics file: binary bytes at offset {err.start}")
-    lines = text.split("\n")
-    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
-    out = []
-    for n, line in enumerate(lines):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            rec = json.loads(line)
-            if not isinstance(rec, dict):
-                raise ValueError("not an object")
-        except ValueError:
-            if n == last:
-                print(f"{NAME}: warning: {path}:{n + 1}: the last line is cut off; skipped", file=sys.stderr)
-                continue
-            fail(f"{path}:{n + 1}: not a JSON record")
-        out.append((n + 1, rec))
-    return out
-
-
 def time_to(path, target):
     """(seconds, evaluations seen): seconds is None when no evaluation reaches target."""
     offset, prev, evals = 0.0, None, 0
-    for n, rec in records(path):
+    for n, rec in read_records(path, NAME):
         ts = rec.get("train_seconds")
         if ts is None:
             continue
