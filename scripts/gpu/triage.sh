@@ -27,7 +27,7 @@ lenet=(train configs/mnist/lenet.yaml --set data.path=datasets/mnist-22k --set r
 timeout "$lsp" octet "${lenet[@]}" --set run.out_dir=/tmp/lg --set parallel.device=cuda >"$out/speed.log" 2>&1
 echo "lenet gpu rc=$? $(( $(date +%s) - t0 ))s" >>"$sum"; grep "^done:" "$out/speed.log" >>"$sum"
 timeout "$lsp" octet "${lenet[@]}" --set run.out_dir=/tmp/lc --set run.threads="$(nproc)" >>"$out/speed.log" 2>&1
-echo "lenet cpu rc=$?" >>"$sum"; grep "^done:" "$out/speed.log" >>"$sum"
+echo "lenet cpu rc=$?" >>"$sum"; grep "^done:" "$out/speed.log" | tail -1 >>"$sum"
 # The reproduction nets on the GPU, synthetic data at their input sizes: grouped convolutions and ceil-mode pooling
 # (Caffe's AlexNet), conv_bn projections and bottlenecks (ResNet-50), synchronized batchnorm on 2 ranks (ResNet-18).
 t0=$(date +%s)
