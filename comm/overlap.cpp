@@ -66,12 +66,22 @@ void OverlapSync::layer_done(size_t layer, const Event& ready) {
     std::lock_guard<std::mutex> lk(mu_);
     for (size_t b = 0; b < buckets_.size(); ++b)
       if (buckets_[b].lowest_layer == layer) {
-        queue_.push_back({b, ready});
+        queue_.push_back({b, ready, nullptr, 0});
         ++queued_;
         any = true;
       }
   }
   if (any) cv_.notify_all();
+}
+
+void OverlapSync::run_task(std::function<void()> fn) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (error_) std::rethrow_exception(error_);
+  const uint64_t ticket = ++tasks_sent_;
+  queue_.push_back({0, Event{}, std::move(fn), ticket});
+  cv_.notify_all();
+  cv_.wait(lk, [&] { return tasks_done_ >= ticket || error_; });
+  if (error_) std::rethrow_exception(error_);
 }
 
 double OverlapSync::finish(CommStats& stats) {
@@ -93,17 +103,35 @@ void OverlapSync::run() {
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), -10);
   trace::name_thread("comm (overlap)");
   for (;;) {
-    size_t b;
-    Event ready;
+    Item item;
     uint64_t step;
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return quit_ || !queue_.empty(); });
       if (quit_) return;
-      std::tie(b, ready) = queue_.front();
+      item = std::move(queue_.front());
       queue_.pop_front();
       step = step_;
     }
+    if (item.task) {
+      try {
+        TraceSpan span("exchange inside a pass");
+        item.task();
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(mu_);
+        error_ = std::current_exception();
+        cv_.notify_all();
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        tasks_done_ = item.ticket;
+      }
+      cv_.notify_all();
+      continue;
+    }
+    const size_t b = item.bucket;
+    const Event& ready = item.ready;
     CommStats s;
     try {
       Exec::host().sync(ready);  // the bucket's gradients are final (on the CPU: they already are)

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -31,7 +32,11 @@ class OverlapSync {
   // `ready` (the layer's gradients are final) before it reads them.
   void layer_done(size_t layer, const Event& ready);
   double finish(CommStats& stats);  // waits for every bucket; returns the seconds waited; rethrows thread errors
-  std::string plan() const;         // one line per bucket
+  // Runs fn on the communication thread after the buckets queued before it, and waits for it (rethrowing its error):
+  // the way other exchanges inside a pass (synchronized batchnorm's) reach the transport while this thread owns it
+  // (MPI_THREAD_SERIALIZED), in the same order on every rank.
+  void run_task(std::function<void()> fn);
+  std::string plan() const;  // one line per bucket
   size_t buckets() const { return buckets_.size(); }
 
  private:
@@ -46,8 +51,15 @@ class OverlapSync {
   std::vector<Bucket> buckets_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<size_t, Event>> queue_;  // bucket, the event its gradients are final after
+  struct Item {
+    size_t bucket = 0;  // with no task: the bucket, and the event its gradients are final after
+    Event ready;
+    std::function<void()> task;  // run_task's
+    uint64_t ticket = 0;
+  };
+  std::deque<Item> queue_;
   size_t queued_ = 0, done_ = 0;
+  uint64_t tasks_sent_ = 0, tasks_done_ = 0;
   bool quit_ = false;
   uint64_t step_ = 0;
   CommStats stats_;

@@ -19,6 +19,10 @@ class DataParallelStep : public Step {
   std::string plan() const override;
   std::map<std::string, std::pair<uint64_t, uint64_t>> bytes_by_kind() const override;
   bool exchanges() const override { return sync_.has_value(); }
+  Router router() override {
+    if (!overlap_) return {};
+    return [this](std::function<void()> fn) { overlap_->run_task(std::move(fn)); };
+  }
 
  protected:
   StepStats run_impl(const Tensor& x, const int32_t* labels, const StepContext& ctx, float lr) override;

@@ -2,6 +2,7 @@
 // FC model parallelism (FcModelParallelStep) runs it: the only code that runs a step. The trainer, octet predict's
 // profiler and octet bench compress all go through a Step.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -53,6 +54,10 @@ class Step {
   // Payload vs fp32 bytes per layer kind, over the tensors sent through a codec (summary.json's ratios).
   virtual std::map<std::string, std::pair<uint64_t, uint64_t>> bytes_by_kind() const = 0;
   virtual bool exchanges() const = 0;  // anything crosses ranks (or goes through a codec)
+  // Where other exchanges inside the passes must run while the step owns the transport on a thread of its own
+  // (overlap: its communication thread, in order with the buckets); empty: on the caller's thread.
+  using Router = std::function<void(std::function<void()>)>;
+  virtual Router router() { return {}; }
 
  protected:
   Step(Model& model, Optimizer& opt) : model_(model), opt_(opt) {}

@@ -151,7 +151,8 @@ else bad "overlap on the GPU ends elsewhere than the blocking exchange"; fi
 
 # 8. Synchronized batchnorm on the GPU (every batchnorm and a conv_bn projection with sync: true): per-channel sums to
 # the host, across the ranks, back for the coefficients; replicas compared every step; resumed at step 30, the run
-# ends in the uninterrupted run's checkpoint; twice, in the same one.
+# ends in the uninterrupted run's checkpoint; twice, in the same one; with overlap (the exchanges on the
+# communication thread), in the blocking run's.
 sbn=(--set model.layers.1.sync=true --set model.layers.4.sync=true --set model.layers.8.sync=true
   --set model.layers.12.shortcut=conv_bn --set "model.layers.12.bn={sync: true}" --set parallel.checksum_every=1
   --set run.max_steps=60)
@@ -159,6 +160,11 @@ res "$tmp/sfull" "${sbn[@]}" >"$tmp/log8a" 2>&1 || { tail -20 "$tmp/log8a"; bad 
 res "$tmp/sagain" "${sbn[@]}" >"$tmp/log8b" 2>&1 || { tail "$tmp/log8b"; bad "the second synchronized run"; }
 res "$tmp/shalf" "${sbn[@]}" --set run.max_steps=30 >"$tmp/log8c" 2>&1 || { tail "$tmp/log8c"; bad "30 synced steps"; }
 res "$tmp/shalf" "${sbn[@]}" --resume "$tmp/shalf/res" >"$tmp/log8d" 2>&1 || { tail "$tmp/log8d"; bad "synced resume"; }
+res "$tmp/sover" "${sbn[@]}" --set parallel.overlap=true --set parallel.bucket_mb=0 >"$tmp/log8e" 2>&1 ||
+  { tail "$tmp/log8e"; bad "synchronized batchnorm with overlap on 2 GPU ranks"; }
+cmp -s "$tmp/sfull/res/checkpoint.bin" "$tmp/sover/res/checkpoint.bin" &&
+  echo "ok: synchronized batchnorm with overlap on the GPU ends in the blocking run's checkpoint" ||
+  bad "synchronized batchnorm with overlap on the GPU ends elsewhere than the blocking run"
 acc=$(field "$tmp/sfull/res/summary.json" test_accuracy)
 if cmp -s "$tmp/sfull/res/checkpoint.bin" "$tmp/shalf/res/checkpoint.bin" &&
   cmp -s "$tmp/sfull/res/checkpoint.bin" "$tmp/sagain/res/checkpoint.bin" && awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 0.6) }'; then

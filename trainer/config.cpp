@@ -356,18 +356,11 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
   read_parallel(top.section("parallel"), c.parallel);
   read_compression(top.section("compression"), c.compression, c.model);
   top.finish();
-  for (size_t i = 0; i < c.model.layers.size(); ++i) {
-    LayerSpec& l = c.model.layers[i];
-    auto* bn = std::any_cast<BatchNormParams>(&l.params);
-    auto* add = std::any_cast<AddParams>(&l.params);
-    if (c.parallel.sync_batchnorm && bn) bn->sync = true;
-    if (c.parallel.sync_batchnorm && add) add->bn.sync = true;
-    const bool sync = (bn && bn->sync) || (add && add->shortcut == Shortcut::ConvBn && add->bn.sync);
-    OCTET_CHECK(!(sync && c.parallel.overlap),
-                file << ": model.layers[" << i << "] (" << l.name << "): a synchronized batchnorm (sync: true) "
-                     << "exchanges statistics inside the passes, which parallel.overlap's communication thread cannot "
-                        "share yet: set one of them false");
-  }
+  if (c.parallel.sync_batchnorm)  // every batchnorm synchronized, the projections' too
+    for (LayerSpec& l : c.model.layers) {
+      if (auto* bn = std::any_cast<BatchNormParams>(&l.params)) bn->sync = true;
+      if (auto* add = std::any_cast<AddParams>(&l.params)) add->bn.sync = true;
+    }
   if (c.parallel.model_parallel_fc) {
     bool has_fc = false;
     for (const auto& l : c.model.layers) {

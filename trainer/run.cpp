@@ -188,6 +188,7 @@ void Run::build_step() {
   if (o.compression.base.codec.method == "auto") o.compression = plan_compression();
   step_opts_ = o;
   step_ = make_step(*model_, *opt_, transport_.get(), o);
+  if (stat_exchange_) stat_exchange_->route_through(step_->router());
 }
 
 void Run::maybe_replan(const StepStats& s) {
@@ -221,6 +222,7 @@ void Run::maybe_replan(const StepStats& s) {
   step_opts_.compression = apply_plan(cfg, plan);
   step_.reset();
   step_ = make_step(*model_, *opt_, transport_.get(), step_opts_);
+  if (stat_exchange_) stat_exchange_->route_through(step_->router());
   state_ = {};
   mirrors_.clear();
   collect_state();

@@ -12,7 +12,7 @@
 #include "comm/staged_transport.h"
 #include "comm/topology.h"
 #include "data/loader.h"
-#include "layers/stat_exchange.h"
+#include "comm/stat_exchange.h"
 #include "layers/model.h"
 #include "parallel/step.h"
 #include "trainer/checkpoint.h"
@@ -85,7 +85,7 @@ class Run {
   TrainOptions opts_;
   std::optional<World> world_copy_;
   const World* world_ = nullptr;
-  std::unique_ptr<StatExchange> stat_exchange_;  // synchronized batchnorm's, several ranks
+  std::unique_ptr<WorldStatExchange> stat_exchange_;  // synchronized batchnorm's, several ranks
   int rank_ = 0, size_ = 1;
   std::unique_ptr<Dataset> train_set_, test_set_;
   std::unique_ptr<Sampler> sampler_;
