@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <tuple>
 
 #include "core/error.h"
 #include "core/trace.h"
@@ -113,30 +112,17 @@ void OverlapSync::run() {
       queue_.pop_front();
       step = step_;
     }
-    if (item.task) {
-      try {
-        TraceSpan span("exchange inside a pass");
-        item.task();
-      } catch (...) {
-        std::lock_guard<std::mutex> lk(mu_);
-        error_ = std::current_exception();
-        cv_.notify_all();
-        return;
-      }
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        tasks_done_ = item.ticket;
-      }
-      cv_.notify_all();
-      continue;
-    }
-    const size_t b = item.bucket;
-    const Event& ready = item.ready;
+    // One item: run_task's function, or a bucket's reduction. An error ends the thread; the waiters rethrow it.
     CommStats s;
     try {
-      Exec::host().sync(ready);  // the bucket's gradients are final (on the CPU: they already are)
-      TraceSpan span("bucket", nullptr, nullptr, static_cast<int64_t>(b));
-      for (size_t i : buckets_[b].entries) sync_.sync_one(i, step, s, &cancel_);
+      if (item.task) {
+        TraceSpan span("exchange inside a pass");
+        item.task();
+      } else {
+        Exec::host().sync(item.ready);  // the bucket's gradients are final (on the CPU: they already are)
+        TraceSpan span("bucket", nullptr, nullptr, static_cast<int64_t>(item.bucket));
+        for (size_t i : buckets_[item.bucket].entries) sync_.sync_one(i, step, s, &cancel_);
+      }
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu_);
       error_ = std::current_exception();
@@ -145,8 +131,12 @@ void OverlapSync::run() {
     }
     {
       std::lock_guard<std::mutex> lk(mu_);
-      stats_ += s;
-      ++done_;
+      if (item.task) {
+        tasks_done_ = item.ticket;
+      } else {
+        stats_ += s;
+        ++done_;
+      }
     }
     cv_.notify_all();
   }
