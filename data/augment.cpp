@@ -18,7 +18,14 @@ ChannelAffine::ChannelAffine(const Normalize& n, int64_t channels, const std::st
     const float m = n.mean.size() == 1 ? n.mean[0] : n.mean[c], s = n.std.size() == 1 ? n.std[0] : n.std[c];
     OCTET_CHECK(s > 0.f, what << ": data.normalize.std must be positive, got " << s);
     scale[c] = 1.0f / (255.0f * s);
-    shift[c] = -m / s;
+    shift[c] = n.mean_image ? 0.f : -m / s;
+  }
+  if (n.mean_image) {
+    OCTET_CHECK(!n.pixel_mean.empty() && n.pixel_mean.size() % C == 0,
+                what << ": data.normalize.mean_image: no mean image of " << channels << " channels was computed");
+    const size_t plane = n.pixel_mean.size() / C;
+    pixel_shift.resize(n.pixel_mean.size());
+    for (size_t j = 0; j < pixel_shift.size(); ++j) pixel_shift[j] = -n.pixel_mean[j] * scale[j / plane];
   }
 }
 
@@ -72,16 +79,20 @@ void augment_u8_chw(const uint8_t* src, int64_t C, int64_t H, int64_t W, const C
     }
     if (aug->flip) flip = draws->uniform() < 0.5f;
   }
+  const bool per_pixel = !norm.pixel_shift.empty();  // (the config refuses a mean image with crop_padding)
   for (int64_t c = 0; c < C; ++c) {
     const float sc = norm.scale[static_cast<size_t>(c)], sh = norm.shift[static_cast<size_t>(c)];
     const uint8_t* plane = src + c * H * W;
+    const float* ps = per_pixel ? norm.pixel_shift.data() + c * H * W : nullptr;
     float* o = out + c * H * W;
     for (int64_t y = 0; y < H; ++y) {
       const int64_t sy = y + dy;
       for (int64_t x = 0; x < W; ++x) {
         const int64_t sx = (flip ? W - 1 - x : x) + dx;
-        const uint8_t v = sy >= 0 && sy < H && sx >= 0 && sx < W ? plane[sy * W + sx] : 0;  // padding: pixel 0
-        o[y * W + x] = static_cast<float>(v) * sc + sh;
+        const bool inside = sy >= 0 && sy < H && sx >= 0 && sx < W;
+        const uint8_t v = inside ? plane[sy * W + sx] : 0;  // padding: pixel 0
+        // A mean image is subtracted where the pixel comes from (Caffe mirrors after subtracting).
+        o[y * W + x] = static_cast<float>(v) * sc + (ps && inside ? ps[sy * W + sx] : sh);
       }
     }
   }

@@ -14,6 +14,10 @@ namespace octet {
 struct Normalize {
   std::vector<float> mean = {0.f};  // per channel (or one for all), applied to pixel/255
   std::vector<float> std = {1.f};
+  // Caffe's mean image: subtract the training set's per-pixel mean instead of `mean` (set by the loader, 0-255 units,
+  // [C,H,W]) before dividing by std.
+  bool mean_image = false;
+  std::vector<float> pixel_mean;
 };
 
 struct Augment {
@@ -28,6 +32,7 @@ struct Augment {
 // out = pixel * scale[c] + shift[c] for channel c: the normalization as two arrays of C values.
 struct ChannelAffine {
   std::vector<float> scale, shift;
+  std::vector<float> pixel_shift;  // with a mean image: each pixel's shift ([C,H,W]), in place of shift
   ChannelAffine() = default;
   ChannelAffine(const Normalize& n, int64_t channels, const std::string& what);  // what: names the data in errors
 };

@@ -73,7 +73,8 @@ U8ImageDataset::U8ImageDataset(std::string description, Shape sample_shape, std:
   OCTET_CHECK(pixels_.size() == labels_.size() * static_cast<size_t>(sample_numel_),
               description_ << ": " << pixels_.size() << " pixels for " << labels_.size() << " samples of "
                            << shape_str(shape_));
-  affine_ = ChannelAffine(norm_, shape_.size() == 3 ? shape_[0] : 1, description_);
+  if (!norm_.mean_image || !norm_.pixel_mean.empty())  // (a mean image yet to compute: set_normalize comes next)
+    affine_ = ChannelAffine(norm_, shape_.size() == 3 ? shape_[0] : 1, description_);
 }
 
 void Dataset::copy_train_sample(int64_t i, float* out, uint64_t) const { copy_sample(i, out); }
@@ -103,10 +104,31 @@ void U8ImageDataset::set_augment(const Augment& a) {
 void U8ImageDataset::copy_sample(int64_t i, float* out) const {
   const uint8_t* px = pixels_.data() + static_cast<size_t>(i) * static_cast<size_t>(sample_numel_);
   const int64_t C = static_cast<int64_t>(affine_.scale.size()), plane = sample_numel_ / C;
+  const float* ps = affine_.pixel_shift.empty() ? nullptr : affine_.pixel_shift.data();
   for (int64_t c = 0; c < C; ++c) {
     const float sc = affine_.scale[static_cast<size_t>(c)], sh = affine_.shift[static_cast<size_t>(c)];
-    for (int64_t j = c * plane; j < (c + 1) * plane; ++j) out[j] = static_cast<float>(px[j]) * sc + sh;
+    for (int64_t j = c * plane; j < (c + 1) * plane; ++j) out[j] = static_cast<float>(px[j]) * sc + (ps ? ps[j] : sh);
   }
+}
+
+std::vector<float> U8ImageDataset::pixel_mean() const {
+  OCTET_CHECK(size() > 0, description_ << ": a mean image of no samples");
+  std::vector<double> sum(static_cast<size_t>(sample_numel_), 0.0);
+  for (int64_t i = 0; i < size(); ++i) {
+    const uint8_t* px = pixels_.data() + static_cast<size_t>(i) * static_cast<size_t>(sample_numel_);
+    for (int64_t j = 0; j < sample_numel_; ++j) sum[static_cast<size_t>(j)] += px[j];
+  }
+  std::vector<float> out(sum.size());
+  for (size_t j = 0; j < sum.size(); ++j) out[j] = static_cast<float>(sum[j] / static_cast<double>(size()));
+  return out;
+}
+
+void U8ImageDataset::set_normalize(const Normalize& n) {
+  OCTET_CHECK(
+      !n.mean_image || static_cast<int64_t>(n.pixel_mean.size()) == sample_numel_,
+      description_ << ": a mean image of " << n.pixel_mean.size() << " values for samples of " << shape_str(shape_));
+  norm_ = n;
+  affine_ = ChannelAffine(norm_, shape_.size() == 3 ? shape_[0] : 1, description_);
 }
 
 void U8ImageDataset::copy_train_sample(int64_t i, float* out, uint64_t key) const {

@@ -48,6 +48,10 @@ class U8ImageDataset : public Dataset {
   std::string describe() const override { return description_; }
   // A copy of samples [begin, end).
   std::unique_ptr<U8ImageDataset> slice(int64_t begin, int64_t end) const;
+  // The per-pixel mean of every sample, 0-255 units, [C,H,W] (Caffe's compute_image_mean).
+  std::vector<float> pixel_mean() const;
+  // Normalizes with n from now on (a mean image computed elsewhere: the test split takes the training set's).
+  void set_normalize(const Normalize& n);
 
  private:
   std::string description_;
@@ -62,7 +66,8 @@ class U8ImageDataset : public Dataset {
   bool augment_ = false;
 };
 
-// Throws naming path unless it is a regular file: missing, a folder, or a FIFO, device or socket (/dev/zero) each say so.
+// Throws naming path unless it is a regular file: missing, a folder, or a FIFO, device or socket (/dev/zero) each say
+// so.
 void check_regular_file(const std::string& path);
 
 // The most bytes a file of some format may hold; what: that format, for the error.

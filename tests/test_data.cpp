@@ -63,6 +63,42 @@ std::vector<uint8_t> cifar_batch(int seed) {
 
 }  // namespace
 
+TEST_CASE("data.normalize.mean_image: Caffe's per-pixel training mean, subtracted from both splits", "[data][cifar]") {
+  TempDir d;
+  for (int i = 1; i <= 5; ++i) write_bytes(d.file("data_batch_" + std::to_string(i) + ".bin"), cifar_batch(i));
+  write_bytes(d.file("test_batch.bin"), cifar_batch(0));
+  auto train = load_cifar10_dir(d.path(), true, {});
+  const std::vector<float> mean = train->pixel_mean();
+  REQUIRE(mean.size() == 3 * 32 * 32);
+  // Pixel p of plane c of record r is (r * 7 + c * 31 + p) & 255, the same in every file: the mean over the records.
+  for (int c : {0, 2})
+    for (int p : {0, 5, 1023}) {
+      double s = 0;
+      for (int r = 0; r < kCifarRecordsPerFile; ++r) s += (r * 7 + c * 31 + p) & 255;
+      CHECK(mean[static_cast<size_t>(c * 1024 + p)] == Approx(s / kCifarRecordsPerFile));
+    }
+  Normalize n{{0.f}, {1.f / 255.f}};  // Caffe's 0-255 scale: pixel - mean
+  n.mean_image = true;
+  n.pixel_mean = mean;
+  auto test = load_cifar10_dir(d.path(), false, n);
+  std::vector<float> out(3 * 32 * 32), flipped(out.size());
+  test->copy_sample(3, out.data());
+  for (int j : {0, 1000, 3071})
+    CHECK(out[static_cast<size_t>(j)] ==
+          Approx(((3 * 7 + (j / 1024) * 31 + j % 1024) & 255) - mean[static_cast<size_t>(j)]).margin(1e-3));
+  Augment flip;
+  flip.flip = true;
+  test->set_augment(flip);
+  bool mirrored = false;
+  for (uint64_t key = 1; key < 20 && !mirrored; ++key) {  // a key whose draw flips
+    test->copy_train_sample(3, flipped.data(), key);
+    mirrored = flipped != out;
+  }
+  REQUIRE(mirrored);
+  for (int y : {0, 17})  // mirrored: the pixel and its mean come from the other side
+    CHECK(flipped[static_cast<size_t>(y * 32)] == Approx(out[static_cast<size_t>(y * 32 + 31)]).margin(1e-3));
+}
+
 TEST_CASE("CIFAR-10 binary batches: CHW planes and labels, five training files, raw or gzip", "[data][cifar]") {
   TempDir d;
   for (int i = 1; i <= 5; ++i) write_bytes(d.file("data_batch_" + std::to_string(i) + ".bin"), cifar_batch(i));
@@ -122,7 +158,8 @@ TEST_CASE("CIFAR-10 loader rejects missing, truncated, padded and mislabelled fi
   }
   SECTION("a folder, a FIFO or a device where a batch belongs, each said so") {
     REQUIRE(::mkdir(d.file("test_batch.bin").c_str(), 0755) == 0);
-    CHECK_THROWS_WITH(load_cifar10_dir(d.path(), false, {}), Catch::Contains("test_batch.bin: is a folder, not a file"));
+    CHECK_THROWS_WITH(load_cifar10_dir(d.path(), false, {}),
+                      Catch::Contains("test_batch.bin: is a folder, not a file"));
     ::rmdir(d.file("test_batch.bin").c_str());
     REQUIRE(::mkfifo(d.file("test_batch.bin").c_str(), 0644) == 0);
     CHECK_THROWS_WITH(load_cifar10_dir(d.path(), false, {}),

@@ -170,8 +170,31 @@ TEST_CASE("model.blocks: instances expand to named layers, parameters substitute
   }
 }
 
+TEST_CASE("data.normalize.mean_image: Caffe's mean image, and the settings it excludes", "[config][reproduction]") {
+  const Config q = shipped("cifar10/cifar10_quick.yaml");
+  CHECK(q.data.normalize.mean_image);
+  TempDir d;
+  auto with = [&](const std::string& normalize, const std::string& extra) {
+    std::string text = std::string(kHead) + "  layers:\n    - {type: fc, out_features: 3}\n";
+    text.replace(text.find("synthetic_classes: 3}"), std::string("synthetic_classes: 3}").size(),
+                 "synthetic_classes: 3, normalize: " + normalize + extra + "}");
+    return write(d, text);
+  };
+  CHECK_THROWS_WITH(load_config(with("{mean_image: true}", "")),
+                    Catch::Contains("data.normalize.mean_image: is computed from mnist_idx and cifar10_bin"));
+  std::string cifar = std::string(kHead) + "  layers:\n    - {type: fc, out_features: 3}\n";
+  const std::string synthetic = "data: {dataset: synthetic, synthetic_shape: [2, 8, 8], synthetic_classes: 3}";
+  cifar.replace(cifar.find(synthetic), synthetic.size(),
+                "data: {dataset: cifar10_bin, path: " + d.path() + ", normalize: {mean_image: true, mean: 0.5}}");
+  CHECK_THROWS_WITH(load_config(write(d, cifar)), Catch::Contains("data.normalize.mean: excludes mean_image"));
+  cifar.replace(cifar.find(", mean: 0.5}}"), 13, "}, augment: {crop_padding: 4}}");
+  CHECK_THROWS_WITH(load_config(write(d, cifar)),
+                    Catch::Contains("data.augment.crop_padding: a padded crop has no mean-image pixel"));
+}
+
 TEST_CASE("parallel.sync_batchnorm synchronizes every batchnorm, the projections' too", "[config][reproduction]") {
-  const Config c = load_config(source_dir() + "/configs/imagenet/resnet18.yaml", {"parallel.sync_batchnorm=true"}, false);
+  const Config c =
+      load_config(source_dir() + "/configs/imagenet/resnet18.yaml", {"parallel.sync_batchnorm=true"}, false);
   int bns = 0, projections = 0;
   for (const auto& l : c.model.layers) {
     if (const auto* bn = std::any_cast<BatchNormParams>(&l.params)) bns += bn->sync;

@@ -79,6 +79,10 @@ void read_data(Section s, DataConfig& d, bool check_path) {
   if (nice < 0 || nice > 19) s.fail("loader_nice", "must be in [0, 19], got " + std::to_string(nice));
   d.loader_nice = static_cast<int>(nice);
   Section n = s.section("normalize");
+  d.normalize.mean_image = n.get<bool>("mean_image", false);
+  if (d.normalize.mean_image && d.dataset != "mnist_idx" && d.dataset != "cifar10_bin")
+    n.fail("mean_image", "is computed from mnist_idx and cifar10_bin training files only (give per-channel means)");
+  if (d.normalize.mean_image && n.has("mean")) n.fail("mean", "excludes mean_image: give one or the other");
   for (const char* key : {"mean", "std"}) {
     std::vector<float>& v = std::string(key) == "mean" ? d.normalize.mean : d.normalize.std;
     if (n.is_list(key)) {
@@ -107,6 +111,8 @@ void read_data(Section s, DataConfig& d, bool check_path) {
   Section a = s.section("augment");
   if (!folder) {
     d.augment.crop_padding = at_least(a, "crop_padding", d.augment.crop_padding, 0);
+    if (d.augment.crop_padding > 0 && d.normalize.mean_image)
+      a.fail("crop_padding", "a padded crop has no mean-image pixel to subtract (data.normalize.mean_image)");
   } else if ((d.augment.random_crop = a.get<bool>("random_crop", false)) && a.get<bool>("random_resized_crop", false)) {
     a.fail("random_crop", "random_crop and random_resized_crop exclude each other");
   } else if ((d.augment.random_resized_crop = a.get<bool>("random_resized_crop", false))) {

@@ -38,6 +38,13 @@ std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t se
                               static_cast<int>(d.synthetic_classes), seed, d.normalize);
     ds = train ? all->slice(0, d.synthetic_train) : all->slice(d.synthetic_train, all->size());
   }
+  if (d.normalize.mean_image) {  // Caffe's mean image: the whole training set's, for both splits
+    Normalize n = d.normalize;
+    n.pixel_mean = train                      ? ds->pixel_mean()
+                   : d.dataset == "mnist_idx" ? load_mnist_dir(d.path, "train", d.normalize)->pixel_mean()
+                                              : load_cifar10_dir(d.path, true, d.normalize)->pixel_mean();
+    ds->set_normalize(n);
+  }
   const int64_t limit = train ? d.train_limit : d.test_limit;
   if (limit > 0 && limit < ds->size()) ds = ds->slice(0, limit);
   if (train) ds->set_augment(d.augment);
