@@ -52,6 +52,7 @@ class U8ImageDataset : public Dataset {
   std::vector<float> pixel_mean() const;
   // Normalizes with n from now on (a mean image computed elsewhere: the test split takes the training set's).
   void set_normalize(const Normalize& n);
+  const Normalize& normalize() const { return norm_; }
 
  private:
   std::string description_;

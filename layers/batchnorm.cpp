@@ -52,6 +52,17 @@ void BatchNorm::init_params(Rng&) {
   gamma_.fill(1.f), beta_.fill(0.f), running_mean_.fill(0.f), running_var_.fill(1.f);
 }
 
+std::vector<double> BatchNorm::gather_ranks(const std::vector<double>& s, int64_t k, int64_t m, double& M) {
+  const int64_t n = 1 + k;
+  std::vector<double> in(static_cast<size_t>(n)), all(static_cast<size_t>(n * stats_->ranks()));
+  in[0] = static_cast<double>(m);
+  std::copy(s.begin(), s.begin() + k, in.begin() + 1);
+  stats_->allgather(in.data(), all.data(), n);
+  M = 0;
+  for (int r = 0; r < stats_->ranks(); ++r) M += all[static_cast<size_t>(r * n)];
+  return all;
+}
+
 int64_t BatchNorm::exchange_stats(std::vector<double>& s, int64_t m) {
   const int64_t C = channels_;
   if (!synced()) {  // [a, sum, sq] -> [sum, sq]
@@ -60,12 +71,8 @@ int64_t BatchNorm::exchange_stats(std::vector<double>& s, int64_t m) {
   }
   const int R = stats_->ranks();
   const int64_t n = 1 + 3 * C;
-  std::vector<double> in(static_cast<size_t>(n)), all(static_cast<size_t>(n * R));
-  in[0] = static_cast<double>(m);
-  std::copy(s.begin(), s.begin() + 3 * C, in.begin() + 1);
-  stats_->allgather(in.data(), all.data(), n);
   double M = 0;
-  for (int r = 0; r < R; ++r) M += all[static_cast<size_t>(r * n)];
+  const std::vector<double> all = gather_ranks(s, 3 * C, m, M);
   for (int64_t c = 0; c < C; ++c) {
     double S = 0;
     for (int r = 0; r < R; ++r) S += all[static_cast<size_t>(r * n + 1 + C + c)];
@@ -85,18 +92,12 @@ int64_t BatchNorm::exchange_stats(std::vector<double>& s, int64_t m) {
 
 int64_t BatchNorm::exchange_grads(std::vector<double>& s, int64_t m) {
   if (!synced()) return m;
-  const int64_t C = channels_, n = 1 + 2 * C;
-  const int R = stats_->ranks();
-  std::vector<double> in(static_cast<size_t>(n)), all(static_cast<size_t>(n * R));
-  in[0] = static_cast<double>(m);
-  std::copy(s.begin(), s.begin() + 2 * C, in.begin() + 1);
-  stats_->allgather(in.data(), all.data(), n);
+  const int64_t k = 2 * channels_, n = 1 + k;
   double M = 0;
-  for (int64_t i = 0; i < 2 * C; ++i) s[static_cast<size_t>(i)] = 0;
-  for (int r = 0; r < R; ++r) {  // rank order: the same sums on every rank
-    M += all[static_cast<size_t>(r * n)];
-    for (int64_t i = 0; i < 2 * C; ++i) s[static_cast<size_t>(i)] += all[static_cast<size_t>(r * n + 1 + i)];
-  }
+  const std::vector<double> all = gather_ranks(s, k, m, M);
+  std::fill(s.begin(), s.begin() + k, 0.0);
+  for (int r = 0; r < stats_->ranks(); ++r)  // rank order: the same sums on every rank
+    for (int64_t i = 0; i < k; ++i) s[static_cast<size_t>(i)] += all[static_cast<size_t>(r * n + 1 + i)];
   return static_cast<int64_t>(M);
 }
 
@@ -124,10 +125,6 @@ LayerPtr build_batchnorm(const LayerSpec& spec, const LayerInput& in) {
 
 LayerDef batchnorm_layer() { return {"batchnorm", BatchNorm::kTraits, parse_batchnorm, build_batchnorm}; }
 
-}  // namespace octet
-
-namespace octet {
-
 // The synchronized passes on the simulated device: each stage a kernel of the compute stream, the exchange on the host
 // between them (the local sums' kernel runs eagerly, as the GPU path copies them back and waits).
 void BatchNorm::forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) {
@@ -142,12 +139,9 @@ void BatchNorm::forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) 
   sync_m_ = exchange_stats(host_, m);
   const std::vector<double> g(host_.begin(), host_.begin() + 2 * C);
   const int64_t M = sync_m_;
-  // (the kernel holds pointers and shapes, and views them when it runs: a Tensor would be copied deeply)
-  float *xp = const_cast<float*>(x.data()), *yp = y.data();
-  const Shape s = x.shape();
-  const Device d = x.device();
-  sim::launch(q, op("forward"), [this, xp, yp, s, d, g, M] {
-    Tensor xv = Tensor::wrap(xp, s, d), yv = Tensor::wrap(yp, s, d);
+  const KernelRef xr(&x), yr(&y);
+  sim::launch(q, op("forward"), [this, xr, yr, g, M] {
+    Tensor xv = xr.view(), yv = yr.view();
     train_apply_cpu(xv, yv, g.data(), M);
   });
 }
@@ -161,11 +155,9 @@ void BatchNorm::backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy,
   sim::run(q, op("backward (local sums)"), [&] { grad_sums_cpu(x, dy, host_.data()); });
   const int64_t M = exchange_grads(host_, m);
   const std::vector<double> g(host_.begin(), host_.begin() + 2 * C);
-  float *xp = const_cast<float*>(x.data()), *dyp = const_cast<float*>(dy.data()), *dxp = dx->data();
-  const Shape s = x.shape();
-  const Device d = x.device();
-  sim::launch(q, op("backward"), [this, xp, dyp, dxp, s, d, g, M] {
-    Tensor xv = Tensor::wrap(xp, s, d), dyv = Tensor::wrap(dyp, s, d), dxv = Tensor::wrap(dxp, s, d);
+  const KernelRef xr(&x), dyr(&dy), dxr(dx);
+  sim::launch(q, op("backward"), [this, xr, dyr, dxr, g, M] {
+    Tensor xv = xr.view(), dyv = dyr.view(), dxv = dxr.view();
     input_grad_cpu(xv, dyv, g.data(), M, dxv);
   });
 }

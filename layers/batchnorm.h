@@ -47,6 +47,8 @@ class BatchNorm : public Layer {
   // ... made global in place: [2C] sums and squared deviations about the global mean over M values (exchange_stats;
   // one rank: its own) ...
   int64_t exchange_stats(std::vector<double>& s, int64_t m);
+  // Every rank's [m, s[0..k)] in rank order (stats_'s allgather); M: the sum of the ranks' m.
+  std::vector<double> gather_ranks(const std::vector<double>& s, int64_t k, int64_t m, double& M);
   // ... then normalization, running statistics, mean_/invstd_ and y from them.
   void train_apply_cpu(const Tensor& x, Tensor& y, const double* g, int64_t M);
   void eval_apply_cpu(const Tensor& x, Tensor& y);

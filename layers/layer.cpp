@@ -50,24 +50,9 @@ void Layer::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
 void Layer::forward_cuda(const Tensor&, Tensor&, const StepContext&) { no_cuda(); }
 void Layer::backward_cuda(const Tensor&, const Tensor&, const Tensor&, Tensor*) { no_cuda(); }
 
-namespace {
-// What a queued kernel holds of a tensor: its storage and shape as they are at launch (a view is made of them when it
-// runs; a Tensor itself would be copied deeply).
-struct Ref {
-  float* p = nullptr;
-  Shape shape;
-  Device d = Device::CPU;
-  bool set = false;
-  Ref() = default;
-  explicit Ref(const Tensor* t) : p(t ? const_cast<float*>(t->data()) : nullptr), set(t != nullptr) {
-    if (t) shape = t->shape(), d = t->device();
-  }
-  Tensor view() const { return set ? Tensor::wrap(p, shape, d) : Tensor(); }
-};
-}  // namespace
 
 void Layer::forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) {
-  const Ref xr(&x), yr(&y), sr(skip_x_);
+  const KernelRef xr(&x), yr(&y), sr(skip_x_);
   sim::launch(sim_queue(exec_->compute()), op("forward"), [this, xr, yr, sr, ctx] {
     Tensor xv = xr.view(), yv = yr.view(), sx = sr.view();
     if (sr.set) bind_skip(&sx, nullptr);
@@ -76,7 +61,7 @@ void Layer::forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) {
 }
 
 void Layer::backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
-  const Ref xr(&x), yr(&y), dyr(&dy), dxr(dx), sr(skip_x_), sdr(skip_dx_);
+  const KernelRef xr(&x), yr(&y), dyr(&dy), dxr(dx), sr(skip_x_), sdr(skip_dx_);
   sim::launch(sim_queue(exec_->compute()), op("backward"), [this, xr, yr, dyr, dxr, sr, sdr] {
     Tensor xv = xr.view(), yv = yr.view(), dyv = dyr.view(), dxv = dxr.view(), sx = sr.view(), sdx = sdr.view();
     if (sr.set) bind_skip(&sx, sdr.set ? &sdx : nullptr);

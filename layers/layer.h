@@ -95,6 +95,19 @@ class Layer {
   // The simulated device (core/sim.h): by default the CPU twin as one queued kernel of the compute stream; a layer
   // whose device path is plain stream work (flatten's copy) runs that instead.
   virtual void forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx);
+  // What a queued kernel of the simulated device holds of a tensor: its storage and shape as they are at launch (a
+  // view is made of them when it runs; a Tensor itself would be copied deeply).
+  struct KernelRef {
+    float* p = nullptr;
+    Shape shape;
+    Device d = Device::CPU;
+    bool set = false;
+    KernelRef() = default;
+    explicit KernelRef(const Tensor* t) : p(t ? const_cast<float*>(t->data()) : nullptr), set(t != nullptr) {
+      if (t) shape = t->shape(), d = t->device();
+    }
+    Tensor view() const { return set ? Tensor::wrap(p, shape, d) : Tensor(); }
+  };
   virtual void backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
   std::string op(const char* pass) const;  // "layer conv1 (conv) forward": what errors and the sim's fault line name
   // Called at the end of bind (a layer that owns sub-layers binds them here).

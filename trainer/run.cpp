@@ -107,7 +107,7 @@ void Run::join(const World* world_in) {
 
 void Run::load_data_and_model() {
   train_set_ = load_split(cfg_.data, true, cfg_.run.seed);
-  test_set_ = load_split(cfg_.data, false, cfg_.run.seed);
+  test_set_ = load_split(cfg_.data, false, cfg_.run.seed, train_set_.get());
   check_data(cfg_, *train_set_, *test_set_, size_);
   const Shape input = cfg_.model.input.empty() ? train_set_->sample_shape() : cfg_.model.input;
   OCTET_CHECK(input == train_set_->sample_shape(), cfg_.file << ": model.input " << shape_str(input)

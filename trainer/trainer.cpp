@@ -17,7 +17,7 @@
 
 namespace octet {
 
-std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t seed) {
+std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t seed, const Dataset* train_split) {
   if (d.dataset == "image_folder") {
     ImageFolderOptions o;
     o.root = d.path, o.train = train, o.val_labels = d.val_labels;
@@ -39,10 +39,11 @@ std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t se
     ds = train ? all->slice(0, d.synthetic_train) : all->slice(d.synthetic_train, all->size());
   }
   if (d.normalize.mean_image) {  // Caffe's mean image: the whole training set's, for both splits
+    const auto* from = dynamic_cast<const U8ImageDataset*>(train_split);
+    OCTET_CHECK(train || (from && !from->normalize().pixel_mean.empty()),
+                "data.normalize.mean_image: the test split needs the training split it takes the mean image from");
     Normalize n = d.normalize;
-    n.pixel_mean = train                      ? ds->pixel_mean()
-                   : d.dataset == "mnist_idx" ? load_mnist_dir(d.path, "train", d.normalize)->pixel_mean()
-                                              : load_cifar10_dir(d.path, true, d.normalize)->pixel_mean();
+    n.pixel_mean = train ? ds->pixel_mean() : from->normalize().pixel_mean;
     ds->set_normalize(n);
   }
   const int64_t limit = train ? d.train_limit : d.test_limit;

@@ -45,8 +45,10 @@ struct TrainResult {
 // Throws naming what is missing (no CUDA build, driver or device).
 Exec& select_device(Device d, const World* world);
 
-// Loads the train and test splits named by the data config (limits applied).
-std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t seed);
+// Loads the train and test splits named by the data config (limits applied). train_split: the loaded training split,
+// which the test split takes data.normalize.mean_image's mean from (required then).
+std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t seed,
+                                    const Dataset* train_split = nullptr);
 // Mean loss and accuracy over a dataset in inference mode; with a world, each rank evaluates its shard and the
 // sums are combined, so every rank returns the same result.
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const World* world = nullptr);
