@@ -1,6 +1,7 @@
 // The octet command line: train, bench, predict and version, each with -h/--help. The only place that catches
 // errors: it prints one line, takes an MPI job down with MPI_Abort, and exits non-zero.
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -147,6 +148,7 @@ int cmd_version(const std::vector<std::string>& args) {
 // One line on stderr; under mpirun with several ranks the whole job goes down within seconds (the other ranks may be
 // waiting for this one in a collective, where they would otherwise sit until parallel.timeout_s).
 int fail(const std::exception& e) {
+  for (int s : {SIGTERM, SIGUSR1, SIGINT}) std::signal(s, SIG_DFL);  // an abort's SIGTERM ends this process now
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -156,6 +158,10 @@ int fail(const std::exception& e) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   }
   const bool shared = dynamic_cast<const octet::SharedError*>(&e) != nullptr;  // every rank holds the same one
+  // An error of this rank alone, or one every rank meets at the same point (a check on the config or a checkpoint
+  // that each rank makes): rank 0 says it at once and takes the job down; another rank waits a moment first, so that
+  // rank 0's abort ends it before it repeats a line rank 0 printed. Its own line comes only when rank 0 did not fail.
+  if (size > 1 && !shared && rank != 0) std::this_thread::sleep_for(std::chrono::seconds(3));
   if (size > 1 && !shared)
     std::fprintf(stderr, "octet: error: rank %d of %d: %s\n", rank, size, e.what());
   else if (rank == 0)
@@ -174,6 +180,9 @@ int fail(const std::exception& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed stdout (`octet train ... | head`) is a write error octet handles (core/log.cpp), not a death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+  if (argc >= 2 && !std::strcmp(argv[1], "train")) octet::install_stop_handlers();  // before MPI_Init (preempt.h)
   try {
     if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help")) {
       std::fputs(kUsage, argc < 2 ? stderr : stdout);

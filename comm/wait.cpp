@@ -78,6 +78,8 @@ void check_on_root(const World* w, const std::function<void()>& check, const cha
     } catch (const Error& e) {
       message = e.message(), where = e.where();
       if (message.empty()) message = "error";
+    } catch (const std::exception& e) {  // a library's own (yaml-cpp, the standard library): said as it is
+      message = e.what(), where = what;
     }
   }
   for (std::string* s : {&message, &where}) {

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -117,12 +118,86 @@ std::vector<std::string> remove_orphan_temps(const std::string& dir) {
 }
 
 std::string read_file(const std::string& path) {
+  OCTET_CHECK(!is_dir(path), path << ": is a folder, not a file");
+  errno = 0;
   std::ifstream f(path, std::ios::binary);
-  OCTET_CHECK(f, path << ": cannot open for reading");
+  OCTET_CHECK(f, path << ": cannot open for reading" << (errno ? std::string(": ") + std::strerror(errno) : ""));
   std::ostringstream ss;
-  ss << f.rdbuf();
+  try {
+    ss << f.rdbuf();
+  } catch (const std::exception& e) {
+    OCTET_THROW(path << ": read error: " << e.what());
+  }
   OCTET_CHECK(!f.bad(), path << ": read error");
   return ss.str();
+}
+
+namespace {
+
+std::string utc_now() {
+  char buf[32] = {};
+  const time_t t = ::time(nullptr);
+  struct tm tm {};
+  ::gmtime_r(&t, &tm);
+  ::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string fd_text(int fd) {
+  std::string text(512, '\0');
+  const ssize_t n = ::pread(fd, text.data(), text.size(), 0);
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\0')) text.pop_back();
+  for (char& c : text)
+    if (static_cast<unsigned char>(c) < 32 || static_cast<unsigned char>(c) > 126) c = '?';  // one printable line
+  return text;
+}
+
+}  // namespace
+
+DirLock::DirLock(const std::string& dir) : dir_(dir), path_(dir + "/" + kName) {
+  for (std::string d = dir; !d.empty() && d != "." && d != "/" && !is_dir(d); d = parent_dir(d)) made_.push_back(d);
+  make_dirs(dir);
+  // Open, lock, and check that the locked file is still the one at the path: a holder that released its lock unlinks
+  // the file first, and a lock on an unlinked file guards nothing.
+  for (int attempt = 0;; ++attempt) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    OCTET_CHECK(fd_ >= 0, path_ << ": cannot create the run directory's lock: " << std::strerror(errno));
+    struct flock fl {};
+    fl.l_type = F_WRLCK, fl.l_whence = SEEK_SET, fl.l_start = 0, fl.l_len = 0;
+    if (::fcntl(fd_, F_SETLK, &fl) != 0) {
+      const int err = errno;
+      const std::string holder = fd_text(fd_);
+      ::close(fd_);
+      fd_ = -1;
+      if (err == EACCES || err == EAGAIN)
+        OCTET_THROW(dir << " is in use by another run (" << kName << ": "
+                        << (holder.empty() ? "a process starting up" : holder)
+                        << "): wait for it to end, or choose another run.name");
+      OCTET_THROW(path_ << ": cannot lock: " << std::strerror(err));
+    }
+    struct stat held {}, now{};
+    if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &now) == 0 && held.st_dev == now.st_dev &&
+        held.st_ino == now.st_ino)
+      break;
+    ::close(fd_);
+    fd_ = -1;
+    OCTET_CHECK(attempt < 100, path_ << ": the lock file keeps changing under this run");
+  }
+  stale_ = fd_text(fd_);  // a lock file nobody held: its writer ended without removing it
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "localhost");
+  const std::string text = "pid " + std::to_string(::getpid()) + " host " + host + " since " + utc_now() + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+    OCTET_THROW(path_ << ": cannot write the lock's holder: " << std::strerror(errno));
+}
+
+DirLock::~DirLock() {
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());  // while still locked (see the constructor's check)
+  ::close(fd_);
+  for (const auto& d : made_)  // deepest first, each only when empty: a start-up that failed leaves no folder
+    if (::rmdir(d.c_str()) != 0) break;
 }
 
 int64_t file_size(const std::string& path) {

@@ -32,6 +32,26 @@ inline void write_file_atomic(const std::string& path, const std::string& text) 
 // Removes the "<name>.tmp.<host>.<pid>" files in dir whose writer on this host is no longer running (a process killed
 // while it wrote); returns their names.
 std::vector<std::string> remove_orphan_temps(const std::string& dir);
+// A run directory's lock: an fcntl write lock on DIR/run.lock, whose text names the holder ("pid 123 host node7 since
+// 2026-11-26T12:00:00Z"). The kernel drops the lock when its process ends however it ends (SIGKILL, a lost node's
+// NFS lease), so a lock file left behind is stale when nobody holds its lock: the next run takes it over and says so
+// (stale_holder()). The folder is created if missing and, when the lock is released with the folder still empty but
+// for the lock, removed again with the parents it created (a start-up that failed leaves nothing). Throws naming the holder when it is held.
+class DirLock {
+ public:
+  explicit DirLock(const std::string& dir);
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+  const std::string& stale_holder() const { return stale_; }  // the text of a stale lock taken over ("" if none)
+  static constexpr const char* kName = "run.lock";
+
+ private:
+  std::string dir_, path_, stale_;
+  int fd_ = -1;
+  std::vector<std::string> made_;  // the folders this lock created, deepest first
+};
+
 std::string read_file(const std::string& path);
 void make_dirs(const std::string& path);  // mkdir -p
 bool path_exists(const std::string& path);

@@ -68,6 +68,20 @@ def save(fig, out, name):
     return os.path.join(out, name)
 
 
+def import_pyplot():
+    """matplotlib.pyplot on the Agg backend, imported here (not at the top) so that --help and argument errors work
+    without it; without it, one error line (exit 1) rather than a traceback."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        if err.name in ("matplotlib", "matplotlib.pyplot"):
+            fail("matplotlib is not installed (apt-get install python3-matplotlib)")
+        fail(f"matplotlib cannot be imported ({err}); reinstall python3-matplotlib")
+    return plt
+
+
 def main():
     ap = argparse.ArgumentParser(description="Plots that compare octet runs.")
     ap.add_argument("runs", nargs="+", metavar="RUN_DIR")
@@ -75,6 +89,7 @@ def main():
     ap.add_argument("--labels", default="")
     ap.add_argument("--title", default="")
     a = ap.parse_args()
+    plt = import_pyplot()
     runs = [load_run(p) for p in a.runs]
     if a.labels:
         labels = a.labels.split(",")
@@ -85,10 +100,6 @@ def main():
         labels = [m if methods.count(m) == 1 else f"{m} ({r['name']})" for m, r in zip(methods, runs)]
     if not os.path.isdir(a.out):
         fail(f"--out: {a.out} is not a folder")
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     written = []
     title = (a.title + ": ") if a.title else ""

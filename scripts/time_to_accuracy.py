@@ -9,7 +9,8 @@
 # Usage: scripts/time_to_accuracy.py RUN_DIR|METRICS_JSONL TARGET
 #   TARGET  a fraction in [0, 1], e.g. 0.88 (test_accuracy's unit)
 # Prints the seconds (e.g. "41.27"), or "not reached" when no evaluation reaches TARGET; exit 0 either way.
-# Exit 1: no metrics file, a broken record or no evaluation in it; exit 2: bad arguments (one error line).
+# Exit 1: no metrics file, a broken record, an evaluation without train_seconds or no evaluation in it; exit 2: bad
+# arguments (one error line).
 import math
 import os
 import sys
@@ -18,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 from metrics_file import read_records  # noqa: E402  (this folder's module; the script runs from any folder)
 
 NAME = "time_to_accuracy.py"
+EVALS = ("eval", "summary")  # the records of a test evaluation
 
 
 def usage_error(msg):
@@ -46,13 +48,15 @@ def time_to(path, target):
     for n, rec in read_records(path, NAME):
         ts = rec.get("train_seconds")
         if ts is None:
+            if rec.get("event") in EVALS:  # an evaluation that cannot be timed: no answer to give
+                fail(f"{path}:{n}: {rec.get('event')} record has no train_seconds (written by an older octet?)")
             continue
         if not isinstance(ts, (int, float)):
             fail(f"{path}:{n}: train_seconds is not a number")
         if prev is not None and ts < prev:  # a new invocation (--resume): its clock starts at 0
             offset += prev
         prev = ts
-        if rec.get("event") not in ("eval", "summary"):
+        if rec.get("event") not in EVALS:
             continue
         acc = rec.get("test_accuracy")
         if not isinstance(acc, (int, float)):

@@ -61,7 +61,7 @@ expect_error "data.augment.crop_padding 1000 is not below the images' 28x28" tra
   --set data.augment.crop_padding=1000
 [[ -e $tmp/late ]] && { echo "FAIL: a run that failed its start-up checks created its run directory"; fail=1; }
 mkdir -p "$tmp/late/fashion-lenet" && cp "$cfg" "$tmp/late/fashion-lenet/config.yaml" && : >"$tmp/late/fashion-lenet/metrics.jsonl"
-expect_error "checkpoint.bin: checkpoint not found (that run stopped before its first checkpoint: start it again without --resume)" \
+expect_error "checkpoint.bin: checkpoint not found (that run stopped before its first checkpoint: --resume auto or --overwrite starts it afresh)" \
   train "$cfg" "${syn[@]}" --resume "$tmp/late/fashion-lenet"
 if "$octet" train "$cfg" "${syn[@]}" --set run.max_steps=2 >"$tmp/late.log" 2>&1 && [[ -s $tmp/late/fashion-lenet/checkpoint.bin ]]; then
   echo "ok: a folder holding only config.yaml and an empty metrics.jsonl is no run: the corrected run goes ahead"

@@ -1,6 +1,8 @@
 // Start-up checks: everything that could fail late (data of both splits, the model on them, an earlier run in the run
 // directory, a resume position) fails before the run directory is touched; finished runs are left alone; temp files of
 // dead writers are cleaned; non-finite training stops at its step naming the first layer affected.
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -189,4 +191,91 @@ TEST_CASE("a learning rate that blows up stops at its step, naming the first lay
     const auto v = checkpoint_values(ck, c, {1, 28, 28}, true);
     CHECK(std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); }));
   }
+}
+
+TEST_CASE("a run that stopped before its first checkpoint: --resume auto starts it afresh, the others say how",
+          "[startup]") {
+  TempDir d;
+  Config c = config(d, kSynthetic, kLayers);
+  const std::string run = d.file("runs/r");
+  // What a non-finite loss, a killed rank or a lost node leaves before the first checkpoint.
+  make_dirs(run);
+  write_file_atomic(run + "/config.yaml", "run: {}\n");
+  write_file_atomic(run + "/metrics.jsonl", "{\"event\":\"train\",\"epoch\":1,\"step\":1,\"loss\":99}\n");
+  const std::string before = snapshot(run);
+  SECTION("a plain run names both ways out and changes nothing") {
+    CHECK_THROWS_WITH(train(c, {}), Catch::Contains(run + " holds a run that stopped before its first checkpoint "
+                                                          "(metrics.jsonl, no checkpoint.bin): --resume auto or "
+                                                          "--overwrite starts it afresh"));
+    CHECK(snapshot(run) == before);
+  }
+  SECTION("--resume DIR says there is nothing to continue") {
+    CHECK_THROWS_WITH(train(c, {run}), Catch::Contains("there is nothing to continue; --resume auto or --overwrite"));
+    CHECK(snapshot(run) == before);
+  }
+  SECTION("--resume auto starts it afresh and drops what it left") {
+    TrainResult r = train(c, {"auto"});
+    CHECK(r.steps == 16);
+    CHECK(read_file(run + "/metrics.jsonl").find("\"loss\":99") == std::string::npos);
+    CHECK(train(c, {"auto"}).already_finished);  // and the next requeue finds it finished
+  }
+  SECTION("a finished run whose checkpoint was removed is not taken for one") {
+    write_file_atomic(run + "/summary.json", "{}\n");
+    CHECK_THROWS_WITH(train(c, {"auto"}), Catch::Contains("holds a finished run (summary.json, metrics.jsonl) but no "
+                                                          "checkpoint.bin to continue it from: --overwrite"));
+  }
+  CHECK_FALSE(path_exists(run + "/run.lock"));
+}
+
+TEST_CASE("a run directory has one run at a time: a held lock names its holder, a stale one is taken over",
+          "[startup]") {
+  TempDir d;
+  Config c = config(d, kSynthetic, kLayers);
+  const std::string run = d.file("runs/r");
+  make_dirs(run);
+  int ready[2], release[2];
+  REQUIRE(pipe(ready) == 0);
+  REQUIRE(pipe(release) == 0);
+  const pid_t child = fork();
+  if (child == 0) {  // another run holding the directory
+    const int fd = open((run + "/run.lock").c_str(), O_RDWR | O_CREAT, 0644);
+    struct flock fl {};
+    fl.l_type = F_WRLCK, fl.l_whence = SEEK_SET;
+    const std::string text = "pid " + std::to_string(getpid()) + " host elsewhere since 2026-11-26T00:00:00Z\n";
+    const bool ok = fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0 && write(fd, text.data(), text.size()) > 0;
+    char b = ok ? 1 : 0;
+    if (write(ready[1], &b, 1) != 1 || read(release[0], &b, 1) < 0) _exit(1);
+    _exit(0);
+  }
+  char b = 0;
+  REQUIRE(read(ready[0], &b, 1) == 1);
+  REQUIRE(b == 1);
+  CHECK_THROWS_WITH(train(c, {}), Catch::Contains(run + " is in use by another run (run.lock: pid " +
+                                                  std::to_string(child) + " host elsewhere since"));
+  CHECK_THROWS_WITH(train(c, {"auto"}), Catch::Contains("is in use by another run"));
+  CHECK_FALSE(path_exists(run + "/metrics.jsonl"));
+  b = 0;
+  REQUIRE(write(release[1], &b, 1) == 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  for (int fd : {ready[0], ready[1], release[0], release[1]}) close(fd);
+  // Its holder ended without removing the file (SIGKILL): the lock is free, and the next run takes it over.
+  REQUIRE(path_exists(run + "/run.lock"));
+  CHECK(train(c, {}).steps == 16);
+  CHECK_FALSE(path_exists(run + "/run.lock"));
+}
+
+TEST_CASE("the summary evaluates the final model when run.max_steps ends a run inside an epoch", "[startup]") {
+  TempDir d;
+  double loss[2];
+  for (int every : {1, 0}) {
+    Config c = config(d, kSynthetic, kLayers, "e" + std::to_string(every));
+    c.run.max_steps = 12;  // 8 steps an epoch: epoch 1 is evaluated (eval_every 1), then 4 more steps
+    c.run.eval_every = every;
+    TrainResult r = train(c, {});
+    loss[every] = r.test.loss;
+    const std::string m = read_file(d.file("runs/e" + std::to_string(every) + "/metrics.jsonl"));
+    CHECK(m.find("{\"event\":\"eval\",\"epoch\":2,\"step\":12,") != std::string::npos);
+  }
+  CHECK(loss[0] == loss[1]);
 }

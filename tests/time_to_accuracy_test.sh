@@ -79,6 +79,11 @@ head -2 "$tmp/known/metrics.jsonl" >"$tmp/no_eval.jsonl"
 one_error "no evaluation record" 1 tta "$tmp/no_eval.jsonl" 0.5
 { echo 'garbage'; cat "$tmp/known/metrics.jsonl"; } >"$tmp/broken.jsonl"
 one_error "a broken line inside" 1 tta "$tmp/broken.jsonl" 0.5
+# Eval records without train_seconds (an older octet's): the first one named, not "no evaluation record".
+sed 's/,"train_seconds":[0-9.]*//' "$tmp/known/metrics.jsonl" >"$tmp/untimed.jsonl"
+one_error "eval records without train_seconds" 1 tta "$tmp/untimed.jsonl" 0.5
+grep -q "^time_to_accuracy.py: error: .*untimed.jsonl:3: eval record has no train_seconds" "$tmp/err" ||
+  bad "eval records without train_seconds: the error does not name line 3: $(cat "$tmp/err")"
 
 # A real run: LeNet on 1280 MNIST images, 3 epochs of 10 steps on 2 ranks, an evaluation (500 images) per epoch.
 timeout 300 mpirun -np 2 "$octet" train "$src/configs/mnist/lenet.yaml" --set data.path="$src/datasets/mnist-22k" \

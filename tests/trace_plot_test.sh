@@ -2,7 +2,8 @@
 # Tracing and plots: a 2-rank overlap run with --trace writes one valid Chrome trace with both ranks, their main,
 # comm and loader threads, the phases, every layer and each tensor's encode / transport / decode, the comm thread's
 # buckets overlapping backward; no trace.json without tracing; a bad trace key is a config error; scripts/plot.py
-# writes four non-empty PNGs from two run directories and refuses a folder that holds no run.
+# writes four non-empty PNGs from two run directories and refuses a folder that holds no run, and says in one line
+# that matplotlib is missing where it is.
 set -u
 octet=$1
 src=$2
@@ -83,5 +84,14 @@ printf '\xff\xfe\x00' >>"$tmp/bin/metrics.jsonl"
 if [[ $(wc -l <"$tmp/log7") -eq 1 ]] && grep -q "^plot.py: error: .*metrics.jsonl: not a metrics file: binary bytes at offset" "$tmp/log7"; then
   echo "ok: plot.py on binary bytes: one error line"
 else cat "$tmp/log7"; bad "plot.py on binary bytes: not one error line"; fi
+# Without matplotlib (hidden by a sitecustomize): one error line saying so, not a traceback; --help still works.
+mkdir "$tmp/nompl"
+echo 'import sys; sys.modules["matplotlib"] = None' >"$tmp/nompl/sitecustomize.py"
+PYTHONPATH=$tmp/nompl /usr/bin/python3 "$src/scripts/plot.py" "$tmp/plain" --out "$tmp/plots" >"$tmp/log8" 2>&1 &&
+  bad "plot.py ran without matplotlib"
+if [[ $(wc -l <"$tmp/log8") -eq 1 ]] && grep -q "^plot.py: error: matplotlib is not installed" "$tmp/log8"; then
+  echo "ok: plot.py without matplotlib: one error line"
+else cat "$tmp/log8"; bad "plot.py without matplotlib: not one error line"; fi
+PYTHONPATH=$tmp/nompl /usr/bin/python3 "$src/scripts/plot.py" --help >/dev/null 2>&1 || bad "plot.py --help without matplotlib"
 [[ $fail -eq 0 ]] && echo "trace and plot tests passed"
 exit $fail

@@ -47,7 +47,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
         OCTET_CHECK(path_exists(path),
                     path << ": checkpoint not found"
                          << (path_exists(parent_dir(path) + "/config.yaml")
-                                 ? " (that run stopped before its first checkpoint: start it again without --resume)"
+                                 ? " (that run stopped before its first checkpoint: --resume auto or --overwrite starts it afresh)"
                                  : ""));
         buf = read_file(path);
         file = parse_checkpoint(path, buf);

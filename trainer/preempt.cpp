@@ -13,6 +13,7 @@ namespace octet {
 namespace {
 
 std::atomic<int> g_signal{0};
+bool g_early = false;  // install_stop_handlers() ran: a signal before the guard counts
 constexpr int kSignals[] = {SIGTERM, SIGUSR1, SIGINT};
 struct sigaction g_previous[3];
 
@@ -36,8 +37,19 @@ sigset_t stop_signals() {
 
 }  // namespace
 
+void install_stop_handlers() {
+  g_early = true;
+  for (int s : kSignals) {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(s, &sa, nullptr);
+  }
+}
+
 PreemptGuard::PreemptGuard() {
-  g_signal = 0;
+  if (!g_early) g_signal = 0;
   for (int i = 0; i < 3; ++i) {
     struct sigaction sa {};
     sa.sa_handler = on_signal;

@@ -39,6 +39,11 @@ class PreemptGuard {
   std::thread taker_;  // last: starts once the members above exist
 };
 
+// Installs the stop handlers at once, for the process's whole life: main calls it first, before MPI_Init, so that a
+// signal during start-up (mpirun passes it on as soon as the ranks exist) is kept rather than killing the process by
+// the default action; train() then stops before its first step (exit kExitPreempted, nothing written). Guards made
+// afterwards keep a signal that came before them.
+void install_stop_handlers();
 int stop_signal();               // the signal that asked this process to stop, 0 when none has
 const char* signal_name(int s);  // "SIGUSR1"
 

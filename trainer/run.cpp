@@ -10,6 +10,8 @@
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/trace.h"
+#include "layers/add.h"
+#include "layers/batchnorm.h"
 #include "comm/auto_plan.h"
 #include "comm/control.h"
 #include "comm/stat_exchange.h"
@@ -20,6 +22,12 @@ namespace octet {
 namespace {
 
 const char* kOutputs[] = {"checkpoint.bin", "summary.json", "metrics.jsonl"};
+
+std::string list_of(const std::vector<std::string>& names) {
+  std::string list;
+  for (const auto& f : names) list += (list.empty() ? "" : ", ") + f;
+  return list;
+}
 
 bool reached_end(const TrainPosition& p, const RunConfig& r) {
   return p.epoch >= r.epochs || (r.max_steps > 0 && p.global_step >= r.max_steps);
@@ -53,13 +61,25 @@ void check_batch_statistics(const Config& cfg, Model& model, const Shape& input,
     Layer& l = model.layer(i);
     fc_part = fc_part || (cfg.parallel.model_parallel_fc && l.traits().split_outputs);
     if (l.traits().batch_statistics) {
-      const int64_t n = fc_part ? cfg.data.batch_size * ranks / cfg.parallel.sub_batches : cfg.data.batch_size;
+      // Synchronized batchnorm normalizes over every rank's batch.
+      bool synced = false;
+      if (i < cfg.model.layers.size()) {
+        const std::any& p = cfg.model.layers[i].params;
+        if (const auto* b = std::any_cast<BatchNormParams>(&p)) synced = b->sync;
+        if (const auto* a = std::any_cast<AddParams>(&p)) synced = a->bn.sync;
+      }
+      const int64_t n = fc_part ? cfg.data.batch_size * ranks / cfg.parallel.sub_batches
+                                : cfg.data.batch_size * (synced ? ranks : 1);
       const int64_t per_channel = n * (s.size() == 4 ? s[2] * s[3] : 1);
       OCTET_CHECK(per_channel >= 2, cfg.file << ": model.layers[" << i << "] (" << l.name() << "): batchnorm of "
                                              << shape_str(Shape(s.begin() + 1, s.end())) << " inputs sees "
                                              << per_channel << " value a channel in a training batch of " << n
-                                             << " (data.batch_size): batch statistics need at least 2 (raise "
-                                                "data.batch_size)");
+                                             << (synced ? " (data.batch_size x " + std::to_string(ranks) +
+                                                              " ranks, synchronized)"
+                                                        : std::string(" (data.batch_size)"))
+                                             << ": batch statistics need at least 2 (raise data.batch_size"
+                                             << (synced || ranks == 1 ? "" : ", or synchronize it: sync: true")
+                                             << ")");
     }
     s = l.output_shape(s);
   }
@@ -136,29 +156,53 @@ void Run::load_data_and_model() {
 void Run::check_run_dir() {
   result.run_dir = cfg_.run.out_dir + "/" + cfg_.run.name;
   ckpt_path_ = result.run_dir + "/checkpoint.bin";
-  resume_from_ = opts_.resume.empty() ? "" : is_dir(opts_.resume) ? opts_.resume + "/checkpoint.bin" : opts_.resume;
-  if (opts_.resume == "auto")  // a requeued job: continue what the run directory holds, or start afresh
-    resume_from_ = path_exists(ckpt_path_) ? ckpt_path_ : "";
-  const bool resume_in_place = !resume_from_.empty() && same_file(parent_dir(resume_from_), result.run_dir);
+  const std::string dir = result.run_dir;
+  const bool has_ckpt = path_exists(ckpt_path_), has_summary = path_exists(dir + "/summary.json");
   // An earlier run: a checkpoint, a summary, or metrics with a line in them (a run that failed at its first step
   // leaves only config.yaml and an empty metrics.jsonl, which the corrected run may take over).
   for (const char* f : kOutputs)
-    if (path_exists(result.run_dir + "/" + f) &&
-        (std::string(f) != "metrics.jsonl" || file_size(result.run_dir + "/" + f) > 0))
+    if (path_exists(dir + "/" + f) && (std::string(f) != "metrics.jsonl" || file_size(dir + "/" + f) > 0))
       earlier_.push_back(f);
+  // A run that stopped before its first checkpoint (a non-finite loss, a killed rank, a lost node) left metrics and
+  // nothing to continue: --resume auto (a requeued job) starts it afresh in place, removing what it left.
+  const bool never_checkpointed = !earlier_.empty() && !has_ckpt && !has_summary;
+  if (opts_.resume == "auto") {
+    resume_from_ = has_ckpt ? ckpt_path_ : "";
+    if (never_checkpointed) restart_ = true;
+  } else {
+    resume_from_ = opts_.resume.empty() ? "" : is_dir(opts_.resume) ? opts_.resume + "/checkpoint.bin" : opts_.resume;
+  }
+  const bool resume_in_place = !resume_from_.empty() && same_file(parent_dir(resume_from_), dir);
   check_on_root(
       world_,
       [&] {
-        if (earlier_.empty()) return;
-        std::string list;
-        for (const auto& f : earlier_) list += (list.empty() ? "" : ", ") + f;
-        OCTET_CHECK(!(opts_.overwrite && resume_in_place),
-                    result.run_dir << ": --overwrite would delete the checkpoint --resume reads");
-        OCTET_CHECK(opts_.overwrite || resume_in_place,
-                    result.run_dir << " already holds a run (" << list << "): pass --resume " << result.run_dir
-                                   << " to continue it, --overwrite to start over, or another run.name");
+        // The lock first: two runs started together on one run.name would both pass the checks below.
+        lock_ = std::make_unique<DirLock>(dir);
+        if (!lock_->stale_holder().empty())
+          OCTET_LOG(dir << "/" << DirLock::kName << ": taking over the lock of a run that ended without releasing it ("
+                        << lock_->stale_holder() << ")");
+        if (!resume_from_.empty() && !path_exists(resume_from_) && resume_in_place && never_checkpointed)
+          OCTET_THROW(dir << " holds a run that stopped before its first checkpoint (" << list_of(earlier_)
+                          << ", no checkpoint.bin): there is nothing to continue; --resume auto or --overwrite "
+                             "starts it afresh");
+        if (earlier_.empty() || restart_) return;
+        OCTET_CHECK(!(opts_.overwrite && resume_in_place), dir << ": --overwrite would delete the checkpoint --resume reads");
+        if (opts_.overwrite || resume_in_place) return;
+        if (never_checkpointed)
+          OCTET_THROW(dir << " holds a run that stopped before its first checkpoint (" << list_of(earlier_)
+                          << ", no checkpoint.bin): --resume auto or --overwrite starts it afresh, or choose another "
+                             "run.name");
+        if (!has_ckpt)  // a finished run's summary without the checkpoint it ended with (removed by hand)
+          OCTET_THROW(dir << " holds a finished run (" << list_of(earlier_)
+                          << ") but no checkpoint.bin to continue it from: --overwrite starts over, or choose another "
+                             "run.name");
+        OCTET_THROW(dir << " already holds a run (" << list_of(earlier_) << "): pass --resume " << dir
+                        << " to continue it, --overwrite to start over, or another run.name");
       },
       "MPI_Ibcast (start-up: the run directory check)");
+  if (restart_)
+    OCTET_LOG(dir << " holds a run that stopped before its first checkpoint (" << list_of(earlier_)
+                  << "): --resume auto starts it afresh");
 }
 
 // Each tensor's lr_mult and decay_mult as its layer's entry lists them (spec i built layer i).
@@ -254,15 +298,10 @@ CompressionConfig Run::plan_compression() {
     plan = make_auto_plan(*world_, tensors, cfg, *exec_);
   } else {
     const std::string file = source == 1 ? saved : cfg.plan;
-    // A bad file is an error on rank 0 that every rank must share before the broadcast.
-    std::string error;
-    if (rank_ == 0) try {
-        plan = read_auto_plan(file, tensors, cfg, world_->size);
-      } catch (const Error& e) {
-        error = e.what();
-      }
-    const int bad = max_all(*world_, error.empty() ? 0 : 1, {"MPI_Iallreduce (start-up: the auto plan read)"});
-    OCTET_CHECK(!bad, (rank_ == 0 ? error : "rank 0 could not read the auto plan " + file));
+    // A bad file is an error on rank 0 that every rank shares (rank 0 alone says it).
+    check_on_root(
+        world_, [&] { plan = read_auto_plan(file, tensors, cfg, world_->size); },
+        "MPI_Ibcast (start-up: the auto plan read)");
     plan = share_plan(*world_, tensors, cfg, plan);
     OCTET_LOG("auto: the plan of " << file
                                    << (source == 1 ? " (resume keeps the interrupted run's exchange)"
@@ -341,12 +380,24 @@ bool Run::resume() {
   return true;
 }
 
+bool Run::stopped_before_start() {
+  int sig = stop_signal();
+  if (world_ && size_ > 1) sig = max_all(*world_, sig, {"MPI_Iallreduce (start-up: stop request?)"});
+  if (!sig) return false;
+  result.stopped_by = sig;
+  result.steps = pos.global_step;
+  OCTET_LOG("stopped by " << signal_name(sig) << " during start-up, before step " << pos.global_step + 1
+                          << ": nothing trained or written"
+                          << (resume_from_.empty() ? "" : "; " + resume_from_ + " is unchanged"));
+  return true;
+}
+
 void Run::open_outputs() {
   if (rank_ == 0) {
     make_dirs(result.run_dir);
     for (const auto& f : remove_orphan_temps(result.run_dir))
       OCTET_LOG("removed " << result.run_dir << "/" << f << " (left by a writer that died)");
-    if (opts_.overwrite)
+    if (opts_.overwrite || restart_)
       for (const auto& f : earlier_) remove_file(result.run_dir + "/" + f);
     if (!resume_from_.empty()) truncate_metrics(result.run_dir + "/metrics.jsonl", pos.global_step);
     write_file_atomic(result.run_dir + "/config.yaml", to_yaml(cfg_.resolved));
@@ -490,6 +541,7 @@ void Run::evaluate_now(int64_t epoch) {
   share_model_state();
   const EvalResult e = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_);
   result.test = e;
+  eval_step_ = pos.global_step;
   OCTET_LOG("epoch " << epoch + 1 << " test loss " << json_num(e.loss) << " accuracy " << json_num(100.0 * e.accuracy)
                      << "% top-5 " << json_num(100.0 * e.top5) << "% (" << e.count << " images)");
   if (metrics_)
@@ -542,10 +594,8 @@ TrainResult Run::finish() {
   }
   if (step_->exchanges()) step_->verify_identical(pos.global_step);
   step_->gather();
-  if (result.test.count == 0) {
-    TraceSpan span("evaluate");
-    share_model_state();
-    result.test = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_);
+  if (eval_step_ != pos.global_step) {  // the summary is the final model's: run.max_steps may end after an evaluation
+    evaluate_now(pos.batch == 0 ? pos.epoch - 1 : pos.epoch);
     report_loader_notes();
   }
   if (trace::on()) {

@@ -13,6 +13,7 @@
 #include "comm/topology.h"
 #include "data/loader.h"
 #include "comm/stat_exchange.h"
+#include "core/fileio.h"
 #include "layers/model.h"
 #include "parallel/step.h"
 #include "trainer/checkpoint.h"
@@ -29,6 +30,8 @@ class Run {
   // position, and builds the parallel step; writes nothing. A resume of a finished run sets result.already_finished.
   Run(const Config& cfg, const TrainOptions& opts, const World* world);
   bool finished() const { return result.already_finished; }
+  // A stop signal reached a rank during start-up (collective): says so, sets result.stopped_by; nothing is written.
+  bool stopped_before_start();
   // Creates or reopens the run directory: temp files of dead writers removed, --overwrite's earlier outputs removed,
   // metrics past the checkpoint dropped, config.yaml written, the metrics file opened; logs the run's plan.
   void open_outputs();
@@ -83,6 +86,8 @@ class Run {
 
   const Config& cfg_;
   TrainOptions opts_;
+  std::unique_ptr<DirLock> lock_;  // rank 0's hold on the run directory (released last)
+  bool restart_ = false;           // --resume auto in a run directory with nothing to continue: start afresh there
   std::optional<World> world_copy_;
   const World* world_ = nullptr;
   std::unique_ptr<WorldStatExchange> stat_exchange_;  // synchronized batchnorm's, several ranks
@@ -116,6 +121,7 @@ class Run {
   bool stop_ = false;
   int stopped_by_ = 0;      // the signal every rank stopped on (trainer/preempt.h), 0 when none
   int64_t steps_here_ = 0;  // steps of this invocation
+  int64_t eval_step_ = -1;  // the step the last evaluation saw
   double trace_origin_ = 0;
   bool trace_done_ = false;  // the window has closed (trace::on() while it is open)
 };

@@ -111,6 +111,10 @@ TrainResult train(const Config& cfg, const TrainOptions& opts, const World* worl
   PreemptGuard preempt;       // a signal asks for a stop after a step, with a checkpoint
   Run run(cfg, opts, world);  // everything checked, the step built; nothing written yet
   if (run.finished()) return run.result;
+  if (run.stopped_before_start()) {  // a stop request during start-up: nothing trained or written
+    preempt.stopped();
+    return run.result;
+  }
   run.open_outputs();
   for (int64_t epoch = run.first_epoch(); epoch < cfg.run.epochs && !run.stopped(); ++epoch) {
     auto loader = run.loader(epoch);
