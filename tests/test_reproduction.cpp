@@ -9,6 +9,7 @@
 #include "layers/layer_def.h"
 #include "optim/optimizer.h"
 #include "tests/test_util.h"
+#include "core/timer.h"
 #include "trainer/config.h"
 
 using namespace octet;
@@ -167,7 +168,51 @@ TEST_CASE("model.blocks: instances expand to named layers, parameters substitute
     fails("- {type: relu, name: r}", "- {type: relu}", "a block's layers need names");
     fails("    - {type: conv, name: stem, out_channels: 4, kernel: 3, padding: 1}\n", "",
           "block unit reads $in (the layer before it), but it comes first");
+    fails("- {type: relu, name: r}", "- {type: rleu, name: r}",
+          "model.blocks.unit.layers[1].type: unknown layer type 'rleu' (known: ");
   }
+  SECTION("a block without layers (written, or made by --set) is one error naming it") {
+    CHECK_THROWS_WITH(load_config(write(d, blocks), {"model.blocks.extra.params.x=1"}),
+                      Catch::Contains("model.blocks.extra.layers: expected a non-empty list of layers"));
+  }
+  SECTION("an unused block is checked too") {
+    const std::string p = write(d, std::string(blocks).replace(blocks.find("  layers:\n    - {type: conv, name: stem"), 0,
+                                                               "    spare:\n      layers: [{type: bogus, name: b}]\n"));
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains("model.blocks.spare.layers[0].type: unknown layer type 'bogus'"));
+  }
+  SECTION("a layer's name may be a parameter") {
+    std::string text = blocks;
+    text.replace(text.find("name: r}"), 8, "name: $sc}");
+    text.replace(text.find("from: r}"), 8, "from: u1_identity}");
+    const std::string p = write(d, text);
+    const Config n = load_config(p);
+    CHECK(n.model.layers[2].name == "u1_identity");
+    CHECK(n.model.layers[6].name == "u2_pad");
+  }
+}
+
+TEST_CASE("block expansion grows linearly with the instances (ResNet-1202 in well under a second)", "[config][blocks]") {
+  // The ratio of two expansions' times in the same run: 4x the instances must cost about 4x, not 16x or 64x.
+  auto expand_s = [](int repeat) {
+    const std::string r = std::to_string(repeat);
+    double best = 1e9;
+    for (int k = 0; k < 3; ++k) {
+      const double t0 = now_seconds();
+      const Config c = load_config(source_dir() + "/configs/cifar10/resnet20.yaml",
+                                   {"model.layers.3.repeat=" + r, "model.layers.4.repeat=" + r,
+                                    "model.layers.5.repeat=" + r},
+                                   false);
+      best = std::min(best, now_seconds() - t0);
+      CHECK(c.model.layers.size() > static_cast<size_t>(repeat) * 3);
+    }
+    return best;
+  };
+  const double small = expand_s(50), large = expand_s(200);
+  INFO("3x50 blocks: " << small << " s, 3x200 (ResNet-1202): " << large << " s");
+  CHECK(large / small < 8);
+  CHECK(count(load_config(source_dir() + "/configs/cifar10/resnet20.yaml",
+                          {"model.layers.3.repeat=200", "model.layers.4.repeat=200", "model.layers.5.repeat=200"},
+                          false)) == 19421274);  // ResNet-1202 (He et al.: 19.4M)
 }
 
 TEST_CASE("data.normalize.mean_image: Caffe's mean image, and the settings it excludes", "[config][reproduction]") {

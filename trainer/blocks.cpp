@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "layers/layer_def.h"
 
 namespace octet {
 
@@ -50,9 +51,10 @@ std::map<std::string, Block> read_blocks(const YAML::Node& defs, const std::stri
         b.params.push_back({pn, p->second});
       }
     }
-    b.layers = d["layers"];
-    if (!b.layers.IsSequence() || b.layers.size() == 0)
+    const YAML::Node layers = d["layers"];  // (a missing key: yaml-cpp's invalid node, which cannot be assigned)
+    if (!layers.IsDefined() || !layers.IsSequence() || layers.size() == 0)
       fail(file, d, path + ".layers", "expected a non-empty list of layers");
+    b.layers = layers;
     for (size_t i = 0; i < b.layers.size(); ++i) {
       const YAML::Node& l = b.layers[i];
       const std::string lp = path + ".layers[" + std::to_string(i) + "]";
@@ -62,15 +64,50 @@ std::map<std::string, Block> read_blocks(const YAML::Node& defs, const std::stri
       if (ln.empty())
         fail(file, l, lp + ".name", "a block's layers need names (the instance's names derive from them)");
       if (!b.names.insert(ln).second) fail(file, l["name"], lp + ".name", "duplicate layer name '" + ln + "'");
+      // The type is checked here, used or not (a `$param` type is checked where it is expanded).
+      const std::string type = scalar(l["type"]);
+      if (type.empty()) fail(file, l, lp + ".type", "missing (every layer names its type)");
+      bool found = type[0] == '$';
+      std::string known;
+      for (const auto& e : layer_registry())
+        found = found || e.type == type, known += (known.empty() ? "" : ", ") + std::string(e.type);
+      if (!found) {
+        fail(file, l["type"], lp + ".type", "unknown layer type '" + type + "' (known: " + known + ")");
+      }
     }
     out[name] = std::move(b);
   }
   return out;
 }
 
+// New maps and lists for the expanded layers, made in the config document's own node memory. yaml-cpp merges two
+// memories whenever a node of one is put into a node of the other, copying the absorbed one's whole node set: a node
+// made with YAML::Node(NodeType::Map) has a memory of its own, and each definition scalar put into it would copy the
+// entire document (which holds every layer expanded so far) into it, quadratic or worse in the layer count. Nodes taken
+// from a map of the document share its memory, so putting document nodes into them merges nothing.
+class Pool {
+ public:
+  explicit Pool(YAML::Node model) : model_(model), nodes_(model[kKey]) {}
+  ~Pool() { model_.remove(kKey); }
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  // An empty node of the document's memory that becomes a map or a list by its first entry; `type` for an empty one.
+  YAML::Node make(YAML::NodeType::value type) {
+    YAML::Node n = nodes_[next_++];
+    if (type == YAML::NodeType::Map) n = YAML::Node(YAML::NodeType::Map);  // (an empty one's memory: nothing merged)
+    if (type == YAML::NodeType::Sequence) n = YAML::Node(YAML::NodeType::Sequence);
+    return n;
+  }
+
+ private:
+  static constexpr const char* kKey = "__octet_block_nodes";
+  YAML::Node model_, nodes_;
+  size_t next_ = 0;
+};
+
 // A copy of n with `$param` scalars replaced (maps and lists copied, other scalars shared).
 YAML::Node substitute(const YAML::Node& n, const std::map<std::string, YAML::Node>& vals, const std::string& file,
-                      const std::string& path) {
+                      const std::string& path, Pool& pool) {
   if (n.IsScalar()) {
     const std::string& s = n.Scalar();
     if (s.size() < 2 || s[0] != '$') return n;
@@ -84,17 +121,17 @@ YAML::Node substitute(const YAML::Node& n, const std::map<std::string, YAML::Nod
     return it->second;
   }
   if (n.IsMap()) {
-    YAML::Node out(YAML::NodeType::Map);
+    YAML::Node out = pool.make(YAML::NodeType::Map);
     for (auto it = n.begin(); it != n.end(); ++it) {
       const std::string k = it->first.as<std::string>();
-      out[k] = substitute(it->second, vals, file, path + "." + k);
+      out[k] = substitute(it->second, vals, file, path + "." + k, pool);
     }
     return out;
   }
   if (n.IsSequence()) {
-    YAML::Node out(YAML::NodeType::Sequence);
+    YAML::Node out = pool.make(YAML::NodeType::Sequence);
     for (size_t i = 0; i < n.size(); ++i)
-      out.push_back(substitute(n[i], vals, file, path + "[" + std::to_string(i) + "]"));
+      out.push_back(substitute(n[i], vals, file, path + "[" + std::to_string(i) + "]", pool));
     return out;
   }
   return n;
@@ -107,7 +144,7 @@ std::string layer_name(const YAML::Node& l, size_t i) {
 }
 
 void expand_instance(const YAML::Node& inst, const std::string& path, const std::map<std::string, Block>& blocks,
-                     const std::string& file, YAML::Node& out) {
+                     const std::string& file, YAML::Node& out, Pool& pool) {
   for (auto k = inst.begin(); k != inst.end(); ++k) {
     static const std::set<std::string> known = {"block", "name", "repeat", "with", "overrides"};
     const std::string key = k->first.as<std::string>();
@@ -191,10 +228,12 @@ void expand_instance(const YAML::Node& inst, const std::string& path, const std:
             fail(file, inst, path, "block " + bname + " reads $in (the layer before it), but it comes first");
       }
       const YAML::Node& def = b.layers[i];
-      YAML::Node l = substitute(def, vals, file, lp);
+      YAML::Node l = substitute(def, vals, file, lp, pool);
       // New nodes for the generated values: the copy's scalars are the definition's own (shared), never assigned to.
+      const std::string own = scalar(l["name"]);  // as substituted: `name: $p` takes the parameter's value
+      if (own.empty()) fail(file, def["name"], lp + ".name", "the name must be a non-empty string");
       l.remove("name");
-      l["name"] = prefix + "_" + scalar(def["name"]);
+      l["name"] = prefix + "_" + own;
       const std::string from = scalar(def["from"]);  // as written: a layer of the block, or $in, or one outside
       if (b.names.count(from)) {
         l.remove("from");
@@ -207,7 +246,9 @@ void expand_instance(const YAML::Node& inst, const std::string& path, const std:
 
 }  // namespace
 
-void expand_blocks(YAML::Node root, const std::string& file) {
+namespace {
+
+void expand(YAML::Node root, const std::string& file) {
   if (!root.IsMap() || !root["model"].IsMap()) return;
   YAML::Node model = root["model"];
   const YAML::Node& cmodel = model;
@@ -222,19 +263,30 @@ void expand_blocks(YAML::Node root, const std::string& file) {
   bool any = false;
   for (size_t i = 0; i < layers.size(); ++i) any = any || (layers[i].IsMap() && layers[i]["block"].IsDefined());
   if (!any && !defs.IsDefined()) return;
-  YAML::Node out(YAML::NodeType::Sequence);
+  Pool pool(model);
+  YAML::Node out = pool.make(YAML::NodeType::Sequence);
   for (size_t i = 0; i < layers.size(); ++i) {
     const YAML::Node& l = layers[i];
     if (l.IsMap() && l["block"].IsDefined()) {
       if (blocks.empty())
         fail(file, l["block"], "model.layers[" + std::to_string(i) + "].block", "model.blocks defines no block");
-      expand_instance(l, "model.layers[" + std::to_string(i) + "]", blocks, file, out);
+      expand_instance(l, "model.layers[" + std::to_string(i) + "]", blocks, file, out, pool);
     } else {
       out.push_back(l);
     }
   }
   model.remove("blocks");
   model["layers"] = out;
+}
+
+}  // namespace
+
+void expand_blocks(YAML::Node root, const std::string& file) {
+  try {
+    expand(root, file);
+  } catch (const YAML::Exception& e) {  // yaml-cpp's own (a node of the wrong kind): said with the file and section
+    OCTET_THROW(file << ": model.blocks: " << e.msg);
+  }
 }
 
 }  // namespace octet
