@@ -82,6 +82,8 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
               "octet train needs a config file (usage: octet train CONFIG.yaml [--set k=v]... [--resume PATH])");
   octet::TrainOptions opts;
   opts.resume = f.str("resume");
+  OCTET_CHECK(!f.given("resume") || !opts.resume.empty(),
+              "octet train: --resume: empty value (give CHECKPOINT, RUN_DIR or auto; a fresh run takes no --resume)");
   opts.overwrite = f.on("overwrite");
   OCTET_CHECK(!(opts.overwrite && !opts.resume.empty()), "octet train: --overwrite and --resume exclude each other");
   std::vector<std::string> sets = f.all("set");
@@ -124,11 +126,14 @@ int cmd_model(const std::vector<std::string>& args) {
   OCTET_CHECK(!f.positionals().empty(),
               "octet model needs a config file (usage: octet model CONFIG.yaml [--set k=v]...)");
   const octet::Config cfg = octet::load_config(f.positionals()[0], f.all("set"), false);
-  OCTET_CHECK(!cfg.model.input.empty(),
+  // The input: model.input, or synthetic data's own shape.
+  const octet::Shape input =
+      cfg.model.input.empty() && cfg.data.dataset == "synthetic" ? cfg.data.synthetic_shape : cfg.model.input;
+  OCTET_CHECK(!input.empty(),
               cfg.file << ": model.input: octet model needs the input shape (give it, or --set model.input=[C,H,W])");
-  octet::Model model = octet::build_model(cfg.model.layers, cfg.model.input);
+  octet::Model model = octet::build_model(cfg.model.layers, input);
   std::printf("%s: %zu layers, input %s\n%s\n", cfg.file.c_str(), cfg.model.layers.size(),
-              octet::shape_str(cfg.model.input).c_str(), model.summary().c_str());
+              octet::shape_str(input).c_str(), model.summary().c_str());
   return 0;
 }
 

@@ -179,7 +179,7 @@ CandidateCost measure_candidate(const std::string& candidate, const CodecParams&
 }
 
 AutoPlan choose_plan(const std::vector<SyncTensor>& tensors, const std::map<std::string, CandidateCost>& costs,
-                     const Link& l, int N, const CompressionConfig& cfg) {
+                     const Link& l, int N, const CompressionConfig& cfg, PlanSpan span) {
   AutoPlan plan;
   plan.policy = cfg.policy;
   plan.link = l;
@@ -204,7 +204,14 @@ AutoPlan choose_plan(const std::vector<SyncTensor>& tensors, const std::map<std:
     for (const std::string& cand : policy_candidates(cfg.policy)) {
       auto it = costs.find(cand);
       if (it == costs.end() || !candidate_fits(cand, cfg.base.algorithm)) continue;
-      ranked.push_back({layer_ms(ts, cand, it->second, fp32, l, N, cfg), cand});
+      double ms = layer_ms(ts, cand, it->second, fp32, l, N, cfg);
+      if (cand == kPowerSgd && span.end > span.begin) {  // fp32 until start_step: the mean over the plan's steps
+        const int64_t steps = span.end - span.begin;
+        const int64_t waiting = std::clamp<int64_t>(cfg.base.codec.start_step - span.begin, 0, steps);
+        ms = (static_cast<double>(waiting) * ch.fp32_ms + static_cast<double>(steps - waiting) * ms) /
+             static_cast<double>(steps);
+      }
+      ranked.push_back({ms, cand});
     }
     OCTET_CHECK(!ranked.empty(),
                 "auto: no candidate of policy " << cfg.policy << " fits algorithm " << cfg.base.algorithm);
@@ -234,7 +241,7 @@ CompressionConfig apply_plan(const CompressionConfig& cfg, const AutoPlan& plan)
     TensorPolicy t = cfg.base;
     t.codec = candidate_params(ch.candidate, cfg.base.codec);
     t.algorithm = ch.candidate == kPowerSgd ? "auto" : cfg.base.algorithm;
-    t.small_as_fp32 = true;  // as the cost model has it: the layer's tensors under min_numel (biases) travel as fp32
+    t.min_numel = -1;  // as the cost model has it: the layer's tensors under min_numel (biases) travel as fp32
     out.overrides[ch.layer] = t;
   }
   return out;
@@ -348,6 +355,10 @@ AutoPlan share_plan(const World& w, const std::vector<SyncTensor>& tensors, cons
   return plan;
 }
 
+bool AutoPlan::uses(const std::string& candidate) const {
+  return std::any_of(layers.begin(), layers.end(), [&](const LayerChoice& c) { return c.candidate == candidate; });
+}
+
 bool AutoPlan::same_choices(const AutoPlan& o) const {
   if (layers.size() != o.layers.size()) return false;
   for (size_t i = 0; i < layers.size(); ++i)
@@ -372,12 +383,12 @@ std::string plans_yaml(const std::vector<AutoPlan>& plans) {
 }
 
 AutoPlan make_auto_plan(const World& w, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
-                        Exec& exec) {
+                        Exec& exec, PlanSpan span) {
   int64_t largest = 0;
   for (const SyncTensor& t : tensors) largest = std::max(largest, t.param.value->numel());
   const Link link = measure_link(w, largest);  // every rank takes part
   AutoPlan plan;
-  if (w.rank == 0) plan = choose_plan(tensors, measure_candidates(tensors, cfg, exec), link, w.size, cfg);
+  if (w.rank == 0) plan = choose_plan(tensors, measure_candidates(tensors, cfg, exec), link, w.size, cfg, span);
   return share_plan(w, tensors, cfg, plan);
 }
 

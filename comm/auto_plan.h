@@ -51,6 +51,7 @@ struct AutoPlan {
   // The plan as YAML (policy, link, layer: candidate), as written to the run directory's plan.yaml.
   std::string yaml() const;
   bool same_choices(const AutoPlan& o) const;
+  bool uses(const std::string& candidate) const;  // some layer's choice
 };
 // plan.yaml for a run's plans in order: the first, then each re-plan under `replans:` (read_auto_plan takes the last).
 std::string plans_yaml(const std::vector<AutoPlan>& plans);
@@ -62,9 +63,14 @@ std::map<std::string, CandidateCost> measure_candidates(const std::vector<SyncTe
 // The layers a plan lists for these tensors, in order, each fp32 (a plan read or received then sets its candidates).
 AutoPlan plan_layers(const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg, int ranks, const Link& l);
 
+// The steps a plan is for: from `begin` to `end` (0: no known end). A candidate that waits (powersgd sends fp32
+// before its start_step) is costed at what it sends over these steps, so a run too short for it to start sees fp32.
+struct PlanSpan {
+  int64_t begin = 0, end = 0;
+};
 // The choice for each layer of `tensors` (grouped by layer name, in order) among the costs given, for N ranks over l.
 AutoPlan choose_plan(const std::vector<SyncTensor>& tensors, const std::map<std::string, CandidateCost>& costs,
-                     const Link& l, int N, const CompressionConfig& cfg);
+                     const Link& l, int N, const CompressionConfig& cfg, PlanSpan span = {});
 // The compression config that runs a plan: the base stays fp32 for layers the plan does not name (none have
 // parameters), each planned layer an override with its candidate's parameters (policy keys left as the config has
 // them).
@@ -86,6 +92,6 @@ AutoPlan share_plan(const World& w, const std::vector<SyncTensor>& tensors, cons
 // The whole start-up (collective over w, 2+ ranks): the link probe on every rank, the candidates measured and the plan
 // chosen on rank 0, then share_plan.
 AutoPlan make_auto_plan(const World& w, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
-                        Exec& exec);
+                        Exec& exec, PlanSpan span = {});
 
 }  // namespace octet

@@ -47,8 +47,8 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
       if (shape.r > 0) e.low_rank = make_powersgd_state(shape, derive_seed(0x5d9, i, 0), exec_);
       pol = fp32_policy();
     }
-    const bool small =
-        e.t.param.value->numel() < cfg.min_numel && (it == cfg.overrides.end() || it->second.small_as_fp32);
+    const int64_t floor = it != cfg.overrides.end() && it->second.min_numel >= 0 ? it->second.min_numel : cfg.min_numel;
+    const bool small = e.t.param.value->numel() < floor;
     if (small) {
       pol = fp32_policy();
       pol.algorithm = "allreduce";  // small: one latency-bound call instead of the four of scatter_allgather

@@ -11,7 +11,7 @@ namespace octet {
 struct TensorPolicy {
   CodecParams codec;
   std::string algorithm = "auto";  // auto | allreduce | scatter_allgather | allgather (comm/collectives.h)
-  bool small_as_fp32 = false;      // an override that keeps min_numel's rule (compression.method auto's plans)
+  int64_t min_numel = -1;          // an override's own floor for fp32 travel (-1: compression.min_numel's, inherited)
 };
 
 struct CompressionConfig {

@@ -92,6 +92,7 @@ Section::Section(YAML::Node node, std::string path, std::string file, YAML::Node
 }
 
 bool Section::has(const std::string& key) const {
+  asked_.insert(key);  // a key the reader knows, listed by finish()'s error
   return node_.IsDefined() && node_.IsMap() && node_[key].IsDefined() && !node_[key].IsNull();
 }
 
@@ -208,7 +209,9 @@ std::vector<Section> Section::list(const std::string& key) {
 
 void Section::finish() {
   if (!node_.IsDefined() || !node_.IsMap()) return;
-  std::vector<std::string> known(used_.begin(), used_.end());
+  std::set<std::string> all = used_;
+  all.insert(asked_.begin(), asked_.end());
+  const std::vector<std::string> known(all.begin(), all.end());
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     const std::string k = it->first.as<std::string>();
     if (used_.count(k)) continue;

@@ -43,6 +43,7 @@ class Section {
   YAML::Node resolved_;
   std::shared_ptr<const std::set<std::string>> overridden_;
   std::set<std::string> used_;
+  mutable std::set<std::string> asked_;  // keys has() was asked about (known, though absent here)
 };
 
 // Limits every YAML file octet reads (configs, profiles) is held to before and while it is parsed, so that a huge or

@@ -11,16 +11,11 @@ namespace octet {
 
 namespace {
 
-size_t first_fc(Model& model) {
-  for (size_t i = 0; i < model.size(); ++i)
-    if (model.layer(i).traits().split_outputs) return i;
-  return model.size();
-}
 
 }  // namespace
 
 FcModelParallelStep::FcModelParallelStep(Model& model, Optimizer& opt, Transport& t, const StepOptions& o)
-    : Step(model, opt), fc_start_(first_fc(model)), dact_(Shape{0}, model.exec().device()) {
+    : Step(model, opt), fc_start_(first_split_layer(model)), dact_(Shape{0}, model.exec().device()) {
   OCTET_CHECK(!o.overlap, "parallel.overlap cannot be combined with model_parallel_fc yet");
   mp_.emplace(t, model, fc_start_, ModelParallelOptions{o.sub_batches, o.compression.activations});
   for (const auto& w : mp_->owned()) opt.restrict(w.name, w.offset, w.count);  // other ranks' rows wait for gather()

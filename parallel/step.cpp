@@ -13,9 +13,17 @@ StepStats Step::run(const Tensor& x, const int32_t* labels, const StepContext& c
     return run_impl(x, labels, ctx, lr);
   } catch (const NonFiniteError& e) {
     const std::string first = model_.first_nonfinite(&x);
+    // In a run's first steps the weights are still their initialization: it, the input's scale and the learning rate
+    // are equally suspect.
+    std::ostringstream hint;
+    if (ctx.step <= 1)
+      hint << " (at the run's start: the initialization (init, std, bias_value), the input scale (data.normalize) or "
+              "the learning rate "
+           << lr << " (lower optimizer.lr) is too large)";
+    else
+      hint << " (learning rate " << lr << ": too high? lower optimizer.lr)";
     OCTET_THROW("step " << ctx.step << ": " << e.message()
-                        << (first.empty() ? "" : "; first non-finite value: " + first) << " (learning rate " << lr
-                        << ": too high? lower optimizer.lr)");
+                        << (first.empty() ? "" : "; first non-finite value: " + first) << hint.str());
   }
 }
 
@@ -25,6 +33,16 @@ std::vector<SyncTensor> sync_tensors(Model& model, size_t end) {
     for (auto& p : model.layer(i).params())
       out.push_back({p, model.layer(i).name(), model.layer(i).kind(), model.layer(i).traits().convolutional, i});
   return out;
+}
+
+size_t first_split_layer(Model& model) {
+  for (size_t i = 0; i < model.size(); ++i)
+    if (model.layer(i).traits().split_outputs) return i;
+  return model.size();
+}
+
+std::vector<SyncTensor> exchanged_tensors(Model& model, bool model_parallel_fc) {
+  return sync_tensors(model, model_parallel_fc ? first_split_layer(model) : model.size());
 }
 
 std::unique_ptr<Step> make_step(Model& model, Optimizer& opt, Transport* t, const StepOptions& o) {

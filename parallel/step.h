@@ -72,5 +72,10 @@ std::unique_ptr<Step> make_step(Model& model, Optimizer& opt, Transport* t, cons
 
 // The tensors data parallelism averages: those of layers [0, end).
 std::vector<struct SyncTensor> sync_tensors(Model& model, size_t end);
+// The first layer model parallelism splits (the first fc layer); the model's size when there is none.
+size_t first_split_layer(Model& model);
+// The tensors the gradient exchange carries under options o: every layer's, or with model_parallel_fc those below the
+// split part (whose rows each rank keeps to itself).
+std::vector<struct SyncTensor> exchanged_tensors(Model& model, bool model_parallel_fc);
 
 }  // namespace octet

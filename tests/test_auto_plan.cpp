@@ -130,7 +130,7 @@ TEST_CASE("auto: a plan becomes per-layer overrides that keep min_numel's rule; 
   REQUIRE(c.overrides.size() == 4);
   CHECK(c.overrides.at("fc1").codec.method == "qsgd");
   CHECK(c.overrides.at("fc1").codec.bits == 4);
-  CHECK(c.overrides.at("fc1").small_as_fp32);
+  CHECK(c.overrides.at("fc1").min_numel == -1);  // compression.min_numel's rule
   CHECK(c.overrides.at("fc2").codec.method == "powersgd");
   TempDir d;
   const std::string file = d.file("plan.yaml");
@@ -156,4 +156,27 @@ TEST_CASE("auto: a plan becomes per-layer overrides that keep min_numel's rule; 
                     Catch::Contains(file + ": layers: 3 layers, the model has 4"));
   write_file_atomic(file, "policy: [\n");
   CHECK_THROWS_WITH(read_auto_plan(file, net.tensors, cfg, 4), Catch::Contains(file + ": not a plan"));
+}
+
+TEST_CASE("auto: powersgd is costed at what it sends over the run, fp32 before its start_step", "[auto]") {
+  Net net;
+  CompressionConfig cfg;
+  cfg.policy = "aggressive";
+  cfg.base.codec.method = "auto";
+  cfg.base.codec.start_step = 1000;
+  std::map<std::string, CandidateCost> c = costs("aggressive");
+  for (const char* only : {"none", "powersgd", "qsgd4"}) REQUIRE(c.count(only));
+  for (auto it = c.begin(); it != c.end();)  // the three that matter here
+    it = it->first == "none" || it->first == "powersgd" || it->first == "qsgd4" ? std::next(it) : c.erase(it);
+  const Link slow{0.001, 50};
+  // Unbounded: powersgd's P and Q beat qsgd4 on the big layer.
+  REQUIRE(layer(choose_plan(net.tensors, c, slow, 4, cfg), "fc1").candidate == "powersgd");
+  // A 20-step run never reaches step 1000: powersgd would send fp32 all along, so qsgd4 wins.
+  const AutoPlan short_run = choose_plan(net.tensors, c, slow, 4, cfg, {0, 20});
+  for (const auto& l : short_run.layers) CHECK(l.candidate != "powersgd");
+  // A run mostly past start_step still takes it; a re-plan after start_step sees it at full value.
+  CHECK(layer(choose_plan(net.tensors, c, slow, 4, cfg, {0, 100000}), "fc1").candidate == "powersgd");
+  const AutoPlan late = choose_plan(net.tensors, c, slow, 4, cfg, {2000, 2020});
+  CHECK(layer(late, "fc1").candidate == "powersgd");
+  CHECK(layer(late, "fc1").ms == Approx(layer(choose_plan(net.tensors, c, slow, 4, cfg), "fc1").ms));
 }

@@ -288,6 +288,7 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base, bool top) {
   if (const auto bad = check_codec_keys(t.codec, true)) s.fail(bad->key, bad->message);
   if (const auto bad = check_powersgd(t.codec)) s.fail(bad->key, bad->message);
   t.codec.error_feedback = s.get<bool>("error_feedback", base.codec.error_feedback);
+  if (!top && s.has("min_numel")) t.min_numel = at_least(s, "min_numel", 0, 0);  // an override's own floor
   if (t.codec.method == "auto") return t;  // the policy's codecs are checked against the algorithm by the caller
   if (is_low_rank(t.codec.method)) {
     if (!s.has("algorithm")) t.algorithm = "auto";  // an override's powersgd does not inherit the base's algorithm
@@ -315,8 +316,12 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
   if (!(c.replan >= 0 && c.replan <= 100))
     s.fail("replan", "must be a fraction in [0, 100] (0: never), got " + std::to_string(c.replan));
   c.replan_every = at_least(s, "replan_every", c.replan_every, 1);
-  if (!c.plan.empty() && c.base.codec.method != "auto")
-    s.fail("plan", "a plan is what compression.method auto trains with; method is " + c.base.codec.method);
+  if (c.base.codec.method != "auto")  // auto's own keys: with another method they would be ignored
+    for (const char* key : {"policy", "plan", "replan", "replan_every"})
+      if (s.has(key))
+        s.fail(key, std::string(key == std::string("plan") ? "a plan is what compression.method auto trains with"
+                                                           : "belongs to compression.method auto") +
+                        "; method is " + c.base.codec.method);
   if (c.base.codec.method == "auto")
     for (const std::string& cand : policy_candidates(c.policy))
       if (!candidate_fits(cand, c.base.algorithm))

@@ -13,6 +13,7 @@
 #include "layers/add.h"
 #include "layers/batchnorm.h"
 #include "comm/auto_plan.h"
+#include "compress/powersgd.h"
 #include "comm/control.h"
 #include "comm/stat_exchange.h"
 #include "trainer/preempt.h"
@@ -238,6 +239,11 @@ void Run::build_step() {
 void Run::maybe_replan(const StepStats& s) {
   const CompressionConfig& cfg = cfg_.compression;
   if (plans_.empty() || cfg.replan <= 0) return;
+  if (pos.global_step == cfg.base.codec.start_step && plans_.back().uses(kPowerSgd)) {
+    // powersgd's start: from here the exchange sends P and Q, and "as planned" is measured again
+    replan_comm_s_ = 0, replan_steps_ = 0, replan_base_ms_ = 0;
+    return;
+  }
   replan_comm_s_ += s.comm.communicate_s;
   if (++replan_steps_ < cfg.replan_every) return;
   double sum = replan_comm_s_;
@@ -253,7 +259,8 @@ void Run::maybe_replan(const StepStats& s) {
   OCTET_LOG("auto: the exchange took " << ms << " ms per step at step " << pos.global_step << ", against "
                                        << replan_base_ms_ << " ms after planning: planning again");
   replan_base_ms_ = 0;
-  AutoPlan plan = make_auto_plan(*world_, sync_tensors(*model_, model_->size()), cfg, *exec_);
+  AutoPlan plan = make_auto_plan(*world_, exchanged_tensors(*model_, cfg_.parallel.model_parallel_fc), cfg, *exec_,
+                                 {pos.global_step, run_end_step()});
   if (plan.same_choices(plans_.back())) {
     OCTET_LOG("auto: the plan stands");
     return;
@@ -282,7 +289,7 @@ CompressionConfig Run::plan_compression() {
     c.base.codec.method = identity_codec();
     return c;
   }
-  const std::vector<SyncTensor> tensors = sync_tensors(*model_, model_->size());
+  const std::vector<SyncTensor> tensors = exchanged_tensors(*model_, cfg_.parallel.model_parallel_fc);
   // Rank 0 decides where the plan comes from (the run directory, like the checkpoint, may be its alone) and reads it;
   // every rank gets its choices.
   const std::string saved = resume_from_.empty() ? "" : parent_dir(resume_from_) + "/plan.yaml";
@@ -295,7 +302,7 @@ CompressionConfig Run::plan_compression() {
       OCTET_LOG("warning: " << saved
                             << " is missing: auto plans afresh, and the resumed run may exchange gradients "
                                "differently from the interrupted one");
-    plan = make_auto_plan(*world_, tensors, cfg, *exec_);
+    plan = make_auto_plan(*world_, tensors, cfg, *exec_, {0, run_end_step()});
   } else {
     const std::string file = source == 1 ? saved : cfg.plan;
     // A bad file is an error on rank 0 that every rank shares (rank 0 alone says it).
@@ -378,6 +385,11 @@ bool Run::resume() {
   OCTET_LOG("resumed from " << resume_from_ << " at epoch " << pos.epoch + 1 << " batch " << pos.batch << " step "
                             << pos.global_step);
   return true;
+}
+
+int64_t Run::run_end_step() const {
+  const int64_t by_epochs = cfg_.run.epochs * steps_per_epoch_;
+  return cfg_.run.max_steps > 0 ? std::min(cfg_.run.max_steps, by_epochs) : by_epochs;
 }
 
 bool Run::stopped_before_start() {

@@ -83,6 +83,7 @@ class Run {
   void report_loader_notes();
   void state_to_device();
   Levels hierarchy();
+  int64_t run_end_step() const;  // the global step the run ends at (run.epochs, run.max_steps)
 
   const Config& cfg_;
   TrainOptions opts_;

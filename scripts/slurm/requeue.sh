@@ -14,7 +14,10 @@ octet_args() {
     case $1 in
       --overwrite) ((restarted)) || OCTET_ARGS+=("$1"); said=1 ;;
       --resume=*) ((restarted)) || OCTET_ARGS+=("$1"); said=1 ;;
-      --resume) ((restarted)) || OCTET_ARGS+=("$1" "${2-}"); said=1; shift ;;
+      --resume)
+        said=1
+        if (($# < 2)); then ((restarted)) || OCTET_ARGS+=("$1"); break; fi  # dangling: octet says it needs a value
+        ((restarted)) || OCTET_ARGS+=("$1" "$2"); shift ;;
       *) OCTET_ARGS+=("$1") ;;
     esac
     shift
