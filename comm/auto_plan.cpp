@@ -13,6 +13,7 @@
 #include "compress/powersgd.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/fileio.h"
 #include "core/rng.h"
 #include "core/timer.h"
 
@@ -282,52 +283,138 @@ std::string AutoPlan::yaml() const {
   return s.str();
 }
 
+namespace {
+
+// One printable line of a YAML library message (a binary file's bytes would otherwise reach the terminal).
+std::string printable(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 32 || static_cast<unsigned char>(c) > 126) c = '?';
+  return s;
+}
+
+// The checks of a plan file's values: each names the file, the key and what it holds.
+struct PlanReader {
+  const std::string& file;
+  [[noreturn]] void fail(const std::string& key, const std::string& msg) const {
+    OCTET_THROW(file << ": " << key << ": " << msg);
+  }
+  void only(const YAML::Node& n, const std::string& key, std::initializer_list<const char*> known) const {
+    if (!n.IsMap()) fail(key, "expected a map");
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const std::string k = it->first.as<std::string>();
+      bool ok = false;
+      std::string list;
+      for (const char* x : known) ok = ok || k == x, list += (list.empty() ? "" : ", ") + std::string(x);
+      if (!ok) fail((key.empty() ? "" : key + ".") + k, "unknown key (known here: " + list + ")");
+    }
+  }
+  std::string text(const YAML::Node& n, const std::string& key) const {
+    if (!n || !n.IsScalar()) fail(key, "missing");
+    return n.Scalar();
+  }
+  // A finite number >= lo (> lo when strict).
+  double number(const YAML::Node& n, const std::string& key, double lo, bool strict) const {
+    const std::string t = text(n, key);
+    double v = 0;
+    try {
+      v = n.as<double>();
+    } catch (const YAML::Exception&) {
+      fail(key, "expected a number, got '" + printable(t) + "'");
+    }
+    if (!std::isfinite(v) || v < lo || (strict && v == lo))
+      fail(key, "must be a finite number " + std::string(strict ? "> " : ">= ") + json_like(lo) + ", got " +
+                    printable(t));
+    return v;
+  }
+  int64_t whole(const YAML::Node& n, const std::string& key, int64_t lo) const {
+    const std::string t = text(n, key);
+    int64_t v = 0;
+    try {
+      v = n.as<int64_t>();
+    } catch (const YAML::Exception&) {
+      fail(key, "expected a whole number, got '" + printable(t) + "'");
+    }
+    if (v < lo) fail(key, "must be >= " + std::to_string(lo) + ", got " + t);
+    return v;
+  }
+  Link link(const YAML::Node& n, const std::string& key) const {
+    only(n, key, {"bandwidth_gbs", "latency_us"});
+    return {number(n["bandwidth_gbs"], key + ".bandwidth_gbs", 0, true),
+            number(n["latency_us"], key + ".latency_us", 0, false)};
+  }
+  static std::string json_like(double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  }
+};
+
+}  // namespace
+
 AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
                         int ranks) {
+  const PlanReader pr{file};
   YAML::Node root;
+  const std::string bytes = read_file(file);  // (a folder, an unreadable file: its own error naming the path)
   try {
-    root = YAML::LoadFile(file);
+    root = YAML::Load(bytes);
   } catch (const YAML::Exception& e) {
-    OCTET_THROW(file << ": not a plan (" << e.what() << ")");
+    OCTET_THROW(file << ": not a plan (YAML error at line " << e.mark.line + 1 << ": " << printable(e.msg) << ")");
   }
-  auto text = [&](const YAML::Node& n, const std::string& key) {
-    OCTET_CHECK(n && n.IsScalar(), file << ": " << key << ": missing");
-    return n.as<std::string>();
-  };
-  const std::string policy = text(root["policy"], "policy");
+  if (!root.IsMap()) OCTET_THROW(file << ": not a plan (expected a map with policy, ranks, link and layers)");
+  pr.only(root, "", {"policy", "ranks", "link", "layers", "replans"});
+  const std::string policy = pr.text(root["policy"], "policy");
   OCTET_CHECK(policy == cfg.policy, file << ": policy " << policy << ", the config says " << cfg.policy);
-  OCTET_CHECK(text(root["ranks"], "ranks") == std::to_string(ranks),
-              file << ": planned for " << text(root["ranks"], "ranks") << " ranks, this run has " << ranks);
+  const int64_t planned = pr.whole(root["ranks"], "ranks", 1);
+  OCTET_CHECK(planned == ranks, file << ": planned for " << planned << " ranks, this run has " << ranks);
   AutoPlan plan = plan_layers(tensors, cfg, ranks, Link{});  // each layer then takes the file's candidate
   // The plan in force last: the last re-plan's, else the first.
   YAML::Node at = root;
   std::string where;
-  if (const YAML::Node r = root["replans"]; r && r.IsSequence() && r.size() > 0) {
+  if (const YAML::Node r = root["replans"]; r) {
+    if (!r.IsSequence() || r.size() == 0) pr.fail("replans", "expected a list of re-plans ({step, link, layers})");
+    for (size_t k = 0; k < r.size(); ++k)
+      pr.only(r[k], "replans[" + std::to_string(k) + "]", {"step", "link", "layers"});
     at = r[r.size() - 1];
     where = "replans[" + std::to_string(r.size() - 1) + "].";
-    plan.from_step = at["step"] ? at["step"].as<int64_t>() : 0;
+    plan.from_step = pr.whole(at["step"], where + "step", 0);
   }
-  if (const YAML::Node l = at["link"]; l && l.IsMap()) {
-    plan.link.bandwidth_gbs = l["bandwidth_gbs"] ? l["bandwidth_gbs"].as<double>() : 0;
-    plan.link.latency_us = l["latency_us"] ? l["latency_us"].as<double>() : 0;
-  }
+  plan.link = pr.link(at["link"], where + "link");
   const YAML::Node layers = at["layers"];
-  OCTET_CHECK(layers && layers.IsMap(), file << ": " << where << "layers: missing");
+  if (!layers) pr.fail(where + "layers", "missing");
+  if (!layers.IsMap()) pr.fail(where + "layers", "expected a map of layer name: {method, predicted_ms}");
+  for (auto it = layers.begin(); it != layers.end(); ++it) {
+    const std::string name = it->first.as<std::string>();
+    bool known = false;
+    std::string list;
+    for (const LayerChoice& ch : plan.layers) known = known || ch.layer == name, list += (list.empty() ? "" : ", ") + ch.layer;
+    if (!known) pr.fail(where + "layers." + printable(name), "names no layer this run plans (" + list + ")");
+  }
   OCTET_CHECK(layers.size() == plan.layers.size(), file << ": " << where << "layers: " << layers.size()
                                                         << " layers, the model has " << plan.layers.size()
                                                         << " to plan");
   const auto& cands = policy_candidates(cfg.policy);
   for (LayerChoice& ch : plan.layers) {
+    const std::string key = where + "layers." + ch.layer;
     const YAML::Node n = layers[ch.layer];
-    OCTET_CHECK(n && n.IsMap(), file << ": " << where << "layers." << ch.layer << ": missing");
-    ch.candidate = text(n["method"], where + "layers." + ch.layer + ".method");
+    if (!n) pr.fail(key, "missing");
+    pr.only(n, key, {"method", "predicted_ms"});
+    ch.candidate = pr.text(n["method"], key + ".method");
     OCTET_CHECK(std::find(cands.begin(), cands.end(), ch.candidate) != cands.end(),
-                file << ": " << where << "layers." << ch.layer << ".method: " << ch.candidate
-                     << " is not a candidate of policy " << cfg.policy);
-    ch.ms = n["predicted_ms"] ? n["predicted_ms"].as<double>() : 0;
+                file << ": " << key << ".method: " << ch.candidate << " is not a candidate of policy " << cfg.policy);
+    ch.ms = n["predicted_ms"] ? pr.number(n["predicted_ms"], key + ".predicted_ms", 0, false) : 0;
     ch.runner_up.clear(), ch.fp32_ms = 0;
   }
   return plan;
+}
+
+int planned_ranks(const std::string& file) {
+  try {
+    const YAML::Node r = YAML::LoadFile(file)["ranks"];
+    return r && r.IsScalar() ? r.as<int>() : -1;
+  } catch (const std::exception&) {
+    return -1;
+  }
 }
 
 AutoPlan share_plan(const World& w, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,

@@ -86,6 +86,9 @@ CandidateCost measure_candidate(const std::string& candidate, const CodecParams&
 AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
                         int ranks);
 
+// The rank count a plan file names (its `ranks:`), -1 when the file cannot be read as a plan (read_auto_plan says why).
+int planned_ranks(const std::string& file);
+
 // Rank 0's plan (mine, on rank 0; ignored elsewhere) to every rank (collective over w): its candidates and link.
 AutoPlan share_plan(const World& w, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
                     const AutoPlan& mine);

@@ -41,6 +41,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
   std::string buf;
   CheckpointFile file;
   int64_t info[7] = {};  // epoch, batch, step, seed, ranks, per_rank, per_rank_used
+  std::string dropped;   // why the file's per-rank state does not fit this run (one rank)
   check_on_root(
       world,
       [&] {
@@ -57,12 +58,15 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
           OCTET_CHECK(static_cast<int>(file.ranks) == N,
                       path << ": written by " << file.ranks << " ranks with per-rank error-feedback state; "
                            << "resume it with " << file.ranks << " ranks (mpirun -np " << file.ranks << ")");
-        if (sections && any && N == 1)
-          check_match(path, file.sections[0].entries, state.per_rank, "rank 0's error-feedback state");
+        if (sections && any && N == 1) try {
+            check_match(path, file.sections[0].entries, state.per_rank, "rank 0's error-feedback state");
+          } catch (const Error& e) {
+            dropped = e.message();
+          }
         copy_into(file.shared, state.shared);
         info[0] = file.pos.epoch, info[1] = file.pos.batch, info[2] = file.pos.global_step;
         std::memcpy(&info[3], &file.pos.seed, 8);
-        info[4] = file.ranks, info[5] = sections, info[6] = sections && any;
+        info[4] = file.ranks, info[5] = sections, info[6] = sections && any && dropped.empty();
       },
       "MPI_Ibcast (resume: reading the checkpoint)");
   if (world) broadcast(*world, info, 7, 0, {"MPI_Ibcast (resume: checkpoint position)"});
@@ -70,6 +74,8 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
   out.pos = {info[0], info[1], info[2], 0};
   std::memcpy(&out.pos.seed, &info[3], 8);
   out.ranks = static_cast<int>(info[4]), out.per_rank = info[5] != 0, out.per_rank_used = info[6] != 0;
+  out.per_rank_dropped = out.per_rank && any && !out.per_rank_used;
+  if (out.per_rank_dropped) out.why_dropped = dropped;
   if (world)
     for (const auto& [name, t] : state.shared)
       broadcast(*world, t->data(), t->numel(), 0, {"MPI_Ibcast (resume: shared tensors)"});
@@ -97,9 +103,21 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
     std::memcpy(&base, off.data(), 8);
     mine = recv_bytes(*world, 0, {"MPI_Irecv (resume: this rank's section)"});
   }
+  // A section that does not fit this run's state (another compression config: a powersgd rank, a hierarchy) is dropped
+  // on every rank alike, and the run starts its residuals at zero.
   const std::vector<CheckpointEntry> entries = parse_section(path, mine, base, rank);
-  check_match(path, entries, state.per_rank, "rank " + std::to_string(rank) + "'s error-feedback state");
-  copy_into(entries, state.per_rank);
+  try {
+    check_match(path, entries, state.per_rank, "rank " + std::to_string(rank) + "'s error-feedback state");
+  } catch (const Error& e) {
+    dropped = e.message();
+  }
+  const int bad_rank = max_all(*world, dropped.empty() ? -1 : rank, {"MPI_Iallreduce (resume: per-rank state fits?)"});
+  if (bad_rank < 0) {
+    copy_into(entries, state.per_rank);
+    return out;
+  }
+  out.per_rank_used = false, out.per_rank_dropped = true;
+  out.why_dropped = rank == bad_rank ? dropped : "rank " + std::to_string(bad_rank) + "'s does not fit";
   return out;
 }
 

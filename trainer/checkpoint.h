@@ -23,11 +23,16 @@ struct LoadedCheckpoint {
   int ranks = 0;               // the world size that wrote it (0: a version-1 file, which does not say)
   bool per_rank = false;       // it holds per-rank sections
   bool per_rank_used = false;  // ... and they were restored (this run keeps per-rank state too)
+  // ... or they did not fit this run's (its compression config changed): nothing restored, residuals start at zero
+  bool per_rank_dropped = false;
+  std::string why_dropped;  // this rank's view of the mismatch (rank 0's is logged)
 };
 
 // Collective likewise: rank 0 reads and checks the file (its errors reach every rank), every rank receives the shared
 // tensors and checks and restores its own section. Names, count and shapes must match exactly; on an error in the
-// file no tensor is changed and the message names the file and offset. Per-rank state: a file without sections leaves
+// file no tensor is changed and the message names the file and offset. Per-rank state that does not match this run's
+// (names, count or shapes: another compression config) is dropped on every rank (per_rank_dropped). A file without
+// sections leaves
 // per_rank as it is (zero residuals: a run that starts a codec with error feedback); a run without per-rank state
 // ignores the file's sections; a file written by another number of ranks with sections is refused (each section
 // belongs to one rank's shard of the exchange).

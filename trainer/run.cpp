@@ -284,7 +284,8 @@ void Run::maybe_replan(const StepStats& s) {
 CompressionConfig Run::plan_compression() {
   const CompressionConfig& cfg = cfg_.compression;
   if (!world_ || world_->size == 1) {  // nothing is exchanged
-    OCTET_LOG("auto: one rank, no gradient exchange to plan");
+    OCTET_LOG("auto: one rank, no gradient exchange to plan"
+              << (cfg.plan.empty() ? "" : " (compression.plan " + cfg.plan + " is not used)"));
     CompressionConfig c = cfg;
     c.base.codec.method = identity_codec();
     return c;
@@ -294,11 +295,22 @@ CompressionConfig Run::plan_compression() {
   // every rank gets its choices.
   const std::string saved = resume_from_.empty() ? "" : parent_dir(resume_from_) + "/plan.yaml";
   int source = 0;  // 0: measure, 1: the resumed run's plan.yaml, 2: compression.plan
-  if (rank_ == 0) source = !saved.empty() && path_exists(saved) ? 1 : !cfg.plan.empty() ? 2 : 0;
+  int other_ranks = 0;  // the resumed run's plan is for another rank count: planned afresh
+  if (rank_ == 0) {
+    source = !saved.empty() && path_exists(saved) ? 1 : !cfg.plan.empty() ? 2 : 0;
+    if (source == 1 && (other_ranks = planned_ranks(saved)) > 0 && other_ranks != world_->size)
+      source = !cfg.plan.empty() ? 2 : 0;
+    else
+      other_ranks = 0;
+  }
   source = max_all(*world_, source, {"MPI_Iallreduce (start-up: where the auto plan comes from)"});
+  if (other_ranks)
+    OCTET_LOG("auto: " << saved << " was planned for " << other_ranks << " ranks, this run has " << world_->size
+                       << ": " << (source == 2 ? "the plan of compression.plan" : "a new plan")
+                       << " takes over (the exchange differs from the interrupted run's)");
   AutoPlan plan;
   if (source == 0) {
-    if (!saved.empty())
+    if (!saved.empty() && !other_ranks)
       OCTET_LOG("warning: " << saved
                             << " is missing: auto plans afresh, and the resumed run may exchange gradients "
                                "differently from the interrupted one");
@@ -369,7 +381,11 @@ bool Run::resume() {
   OCTET_CHECK(pos.batch == 0 || ck.ranks == 0 || ck.ranks == size_,
               resume_from_ << ": stopped inside an epoch with " << ck.ranks << " ranks; resume it with " << ck.ranks
                            << " (a batch index means another sample range with " << size_ << ")");
-  if (ck.per_rank && !ck.per_rank_used)
+  if (ck.per_rank_dropped)
+    OCTET_LOG("resume: the checkpoint's error-feedback state does not fit this run's compression ("
+              << ck.why_dropped << "): it is dropped, and residuals start at zero (the run is no longer exactly the "
+                                   "uninterrupted one)");
+  else if (ck.per_rank && !ck.per_rank_used)
     OCTET_LOG("resume: this config keeps no error-feedback state; the checkpoint's is not used");
   if (!ck.per_rank && !state_.per_rank.empty())
     OCTET_LOG("resume: the checkpoint holds no error-feedback state; residuals start at zero");
