@@ -27,7 +27,9 @@ void save_checkpoint(const std::string& path, const TrainPosition& pos, const Ch
     crc = checkpoint_crc(crc, bytes);
     out.write(bytes.data(), bytes.size());
   };
-  emit(checkpoint_head(pos, N, state.shared, any != 0));
+  NamedTensors shared = state.shared;
+  shared.insert(shared.end(), state.recorded.begin(), state.recorded.end());
+  emit(checkpoint_head(pos, N, shared, any != 0));
   if (any)
     for (int r = 0; r < N; ++r) emit(r == 0 ? mine : recv_bytes(*world, r, {"MPI_Irecv (checkpoint: a rank's state)"}));
   out.write(&crc, 4);
@@ -40,7 +42,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
   if (world) any = max_all(*world, any, {"MPI_Iallreduce (resume: per-rank state?)"});
   std::string buf;
   CheckpointFile file;
-  int64_t info[7] = {};  // epoch, batch, step, seed, ranks, per_rank, per_rank_used
+  int64_t info[8] = {};  // epoch, batch, step, seed, ranks, per_rank, per_rank_used, recorded
   std::string dropped;   // why the file's per-rank state does not fit this run (one rank)
   check_on_root(
       world,
@@ -52,6 +54,18 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
                                  : ""));
         buf = read_file(path);
         file = parse_checkpoint(path, buf);
+        // The recorded tensors ("record.*") follow the shared ones in files that have them; restored when this run
+        // records the same (names and shapes), else left to the caller to judge.
+        std::vector<CheckpointEntry> recorded;
+        while (!file.shared.empty() && file.shared.back().name.rfind(kRecordPrefix, 0) == 0) {
+          recorded.insert(recorded.begin(), file.shared.back());
+          file.shared.pop_back();
+        }
+        bool fits = !recorded.empty() && recorded.size() == state.recorded.size();
+        for (size_t i = 0; fits && i < recorded.size(); ++i)
+          fits = recorded[i].name == state.recorded[i].first && recorded[i].shape == state.recorded[i].second->shape();
+        if (fits) copy_into(recorded, state.recorded);
+        info[7] = fits;
         check_match(path, file.shared, state.shared, "parameters and optimizer state");
         const bool sections = !file.sections.empty();
         if (sections && any)
@@ -69,16 +83,21 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
         info[4] = file.ranks, info[5] = sections, info[6] = sections && any && dropped.empty();
       },
       "MPI_Ibcast (resume: reading the checkpoint)");
-  if (world) broadcast(*world, info, 7, 0, {"MPI_Ibcast (resume: checkpoint position)"});
+  if (world) broadcast(*world, info, 8, 0, {"MPI_Ibcast (resume: checkpoint position)"});
   LoadedCheckpoint out;
   out.pos = {info[0], info[1], info[2], 0};
   std::memcpy(&out.pos.seed, &info[3], 8);
   out.ranks = static_cast<int>(info[4]), out.per_rank = info[5] != 0, out.per_rank_used = info[6] != 0;
   out.per_rank_dropped = out.per_rank && any && !out.per_rank_used;
   if (out.per_rank_dropped) out.why_dropped = dropped;
-  if (world)
+  out.recorded = info[7] != 0;
+  if (world) {
     for (const auto& [name, t] : state.shared)
       broadcast(*world, t->data(), t->numel(), 0, {"MPI_Ibcast (resume: shared tensors)"});
+    if (out.recorded)
+      for (const auto& [name, t] : state.recorded)
+        broadcast(*world, t->data(), t->numel(), 0, {"MPI_Ibcast (resume: recorded tensors)"});
+  }
   if (!out.per_rank_used) return out;
   if (N == 1) {
     copy_into(file.sections[0].entries, state.per_rank);

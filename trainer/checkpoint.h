@@ -8,9 +8,14 @@
 
 namespace octet {
 
+constexpr const char* kRecordPrefix = "record.";
+
 struct CheckpointState {
   NamedTensors shared;    // identical on every rank: rank 0's copy is written, every rank receives it
   NamedTensors per_rank;  // each rank's own, in one section per rank (names and shapes may differ between ranks)
+  // Shared too, written after `shared`, named kRecordPrefix + ...: what a run records of itself (the auto plan it trained
+  // under). A file without them, or with others, still loads: they are restored only where names and shapes match.
+  NamedTensors recorded;
 };
 
 // Writes path atomically. With a world it is collective: each rank's per_rank tensors travel to rank 0 one rank at a
@@ -26,6 +31,7 @@ struct LoadedCheckpoint {
   // ... or they did not fit this run's (its compression config changed): nothing restored, residuals start at zero
   bool per_rank_dropped = false;
   std::string why_dropped;  // this rank's view of the mismatch (rank 0's is logged)
+  bool recorded = false;    // the file holds state.recorded (restored); false: those tensors are left as they were
 };
 
 // Collective likewise: rank 0 reads and checks the file (its errors reach every rank), every rank receives the shared

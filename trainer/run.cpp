@@ -86,6 +86,15 @@ void check_batch_statistics(const Config& cfg, Model& model, const Shape& input,
   }
 }
 
+// The candidates of the plan in force as indices in the policy's list.
+std::vector<float> plan_indices(const AutoPlan& plan, const std::string& policy) {
+  const auto& cands = policy_candidates(policy);
+  std::vector<float> out;
+  for (const LayerChoice& c : plan.layers)
+    out.push_back(static_cast<float>(std::find(cands.begin(), cands.end(), c.candidate) - cands.begin()));
+  return out;
+}
+
 StepOptions step_options(const Config& cfg) {
   StepOptions o;
   o.compression = cfg.compression;
@@ -322,11 +331,14 @@ CompressionConfig Run::plan_compression() {
         world_, [&] { plan = read_auto_plan(file, tensors, cfg, world_->size); },
         "MPI_Ibcast (start-up: the auto plan read)");
     plan = share_plan(*world_, tensors, cfg, plan);
+    if (source == 1 && !cfg.plan.empty())
+      OCTET_LOG("auto: compression.plan " << cfg.plan << " is not used: a resume keeps the interrupted run's plan");
     OCTET_LOG("auto: the plan of " << file
                                    << (source == 1 ? " (resume keeps the interrupted run's exchange)"
                                                    : " (compression.plan)"));
   }
   OCTET_LOG(plan.text());
+  plan_source_ = source;
   plans_ = {plan};
   auto_plan_ = plan.yaml();
   return apply_plan(cfg, plan);
@@ -357,6 +369,10 @@ void Run::collect_state() {
   for (auto& st : model_->state()) state_.shared.push_back(st);
   for (auto& s : opt_->state()) state_.shared.push_back(s);
   state_.per_rank = step_->per_rank_state();
+  if (!plans_.empty()) {  // the auto plan in force, so that a resume can tell plan.yaml is the checkpoint's own
+    plan_record_ = Tensor(Shape{static_cast<int64_t>(plans_.back().layers.size())});
+    state_.recorded = {{std::string(kRecordPrefix) + "auto_plan", &plan_record_}};
+  }
   // Checkpoints are device-independent: they hold host copies of device tensors (parameters, optimizer state, the
   // error-feedback residuals a GPU exchange keeps on the device).
   for (auto* part : {&state_.shared, &state_.per_rank})
@@ -366,6 +382,31 @@ void Run::collect_state() {
   for (auto* part : {&state_.shared, &state_.per_rank})
     for (auto& [name, t] : *part)
       if (t->device() != Device::CPU) t = &mirrors_[m++].second;
+}
+
+void Run::check_plan_record(bool recorded) {
+  const std::string saved = parent_dir(resume_from_) + "/plan.yaml";
+  if (!recorded) {
+    OCTET_LOG("auto: " << resume_from_ << " does not record the plan it was written under (an older octet's)"
+                       << (plan_source_ == 1 ? ": " + saved + " is taken as it is" : std::string()));
+    return;
+  }
+  const auto& cands = policy_candidates(cfg_.compression.policy);
+  const std::vector<float> mine = plan_indices(plans_.back(), cfg_.compression.policy);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (plan_record_.data()[i] == mine[i]) continue;
+    const float k = plan_record_.data()[i];
+    const std::string was = k >= 0 && k < static_cast<float>(cands.size()) ? cands[static_cast<size_t>(k)] : "?";
+    const LayerChoice& now = plans_.back().layers[i];
+    if (plan_source_ == 1)  // plan.yaml beside the checkpoint is not the checkpoint's: someone else's, or edited
+      OCTET_THROW(saved << " is not the plan " << resume_from_ << " was written under (layer " << now.layer
+                        << ": plan.yaml says " << now.candidate << ", the checkpoint " << was
+                        << "): put the run's own plan.yaml back, or remove it to plan afresh");
+    OCTET_LOG("auto: the plan now in force differs from the one " << resume_from_ << " was written under (layer "
+                                                                  << now.layer << ": " << now.candidate << ", was "
+                                                                  << was << ")");
+    return;
+  }
 }
 
 bool Run::resume() {
@@ -381,6 +422,7 @@ bool Run::resume() {
   OCTET_CHECK(pos.batch == 0 || ck.ranks == 0 || ck.ranks == size_,
               resume_from_ << ": stopped inside an epoch with " << ck.ranks << " ranks; resume it with " << ck.ranks
                            << " (a batch index means another sample range with " << size_ << ")");
+  if (!plans_.empty()) check_plan_record(ck.recorded);
   if (ck.per_rank_dropped)
     OCTET_LOG("resume: the checkpoint's error-feedback state does not fit this run's compression ("
               << ck.why_dropped << "): it is dropped, and residuals start at zero (the run is no longer exactly the "
@@ -475,6 +517,10 @@ void Run::share_model_state() {
 
 void Run::save(const TrainPosition& at) {
   TraceSpan span("checkpoint");
+  if (!plans_.empty()) {
+    const std::vector<float> idx = plan_indices(plans_.back(), cfg_.compression.policy);
+    std::copy(idx.begin(), idx.end(), plan_record_.data());
+  }
   step_->gather();
   state_to_host();
   save_checkpoint(ckpt_path_, at, state_, world_);

@@ -65,6 +65,9 @@ class Run {
   void maybe_replan(const StepStats& s);
   void collect_state();  // what a checkpoint holds (host mirrors of device tensors)
   bool resume();         // loads resume_from_ and checks its position; false: the run already finished
+  // auto: the plan the checkpoint records against the plan in force (recorded: the checkpoint holds one); plan.yaml
+  // that is not the checkpoint's own is an error, a plan measured or pinned afresh a note.
+  void check_plan_record(bool recorded);
   void save(const TrainPosition& at);
   void stopped_line() const;  // what a stop on a signal says, once its checkpoint is written
   // run.trace: opens the window at this invocation's step trace_start (after a barrier, the ranks' common origin),
@@ -106,6 +109,8 @@ class Run {
   std::unique_ptr<Step> step_;
   std::string auto_plan_;                          // compression.method auto: plan.yaml's text (empty otherwise)
   std::vector<AutoPlan> plans_;                    // ... the plans in force so far
+  int plan_source_ = 0;                            // ... 0: measured, 1: the resumed run's plan.yaml, 2: compression.plan
+  Tensor plan_record_;                             // ... the plan in force as the checkpoint records it (candidate indices)
   StepOptions step_opts_;                          // what the step was built with (a re-plan changes its compression)
   double replan_comm_s_ = 0, replan_base_ms_ = 0;  // this window's transport seconds; the calibrated ms per step
   int64_t replan_steps_ = 0;
