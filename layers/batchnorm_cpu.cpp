@@ -76,7 +76,7 @@ void BatchNorm::eval_apply_cpu(const Tensor& x, Tensor& y) {
 
 void BatchNorm::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
   const int64_t m = x.dim(0) * plane(x), C = channels_;
-  OCTET_CHECK(!ctx.train || m > 1,
+  OCTET_CHECK(!ctx.train || m > 1 || synced(),  // (synchronized: every rank's values count)
               "batchnorm " << name() << ": training needs more than one value a channel, got " << shape_str(x.shape()));
   last_train_ = ctx.train;
   if (!ctx.train) return eval_apply_cpu(x, y);

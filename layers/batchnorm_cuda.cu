@@ -159,7 +159,7 @@ void BatchNorm::sums_to_device(double* dev, int64_t per_channel, cudaStream_t st
 
 void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) {
   const BnShape s{x.dim(0), channels_, plane(x)};
-  OCTET_CHECK(!ctx.train || s.n * s.hw > 1,
+  OCTET_CHECK(!ctx.train || s.n * s.hw > 1 || synced(),  // (synchronized: every rank's values count)
               "batchnorm " << name() << ": training needs more than one value a channel, got " << shape_str(x.shape()));
   if (coeff_.device() != Device::CUDA || coeff_.numel() != kCoeff * channels_)
     coeff_ = Tensor({kCoeff * channels_}, Device::CUDA);

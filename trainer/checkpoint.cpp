@@ -130,8 +130,10 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
   } catch (const Error& e) {
     dropped = e.message();
   }
-  const int bad_rank = max_all(*world, dropped.empty() ? -1 : rank, {"MPI_Iallreduce (resume: per-rank state fits?)"});
-  if (bad_rank < 0) {
+  // The lowest rank whose section does not fit (rank 0 logs its own reason when it is one).
+  const int bad_rank =
+      N - max_all(*world, dropped.empty() ? 0 : N - rank, {"MPI_Iallreduce (resume: per-rank state fits?)"});
+  if (bad_rank == N) {
     copy_into(entries, state.per_rank);
     return out;
   }
