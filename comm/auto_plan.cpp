@@ -251,10 +251,18 @@ CompressionConfig apply_plan(const CompressionConfig& cfg, const AutoPlan& plan)
 std::string AutoPlan::text() const {
   std::ostringstream s;
   char buf[320];
-  std::snprintf(buf, sizeof buf,
-                "auto plan (policy %s, %d ranks; link %.4g GB/s per rank, %.4g us per message): predicted sync ms per "
-                "step\n",
-                policy.c_str(), ranks, link.bandwidth_gbs, link.latency_us);
+  const int L = std::max(link.ranks_per_node, 1);
+  if (L > 1 && ranks / L > 1)  // nodes: the link is each node's, shared by its ranks
+    std::snprintf(buf, sizeof buf,
+                  "auto plan (policy %s, %d ranks: %d nodes x %d; link %.4g GB/s per node, %.4g us per message, %.4g "
+                  "GB/s per rank inside a node; exchange %s): predicted sync ms per step\n",
+                  policy.c_str(), ranks, ranks / L, L, link.bandwidth_gbs, link.latency_us, link.node_bandwidth_gbs,
+                  link.two_level ? "two_level" : "flat");
+  else
+    std::snprintf(buf, sizeof buf,
+                  "auto plan (policy %s, %d ranks; link %.4g GB/s per rank, %.4g us per message): predicted sync ms "
+                  "per step\n",
+                  policy.c_str(), ranks, link.bandwidth_gbs, link.latency_us);
   s << buf;
   for (const LayerChoice& c : layers) {
     if (c.runner_up.empty())  // read back from a plan file: only the predicted time of the choice is known

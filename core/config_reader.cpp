@@ -69,18 +69,30 @@ bool finite_value(const T& v) {
 }
 
 std::string mark_of(const YAML::Node& n, const std::string& file, const std::string& key_path,
-                    const std::set<std::string>* overridden) {
-  if (overridden)  // the key itself or a section above it came from --set
-    for (const auto& o : *overridden)
-      if (key_path == o || key_path.rfind(o + ".", 0) == 0 || key_path.rfind(o + "[", 0) == 0) return "--set " + o;
-  if (!n.IsDefined() || n.Mark().is_null() || n.Mark().line < 0) return file;
-  return file + ":" + std::to_string(n.Mark().line + 1);
+                    const Overrides* overridden) {
+  return yaml_where(n, file, key_path, overridden);
 }
 
 }  // namespace
 
+std::string Overrides::origin(const YAML::Node& n, const std::string& key_path) const {
+  for (const auto& o : paths)  // the key itself or a section above it came from --set
+    if (key_path == o || key_path.rfind(o + ".", 0) == 0 || key_path.rfind(o + "[", 0) == 0) return "--set " + o;
+  if (n.IsDefined())
+    for (const auto& [path, v] : values)
+      if (v.IsDefined() && n.is(v)) return "--set " + path;
+  return "";
+}
+
+std::string yaml_where(const YAML::Node& n, const std::string& file, const std::string& key_path, const Overrides* o) {
+  if (o)
+    if (std::string set = o->origin(n, key_path); !set.empty()) return set;
+  if (!n.IsDefined() || n.Mark().is_null() || n.Mark().line < 0) return file;
+  return file + ":" + std::to_string(n.Mark().line + 1);
+}
+
 Section::Section(YAML::Node node, std::string path, std::string file, YAML::Node resolved,
-                 std::shared_ptr<const std::set<std::string>> overridden)
+                 std::shared_ptr<const Overrides> overridden)
     : node_(node),
       path_(std::move(path)),
       file_(std::move(file)),
@@ -224,7 +236,7 @@ void Section::finish() {
 }
 
 YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<std::string>& overrides,
-                                    std::set<std::string>* overridden) {
+                                    Overrides* overridden) {
   YAML::Node root = load_yaml_file(file, "config file");
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   OCTET_CHECK(root.IsMap(), file << ": the top level must be a map of sections");
@@ -273,7 +285,19 @@ YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<s
         }
       }
     }
-    if (overridden) overridden->insert(canonical);
+    if (overridden) {
+      overridden->paths.insert(canonical);
+      std::vector<YAML::Node> todo = {value};  // every node of the value: each may travel on its own
+      while (!todo.empty()) {
+        const YAML::Node n = todo.back();
+        todo.pop_back();
+        overridden->values.push_back({canonical, n});
+        if (n.IsMap())
+          for (auto it = n.begin(); it != n.end(); ++it) todo.push_back(it->second);
+        else if (n.IsSequence())
+          for (const YAML::Node& e : n) todo.push_back(e);
+      }
+    }
   }
   if (!overrides.empty()) check_yaml_tree(root, file);
   return root;

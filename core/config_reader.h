@@ -10,12 +10,24 @@
 
 namespace octet {
 
+// What --set changed: the canonical paths ("optimizer.lr", "model.layers[0].kernel") and each override's value nodes,
+// so that an error about a value names the --set that gave it, wherever the value went (block expansion carries a
+// `with:` value into the layers it generates).
+struct Overrides {
+  std::set<std::string> paths;
+  std::vector<std::pair<std::string, YAML::Node>> values;  // path, a node of its value (every node of the tree)
+  // "--set PATH" for a key at key_path under an overridden path or a value node an override gave; "" otherwise.
+  std::string origin(const YAML::Node& n, const std::string& key_path) const;
+};
+// "file:line" of a node, or "--set PATH" where an override gave it (o may be null).
+std::string yaml_where(const YAML::Node& n, const std::string& file, const std::string& key_path, const Overrides* o);
+
 class Section {
  public:
   // node: a YAML map (or null for an absent optional section); path: "optimizer" or "model.layers[2]".
   // overridden: canonical paths ("optimizer.lr", "model.layers[0].kernel") set on the command line.
   Section(YAML::Node node, std::string path, std::string file, YAML::Node resolved,
-          std::shared_ptr<const std::set<std::string>> overridden = nullptr);
+          std::shared_ptr<const Overrides> overridden = nullptr);
 
   bool has(const std::string& key) const;
   bool is_list(const std::string& key) const;  // present and a YAML sequence
@@ -34,6 +46,8 @@ class Section {
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;
   std::string where(const std::string& key) const;  // "file:line" of key (or of the section)
   const std::string& path() const { return path_; }
+  // Names the section by another path in errors (a layer that block expansion generated: where it came from).
+  void rename(std::string path) { path_ = std::move(path); }
 
  private:
   YAML::Node lookup(const std::string& key);
@@ -41,7 +55,7 @@ class Section {
   YAML::Node node_;
   std::string path_, file_;
   YAML::Node resolved_;
-  std::shared_ptr<const std::set<std::string>> overridden_;
+  std::shared_ptr<const Overrides> overridden_;
   std::set<std::string> used_;
   mutable std::set<std::string> asked_;  // keys has() was asked about (known, though absent here)
 };
@@ -59,8 +73,8 @@ YAML::Node load_yaml_file(const std::string& file, const char* what);
 void check_yaml_tree(const YAML::Node& root, const std::string& file);
 
 // Reads a YAML file and applies "--set a.b.c=value" overrides (value parsed as YAML; list items by index).
-// Adds the canonical path of every override to *overridden when given.
+// Records every override (its canonical path and value nodes) in *overridden when given.
 YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<std::string>& overrides,
-                                    std::set<std::string>* overridden = nullptr);
+                                    Overrides* overridden = nullptr);
 
 }  // namespace octet

@@ -6,7 +6,8 @@
 # does not kill the run [D23]; --resume "" is refused and requeue.sh passes no empty value [D24]; a changed powersgd
 # rank on resume drops the residuals, saying so [D11]; an auto run resumes on another rank count [D12]; sync
 # batchnorm's batch check counts every rank [D9]; overrides keep min_numel [D6]; octet model on synthetic data [D15];
-# auto's keys without auto [D16]; known-key lists [D20]; the first step's non-finite hint [D19].
+# auto's keys without auto [D16]; known-key lists [D20]; the first step's non-finite hint [D19]; predict --plan with
+# nodes [D25].
 set -u
 octet=$1
 src=$2
@@ -158,6 +159,13 @@ grep -q "unknown key (known here: .*decay_mult.*lr_mult" "$tmp/k" && ok "conv's 
   >"$tmp/g" 2>&1
 grep -q "at the run's start: the initialization (init, std, bias_value)" "$tmp/g" &&
   ok "a huge initialization is named at the first steps" || { bad "init blow-up hint"; grep error "$tmp/g"; }
+
+# [D25] predict --plan with nodes plans their exchange and names the node link as such.
+"$octet" predict "$src/configs/fashion-mnist/lenet.yaml" --ranks 4 --ranks-per-node 2 --bandwidth 1 --latency 10 \
+  --plan lossless >"$tmp/q" 2>&1
+grep -q "auto plan (policy lossless, 4 ranks: 2 nodes x 2; link 1 GB/s per node, .* exchange two_level)" "$tmp/q" &&
+  ok "predict --plan with 2 nodes x 2 ranks: $(grep -o '2 nodes x 2; link 1 GB/s per node' "$tmp/q")" ||
+  { bad "predict --plan with nodes"; grep "auto plan\|error" "$tmp/q"; }
 
 if ((fail)); then echo "run_edges: FAILED"; exit 1; fi
 echo "run_edges: all passed"

@@ -171,6 +171,19 @@ TEST_CASE("model.blocks: instances expand to named layers, parameters substitute
     fails("- {type: relu, name: r}", "- {type: rleu, name: r}",
           "model.blocks.unit.layers[1].type: unknown layer type 'rleu' (known: ");
   }
+  SECTION("errors in expanded layers name the instance as written, and the --set that gave a value") {
+    CHECK_THROWS_WITH(load_config(write(d, blocks), {"model.layers.1.block=nope"}),
+                      Catch::Contains("--set model.layers[1].block: model.layers[1].block: unknown block 'nope'"));
+    CHECK_THROWS_WITH(load_config(write(d, blocks), {"model.layers.2.with.sc=conv_BN"}),
+                      Catch::Contains("--set model.layers[2].with.sc: model.layers[2](v_a).shortcut: unknown value "
+                                      "'conv_BN'"));
+    CHECK_THROWS_WITH(load_config(write(d, blocks), {"model.layers.3.out_features=0"}),
+                      Catch::Contains("--set model.layers[3].out_features: model.layers[3].out_features"));
+    std::string text = blocks;
+    text.replace(text.find("sc: pad}}"), 9, "sc: pda}}");
+    CHECK_THROWS_WITH(load_config(write(d, text)),
+                      Catch::Contains("c.yaml:16: model.layers[1](u2_a).shortcut: unknown value 'pda'"));  // (the override of instance 2)
+  }
   SECTION("a block without layers (written, or made by --set) is one error naming it") {
     CHECK_THROWS_WITH(load_config(write(d, blocks), {"model.blocks.extra.params.x=1"}),
                       Catch::Contains("model.blocks.extra.layers: expected a non-empty list of layers"));

@@ -310,7 +310,10 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
     Model model = build_model(cfg.model.layers, input);
     const std::vector<SyncTensor> tensors = sync_tensors(model, model.size());
     const auto costs = measure_candidates(tensors, cfg.compression, Exec::host());
-    std::printf("\n%s\n", choose_plan(tensors, costs, link, ranks, cfg.compression).text().c_str());
+    // Nodes of several ranks: the exchange the config's parallel.hierarchy gives them (auto: two_level there).
+    Link planned = link;
+    planned.two_level = link.ranks_per_node > 1 && ranks / link.ranks_per_node > 1 && cfg.parallel.hierarchy != "flat";
+    std::printf("\n%s\n", choose_plan(tensors, costs, planned, ranks, cfg.compression).text().c_str());
   }
   return 0;
 }

@@ -21,10 +21,11 @@ struct Block {
   std::set<std::string> names;                             // its layers' names
 };
 
+thread_local const Overrides* t_overrides = nullptr;  // the expansion's --set values (expand_blocks sets it)
+
+// "<file>:<line>: <path>: <msg>", or "--set <key>: ..." where the node came from the command line.
 [[noreturn]] void fail(const std::string& file, const YAML::Node& at, const std::string& path, const std::string& msg) {
-  const std::string line =
-      at.IsDefined() && !at.Mark().is_null() && at.Mark().line >= 0 ? ":" + std::to_string(at.Mark().line + 1) : "";
-  OCTET_THROW(file << line << ": " << path << ": " << msg);
+  OCTET_THROW(yaml_where(at, file, path, t_overrides) << ": " << path << ": " << msg);
 }
 
 std::string scalar(const YAML::Node& n) { return n.IsDefined() && n.IsScalar() ? n.Scalar() : std::string(); }
@@ -248,8 +249,8 @@ void expand_instance(const YAML::Node& inst, const std::string& path, const std:
 
 namespace {
 
-void expand(YAML::Node root, const std::string& file) {
-  if (!root.IsMap() || !root["model"].IsMap()) return;
+std::vector<std::string> expand(YAML::Node root, const std::string& file) {
+  if (!root.IsMap() || !root["model"].IsMap()) return {};
   YAML::Node model = root["model"];
   const YAML::Node& cmodel = model;
   const YAML::Node defs = cmodel["blocks"];
@@ -258,11 +259,12 @@ void expand(YAML::Node root, const std::string& file) {
   if (defs.IsDefined() && !defs.IsNull()) blocks = read_blocks(defs, file);
   if (!layers.IsSequence()) {
     if (defs.IsDefined()) model.remove("blocks");
-    return;  // read_model reports a missing or malformed list
+    return {};  // read_model reports a missing or malformed list
   }
   bool any = false;
   for (size_t i = 0; i < layers.size(); ++i) any = any || (layers[i].IsMap() && layers[i]["block"].IsDefined());
-  if (!any && !defs.IsDefined()) return;
+  if (!any && !defs.IsDefined()) return {};
+  std::vector<std::string> origins;  // each expanded layer's place in the file as written
   Pool pool(model);
   YAML::Node out = pool.make(YAML::NodeType::Sequence);
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -270,20 +272,29 @@ void expand(YAML::Node root, const std::string& file) {
     if (l.IsMap() && l["block"].IsDefined()) {
       if (blocks.empty())
         fail(file, l["block"], "model.layers[" + std::to_string(i) + "].block", "model.blocks defines no block");
+      const size_t before = out.size();
       expand_instance(l, "model.layers[" + std::to_string(i) + "]", blocks, file, out, pool);
+      for (size_t k = before; k < out.size(); ++k)
+        origins.push_back("model.layers[" + std::to_string(i) + "](" + scalar(out[k]["name"]) + ")");
     } else {
       out.push_back(l);
+      origins.push_back("model.layers[" + std::to_string(i) + "]");
     }
   }
   model.remove("blocks");
   model["layers"] = out;
+  return any ? origins : std::vector<std::string>{};
 }
 
 }  // namespace
 
-void expand_blocks(YAML::Node root, const std::string& file) {
+std::vector<std::string> expand_blocks(YAML::Node root, const std::string& file, const Overrides* overrides) {
+  t_overrides = overrides;
+  struct Reset {
+    ~Reset() { t_overrides = nullptr; }
+  } reset;
   try {
-    expand(root, file);
+    return expand(root, file);
   } catch (const YAML::Exception& e) {  // yaml-cpp's own (a node of the wrong kind): said with the file and section
     OCTET_THROW(file << ": model.blocks: " << e.msg);
   }

@@ -20,10 +20,16 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <vector>
+
+#include "core/config_reader.h"
 
 namespace octet {
 
 // Expands model.blocks into model.layers in place (root: the whole config); a config without blocks is unchanged.
-void expand_blocks(YAML::Node root, const std::string& file);
+// Returns where each layer of the expanded list was written, for errors about it: "model.layers[3](s2b1_conv1)" for a
+// layer an instance generated, "model.layers[7]" for one written out (empty: nothing was expanded). Errors about a
+// value that --set gave (overrides) name the --set.
+std::vector<std::string> expand_blocks(YAML::Node root, const std::string& file, const Overrides* overrides = nullptr);
 
 }  // namespace octet

@@ -139,7 +139,8 @@ void read_data(Section s, DataConfig& d, bool check_path) {
   s.finish();
 }
 
-void read_model(Section s, ModelConfig& m) {
+// origins: where each layer of an expanded list was written (empty: the list as written).
+void read_model(Section s, ModelConfig& m, const std::vector<std::string>& origins) {
   if (s.has("input")) {
     m.input = s.get<std::vector<int64_t>>("input");
     if (m.input.empty() || m.input.size() > 3) s.fail("input", "expected [C,H,W] or [features]");
@@ -150,6 +151,7 @@ void read_model(Section s, ModelConfig& m) {
   auto items = s.list("layers");
   for (size_t i = 0; i < items.size(); ++i) {
     Section& l = items[i];
+    if (i < origins.size()) l.rename(origins[i]);
     LayerSpec spec;
     spec.type = l.get<std::string>("type");
     const LayerDef& e = find_layer(spec.type, l);
@@ -353,16 +355,16 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
 }  // namespace
 
 Config load_config(const std::string& file, const std::vector<std::string>& overrides, bool check_data_path) {
-  auto overridden = std::make_shared<std::set<std::string>>();
+  auto overridden = std::make_shared<Overrides>();
   YAML::Node root = load_yaml_with_overrides(file, overrides, overridden.get());
-  expand_blocks(root, file);
+  const std::vector<std::string> origins = expand_blocks(root, file, overridden.get());
   Config c;
   c.file = file;
   c.resolved = YAML::Node(YAML::NodeType::Map);
   Section top(root, "", file, c.resolved, overridden);
   read_run(top.section("run"), c.run);
   read_data(top.section("data", true), c.data, check_data_path);
-  read_model(top.section("model", true), c.model);
+  read_model(top.section("model", true), c.model, origins);
   read_optimizer(top.section("optimizer", true), c.optimizer, c.schedule, c.run.epochs);
   read_parallel(top.section("parallel"), c.parallel);
   read_compression(top.section("compression"), c.compression, c.model);
