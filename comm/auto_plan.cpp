@@ -284,7 +284,8 @@ std::string AutoPlan::yaml() const {
   s.precision(6);
   s << "# compression.method auto: the plan this run trains with (read back by --resume)\n";
   s << "policy: " << policy << "\nranks: " << ranks << "\n";
-  s << "link: {bandwidth_gbs: " << link.bandwidth_gbs << ", latency_us: " << link.latency_us << "}\n";
+  if (link.bandwidth_gbs > 0)  // (a pinned plan written by hand may know no link)
+    s << "link: {bandwidth_gbs: " << link.bandwidth_gbs << ", latency_us: " << link.latency_us << "}\n";
   s << "layers:\n";
   for (const LayerChoice& c : layers)
     s << "  " << c.layer << ": {method: " << c.candidate << ", predicted_ms: " << c.ms << "}\n";
@@ -387,7 +388,7 @@ AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& 
     where = "replans[" + std::to_string(r.size() - 1) + "].";
     plan.from_step = pr.whole(at["step"], where + "step", 0);
   }
-  plan.link = pr.link(at["link"], where + "link");
+  if (at["link"]) plan.link = pr.link(at["link"], where + "link");  // (a hand-written plan may leave it out)
   const YAML::Node layers = at["layers"];
   if (!layers) pr.fail(where + "layers", "missing");
   if (!layers.IsMap()) pr.fail(where + "layers", "expected a map of layer name: {method, predicted_ms}");

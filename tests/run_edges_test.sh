@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs at their edges, as the 2026-11-26 reliability probe tried them (its defect numbers in brackets): a run stopped
 # before its first checkpoint restarts with --resume auto [D1]; two runs on one run directory, one refused naming the
-# holder [D2]; a stop signal during start-up exits 75 [D7]; auto plans only what is exchanged [D8] and a plan.yaml that
+# holder [D2]; a stop signal during start-up exits 75 [D7]; SIGTERM to mpirun, and through requeue.sh [D10]; auto plans only what is exchanged [D8] and a plan.yaml that
 # is not the checkpoint's is refused [D18]; errors every rank meets are one line from rank 0 [D14]; a closed stdout
 # does not kill the run [D23]; --resume "" is refused and requeue.sh passes no empty value [D24]; a changed powersgd
 # rank on resume drops the residuals, saying so [D11]; an auto run resumes on another rank count [D12]; sync
@@ -9,13 +9,8 @@
 # auto's keys without auto [D16]; known-key lists [D20]; the first step's non-finite hint [D19]; predict --plan with
 # nodes [D25].
 set -u
-octet=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+source "$(dirname "$0")/lib.sh"
+test_setup "$1" "$2"
 ok() { echo "ok: $*"; }
 
 cat >"$tmp/c.yaml" <<'EOF'
@@ -123,6 +118,30 @@ else bad "closed stdout: exit $rc"; cat "$tmp/pipe.err"; fi
 grep -q -- "--resume: empty value" "$tmp/empty" && ok '--resume "": one error line' || { bad '--resume ""'; cat "$tmp/empty"; }
 args=$(bash -c 'source "$1"; octet_args a --resume; printf "[%s]" "${OCTET_ARGS[@]}"' _ "$src/scripts/slurm/requeue.sh")
 [[ $args == "[a][--resume]" ]] && ok "requeue.sh: a dangling --resume stays dangling ($args)" || bad "octet_args: $args"
+
+# [D10] SIGTERM to mpirun: the ranks checkpoint but mpirun exits 1 (Open MPI's own status; README); through
+# requeue.sh's run_requeueable the same SIGTERM reaches mpirun as SIGUSR1 and the status is 75.
+# (Quiet runs: once mpirun is terminating it stops reading the ranks' output, and a rank that fills the pipe blocks.)
+quiet=(--set run.epochs=100 --set data.synthetic_train=40000 --set run.log_every=100000 --set run.eval_every=0)
+mpirun --mca odls_base_sigkill_timeout 5 -np 2 "$octet" "${c[@]}" --set run.name=term "${quiet[@]}" >"$tmp/term" 2>&1 &
+pid=$!
+sleep 2.5
+kill -TERM $pid
+wait $pid
+rc=$?
+if [[ $rc -eq 1 ]] && grep -q "^stopped by SIGTERM after step" "$tmp/term" && [[ -s $tmp/runs/term/checkpoint.bin ]]; then
+  ok "SIGTERM to mpirun: every rank checkpointed, mpirun exits 1 as the README says"
+else bad "SIGTERM to mpirun: exit $rc"; tail -3 "$tmp/term"; fi
+bash -c 'source "$1"; shift; run_requeueable "$@"' _ "$src/scripts/slurm/requeue.sh" mpirun -np 2 "$octet" "${c[@]}" \
+  --set run.name=rq "${quiet[@]}" >"$tmp/rq" 2>&1 &
+pid=$!
+sleep 2.5
+kill -TERM $pid
+wait $pid
+rc=$?
+if [[ $rc -eq 75 ]] && grep -q "^stopped by SIGUSR1 after step" "$tmp/rq" && ! grep -q "requeueing" "$tmp/rq"; then
+  ok "SIGTERM to requeue.sh's run_requeueable: SIGUSR1 to mpirun, exit 75 (no requeue outside Slurm)"
+else bad "run_requeueable under SIGTERM: exit $rc"; tail -3 "$tmp/rq"; fi
 
 # [D11] powersgd resumed with another rank: its state does not fit, is dropped and said so.
 psgd=(--set compression.method=powersgd --set compression.start_step=2)

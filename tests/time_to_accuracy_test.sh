@@ -5,13 +5,8 @@
 # bad arguments (the helper's and each experiment script's --target), the column in lib.sh's codec_table, and the
 # column in the tables fashion_lenet_codecs.sh and cifar10_codecs.sh write (tiny runs through a wrapped octet).
 set -u
-octet=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+source "$(dirname "$0")/lib.sh"
+test_setup "$1" "$2"
 tta() { /usr/bin/python3 "$src/scripts/time_to_accuracy.py" "$@"; }
 # expect WHAT WANT ARGS...: the helper prints WANT (and exits 0) for ARGS.
 expect() {

@@ -5,13 +5,8 @@
 # writes four non-empty PNGs from two run directories and refuses a folder that holds no run, and says in one line
 # that matplotlib is missing where it is.
 set -u
-octet=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+source "$(dirname "$0")/lib.sh"
+test_setup "$1" "$2"
 common=(--set data.path="$src/datasets/mnist-22k" --set run.out_dir="$tmp" --set run.threads=1 --set run.max_steps=24
   --set run.log_every=4 --set data.train_limit=4000)
 timeout 300 mpirun -np 2 "$octet" train "$src/configs/mnist/lenet.yaml" "${common[@]}" --set run.name=traced --trace \

@@ -26,6 +26,8 @@ octet_args() {
 }
 
 # run_requeueable COMMAND...: COMMAND's exit status, except that exit 75 (stopped with a checkpoint) requeues the job.
+# SIGTERM or SIGUSR1 to the calling shell reaches COMMAND as SIGUSR1: Open MPI's mpirun passes SIGUSR1 to the ranks and
+# returns their 75, where a SIGTERM of its own would end the job with status 1 (README, Signals to mpirun).
 run_requeueable() {
   "$@" &
   local pid=$! rc=0
@@ -36,9 +38,9 @@ run_requeueable() {
   rc=0
   wait "$pid" || rc=$?  # the launcher's own status, whenever it ended
   trap - USR1 TERM
-  if [[ $rc -eq 75 ]]; then
-    echo "octet job ${SLURM_JOB_ID:-?}: stopped with a checkpoint; requeueing it to resume"
-    scontrol requeue "${SLURM_JOB_ID:?not inside a Slurm job}" && exit 0
+  if [[ $rc -eq 75 && -n ${SLURM_JOB_ID:-} ]]; then
+    echo "octet job $SLURM_JOB_ID: stopped with a checkpoint; requeueing it to resume"
+    scontrol requeue "$SLURM_JOB_ID" && exit 0
   fi
-  return "$rc"
+  return "$rc"  # (outside Slurm: 75 for a stop with a checkpoint, for the caller to act on)
 }
