@@ -451,10 +451,6 @@ AutoPlan share_plan(const World& w, const std::vector<SyncTensor>& tensors, cons
   return plan;
 }
 
-bool AutoPlan::uses(const std::string& candidate) const {
-  return std::any_of(layers.begin(), layers.end(), [&](const LayerChoice& c) { return c.candidate == candidate; });
-}
-
 bool AutoPlan::same_choices(const AutoPlan& o) const {
   if (layers.size() != o.layers.size()) return false;
   for (size_t i = 0; i < layers.size(); ++i)

@@ -51,7 +51,6 @@ struct AutoPlan {
   // The plan as YAML (policy, link, layer: candidate), as written to the run directory's plan.yaml.
   std::string yaml() const;
   bool same_choices(const AutoPlan& o) const;
-  bool uses(const std::string& candidate) const;  // some layer's choice
 };
 // plan.yaml for a run's plans in order: the first, then each re-plan under `replans:` (read_auto_plan takes the last).
 std::string plans_yaml(const std::vector<AutoPlan>& plans);

@@ -13,7 +13,6 @@
 #include "layers/add.h"
 #include "layers/batchnorm.h"
 #include "comm/auto_plan.h"
-#include "compress/powersgd.h"
 #include "comm/control.h"
 #include "comm/stat_exchange.h"
 #include "trainer/preempt.h"
@@ -248,11 +247,6 @@ void Run::build_step() {
 void Run::maybe_replan(const StepStats& s) {
   const CompressionConfig& cfg = cfg_.compression;
   if (plans_.empty() || cfg.replan <= 0) return;
-  if (pos.global_step == cfg.base.codec.start_step && plans_.back().uses(kPowerSgd)) {
-    // powersgd's start: from here the exchange sends P and Q, and "as planned" is measured again
-    replan_comm_s_ = 0, replan_steps_ = 0, replan_base_ms_ = 0;
-    return;
-  }
   replan_comm_s_ += s.comm.communicate_s;
   if (++replan_steps_ < cfg.replan_every) return;
   double sum = replan_comm_s_;
