@@ -426,7 +426,9 @@ bool Run::resume() {
   if (!ck.per_rank && !state_.per_rank.empty())
     OCTET_LOG("resume: the checkpoint holds no error-feedback state; residuals start at zero");
   if (reached_end(pos, cfg_.run)) {
-    OCTET_LOG(resume_from_ << ": the run already finished (epoch " << pos.epoch << " of run.epochs " << cfg_.run.epochs
+    // (the epoch it ended in: run.max_steps may end one part-way)
+    OCTET_LOG(resume_from_ << ": the run already finished (epoch " << pos.epoch + (pos.batch > 0 ? 1 : 0)
+                           << " of run.epochs " << cfg_.run.epochs
                            << ", step " << pos.global_step
                            << (cfg_.run.max_steps > 0 ? " of run.max_steps " + std::to_string(cfg_.run.max_steps) : "")
                            << "); nothing to train. Raise run.epochs or run.max_steps (--set) to continue it.");
