@@ -162,7 +162,11 @@ DirLock::DirLock(const std::string& dir) : dir_(dir), path_(dir + "/" + kName) {
   // the file first, and a lock on an unlinked file guards nothing.
   for (int attempt = 0;; ++attempt) {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    OCTET_CHECK(fd_ >= 0, path_ << ": cannot create the run directory's lock: " << std::strerror(errno));
+    if (fd_ < 0) {
+      const int err = errno;
+      release();
+      OCTET_THROW(path_ << ": cannot create the run directory's lock: " << std::strerror(err));
+    }
     struct flock fl {};
     fl.l_type = F_WRLCK, fl.l_whence = SEEK_SET, fl.l_start = 0, fl.l_len = 0;
     if (::fcntl(fd_, F_SETLK, &fl) != 0) {
@@ -170,6 +174,7 @@ DirLock::DirLock(const std::string& dir) : dir_(dir), path_(dir + "/" + kName) {
       const std::string holder = fd_text(fd_);
       ::close(fd_);
       fd_ = -1;
+      release();
       if (err == EACCES || err == EAGAIN)
         OCTET_THROW(dir << " is in use by another run (" << kName << ": "
                         << (holder.empty() ? "a process starting up" : holder)
@@ -182,22 +187,33 @@ DirLock::DirLock(const std::string& dir) : dir_(dir), path_(dir + "/" + kName) {
       break;
     ::close(fd_);
     fd_ = -1;
-    OCTET_CHECK(attempt < 100, path_ << ": the lock file keeps changing under this run");
+    if (attempt >= 100) {
+      release();
+      OCTET_THROW(path_ << ": the lock file keeps changing under this run");
+    }
   }
   stale_ = fd_text(fd_);  // a lock file nobody held: its writer ended without removing it
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "localhost");
   const std::string text = "pid " + std::to_string(::getpid()) + " host " + host + " since " + utc_now() + "\n";
-  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
-    OCTET_THROW(path_ << ": cannot write the lock's holder: " << std::strerror(errno));
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+    const int err = errno;
+    release();  // (a constructor that throws runs no destructor)
+    OCTET_THROW(path_ << ": cannot write the lock's holder: " << std::strerror(err));
+  }
 }
 
-DirLock::~DirLock() {
-  if (fd_ < 0) return;
-  ::unlink(path_.c_str());  // while still locked (see the constructor's check)
-  ::close(fd_);
+DirLock::~DirLock() { release(); }
+
+void DirLock::release() {
+  if (fd_ >= 0) {
+    ::unlink(path_.c_str());  // while still locked (see the constructor's check)
+    ::close(fd_);
+    fd_ = -1;
+  }
   for (const auto& d : made_)  // deepest first, each only when empty: a start-up that failed leaves no folder
     if (::rmdir(d.c_str()) != 0) break;
+  made_.clear();
 }
 
 int64_t file_size(const std::string& path) {

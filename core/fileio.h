@@ -47,6 +47,7 @@ class DirLock {
   static constexpr const char* kName = "run.lock";
 
  private:
+  void release();  // the lock file and the folders made for it (the destructor, and a constructor that fails)
   std::string dir_, path_, stale_;
   int fd_ = -1;
   std::vector<std::string> made_;  // the folders this lock created, deepest first
