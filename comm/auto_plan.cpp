@@ -331,8 +331,8 @@ struct PlanReader {
       fail(key, "expected a number, got '" + printable(t) + "'");
     }
     if (!std::isfinite(v) || v < lo || (strict && v == lo))
-      fail(key, "must be a finite number " + std::string(strict ? "> " : ">= ") + json_like(lo) + ", got " +
-                    printable(t));
+      fail(key,
+           "must be a finite number " + std::string(strict ? "> " : ">= ") + json_like(lo) + ", got " + printable(t));
     return v;
   }
   int64_t whole(const YAML::Node& n, const std::string& key, int64_t lo) const {
@@ -396,7 +396,8 @@ AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& 
     const std::string name = it->first.as<std::string>();
     bool known = false;
     std::string list;
-    for (const LayerChoice& ch : plan.layers) known = known || ch.layer == name, list += (list.empty() ? "" : ", ") + ch.layer;
+    for (const LayerChoice& ch : plan.layers)
+      known = known || ch.layer == name, list += (list.empty() ? "" : ", ") + ch.layer;
     if (!known) pr.fail(where + "layers." + printable(name), "names no layer this run plans (" + list + ")");
   }
   OCTET_CHECK(layers.size() == plan.layers.size(), file << ": " << where << "layers: " << layers.size()

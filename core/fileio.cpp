@@ -181,7 +181,8 @@ DirLock::DirLock(const std::string& dir) : dir_(dir), path_(dir + "/" + kName) {
                         << "): wait for it to end, or choose another run.name");
       OCTET_THROW(path_ << ": cannot lock: " << std::strerror(err));
     }
-    struct stat held {}, now{};
+    struct stat held {
+    }, now{};
     if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &now) == 0 && held.st_dev == now.st_dev &&
         held.st_ino == now.st_ino)
       break;

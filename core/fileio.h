@@ -36,7 +36,8 @@ std::vector<std::string> remove_orphan_temps(const std::string& dir);
 // 2026-11-26T12:00:00Z"). The kernel drops the lock when its process ends however it ends (SIGKILL, a lost node's
 // NFS lease), so a lock file left behind is stale when nobody holds its lock: the next run takes it over and says so
 // (stale_holder()). The folder is created if missing and, when the lock is released with the folder still empty but
-// for the lock, removed again with the parents it created (a start-up that failed leaves nothing). Throws naming the holder when it is held.
+// for the lock, removed again with the parents it created (a start-up that failed leaves nothing). Throws naming the
+// holder when it is held.
 class DirLock {
  public:
   explicit DirLock(const std::string& dir);

@@ -19,9 +19,10 @@ void log_line(const std::string& s) {
   std::fputc('\n', stdout);
   if (std::fflush(stdout) != 0 && errno == EPIPE) {  // (main ignores SIGPIPE: a closed pipe is an error, not a death)
     g_stdout_closed = true;
-    std::fputs("octet: warning: standard output was closed (a pipe's reader ended): progress lines are no longer "
-               "printed; training goes on, metrics.jsonl keeps them\n",
-               stderr);
+    std::fputs(
+        "octet: warning: standard output was closed (a pipe's reader ended): progress lines are no longer "
+        "printed; training goes on, metrics.jsonl keeps them\n",
+        stderr);
     std::fflush(stderr);
   }
 }

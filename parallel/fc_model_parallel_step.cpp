@@ -9,11 +9,6 @@
 
 namespace octet {
 
-namespace {
-
-
-}  // namespace
-
 FcModelParallelStep::FcModelParallelStep(Model& model, Optimizer& opt, Transport& t, const StepOptions& o)
     : Step(model, opt), fc_start_(first_split_layer(model)), dact_(Shape{0}, model.exec().device()) {
   OCTET_CHECK(!o.overlap, "parallel.overlap cannot be combined with model_parallel_fc yet");

@@ -165,13 +165,16 @@ TEST_CASE("auto: a plan becomes per-layer overrides that keep min_numel's rule; 
     CHECK_THROWS_WITH(read_auto_plan(file, net.tensors, cfg, 4), Catch::Contains(file + ": " + msg));
   };
   const std::string fc2 = "fc2: {method: powersgd, predicted_ms: ";
-  refused(fc2, "fc2: {method: powersgd, bits: 4, predicted_ms: ", "layers.fc2.bits: unknown key (known here: method, predicted_ms)");
+  refused(fc2, "fc2: {method: powersgd, bits: 4, predicted_ms: ",
+          "layers.fc2.bits: unknown key (known here: method, predicted_ms)");
   refused(fc2, "fc2: {method: powersgd, predicted_ms: -5, x: ", "layers.fc2.x: unknown key");
-  refused(fc2 , "fc2: {method: powersgd, predicted_ms: .nan} #", "layers.fc2.predicted_ms: must be a finite number >= 0, got .nan");
+  refused(fc2, "fc2: {method: powersgd, predicted_ms: .nan} #",
+          "layers.fc2.predicted_ms: must be a finite number >= 0, got .nan");
   refused("bandwidth_gbs: 0.0125", "bandwidth_gbs: 0", "link.bandwidth_gbs: must be a finite number > 0, got 0");
   refused("ranks: 4", "ranks: two", "ranks: expected a whole number, got 'two'");
   refused("layers:\n", "replans: garbage\nlayers:\n", "replans: expected a list of re-plans");
-  refused("  fc2:", "  fc9: {method: none}\n  fc2:", "layers.fc9: names no layer this run plans (conv1, conv2, fc1, fc2)");
+  refused(
+      "  fc2:", "  fc9: {method: none}\n  fc2:", "layers.fc9: names no layer this run plans (conv1, conv2, fc1, fc2)");
   write_file_atomic(file, "policy: aggressive\nranks: 4\nlink: {bandwidth_gbs: 1, latency_us: 1}\nlayers: [a, b]\n");
   CHECK_THROWS_WITH(read_auto_plan(file, net.tensors, cfg, 4),
                     Catch::Contains(file + ": layers: expected a map of layer name: {method, predicted_ms}"));

@@ -181,16 +181,19 @@ TEST_CASE("model.blocks: instances expand to named layers, parameters substitute
                       Catch::Contains("--set model.layers[3].out_features: model.layers[3].out_features"));
     std::string text = blocks;
     text.replace(text.find("sc: pad}}"), 9, "sc: pda}}");
-    CHECK_THROWS_WITH(load_config(write(d, text)),
-                      Catch::Contains("c.yaml:16: model.layers[1](u2_a).shortcut: unknown value 'pda'"));  // (the override of instance 2)
+    CHECK_THROWS_WITH(
+        load_config(write(d, text)),
+        Catch::Contains(
+            "c.yaml:16: model.layers[1](u2_a).shortcut: unknown value 'pda'"));  // (the override of instance 2)
   }
   SECTION("a block without layers (written, or made by --set) is one error naming it") {
     CHECK_THROWS_WITH(load_config(write(d, blocks), {"model.blocks.extra.params.x=1"}),
                       Catch::Contains("model.blocks.extra.layers: expected a non-empty list of layers"));
   }
   SECTION("an unused block is checked too") {
-    const std::string p = write(d, std::string(blocks).replace(blocks.find("  layers:\n    - {type: conv, name: stem"), 0,
-                                                               "    spare:\n      layers: [{type: bogus, name: b}]\n"));
+    const std::string p =
+        write(d, std::string(blocks).replace(blocks.find("  layers:\n    - {type: conv, name: stem"), 0,
+                                             "    spare:\n      layers: [{type: bogus, name: b}]\n"));
     CHECK_THROWS_WITH(load_config(p), Catch::Contains("model.blocks.spare.layers[0].type: unknown layer type 'bogus'"));
   }
   SECTION("a layer's name may be a parameter") {
@@ -204,17 +207,17 @@ TEST_CASE("model.blocks: instances expand to named layers, parameters substitute
   }
 }
 
-TEST_CASE("block expansion grows linearly with the instances (ResNet-1202 in well under a second)", "[config][blocks]") {
+TEST_CASE("block expansion grows linearly with the instances (ResNet-1202 in well under a second)",
+          "[config][blocks]") {
   // The ratio of two expansions' times in the same run: 4x the instances must cost about 4x, not 16x or 64x.
   auto expand_s = [](int repeat) {
     const std::string r = std::to_string(repeat);
     double best = 1e9;
     for (int k = 0; k < 3; ++k) {
       const double t0 = now_seconds();
-      const Config c = load_config(source_dir() + "/configs/cifar10/resnet20.yaml",
-                                   {"model.layers.3.repeat=" + r, "model.layers.4.repeat=" + r,
-                                    "model.layers.5.repeat=" + r},
-                                   false);
+      const Config c = load_config(
+          source_dir() + "/configs/cifar10/resnet20.yaml",
+          {"model.layers.3.repeat=" + r, "model.layers.4.repeat=" + r, "model.layers.5.repeat=" + r}, false);
       best = std::min(best, now_seconds() - t0);
       CHECK(c.model.layers.size() > static_cast<size_t>(repeat) * 3);
     }

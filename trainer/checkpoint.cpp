@@ -47,11 +47,11 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
   check_on_root(
       world,
       [&] {
-        OCTET_CHECK(path_exists(path),
-                    path << ": checkpoint not found"
-                         << (path_exists(parent_dir(path) + "/config.yaml")
-                                 ? " (that run stopped before its first checkpoint: --resume auto or --overwrite starts it afresh)"
-                                 : ""));
+        OCTET_CHECK(path_exists(path), path << ": checkpoint not found"
+                                            << (path_exists(parent_dir(path) + "/config.yaml")
+                                                    ? " (that run stopped before its first checkpoint: --resume auto "
+                                                      "or --overwrite starts it afresh)"
+                                                    : ""));
         buf = read_file(path);
         file = parse_checkpoint(path, buf);
         // The recorded tensors ("record.*") follow the shared ones in files that have them; restored when this run

@@ -13,8 +13,9 @@ constexpr const char* kRecordPrefix = "record.";
 struct CheckpointState {
   NamedTensors shared;    // identical on every rank: rank 0's copy is written, every rank receives it
   NamedTensors per_rank;  // each rank's own, in one section per rank (names and shapes may differ between ranks)
-  // Shared too, written after `shared`, named kRecordPrefix + ...: what a run records of itself (the auto plan it trained
-  // under). A file without them, or with others, still loads: they are restored only where names and shapes match.
+  // Shared too, written after `shared`, named kRecordPrefix + ...: what a run records of itself (the auto plan it
+  // trained under). A file without them, or with others, still loads: they are restored only where names and shapes
+  // match.
   NamedTensors recorded;
 };
 

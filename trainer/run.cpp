@@ -68,18 +68,17 @@ void check_batch_statistics(const Config& cfg, Model& model, const Shape& input,
         if (const auto* b = std::any_cast<BatchNormParams>(&p)) synced = b->sync;
         if (const auto* a = std::any_cast<AddParams>(&p)) synced = a->bn.sync;
       }
-      const int64_t n = fc_part ? cfg.data.batch_size * ranks / cfg.parallel.sub_batches
-                                : cfg.data.batch_size * (synced ? ranks : 1);
+      const int64_t n =
+          fc_part ? cfg.data.batch_size * ranks / cfg.parallel.sub_batches : cfg.data.batch_size * (synced ? ranks : 1);
       const int64_t per_channel = n * (s.size() == 4 ? s[2] * s[3] : 1);
-      OCTET_CHECK(per_channel >= 2, cfg.file << ": model.layers[" << i << "] (" << l.name() << "): batchnorm of "
-                                             << shape_str(Shape(s.begin() + 1, s.end())) << " inputs sees "
-                                             << per_channel << " value a channel in a training batch of " << n
-                                             << (synced ? " (data.batch_size x " + std::to_string(ranks) +
-                                                              " ranks, synchronized)"
-                                                        : std::string(" (data.batch_size)"))
-                                             << ": batch statistics need at least 2 (raise data.batch_size"
-                                             << (synced || ranks == 1 ? "" : ", or synchronize it: sync: true")
-                                             << ")");
+      OCTET_CHECK(per_channel >= 2,
+                  cfg.file << ": model.layers[" << i << "] (" << l.name() << "): batchnorm of "
+                           << shape_str(Shape(s.begin() + 1, s.end())) << " inputs sees " << per_channel
+                           << " value a channel in a training batch of " << n
+                           << (synced ? " (data.batch_size x " + std::to_string(ranks) + " ranks, synchronized)"
+                                      : std::string(" (data.batch_size)"))
+                           << ": batch statistics need at least 2 (raise data.batch_size"
+                           << (synced || ranks == 1 ? "" : ", or synchronize it: sync: true") << ")");
     }
     s = l.output_shape(s);
   }
@@ -195,7 +194,8 @@ void Run::check_run_dir() {
                           << ", no checkpoint.bin): there is nothing to continue; --resume auto or --overwrite "
                              "starts it afresh");
         if (earlier_.empty() || restart_) return;
-        OCTET_CHECK(!(opts_.overwrite && resume_in_place), dir << ": --overwrite would delete the checkpoint --resume reads");
+        OCTET_CHECK(!(opts_.overwrite && resume_in_place),
+                    dir << ": --overwrite would delete the checkpoint --resume reads");
         if (opts_.overwrite || resume_in_place) return;
         if (never_checkpointed)
           OCTET_THROW(dir << " holds a run that stopped before its first checkpoint (" << list_of(earlier_)
@@ -297,7 +297,7 @@ CompressionConfig Run::plan_compression() {
   // Rank 0 decides where the plan comes from (the run directory, like the checkpoint, may be its alone) and reads it;
   // every rank gets its choices.
   const std::string saved = resume_from_.empty() ? "" : parent_dir(resume_from_) + "/plan.yaml";
-  int source = 0;  // 0: measure, 1: the resumed run's plan.yaml, 2: compression.plan
+  int source = 0;       // 0: measure, 1: the resumed run's plan.yaml, 2: compression.plan
   int other_ranks = 0;  // the resumed run's plan is for another rank count: planned afresh
   if (rank_ == 0) {
     source = !saved.empty() && path_exists(saved) ? 1 : !cfg.plan.empty() ? 2 : 0;
@@ -308,8 +308,8 @@ CompressionConfig Run::plan_compression() {
   }
   source = max_all(*world_, source, {"MPI_Iallreduce (start-up: where the auto plan comes from)"});
   if (other_ranks)
-    OCTET_LOG("auto: " << saved << " was planned for " << other_ranks << " ranks, this run has " << world_->size
-                       << ": " << (source == 2 ? "the plan of compression.plan" : "a new plan")
+    OCTET_LOG("auto: " << saved << " was planned for " << other_ranks << " ranks, this run has " << world_->size << ": "
+                       << (source == 2 ? "the plan of compression.plan" : "a new plan")
                        << " takes over (the exchange differs from the interrupted run's)");
   AutoPlan plan;
   if (source == 0) {
@@ -396,9 +396,9 @@ void Run::check_plan_record(bool recorded) {
       OCTET_THROW(saved << " is not the plan " << resume_from_ << " was written under (layer " << now.layer
                         << ": plan.yaml says " << now.candidate << ", the checkpoint " << was
                         << "): put the run's own plan.yaml back, or remove it to plan afresh");
-    OCTET_LOG("auto: the plan now in force differs from the one " << resume_from_ << " was written under (layer "
-                                                                  << now.layer << ": " << now.candidate << ", was "
-                                                                  << was << ")");
+    OCTET_LOG("auto: the plan now in force differs from the one "
+              << resume_from_ << " was written under (layer " << now.layer << ": " << now.candidate << ", was " << was
+              << ")");
     return;
   }
 }
@@ -419,8 +419,9 @@ bool Run::resume() {
   if (!plans_.empty()) check_plan_record(ck.recorded);
   if (ck.per_rank_dropped)
     OCTET_LOG("resume: the checkpoint's error-feedback state does not fit this run's compression ("
-              << ck.why_dropped << "): it is dropped, and residuals start at zero (the run is no longer exactly the "
-                                   "uninterrupted one)");
+              << ck.why_dropped
+              << "): it is dropped, and residuals start at zero (the run is no longer exactly the "
+                 "uninterrupted one)");
   else if (ck.per_rank && !ck.per_rank_used)
     OCTET_LOG("resume: this config keeps no error-feedback state; the checkpoint's is not used");
   if (!ck.per_rank && !state_.per_rank.empty())
@@ -428,8 +429,7 @@ bool Run::resume() {
   if (reached_end(pos, cfg_.run)) {
     // (the epoch it ended in: run.max_steps may end one part-way)
     OCTET_LOG(resume_from_ << ": the run already finished (epoch " << pos.epoch + (pos.batch > 0 ? 1 : 0)
-                           << " of run.epochs " << cfg_.run.epochs
-                           << ", step " << pos.global_step
+                           << " of run.epochs " << cfg_.run.epochs << ", step " << pos.global_step
                            << (cfg_.run.max_steps > 0 ? " of run.max_steps " + std::to_string(cfg_.run.max_steps) : "")
                            << "); nothing to train. Raise run.epochs or run.max_steps (--set) to continue it.");
     result.already_finished = true;

@@ -107,11 +107,11 @@ class Run {
   std::unique_ptr<TopologyHolder> topology_;     // the nodes (runs of several ranks)
   std::unique_ptr<Transport> node_t_, cross_t_;  // parallel.hierarchy two_level: node and cross-node transports
   std::unique_ptr<Step> step_;
-  std::string auto_plan_;                          // compression.method auto: plan.yaml's text (empty otherwise)
-  std::vector<AutoPlan> plans_;                    // ... the plans in force so far
-  int plan_source_ = 0;                            // ... 0: measured, 1: the resumed run's plan.yaml, 2: compression.plan
-  Tensor plan_record_;                             // ... the plan in force as the checkpoint records it (candidate indices)
-  StepOptions step_opts_;                          // what the step was built with (a re-plan changes its compression)
+  std::string auto_plan_;        // compression.method auto: plan.yaml's text (empty otherwise)
+  std::vector<AutoPlan> plans_;  // ... the plans in force so far
+  int plan_source_ = 0;          // ... 0: measured, 1: the resumed run's plan.yaml, 2: compression.plan
+  Tensor plan_record_;           // ... the plan in force as the checkpoint records it (candidate indices)
+  StepOptions step_opts_;        // what the step was built with (a re-plan changes its compression)
   double replan_comm_s_ = 0, replan_base_ms_ = 0;  // this window's transport seconds; the calibrated ms per step
   int64_t replan_steps_ = 0;
   CheckpointState state_;
