@@ -171,7 +171,18 @@ DirLock::DirLock(const std::string& dir) : dir_(dir), path_(dir + "/" + kName) {
     fl.l_type = F_WRLCK, fl.l_whence = SEEK_SET, fl.l_start = 0, fl.l_len = 0;
     if (::fcntl(fd_, F_SETLK, &fl) != 0) {
       const int err = errno;
-      const std::string holder = fd_text(fd_);
+      // The holder writes its line just after it takes the lock: give it a moment, else ask the lock for its pid.
+      std::string holder = fd_text(fd_);
+      for (int k = 0; k < 50 && holder.empty(); ++k) {
+        ::usleep(10000);
+        holder = fd_text(fd_);
+      }
+      if (holder.empty()) {
+        struct flock probe {};
+        probe.l_type = F_WRLCK, probe.l_whence = SEEK_SET;
+        if (::fcntl(fd_, F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK)
+          holder = "pid " + std::to_string(probe.l_pid) + ", starting up";
+      }
       ::close(fd_);
       fd_ = -1;
       release();

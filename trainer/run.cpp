@@ -165,35 +165,37 @@ void Run::check_run_dir() {
   result.run_dir = cfg_.run.out_dir + "/" + cfg_.run.name;
   ckpt_path_ = result.run_dir + "/checkpoint.bin";
   const std::string dir = result.run_dir;
-  const bool has_ckpt = path_exists(ckpt_path_), has_summary = path_exists(dir + "/summary.json");
-  // An earlier run: a checkpoint, a summary, or metrics with a line in them (a run that failed at its first step
-  // leaves only config.yaml and an empty metrics.jsonl, which the corrected run may take over).
-  for (const char* f : kOutputs)
-    if (path_exists(dir + "/" + f) && (std::string(f) != "metrics.jsonl" || file_size(dir + "/" + f) > 0))
-      earlier_.push_back(f);
-  // A run that stopped before its first checkpoint (a non-finite loss, a killed rank, a lost node) left metrics and
-  // nothing to continue: --resume auto (a requeued job) starts it afresh in place, removing what it left.
-  const bool never_checkpointed = !earlier_.empty() && !has_ckpt && !has_summary;
-  if (opts_.resume == "auto") {
-    resume_from_ = has_ckpt ? ckpt_path_ : "";
-    if (never_checkpointed) restart_ = true;
-  } else {
+  if (opts_.resume != "auto")
     resume_from_ = opts_.resume.empty() ? "" : is_dir(opts_.resume) ? opts_.resume + "/checkpoint.bin" : opts_.resume;
-  }
-  const bool resume_in_place = !resume_from_.empty() && same_file(parent_dir(resume_from_), dir);
+  // Rank 0 judges the run directory (it may be rank 0's alone), holding its lock first: two runs started together on
+  // one run.name would otherwise both pass the checks. Every rank then takes its decisions.
+  int64_t decided[2] = {0, 0};  // --resume auto: resume from the run directory's checkpoint; start afresh there
   check_on_root(
       world_,
       [&] {
-        // The lock first: two runs started together on one run.name would both pass the checks below.
         lock_ = std::make_unique<DirLock>(dir);
         if (!lock_->stale_holder().empty())
           OCTET_LOG(dir << "/" << DirLock::kName << ": taking over the lock of a run that ended without releasing it ("
                         << lock_->stale_holder() << ")");
+        const bool has_ckpt = path_exists(ckpt_path_), has_summary = path_exists(dir + "/summary.json");
+        // An earlier run: a checkpoint, a summary, or metrics with a line in them (a run that failed at its first step
+        // leaves only config.yaml and an empty metrics.jsonl, which the corrected run may take over).
+        for (const char* f : kOutputs)
+          if (path_exists(dir + "/" + f) && (std::string(f) != "metrics.jsonl" || file_size(dir + "/" + f) > 0))
+            earlier_.push_back(f);
+        // A run that stopped before its first checkpoint (a non-finite loss, a killed rank, a lost node) left metrics
+        // and nothing to continue: --resume auto (a requeued job) starts it afresh in place, removing what it left.
+        const bool never_checkpointed = !earlier_.empty() && !has_ckpt && !has_summary;
+        if (opts_.resume == "auto") {
+          decided[0] = has_ckpt, decided[1] = never_checkpointed;
+          if (has_ckpt) resume_from_ = ckpt_path_;
+        }
+        const bool resume_in_place = !resume_from_.empty() && same_file(parent_dir(resume_from_), dir);
         if (!resume_from_.empty() && !path_exists(resume_from_) && resume_in_place && never_checkpointed)
           OCTET_THROW(dir << " holds a run that stopped before its first checkpoint (" << list_of(earlier_)
                           << ", no checkpoint.bin): there is nothing to continue; --resume auto or --overwrite "
                              "starts it afresh");
-        if (earlier_.empty() || restart_) return;
+        if (earlier_.empty() || decided[1]) return;
         OCTET_CHECK(!(opts_.overwrite && resume_in_place),
                     dir << ": --overwrite would delete the checkpoint --resume reads");
         if (opts_.overwrite || resume_in_place) return;
@@ -209,6 +211,9 @@ void Run::check_run_dir() {
                         << " to continue it, --overwrite to start over, or another run.name");
       },
       "MPI_Ibcast (start-up: the run directory check)");
+  if (world_ && size_ > 1) broadcast(*world_, decided, 2, 0, {"MPI_Ibcast (start-up: the run directory's decisions)"});
+  if (opts_.resume == "auto" && decided[0]) resume_from_ = ckpt_path_;
+  restart_ = decided[1] != 0;
   if (restart_)
     OCTET_LOG(dir << " holds a run that stopped before its first checkpoint (" << list_of(earlier_)
                   << "): --resume auto starts it afresh");
