@@ -358,10 +358,13 @@ struct PlanReader {
   }
 };
 
+AutoPlan read_plan_entry(const PlanReader& pr, const YAML::Node& at, const std::string& where,
+                         const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg, int ranks);
+
 }  // namespace
 
 AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
-                        int ranks) {
+                        int ranks, const std::vector<int>* recorded) {
   const PlanReader pr{file};
   YAML::Node root;
   const std::string bytes = read_file(file);  // (a folder, an unreadable file: its own error naming the path)
@@ -376,18 +379,43 @@ AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& 
   OCTET_CHECK(policy == cfg.policy, file << ": policy " << policy << ", the config says " << cfg.policy);
   const int64_t planned = pr.whole(root["ranks"], "ranks", 1);
   OCTET_CHECK(planned == ranks, file << ": planned for " << planned << " ranks, this run has " << ranks);
-  AutoPlan plan = plan_layers(tensors, cfg, ranks, Link{});  // each layer then takes the file's candidate
-  // The plan in force last: the last re-plan's, else the first.
-  YAML::Node at = root;
-  std::string where;
+  // The plans in the order they took over: the first, then each re-plan. The one returned is the last, or with
+  // `recorded` the last whose choices are those (a run killed between writing a re-plan and its checkpoint).
+  std::vector<std::pair<YAML::Node, std::string>> history = {{root, ""}};
   if (const YAML::Node r = root["replans"]; r) {
     if (!r.IsSequence() || r.size() == 0) pr.fail("replans", "expected a list of re-plans ({step, link, layers})");
-    for (size_t k = 0; k < r.size(); ++k)
+    for (size_t k = 0; k < r.size(); ++k) {
       pr.only(r[k], "replans[" + std::to_string(k) + "]", {"step", "link", "layers"});
-    at = r[r.size() - 1];
-    where = "replans[" + std::to_string(r.size() - 1) + "].";
-    plan.from_step = pr.whole(at["step"], where + "step", 0);
+      history.push_back({r[k], "replans[" + std::to_string(k) + "]."});
+    }
   }
+  const auto& cands = policy_candidates(cfg.policy);
+  for (size_t h = history.size(); h-- > 0;) {
+    AutoPlan plan = read_plan_entry(pr, history[h].first, history[h].second, tensors, cfg, ranks);
+    if (!recorded) return plan;
+    bool same = plan.layers.size() == recorded->size();
+    for (size_t i = 0; same && i < plan.layers.size(); ++i)
+      same = (*recorded)[i] == std::find(cands.begin(), cands.end(), plan.layers[i].candidate) - cands.begin();
+    if (same) return plan;
+  }
+  std::string was;
+  for (size_t i = 0; i < recorded->size(); ++i) {
+    const int k = (*recorded)[i];
+    was += (was.empty() ? "" : ", ") +
+           (k >= 0 && k < static_cast<int>(cands.size()) ? cands[static_cast<size_t>(k)] : std::string("?"));
+  }
+  OCTET_THROW(file << ": none of its plans is the one the checkpoint beside it was written under (that one chose "
+                   << was << " for the planned layers): put the run's own plan.yaml back, or remove it to plan afresh");
+}
+
+namespace {
+
+// One plan of a plan file (the first at `where` "", a re-plan at "replans[k]."), checked key by key.
+AutoPlan read_plan_entry(const PlanReader& pr, const YAML::Node& at, const std::string& where,
+                         const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg, int ranks) {
+  const std::string& file = pr.file;
+  AutoPlan plan = plan_layers(tensors, cfg, ranks, Link{});  // each layer then takes the file's candidate
+  if (!where.empty()) plan.from_step = pr.whole(at["step"], where + "step", 0);
   if (at["link"]) plan.link = pr.link(at["link"], where + "link");  // (a hand-written plan may leave it out)
   const YAML::Node layers = at["layers"];
   if (!layers) pr.fail(where + "layers", "missing");
@@ -417,6 +445,8 @@ AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& 
   }
   return plan;
 }
+
+}  // namespace
 
 int planned_ranks(const std::string& file) {
   try {

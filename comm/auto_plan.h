@@ -82,8 +82,10 @@ CandidateCost measure_candidate(const std::string& candidate, const CodecParams&
 // A plan.yaml written by AutoPlan::yaml(), for the layers of `tensors` (resume: the interrupted run's plan). Errors
 // name the file and the layer: unreadable, another policy or rank count, a layer missing or unknown, a candidate the
 // policy does not hold.
+// recorded: the candidate indices (in the policy's list) a checkpoint records; the plan returned is then the last in
+// the file's history with those choices, and a file without one is an error.
 AutoPlan read_auto_plan(const std::string& file, const std::vector<SyncTensor>& tensors, const CompressionConfig& cfg,
-                        int ranks);
+                        int ranks, const std::vector<int>* recorded = nullptr);
 
 // The rank count a plan file names (its `ranks:`), -1 when the file cannot be read as a plan (read_auto_plan says why).
 int planned_ranks(const std::string& file);

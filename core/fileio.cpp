@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -171,6 +172,21 @@ DirLock::DirLock(const std::string& dir) : dir_(dir), path_(dir + "/" + kName) {
     fl.l_type = F_WRLCK, fl.l_whence = SEEK_SET, fl.l_start = 0, fl.l_len = 0;
     if (::fcntl(fd_, F_SETLK, &fl) != 0) {
       const int err = errno;
+      if (err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP) {  // a file system without POSIX locks
+        ::close(fd_);
+        fd_ = -1;
+        ::unlink(path_.c_str());
+        std::fprintf(stderr,
+                     "octet: warning: %s: this file system takes no locks (%s): the run directory is not guarded "
+                     "against a second run\n",
+                     path_.c_str(), std::strerror(err));
+        return;
+      }
+      if (err == ESTALE && attempt < 100) {  // (NFS: the holder removed the file as this run opened it)
+        ::close(fd_);
+        fd_ = -1;
+        continue;
+      }
       // The holder writes its line just after it takes the lock: give it a moment, else ask the lock for its pid.
       std::string holder = fd_text(fd_);
       for (int k = 0; k < 50 && holder.empty(); ++k) {

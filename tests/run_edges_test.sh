@@ -86,8 +86,8 @@ mpirun -np 2 "$octet" "${c[@]}" --set run.name=pl --set run.max_steps=8 --set co
   --resume auto >"$tmp/pl2" 2>&1
 rc=$?
 if [[ $rc -ne 0 && $(grep -c "^octet: error" "$tmp/pl2") -eq 1 ]] &&
-   grep -q "plan.yaml is not the plan .*checkpoint.bin was written under (layer fc1: plan.yaml says" "$tmp/pl2"; then
-  ok "a plan.yaml that is not the checkpoint's: one error line naming the layer"
+   grep -q "plan.yaml: none of its plans is the one the checkpoint beside it was written under (that one chose " "$tmp/pl2"; then
+  ok "a plan.yaml that is not the checkpoint's: one error line naming the checkpoint's choices"
 else bad "foreign plan.yaml on resume: exit $rc"; grep -i "error\|plan" "$tmp/pl2" | head -5; fi
 
 # [D12] An auto run's checkpoint at an epoch's end resumes on another rank count with a new plan.

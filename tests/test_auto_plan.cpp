@@ -207,3 +207,37 @@ TEST_CASE("auto: powersgd is costed at what it sends over the run, fp32 before i
   CHECK(layer(late, "fc1").candidate == "powersgd");
   CHECK(layer(late, "fc1").ms == Approx(layer(choose_plan(net.tensors, c, slow, 4, cfg), "fc1").ms));
 }
+
+TEST_CASE("auto: a resume takes the plan its checkpoint records from plan.yaml's history", "[auto]") {
+  Net net;
+  CompressionConfig cfg;
+  cfg.policy = "aggressive";
+  cfg.base.codec.method = "auto";
+  AutoPlan first = choose_plan(net.tensors, costs("aggressive"), Link{0.0125, 50}, 4, cfg);
+  AutoPlan later = first;
+  later.from_step = 40;
+  for (auto& l : later.layers) l.candidate = "none";
+  TempDir d;
+  const std::string file = d.file("plan.yaml");
+  write_file_atomic(file, plans_yaml({first, later}));
+  const auto& cands = policy_candidates("aggressive");
+  auto indices = [&](const AutoPlan& p) {
+    std::vector<int> out;
+    for (const auto& l : p.layers)
+      out.push_back(static_cast<int>(std::find(cands.begin(), cands.end(), l.candidate) - cands.begin()));
+    return out;
+  };
+  CHECK(read_auto_plan(file, net.tensors, cfg, 4).from_step == 40);  // no record: the last
+  // A run killed after writing its re-plan, before the checkpoint that goes with it: the first plan is the one.
+  const std::vector<int> was = indices(first), now = indices(later);
+  const AutoPlan back = read_auto_plan(file, net.tensors, cfg, 4, &was);
+  CHECK(back.from_step == 0);
+  for (size_t i = 0; i < first.layers.size(); ++i) CHECK(back.layers[i].candidate == first.layers[i].candidate);
+  CHECK(read_auto_plan(file, net.tensors, cfg, 4, &now).from_step == 40);
+  std::vector<int> foreign = was;
+  foreign[0] = static_cast<int>(cands.size()) - 1;
+  if (foreign == was || foreign == now) foreign[0] = 1;
+  CHECK_THROWS_WITH(
+      read_auto_plan(file, net.tensors, cfg, 4, &foreign),
+      Catch::Contains(file + ": none of its plans is the one the checkpoint beside it was written under"));
+}

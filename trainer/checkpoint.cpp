@@ -36,6 +36,23 @@ void save_checkpoint(const std::string& path, const TrainPosition& pos, const Ch
   out.commit();
 }
 
+std::vector<float> read_recorded(const std::string& path, const std::string& name) {
+  try {
+    const std::string bytes = read_file(path);
+    const CheckpointFile file = parse_checkpoint(path, bytes);
+    for (const CheckpointEntry& e : file.shared)
+      if (e.name == kRecordPrefix + name) {
+        int64_t n = 1;
+        for (int64_t d : e.shape) n *= d;
+        std::vector<float> out(static_cast<size_t>(n));
+        std::memcpy(out.data(), e.data, out.size() * sizeof(float));
+        return out;
+      }
+  } catch (const Error&) {
+  }
+  return {};
+}
+
 LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState& state, const World* world) {
   const int N = world ? world->size : 1, rank = world ? world->rank : 0;
   int any = state.per_rank.empty() ? 0 : 1;
@@ -57,7 +74,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
         // The recorded tensors ("record.*") follow the shared ones in files that have them; restored when this run
         // records the same (names and shapes), else left to the caller to judge.
         std::vector<CheckpointEntry> recorded;
-        while (!file.shared.empty() && file.shared.back().name.rfind(kRecordPrefix, 0) == 0) {
+        while (file.shared.size() > state.shared.size() && file.shared.back().name.rfind(kRecordPrefix, 0) == 0) {
           recorded.insert(recorded.begin(), file.shared.back());
           file.shared.pop_back();
         }

@@ -45,4 +45,8 @@ struct LoadedCheckpoint {
 // belongs to one rank's shard of the exchange).
 LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState& state, const World* world = nullptr);
 
+// One recorded tensor's values (kRecordPrefix + name) read from a checkpoint file on this process; empty when the file
+// holds none or cannot be read (load_checkpoint then says why).
+std::vector<float> read_recorded(const std::string& path, const std::string& name);
+
 }  // namespace octet

@@ -77,6 +77,8 @@ PreemptGuard::~PreemptGuard() {
       ignore.sa_handler = SIG_IGN;
       sigemptyset(&ignore.sa_mask);
       sigaction(kSignals[i], &ignore, nullptr);
+    } else if (g_early) {  // the run is over: the default action again (a signal during exit ends the process)
+      signal(kSignals[i], SIG_DFL);
     } else {
       sigaction(kSignals[i], &g_previous[i], nullptr);
     }

@@ -326,8 +326,16 @@ CompressionConfig Run::plan_compression() {
   } else {
     const std::string file = source == 1 ? saved : cfg.plan;
     // A bad file is an error on rank 0 that every rank shares (rank 0 alone says it).
+    // A resume takes the plan its checkpoint records from plan.yaml's history (a run killed between writing a re-plan
+    // and its checkpoint left the re-plan last).
     check_on_root(
-        world_, [&] { plan = read_auto_plan(file, tensors, cfg, world_->size); },
+        world_,
+        [&] {
+          std::vector<int> rec;
+          if (source == 1)
+            for (float v : read_recorded(resume_from_, "auto_plan")) rec.push_back(static_cast<int>(v));
+          plan = read_auto_plan(file, tensors, cfg, world_->size, rec.empty() ? nullptr : &rec);
+        },
         "MPI_Ibcast (start-up: the auto plan read)");
     plan = share_plan(*world_, tensors, cfg, plan);
     if (source == 1 && !cfg.plan.empty())
