@@ -405,10 +405,7 @@ void Run::check_plan_record(bool recorded) {
     const float k = plan_record_.data()[i];
     const std::string was = k >= 0 && k < static_cast<float>(cands.size()) ? cands[static_cast<size_t>(k)] : "?";
     const LayerChoice& now = plans_.back().layers[i];
-    if (plan_source_ == 1)  // plan.yaml beside the checkpoint is not the checkpoint's: someone else's, or edited
-      OCTET_THROW(saved << " is not the plan " << resume_from_ << " was written under (layer " << now.layer
-                        << ": plan.yaml says " << now.candidate << ", the checkpoint " << was
-                        << "): put the run's own plan.yaml back, or remove it to plan afresh");
+    // (plan.yaml's plan was chosen by this record, plan_compression: only a plan measured or pinned afresh differs)
     OCTET_LOG("auto: the plan now in force differs from the one "
               << resume_from_ << " was written under (layer " << now.layer << ": " << now.candidate << ", was " << was
               << ")");

@@ -65,8 +65,8 @@ class Run {
   void maybe_replan(const StepStats& s);
   void collect_state();  // what a checkpoint holds (host mirrors of device tensors)
   bool resume();         // loads resume_from_ and checks its position; false: the run already finished
-  // auto: the plan the checkpoint records against the plan in force (recorded: the checkpoint holds one); plan.yaml
-  // that is not the checkpoint's own is an error, a plan measured or pinned afresh a note.
+  // auto: the plan the checkpoint records against the plan in force (recorded: the checkpoint holds one): a note where
+  // a plan measured or pinned afresh differs, or where the checkpoint records none.
   void check_plan_record(bool recorded);
   void save(const TrainPosition& at);
   void stopped_line() const;  // what a stop on a signal says, once its checkpoint is written
