@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "compress/codec16.h"
-#include "compress/half_math.h"
+#include "core/half_math.h"
 #include "core/hd.h"
 
 namespace octet {

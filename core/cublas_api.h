@@ -10,6 +10,10 @@ struct CublasApi {
   decltype(&cublasDestroy_v2) destroy;
   decltype(&cublasSetStream_v2) set_stream;
   decltype(&cublasSgemm_v2) sgemm;
+  // cublasGemmEx (C++ overloads it): mixed precision, 16-bit or tf32 operands with fp32 accumulation
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
   decltype(&cublasGetStatusString) status_string;
 };
 

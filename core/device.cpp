@@ -2,8 +2,11 @@
 // wrappers, the simulated device through core/sim.h.
 #include "core/device.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/exec.h"
@@ -35,15 +38,51 @@ CopyKind copy_kind(Device dst, Device src) {
                               : CopyKind::DeviceToDevice;
 }
 
+namespace {
+
+// Device memory in use and its peak, per device (what octet allocates: tensors, buffers, workspaces).
+struct Usage {
+  std::mutex m;
+  std::unordered_map<void*, size_t> sizes;
+  size_t in_use[3] = {}, peak[3] = {};
+  void add(Device d, void* p, size_t bytes) {
+    std::lock_guard<std::mutex> g(m);
+    sizes[p] = bytes;
+    size_t& u = in_use[static_cast<int>(d)];
+    u += bytes;
+    peak[static_cast<int>(d)] = std::max(peak[static_cast<int>(d)], u);
+  }
+  void remove(Device d, void* p) {
+    std::lock_guard<std::mutex> g(m);
+    auto it = sizes.find(p);
+    if (it == sizes.end()) return;
+    in_use[static_cast<int>(d)] -= it->second;
+    sizes.erase(it);
+  }
+};
+Usage& usage() {
+  static Usage* u = new Usage;  // never destroyed: device tensors may be freed during static destruction
+  return *u;
+}
+
+}  // namespace
+
+size_t device_peak_bytes(Device d) {
+  std::lock_guard<std::mutex> g(usage().m);
+  return usage().peak[static_cast<int>(d)];
+}
+
+size_t device_bytes_in_use(Device d) {
+  std::lock_guard<std::mutex> g(usage().m);
+  return usage().in_use[static_cast<int>(d)];
+}
+
 void* device_alloc(Device d, size_t bytes) {
   if (bytes == 0) return nullptr;
-  switch (d) {
-    case Device::CUDA:
-      return cuda_alloc(bytes);
-    case Device::Sim:
-      return sim::alloc(bytes);
-    case Device::CPU:
-      break;
+  if (d != Device::CPU) {
+    void* p = d == Device::CUDA ? cuda_alloc(bytes) : sim::alloc(bytes);
+    usage().add(d, p, bytes);
+    return p;
   }
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   OCTET_CHECK(p, "out of host memory allocating " << bytes << " bytes");
@@ -52,6 +91,7 @@ void* device_alloc(Device d, size_t bytes) {
 
 void device_free(Device d, void* p) {
   if (!p) return;
+  if (d != Device::CPU) usage().remove(d, p);
   switch (d) {
     case Device::CUDA:
       cuda_free(p);

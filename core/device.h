@@ -22,6 +22,10 @@ CopyKind copy_kind(Device dst, Device src);
 // --- any device ---
 void* device_alloc(Device d, size_t bytes);  // CPU: 64-byte aligned host memory
 void device_free(Device d, void* p);         // never throws
+// What device d's device_alloc holds now, and the most it has held since the process started (bytes; a GPU's or the
+// simulated device's memory: tensors, buffers, workspaces; not the CUDA context or the libraries' own).
+size_t device_bytes_in_use(Device d);
+size_t device_peak_bytes(Device d);
 // Host memory for copies to and from a device: page-locked where a GPU can be used; plain host memory otherwise.
 // With the simulated device in use it is refused on a thread bound to no device (as a GPU would open a context there).
 void* pinned_alloc(size_t bytes);

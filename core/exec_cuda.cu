@@ -35,6 +35,7 @@ const CublasApi& cublas_api() {
     a.destroy = reinterpret_cast<decltype(a.destroy)>(sym("cublasDestroy_v2"));
     a.set_stream = reinterpret_cast<decltype(a.set_stream)>(sym("cublasSetStream_v2"));
     a.sgemm = reinterpret_cast<decltype(a.sgemm)>(sym("cublasSgemm_v2"));
+    a.gemm_ex = reinterpret_cast<decltype(a.gemm_ex)>(sym("cublasGemmEx"));
     a.status_string = reinterpret_cast<decltype(a.status_string)>(sym("cublasGetStatusString"));
     return a;
   }();

@@ -62,6 +62,12 @@ void Add::init_params(Rng& rng) {
   if (proj_bn_) proj_bn_->init_params(rng);
 }
 
+void Add::set_math(const LayerMath& m) {
+  Layer::set_math(m);
+  if (proj_) proj_->set_math(m);
+  if (proj_bn_) proj_bn_->set_math(m);
+}
+
 void Add::bound(Exec& exec) {
   if (proj_) proj_->bind(exec);
   if (proj_bn_) proj_bn_->bind(exec);

@@ -70,6 +70,11 @@ class Add : public Layer {
     backward_cpu(x, y, dy, dx);
   }
   void bound(Exec& exec) override;
+
+ public:
+  void set_math(const LayerMath& m) override;
+
+ protected:
   // The bound skip tensor, checked against the configured shape for this batch.
   const Tensor& skip(const Tensor& x) const;
   // Option A's geometry for this batch: input [n,cs,hs,ws] -> output [n,c,h,w], channels from c0 = (c - cs) / 2.

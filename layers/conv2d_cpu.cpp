@@ -19,21 +19,31 @@ struct Conv2d::CpuState {
 namespace {
 
 // The primitives for input shape in (output out), built on first use.
+// The primitives for input shape in (output out) and math m, built on first use. bf16 runs in oneDNN's blocked layouts
+// (its bf16 kernels are direct JIT convolutions), its results in fp32.
 WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache, const Conv2dParams& p, bool blocked,
-                          const Shape& in, const Shape& out, const Tensor& w) {
-  auto& slot = cache[in];
+                          const Shape& in, const Shape& out, const Tensor& w, const CpuMath& m) {
+  Shape key = in;
+  key.push_back(m.key());
+  auto& slot = cache[key];
   if (slot) return *slot;
+  blocked = blocked || m.bf16;
   // Groups: oneDNN's 5-D weights [G, OC/G, IC/G, K, K], the same bytes as ours [OC, IC/G, K, K].
   const dims wei_d = p.groups == 1 ? dims(w.shape().begin(), w.shape().end())
                                    : dims{p.groups, p.out_channels / p.groups, w.dim(1), p.kernel, p.kernel};
   const dims src_d(in.begin(), in.end()), dst_d(out.begin(), out.end());
   const dnnl::memory::desc psrc = plain_md(src_d), pwei = plain_md(wei_d), pdst = plain_md(dst_d);
   const dnnl::memory::desc bias = p.bias ? plain_md({p.out_channels}) : dnnl::memory::desc();
-  auto any = [](const dims& d) {
-    return dnnl::memory::desc(d, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
-  };
-  const dnnl::memory::desc src = blocked ? any(src_d) : psrc, wei = blocked ? any(wei_d) : pwei,
-                           dst = blocked ? any(dst_d) : pdst;
+  using dt = dnnl::memory::data_type;
+  const dt op = m.bf16 ? dt::bf16 : dt::f32;  // the operands' type; results stay fp32
+  auto any = [](const dims& d, dt t) { return dnnl::memory::desc(d, t, dnnl::memory::format_tag::any); };
+  // Forward reads src, wei (op) and writes dst (fp32); backward data reads dst, wei (op) and writes src (fp32);
+  // backward weights reads src, dst (op) and writes wei (fp32).
+  const dnnl::memory::desc src = blocked ? any(src_d, op) : psrc, wei = blocked ? any(wei_d, op) : pwei,
+                           dst = blocked ? any(dst_d, op) : pdst;
+  const dnnl::memory::desc src_out = blocked ? any(src_d, dt::f32) : psrc,
+                           wei_out = blocked ? any(wei_d, dt::f32) : pwei,
+                           dst_out = blocked ? any(dst_d, dt::f32) : pdst;
   const dims strides = {p.stride, p.stride}, pad = {p.padding, p.padding};
   // Right padding so that (H + pl + pr - K) / S + 1 == OH exactly (floor semantics).
   const dims pad_r = {(out[2] - 1) * p.stride + p.kernel - in[2] - p.padding,
@@ -42,17 +52,17 @@ WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache
   const auto alg = dnnl::algorithm::convolution_direct;
   auto P = std::make_unique<WeightedPrims>();
 
-  auto fwd_desc = p.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wei, bias, dst,
-                                                           strides, pad, pad_r)
-                         : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wei, dst,
+  auto fwd_desc = p.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wei, bias,
+                                                           dst_out, strides, pad, pad_r)
+                         : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wei, dst_out,
                                                            strides, pad, pad_r);
   dnnl::convolution_forward::primitive_desc fpd(fwd_desc, eng);
   P->fwd = dnnl::convolution_forward(fpd);
-  dnnl::convolution_backward_data::desc bdd(alg, src, wei, dst, strides, pad, pad_r);
+  dnnl::convolution_backward_data::desc bdd(alg, src_out, wei, dst, strides, pad, pad_r);
   dnnl::convolution_backward_data::primitive_desc bdp(bdd, eng, fpd);
   P->bwd_data = dnnl::convolution_backward_data(bdp);
-  auto bwd = p.bias ? dnnl::convolution_backward_weights::desc(alg, src, wei, bias, dst, strides, pad, pad_r)
-                    : dnnl::convolution_backward_weights::desc(alg, src, wei, dst, strides, pad, pad_r);
+  auto bwd = p.bias ? dnnl::convolution_backward_weights::desc(alg, src, wei_out, bias, dst, strides, pad, pad_r)
+                    : dnnl::convolution_backward_weights::desc(alg, src, wei_out, dst, strides, pad, pad_r);
   dnnl::convolution_backward_weights::primitive_desc bwp(bwd, eng, fpd);
   P->bwd_weights = dnnl::convolution_backward_weights(bwp);
   P->src = psrc;
@@ -68,6 +78,7 @@ WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache
     P->bw_wei = staged(bwp.diff_weights_desc(), pwei);
   }
   P->has_bias = p.bias;
+  P->round = m.round;
   slot = std::move(P);
   return *slot;
 }
@@ -81,12 +92,14 @@ bool Conv2d::cpu_blocked() const {
 
 void Conv2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
   if (!cpu_) cpu_ = std::make_shared<CpuState>();
-  weighted_forward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_), x, w_, b_, y);
+  const CpuMath m = cpu_math(precision(), x.device(), op("forward"));
+  weighted_forward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m), x, w_, b_, y);
 }
 
 void Conv2d::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   if (!cpu_) cpu_ = std::make_shared<CpuState>();
-  weighted_backward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_), x, w_, dy, dw_, db_, dx);
+  const CpuMath m = cpu_math(precision(), x.device(), op("backward"));
+  weighted_backward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m), x, w_, dy, dw_, db_, dx);
 }
 
 }  // namespace octet

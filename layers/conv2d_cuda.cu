@@ -1,13 +1,16 @@
-// Conv2d on cuDNN: descriptors and algorithms cached per input shape; each pass takes the fastest deterministic
-// algorithm of cuDNN's ranking that runs in fp32 FMA math (no TF32: it agrees with the CPU twin to float rounding and
-// repeats bit for bit) and whose workspace, as cudnnGet*WorkspaceSize confirms it for that algorithm and math type,
-// fits kConvWorkspaceBytes. Each pass has its own convolution descriptor carrying the math type its algorithm was
-// ranked with. The backward-data algorithm is chosen the first time an input gradient is asked for (the first layer
-// never asks).
+// Conv2d on cuDNN: descriptors and algorithms cached per input shape. With parallel.deterministic (the default) each
+// pass takes the first deterministic algorithm of cuDNN's heuristic ranking whose math the precision allows (fp32: FMA
+// math, no TF32, so it agrees with the CPU twin to float rounding and repeats bit for bit; tf32, bf16, fp16: tensor
+// cores) and whose workspace, as cudnnGet*WorkspaceSize confirms it for that algorithm and math type, fits
+// kConvWorkspaceBytes; without it, the fastest such algorithm as cudnnFind*Ex times them once per shape. Each pass has
+// its own convolution descriptor carrying its algorithm's math type. bf16 and fp16 convolve 16-bit copies of the
+// operands (layers/mixed_cuda.cuh) with fp32 accumulation; the bias and its gradient stay fp32. The backward-data
+// algorithm is chosen the first time an input gradient is asked for (the first layer never asks).
 #include <map>
 
 #include "core/cuda_util.cuh"
 #include "layers/conv2d.h"
+#include "layers/mixed_cuda.cuh"
 
 namespace octet {
 
@@ -15,7 +18,7 @@ namespace {
 
 constexpr size_t kConvWorkspaceBytes = size_t{256} << 20;
 
-cudnnConvolutionDescriptor_t conv_desc(const Conv2dParams& p) {
+cudnnConvolutionDescriptor_t conv_desc(const Conv2dParams& p, Precision prec) {
   cudnnConvolutionDescriptor_t c;
   CHECK_CUDNN(cudnnCreateConvolutionDescriptor(&c));
   // Asymmetric right padding (floor semantics) is what the output shape already implies: cuDNN takes the symmetric
@@ -24,7 +27,8 @@ cudnnConvolutionDescriptor_t conv_desc(const Conv2dParams& p) {
                                               static_cast<int>(p.stride), static_cast<int>(p.stride), 1, 1,
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CHECK_CUDNN(cudnnSetConvolutionGroupCount(c, static_cast<int>(p.groups)));
-  CHECK_CUDNN(cudnnSetConvolutionMathType(c, CUDNN_FMA_MATH));  // what the heuristics rank for
+  // what the heuristics rank for
+  CHECK_CUDNN(cudnnSetConvolutionMathType(c, prec == Precision::Fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
   return c;
 }
 
@@ -41,7 +45,8 @@ struct Pass {
 };
 
 struct ConvEntry {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr;  // x, y in the operands' type
+  cudnnTensorDescriptor_t y32 = nullptr;                          // y in fp32 (the bias and its gradient)
   cudnnFilterDescriptor_t w = nullptr;
   Pass<cudnnConvolutionFwdAlgo_t> fwd;
   Pass<cudnnConvolutionBwdDataAlgo_t> bwd_data;
@@ -50,26 +55,29 @@ struct ConvEntry {
     if (x) cudnnDestroyTensorDescriptor(x);
     if (y) cudnnDestroyTensorDescriptor(y);
     if (b) cudnnDestroyTensorDescriptor(b);
+    if (y32) cudnnDestroyTensorDescriptor(y32);
     if (w) cudnnDestroyFilterDescriptor(w);
   }
 };
 
-cudnnTensorDescriptor_t nchw(const Shape& s) {
+cudnnTensorDescriptor_t nchw(const Shape& s, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   cudnnTensorDescriptor_t d;
   CHECK_CUDNN(cudnnCreateTensorDescriptor(&d));
-  CHECK_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(s[0]),
-                                         static_cast<int>(s[1]), static_cast<int>(s[2]), static_cast<int>(s[3])));
+  CHECK_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, static_cast<int>(s[0]), static_cast<int>(s[1]),
+                                         static_cast<int>(s[2]), static_cast<int>(s[3])));
   return d;
 }
 
-// The first algorithm of cuDNN's ranking that succeeded, is deterministic, runs in plain fp32 math and whose confirmed
-// workspace fits the bound; its math type goes onto the pass's descriptor. workspace(algo) asks cuDNN for the size.
+// The first algorithm of cuDNN's ranking (heuristic, or timed) that succeeded, is deterministic when m asks, runs in a
+// math m's precision allows and whose confirmed workspace fits the bound; its math type goes onto the pass's
+// descriptor. workspace(algo) asks cuDNN for the size.
 template <typename Perf, typename Algo, typename Size>
-void pick(const Perf* perf, int count, const char* pass, const Shape& in, Pass<Algo>& out, Size workspace) {
+void pick(const Perf* perf, int count, const char* pass, const Shape& in, const LayerMath& m, Pass<Algo>& out,
+          Size workspace) {
   for (int i = 0; i < count; ++i) {
     const Perf& c = perf[i];
-    if (c.status != CUDNN_STATUS_SUCCESS || c.determinism != CUDNN_DETERMINISTIC ||
-        (c.mathType != CUDNN_DEFAULT_MATH && c.mathType != CUDNN_FMA_MATH))
+    if (c.status != CUDNN_STATUS_SUCCESS || (m.deterministic && c.determinism != CUDNN_DETERMINISTIC) ||
+        (m.precision == Precision::Fp32 && c.mathType != CUDNN_DEFAULT_MATH && c.mathType != CUDNN_FMA_MATH))
       continue;
     CHECK_CUDNN(cudnnSetConvolutionMathType(out.conv, c.mathType));
     size_t bytes = 0;
@@ -79,8 +87,9 @@ void pick(const Perf* perf, int count, const char* pass, const Shape& in, Pass<A
     out.algo = c.algo, out.workspace = bytes, out.ready = true;
     return;
   }
-  OCTET_THROW("conv: cuDNN offers no deterministic fp32 " << pass << " algorithm within " << (kConvWorkspaceBytes >> 20)
-                                                          << " MB of workspace for input " << shape_str(in));
+  OCTET_THROW("conv: cuDNN offers no " << (m.deterministic ? "deterministic " : "") << precision_name(m.precision)
+                                       << " " << pass << " algorithm within " << (kConvWorkspaceBytes >> 20)
+                                       << " MB of workspace for input " << shape_str(in));
 }
 
 }  // namespace
@@ -88,39 +97,73 @@ void pick(const Perf* perf, int count, const char* pass, const Shape& in, Pass<A
 struct Conv2d::CudaState {
   std::map<Shape, std::unique_ptr<ConvEntry>> entries;
   Tensor workspace;  // shared by every shape and pass (sized to the largest need), on the device
-  ConvEntry& get(const Conv2dParams& p, const Shape& in, const Shape& out, Exec& ex);
-  void need_bwd_data(ConvEntry& e, const Shape& in, Exec& ex);
+  ConvEntry& get(const Conv2dParams& p, const LayerMath& m, const Shape& in, const Shape& out, Exec& ex);
+  void need_bwd_data(ConvEntry& e, const LayerMath& m, const Shape& in, Exec& ex);
   void grow(size_t bytes) {
     const int64_t floats = static_cast<int64_t>((bytes + 3) / 4);
     if (floats > workspace.numel()) workspace = Tensor({floats}, Device::CUDA);  // (cudaFree waits for its users)
   }
 };
 
-ConvEntry& Conv2d::CudaState::get(const Conv2dParams& p, const Shape& in, const Shape& out, Exec& ex) {
-  auto& slot = entries[in];
+namespace {
+
+// Scratch device buffers for cudnnFind*Ex to time the algorithms on (any contents), sized in the operands' type.
+struct FindBuffers {
+  Tensor x, w, y, ws;
+  FindBuffers(const Shape& in, const Shape& out, int64_t wnum, Precision p) {
+    auto floats = [&](int64_t n) { return (n * static_cast<int64_t>(operand_bytes(p)) + 3) / 4; };
+    x = Tensor({floats(shape_numel(in))}, Device::CUDA), y = Tensor({floats(shape_numel(out))}, Device::CUDA);
+    w = Tensor({floats(wnum)}, Device::CUDA),
+    ws = Tensor({static_cast<int64_t>(kConvWorkspaceBytes / 4)}, Device::CUDA);
+  }
+};
+
+}  // namespace
+
+ConvEntry& Conv2d::CudaState::get(const Conv2dParams& p, const LayerMath& m, const Shape& in, const Shape& out,
+                                  Exec& ex) {
+  Shape key = in;  // (a layer's math is set before its first pass; tests change it)
+  key.push_back(static_cast<int64_t>(m.precision) * 2 + (m.deterministic ? 1 : 0));
+  auto& slot = entries[key];
   if (slot) return *slot;
   auto e = std::make_unique<ConvEntry>();
-  e->x = nchw(in);
-  e->y = nchw(out);
+  const cudnnDataType_t type = cudnn_type(m.precision);
+  e->x = nchw(in, type);
+  e->y = nchw(out, type);
+  e->y32 = nchw(out);
   if (p.bias) e->b = nchw({1, p.out_channels, 1, 1});
   CHECK_CUDNN(cudnnCreateFilterDescriptor(&e->w));
-  CHECK_CUDNN(cudnnSetFilter4dDescriptor(e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(p.out_channels),
+  const int64_t wnum = p.out_channels * (p.in_channels / p.groups) * p.kernel * p.kernel;
+  CHECK_CUDNN(cudnnSetFilter4dDescriptor(e->w, type, CUDNN_TENSOR_NCHW, static_cast<int>(p.out_channels),
                                          static_cast<int>(p.in_channels / p.groups), static_cast<int>(p.kernel),
                                          static_cast<int>(p.kernel)));
-  e->fwd.conv = conv_desc(p), e->bwd_data.conv = conv_desc(p), e->bwd_filter.conv = conv_desc(p);
+  e->fwd.conv = conv_desc(p, m.precision), e->bwd_data.conv = conv_desc(p, m.precision);
+  e->bwd_filter.conv = conv_desc(p, m.precision);
   cudnnHandle_t h = cudnn_of(ex);
   int n = 0;
-  cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, e->w, e->fwd.conv, e->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                     &n, fp));
   ConvEntry* ep = e.get();
-  pick(fp, n, "forward", in, e->fwd, [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
+  std::unique_ptr<FindBuffers> fb;
+  if (!m.deterministic) fb = std::make_unique<FindBuffers>(in, out, wnum, m.precision);
+  cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  if (fb)
+    CHECK_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(h, e->x, fb->x.data(), e->w, fb->w.data(), e->fwd.conv, e->y,
+                                                       fb->y.data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp,
+                                                       fb->ws.data(), kConvWorkspaceBytes));
+  else
+    CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, e->w, e->fwd.conv, e->y,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
+  pick(fp, n, "forward", in, m, e->fwd, [&](cudnnConvolutionFwdAlgo_t a, size_t* bytes) {
     return cudnnGetConvolutionForwardWorkspaceSize(h, ep->x, ep->w, ep->fwd.conv, ep->y, a, bytes);
   });
   cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, e->x, e->y, e->bwd_filter.conv, e->w,
-                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
-  pick(wp, n, "backward-filter", in, e->bwd_filter, [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
+  if (fb)
+    CHECK_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        h, e->x, fb->x.data(), e->y, fb->y.data(), e->bwd_filter.conv, e->w, fb->w.data(),
+        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp, fb->ws.data(), kConvWorkspaceBytes));
+  else
+    CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, e->x, e->y, e->bwd_filter.conv, e->w,
+                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
+  pick(wp, n, "backward-filter", in, m, e->bwd_filter, [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
     return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, ep->x, ep->y, ep->bwd_filter.conv, ep->w, a, bytes);
   });
   grow(std::max(e->fwd.workspace, e->bwd_filter.workspace));
@@ -128,14 +171,27 @@ ConvEntry& Conv2d::CudaState::get(const Conv2dParams& p, const Shape& in, const 
   return *slot;
 }
 
-void Conv2d::CudaState::need_bwd_data(ConvEntry& e, const Shape& in, Exec& ex) {
+void Conv2d::CudaState::need_bwd_data(ConvEntry& e, const LayerMath& m, const Shape& in, Exec& ex) {
   if (e.bwd_data.ready) return;
   cudnnHandle_t h = cudnn_of(ex);
   int n = 0;
   cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, e.w, e.y, e.bwd_data.conv, e.x,
-                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
-  pick(dp, n, "backward-data", in, e.bwd_data, [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
+  if (!m.deterministic) {
+    int k = 0, c = 0, r = 0, s = 0;
+    cudnnDataType_t t;
+    cudnnTensorFormat_t f;
+    CHECK_CUDNN(cudnnGetFilter4dDescriptor(e.w, &t, &f, &k, &c, &r, &s));
+    int on = 0, oc = 0, oh = 0, ow = 0, sn, sc, sh, sw;
+    CHECK_CUDNN(cudnnGetTensor4dDescriptor(e.y, &t, &on, &oc, &oh, &ow, &sn, &sc, &sh, &sw));
+    FindBuffers fb(in, {on, oc, oh, ow}, int64_t{k} * c * r * s, m.precision);
+    CHECK_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(h, e.w, fb.w.data(), e.y, fb.y.data(), e.bwd_data.conv, e.x,
+                                                            fb.x.data(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp,
+                                                            fb.ws.data(), kConvWorkspaceBytes));
+  } else {
+    CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, e.w, e.y, e.bwd_data.conv, e.x,
+                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
+  }
+  pick(dp, n, "backward-data", in, m, e.bwd_data, [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
     return cudnnGetConvolutionBackwardDataWorkspaceSize(h, e.w, e.y, e.bwd_data.conv, e.x, a, bytes);
   });
   grow(e.bwd_data.workspace);
@@ -143,29 +199,46 @@ void Conv2d::CudaState::need_bwd_data(ConvEntry& e, const Shape& in, Exec& ex) {
 
 bool Conv2d::has_cuda() const { return true; }
 
+// bf16 and fp16: the operands' 16-bit copies in the shared scratch (layers/mixed_cuda.cuh), the result cast back.
 void Conv2d::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
-  ConvEntry& e = cuda_->get(p_, x.shape(), y.shape(), exec());
+  const LayerMath& m = math();
+  const Precision p = m.precision;
+  ConvEntry& e = cuda_->get(p_, m, x.shape(), y.shape(), exec());
   const float one = 1.f, zero = 0.f;
   cudnnHandle_t h = cudnn_of(exec());
-  CHECK_CUDNN(cudnnConvolutionForward(h, &one, e.x, x.data(), e.w, w_.data(), e.fwd.conv, e.fwd.algo,
-                                      cuda_->workspace.data(), e.fwd.workspace, &zero, e.y, y.data()));
-  if (p_.bias) CHECK_CUDNN(cudnnAddTensor(h, &one, e.b, b_.data(), &one, e.y, y.data()));
+  const cudaStream_t s = cuda_stream(exec().compute());
+  const void* xo = operand_of(p, MixedRole::X, x.data(), x.numel(), s);
+  const void* wo = operand_of(p, MixedRole::W, w_.data(), w_.numel(), s);
+  void* yo = is_16bit(p) ? mixed_scratch(MixedRole::Y, static_cast<size_t>(y.numel()) * 2) : y.data();
+  CHECK_CUDNN(cudnnConvolutionForward(h, &one, e.x, xo, e.w, wo, e.fwd.conv, e.fwd.algo, cuda_->workspace.data(),
+                                      e.fwd.workspace, &zero, e.y, yo));
+  if (is_16bit(p)) from_16bit(p, yo, y.data(), y.numel(), s);
+  if (p_.bias) CHECK_CUDNN(cudnnAddTensor(h, &one, e.b, b_.data(), &one, e.y32, y.data()));
 }
 
 void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
-  ConvEntry& e = cuda_->get(p_, x.shape(), y.shape(), exec());
+  const LayerMath& m = math();
+  const Precision p = m.precision;
+  ConvEntry& e = cuda_->get(p_, m, x.shape(), y.shape(), exec());
   const float one = 1.f, zero = 0.f;
   cudnnHandle_t h = cudnn_of(exec());
-  CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, e.x, x.data(), e.y, dy.data(), e.bwd_filter.conv,
-                                             e.bwd_filter.algo, cuda_->workspace.data(), e.bwd_filter.workspace, &zero,
-                                             e.w, dw_.data()));
-  if (p_.bias) CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, e.y, dy.data(), &zero, e.b, db_.data()));
+  const cudaStream_t s = cuda_stream(exec().compute());
+  const void* xo = operand_of(p, MixedRole::X, x.data(), x.numel(), s);
+  const void* dyo = operand_of(p, MixedRole::Dy, dy.data(), dy.numel(), s);
+  void* dwo = is_16bit(p) ? mixed_scratch(MixedRole::Dw, static_cast<size_t>(dw_.numel()) * 2) : dw_.data();
+  CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, e.x, xo, e.y, dyo, e.bwd_filter.conv, e.bwd_filter.algo,
+                                             cuda_->workspace.data(), e.bwd_filter.workspace, &zero, e.w, dwo));
+  if (is_16bit(p)) from_16bit(p, dwo, dw_.data(), dw_.numel(), s);
+  if (p_.bias) CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, e.y32, dy.data(), &zero, e.b, db_.data()));
   if (dx) {
-    cuda_->need_bwd_data(e, x.shape(), exec());
-    CHECK_CUDNN(cudnnConvolutionBackwardData(h, &one, e.w, w_.data(), e.y, dy.data(), e.bwd_data.conv, e.bwd_data.algo,
-                                             cuda_->workspace.data(), e.bwd_data.workspace, &zero, e.x, dx->data()));
+    cuda_->need_bwd_data(e, m, x.shape(), exec());
+    const void* wo = operand_of(p, MixedRole::W, w_.data(), w_.numel(), s);
+    void* dxo = is_16bit(p) ? mixed_scratch(MixedRole::Dx, static_cast<size_t>(dx->numel()) * 2) : dx->data();
+    CHECK_CUDNN(cudnnConvolutionBackwardData(h, &one, e.w, wo, e.y, dyo, e.bwd_data.conv, e.bwd_data.algo,
+                                             cuda_->workspace.data(), e.bwd_data.workspace, &zero, e.x, dxo));
+    if (is_16bit(p)) from_16bit(p, dxo, dx->data(), dx->numel(), s);
   }
 }
 

@@ -1,8 +1,10 @@
-// FullyConnected on cuBLAS: y = x W^T (+ b) as one SGEMM in cuBLAS's column-major view of the row-major tensors,
+// FullyConnected on cuBLAS: y = x W^T (+ b) as one GEMM in cuBLAS's column-major view of the row-major tensors,
 // its two backward GEMMs, and the bias and its gradient as small kernels (the bias gradient sums samples in order,
-// so it repeats bit for bit).
+// so it repeats bit for bit). fp32 runs SGEMM; tf32 GemmEx with fp32 operands on tensor cores; bf16 and fp16 GemmEx on
+// 16-bit copies of the operands (layers/mixed_cuda.cuh), accumulating and writing fp32.
 #include "core/cuda_util.cuh"
 #include "layers/fc.h"
+#include "layers/mixed_cuda.cuh"
 
 namespace octet {
 
@@ -20,6 +22,20 @@ __global__ void bias_grad(float* __restrict__ db, const float* __restrict__ dy, 
   }
 }
 
+// C (m x n, fp32) = op(A) op(B) in precision p; A and B fp32 or (16-bit p) 16-bit copies (operand_of).
+void gemm(cublasHandle_t h, Precision p, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a,
+          int lda, const void* b, int ldb, float* c, int ldc) {
+  const float one = 1.f, zero = 0.f;
+  if (p == Precision::Fp32) {
+    CHECK_CUBLAS(cublas_api().sgemm(h, ta, tb, m, n, k, &one, static_cast<const float*>(a), lda,
+                                    static_cast<const float*>(b), ldb, &zero, c, ldc));
+    return;
+  }
+  const cublasComputeType_t compute = p == Precision::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  CHECK_CUBLAS(cublas_api().gemm_ex(h, ta, tb, m, n, k, &one, a, cuda_type(p), lda, b, cuda_type(p), ldb, &zero, c,
+                                    CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace
 
 bool FullyConnected::has_cuda() const { return true; }
@@ -29,10 +45,12 @@ bool FullyConnected::has_cuda() const { return true; }
 void FullyConnected::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   const int n = static_cast<int>(x.dim(0)), in = static_cast<int>(p_.in_features),
             out = static_cast<int>(p_.out_features);
-  const float one = 1.f, zero = 0.f;
+  const Precision p = precision();
+  const cudaStream_t s = cuda_stream(exec().compute());
   // Y = Wc^T X
-  CHECK_CUBLAS(cublas_api().sgemm(cublas_of(exec()), CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w_.data(), in,
-                                  x.data(), in, &zero, y.data(), out));
+  gemm(cublas_of(exec()), p, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in,
+       operand_of(p, MixedRole::W, w_.data(), w_.numel(), s), in, operand_of(p, MixedRole::X, x.data(), x.numel(), s),
+       in, y.data(), out);
   if (p_.bias) {
     add_bias<<<grid_for(int64_t{n} * out), 256, 0, cuda_stream(exec().compute())>>>(y.data(), b_.data(), n, out);
     CHECK_LAUNCH("add_bias");
@@ -42,19 +60,21 @@ void FullyConnected::forward_cuda(const Tensor& x, Tensor& y, const StepContext&
 void FullyConnected::backward_cuda(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
   const int n = static_cast<int>(x.dim(0)), in = static_cast<int>(p_.in_features),
             out = static_cast<int>(p_.out_features);
-  const float one = 1.f, zero = 0.f;
+  const Precision p = precision();
+  const cudaStream_t s = cuda_stream(exec().compute());
   cublasHandle_t h = cublas_of(exec());
+  const void* dyo = operand_of(p, MixedRole::Dy, dy.data(), dy.numel(), s);
   // dWc (IN x OUT) = X dY^T
-  CHECK_CUBLAS(cublas_api().sgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x.data(), in, dy.data(), out, &zero,
-                                  dw_.data(), in));
+  gemm(h, p, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, operand_of(p, MixedRole::X, x.data(), x.numel(), s), in, dyo, out,
+       dw_.data(), in);
   if (p_.bias) {
     bias_grad<<<grid_for(out), 256, 0, cuda_stream(exec().compute())>>>(db_.data(), dy.data(), n, out);
     CHECK_LAUNCH("bias_grad");
   }
   // dX (IN x N) = Wc dY
   if (dx)
-    CHECK_CUBLAS(cublas_api().sgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, w_.data(), in, dy.data(), out, &zero,
-                                    dx->data(), in));
+    gemm(h, p, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, operand_of(p, MixedRole::W, w_.data(), w_.numel(), s), in, dyo,
+         out, dx->data(), in);
 }
 
 }  // namespace octet

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/exec.h"
+#include "core/precision.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -41,6 +42,15 @@ struct LayerTraits {
     return split_outputs == o.split_outputs && column_wise == o.column_wise && batch_statistics == o.batch_statistics &&
            reads_other == o.reads_other && convolutional == o.convolutional;
   }
+};
+
+// How layers with weights run their convolutions and matrix products: model.precision (16-bit or tf32 with fp32
+// accumulation on fp32 master weights; the other layers keep fp32: normalization, the loss) and
+// parallel.deterministic (GPU: cuDNN's deterministic algorithms, so a run repeats bit for bit; false: the fastest
+// algorithm cudnnFind measures).
+struct LayerMath {
+  Precision precision = Precision::Fp32;
+  bool deterministic = true;
 };
 
 enum class Init { He, Xavier, Gaussian };
@@ -79,6 +89,10 @@ class Layer {
   // The cross-rank exchange for layers configured to normalize over every rank's batch (batchnorm's sync); others
   // ignore it. nullptr: one process.
   virtual void use_stat_exchange(class StatExchange*) {}
+  // How the layer's convolutions and matrix products run (a layer that owns sub-layers hands it on).
+  virtual void set_math(const LayerMath& m) { math_ = m; }
+  const LayerMath& math() const { return math_; }
+  Precision precision() const { return math_.precision; }
   // Whether this build has the layer's CUDA kernels.
   virtual bool has_cuda() const { return false; }
   // Runs on exec's device from now on, its parameters moved there; a CUDA context for a layer without CUDA kernels is
@@ -120,6 +134,7 @@ class Layer {
   void check_operand(const Tensor& t, const char* what, const char* pass) const;
   std::string name_;
   Exec* exec_ = &Exec::host();
+  LayerMath math_;
 };
 
 using LayerPtr = std::unique_ptr<Layer>;

@@ -24,6 +24,10 @@ class Model {
   void use_stat_exchange(class StatExchange* ex) {
     for (auto& l : layers_) l->use_stat_exchange(ex);
   }
+  // model.precision and parallel.deterministic, handed to every layer (Layer::set_math).
+  void set_math(const LayerMath& m) {
+    for (auto& l : layers_) l->set_math(m);
+  }
 
   // x: [N, input...]; returns the last layer's output (the logits). Evaluation (ctx.train false) keeps only the outputs
   // an add reads again and the last one: activation(i) of the others is not kept.

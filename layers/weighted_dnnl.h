@@ -4,6 +4,7 @@
 #pragma once
 #include <dnnl.hpp>
 
+#include "core/precision.h"
 #include "core/tensor.h"
 
 namespace octet {
@@ -16,8 +17,19 @@ struct Staged {
 };
 Staged staged(const dnnl::memory::desc& want, const dnnl::memory::desc& plain);
 
+// How a CPU twin runs a precision on tensors of a device: natively in oneDNN's bf16 (the CPU), or in fp32 on operands
+// and results rounded as a GPU stores its 16-bit tensors (the simulated device: round). Throws naming op for a
+// precision the CPU has no kernels for (tf32, fp16).
+struct CpuMath {
+  bool bf16 = false;
+  Precision round = Precision::Fp32;
+  int key() const { return bf16 ? 16 : static_cast<int>(round); }  // primitives differ per math
+};
+CpuMath cpu_math(Precision p, Device d, const std::string& op);
+
 struct WeightedPrims {
   dnnl::memory::desc src, wei, bias, dst;  // the tensors' plain layouts; bias is empty when the layer has none
+  Precision round = Precision::Fp32;       // CpuMath::round: operands rounded before, results after each primitive
   dnnl::primitive fwd, bwd_data, bwd_weights;
   // Each primitive's arguments (forward: x, w, y; backward data: dy, w, dx; backward weights: x, dy, dw); all plain
   // unless set (the bias is always plain).

@@ -27,4 +27,9 @@ void sgd_update_cuda(float* w, const float* g, float* v, int64_t n, const SgdHyp
 void rmsprop_update_cuda(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h, uint32_t* nonfinite,
                          const Stream& stream);
 
+// Mixed precision's unscaling (fp16's dynamic loss scaling): g *= inv_scale; nonfinite set to 1 when any g is NaN or
+// infinite (an overflow of the scaled backward pass).
+void unscale_cpu(float* g, int64_t n, float inv_scale, uint32_t* nonfinite, const Stream& stream);
+void unscale_cuda(float* g, int64_t n, float inv_scale, uint32_t* nonfinite, const Stream& stream);
+
 }  // namespace octet

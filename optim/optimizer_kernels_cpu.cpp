@@ -57,4 +57,13 @@ void rmsprop_update_cpu(float* __restrict w, const float* __restrict g, float* _
   *nonfinite |= bad;
 }
 
+void unscale_cpu(float* __restrict g, int64_t n, float inv_scale, uint32_t* nonfinite, const Stream&) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    bad |= not_finite(g[i]);
+    g[i] *= inv_scale;
+  }
+  *nonfinite |= bad;
+}
+
 }  // namespace octet

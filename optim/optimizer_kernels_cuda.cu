@@ -39,6 +39,15 @@ __global__ void rmsprop_kernel(float* __restrict__ w, const float* __restrict__ 
   if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) atomicOr(reinterpret_cast<unsigned*>(nonfinite), 1u);
 }
 
+__global__ void unscale_kernel(float* __restrict__ g, int64_t n, float inv_scale, uint32_t* nonfinite) {
+  unsigned bad = 0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    bad |= not_finite(g[i]);
+    g[i] *= inv_scale;
+  }
+  if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) atomicOr(reinterpret_cast<unsigned*>(nonfinite), 1u);
+}
+
 static unsigned grid_for(int64_t n) {
   int64_t blocks = (n + 255) / 256;
   return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
@@ -53,6 +62,11 @@ void sgd_update_cuda(float* w, const float* g, float* v, int64_t n, const SgdHyp
 void rmsprop_update_cuda(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h, uint32_t* nonfinite,
                          const Stream& stream) {
   rmsprop_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream.handle)>>>(w, g, s, n, h, nonfinite);
+  CHECK_CUDA(cudaGetLastError());
+}
+
+void unscale_cuda(float* g, int64_t n, float inv_scale, uint32_t* nonfinite, const Stream& stream) {
+  unscale_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream.handle)>>>(g, n, inv_scale, nonfinite);
   CHECK_CUDA(cudaGetLastError());
 }
 

@@ -6,6 +6,7 @@
 
 #include "compress/powersgd.h"
 #include "core/error.h"
+#include "optim/loss_scale.h"
 
 namespace octet {
 
@@ -23,7 +24,8 @@ void broadcast_parameters(Transport& t, Model& model, int root) {
 }
 
 DataParallelStep::DataParallelStep(Model& model, Optimizer& opt, Transport* t, const StepOptions& o)
-    : Step(model, opt), bucket_mb_(o.bucket_mb), dlogits_(Shape{0}, model.exec().device()) {
+    : Step(model, opt), bucket_mb_(o.bucket_mb), t_(t), scaler_(o.scaler), dlogits_(Shape{0}, model.exec().device()) {
+  OCTET_CHECK(!(scaler_ && o.overlap), "loss scaling cannot be combined with parallel.overlap");
   if (!t) return;
   broadcast_parameters(*t, model, 0);  // identical start even if initialization ever differed
   const std::string& method = o.compression.base.codec.method;
@@ -48,8 +50,17 @@ StepStats DataParallelStep::run_impl(const Tensor& x, const int32_t* labels, con
   if (overlap_) overlap_->begin(ctx.step);
   {
     ScopedPhase sp(s.times, Phase::Backward);
-    loss_.backward(dlogits_, 1.0f / static_cast<float>(s.loss.count), model_.exec());
+    const float scale = scaler_ ? scaler_->scale() : 1.f;  // fp16: the loss scaled so small gradients survive
+    loss_.backward(dlogits_, scale / static_cast<float>(s.loss.count), model_.exec());
     model_.backward(x, dlogits_);
+  }
+  if (scaler_) {
+    s.overflow_ranks = unscale_and_agree(static_cast<int64_t>(ctx.step));
+    scaler_->update(s.overflow_ranks > 0);
+    if (s.overflow_ranks > 0) {  // every rank skips the exchange and the update alike
+      s.skipped = true;
+      return s;
+    }
   }
   if (sync_) {
     if (overlap_)  // compress/communicate/decompress ran beside backward; only the wait is on the step's path
@@ -63,6 +74,16 @@ StepStats DataParallelStep::run_impl(const Tensor& x, const int32_t* labels, con
   ScopedPhase sp(s.times, Phase::Update);
   opt_.step(lr);
   return s;
+}
+
+int DataParallelStep::unscale_and_agree(int64_t step) {
+  const int mine = scaler_->unscale(model_.params()) ? 1 : 0;
+  if (!t_ || t_->size() == 1) return mine;
+  std::vector<int> all(static_cast<size_t>(t_->size()));
+  t_->allgather_ints(mine, all.data(), Progress{step});
+  int n = 0;
+  for (int v : all) n += v;
+  return n;
 }
 
 void DataParallelStep::verify_identical(int64_t step) {

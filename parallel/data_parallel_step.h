@@ -30,7 +30,11 @@ class DataParallelStep : public Step {
  private:
   std::optional<GradSync> sync_;
   std::optional<OverlapSync> overlap_;
+  // fp16: unscales the gradients and says on how many ranks they overflowed (every rank learns the same count).
+  int unscale_and_agree(int64_t step);
   double bucket_mb_;
+  Transport* t_;
+  LossScaler* scaler_;
   SoftmaxCrossEntropy loss_;
   Tensor dlogits_;  // [B, classes] on the model's device
 };

@@ -23,16 +23,20 @@ namespace octet {
 // How the ranks share a step (the parallel and compression sections of a config).
 struct StepOptions {
   CompressionConfig compression;
-  bool overlap = false;            // exchange gradient buckets on a thread while backward runs
-  double bucket_mb = 1.0;          // a bucket closes once it holds this many MB of fp32 gradients
-  bool model_parallel_fc = false;  // the FC part split by output neurons over the ranks
-  int sub_batches = 1;             // model parallelism: pieces the batch passes the FC part in
-  Levels levels;                   // parallel.hierarchy two_level: the node and cross-node transports (else empty)
-  double chunk_mb = -1;            // parallel.chunk_mb: pipelined pieces of large tensors (-1 auto, 0 off)
+  bool overlap = false;                // exchange gradient buckets on a thread while backward runs
+  double bucket_mb = 1.0;              // a bucket closes once it holds this many MB of fp32 gradients
+  bool model_parallel_fc = false;      // the FC part split by output neurons over the ranks
+  int sub_batches = 1;                 // model parallelism: pieces the batch passes the FC part in
+  Levels levels;                       // parallel.hierarchy two_level: the node and cross-node transports (else empty)
+  double chunk_mb = -1;                // parallel.chunk_mb: pipelined pieces of large tensors (-1 auto, 0 off)
+  class LossScaler* scaler = nullptr;  // fp16's dynamic loss scaling (data parallelism without overlap), or none
 };
 
 struct StepStats {
   LossResult loss;  // this rank's samples
+  bool skipped =
+      false;  // fp16: a gradient overflowed on some rank, so no rank exchanged or updated (the scale backs off)
+  int overflow_ranks = 0;  // ... on how many ranks
   PhaseTimes times;
   CommStats comm;
 };

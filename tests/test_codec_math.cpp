@@ -12,7 +12,7 @@
 #include "compress/adacomp_math.h"
 #include "compress/exact_sum.h"
 #include "compress/fp8.h"
-#include "compress/half_math.h"
+#include "core/half_math.h"
 #include "compress/topk_math.h"
 #include "core/bits.h"
 #include "core/rng.h"

@@ -12,7 +12,7 @@
 #include "compress/codebook8.h"
 #include "compress/exact_sum.h"
 #include "compress/bf16.h"
-#include "compress/half_math.h"
+#include "core/half_math.h"
 #include "compress/qsgd.h"
 #include "compress/simd.h"
 #include "compress/topk.h"

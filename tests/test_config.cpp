@@ -410,3 +410,37 @@ TEST_CASE("data keys of the image pipeline: per-channel normalize, augment, imag
   CHECK_THROWS_WITH(load_config(p, {"data.val_labels=/nonexistent/labels.txt"}),
                     Catch::Contains("data.val_labels: '/nonexistent/labels.txt' does not exist"));
 }
+
+TEST_CASE("model.precision: the four modes, fp16's loss scale, and one line for each setting that cannot run",
+          "[config][precision]") {
+  TempDir d;
+  const std::string f = write_config(d, kValid);
+  CHECK(load_config(f).model.precision == Precision::Fp32);
+  auto sim = [](std::vector<std::string> o) {  // the simulated device runs every precision (as a GPU would)
+    o.push_back("parallel.device=sim");
+    return o;
+  };
+  const Config h = load_config(f, sim({"model.precision=fp16", "model.loss_scale={init: 1024, growth_every: 10}"}));
+  CHECK(h.model.precision == Precision::Fp16);
+  CHECK(h.model.loss_scale.init == 1024.f);
+  CHECK(h.model.loss_scale.growth_every == 10);
+  CHECK(h.model.loss_scale.backoff == 0.5f);
+  CHECK(load_config(f, sim({"model.precision=tf32"})).model.precision == Precision::Tf32);
+  CHECK_FALSE(load_config(f, sim({"parallel.deterministic=false"})).parallel.deterministic);
+  CHECK_THROWS_WITH(load_config(f, {"model.precision=fp8"}),
+                    Catch::Contains("model.precision") && Catch::Contains("fp32, tf32, bf16, fp16"));
+  CHECK_THROWS_WITH(load_config(f, {"model.precision=fp16"}),
+                    Catch::Contains("model.precision: fp16 needs a GPU") && Catch::Contains("bf16"));
+  CHECK_THROWS_WITH(load_config(f, {"model.precision=tf32"}),
+                    Catch::Contains("model.precision: tf32 is a GPU tensor-core mode"));
+  CHECK_THROWS_WITH(load_config(f, sim({"model.precision=bf16", "model.loss_scale={init: 8}"})),
+                    Catch::Contains("model.loss_scale") && Catch::Contains("precision is bf16"));
+  CHECK_THROWS_WITH(load_config(f, sim({"model.precision=fp16", "model.loss_scale={backoff: 2}"})),
+                    Catch::Contains("model.loss_scale.backoff: must be in (0, 1)"));
+  CHECK_THROWS_WITH(load_config(f, sim({"model.precision=fp16", "parallel.overlap=true"})),
+                    Catch::Contains("fp16 with parallel.overlap"));
+  if (cpu_has_bf16())
+    CHECK(load_config(f, {"model.precision=bf16"}).model.precision == Precision::Bf16);
+  else
+    CHECK_THROWS_WITH(load_config(f, {"model.precision=bf16"}), Catch::Contains("needs AVX512-BF16 or AMX"));
+}

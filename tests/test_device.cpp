@@ -22,6 +22,7 @@
 #include "tests/codec_cases.h"
 #include "tests/layer_cases.h"
 #include "tests/test_util.h"
+#include "optim/loss_scale.h"
 #include "optim/optimizer_kernels.h"
 
 using namespace octet;
@@ -122,6 +123,73 @@ TEST_CASE("every case of the layer table: the CUDA twin matches the CPU forward 
     ex.sync(ex.compute());
     check_close(yd, y, c.parity, "evaluation forward");
   }
+}
+
+TEST_CASE("mixed precision: conv and fc in tf32, bf16 and fp16 are the fp32 twin on operands rounded to the format",
+          "[cuda][parity][precision]") {
+  // The reference: the CPU twin in fp32 on x, weights and dy rounded to the format (round_to), its results rounded
+  // too; the simulated device is that model exactly, a GPU (16-bit tensors, fp32 accumulation, the bias in fp32)
+  // within the format's rounding.
+  Exec& ex = dev();
+  const StepContext ctx{true, 7, 3, 0};
+  for (const LayerCase& c : layer_cases()) {
+    const std::string kind = c.make()->kind();
+    if (kind != "conv" && kind != "fc") continue;
+    for (Precision p : {Precision::Tf32, Precision::Bf16, Precision::Fp16}) {
+      const double tol = kDev == Device::Sim ? 0 : p == Precision::Fp16 ? 4e-3 : 2e-2;
+      INFO(c.name << " in " << precision_name(p) << " (tolerance " << tol << ")");
+      LayerPtr cpu = c.make(), gpu = c.make();
+      gpu->set_math({p});
+      gpu->bind(ex);
+      for (Param& q : cpu->params())  // the weights as the device reads them (the bias stays fp32)
+        if (q.name.size() > 7 && q.name.substr(q.name.size() - 7) == ".weight")
+          round_to_cpu(p, q.value->data(), q.value->data(), q.value->numel());
+      const Tensor x = c.input();
+      Tensor xr = x;
+      round_to_cpu(p, xr.data(), xr.data(), xr.numel());
+      const Tensor xd = x.to(kDev);  // (a queued kernel reads its operands when it runs: no temporaries)
+      Tensor y(cpu->output_shape(x.shape())), yd(y.shape(), kDev);
+      cpu->forward(xr, y, ctx);
+      round_to_cpu(p, y.data(), y.data(), y.numel());
+      gpu->forward(xd, yd, ctx);
+      ex.sync(ex.compute());
+      check_close(yd, y, tol, "forward");
+      const Tensor dy = random_tensor(y.shape(), 99);
+      Tensor dyr = dy;
+      round_to_cpu(p, dyr.data(), dyr.data(), dyr.numel());
+      const Tensor dyd = dy.to(kDev);
+      Tensor dx(x.shape()), dxd(x.shape(), kDev);
+      cpu->backward(xr, y, dyr, &dx);
+      gpu->backward(xd, yd, dyd, &dxd);
+      ex.sync(ex.compute());
+      round_to_cpu(p, dx.data(), dx.data(), dx.numel());
+      check_close(dxd, dx, tol, "dx");
+      auto pc = cpu->params(), pg = gpu->params();
+      for (size_t k = 0; k < pc.size(); ++k) {
+        Tensor& g = *pc[k].grad;
+        if (pc[k].name.substr(pc[k].name.size() - 7) == ".weight") round_to_cpu(p, g.data(), g.data(), g.numel());
+        check_close(*pg[k].grad, g, kDev == Device::Sim ? 0 : 2e-2, pc[k].name + " grad");
+      }
+    }
+  }
+}
+
+TEST_CASE("the loss scaler's unscale pass on the device: every gradient divided, an overflow flagged on any tensor",
+          "[cuda][precision]") {
+  Exec& ex = dev();
+  LossScaler s({1024.f, 2.f, 0.5f, 3}, ex);
+  Tensor a = random_tensor({1000}, 5, 1024.f), b = random_tensor({7}, 6, 1024.f);
+  Tensor ad = a.to(kDev), bd = b.to(kDev), ga(a.shape(), kDev), gb(b.shape(), kDev);
+  std::vector<Param> ps = {{"a", &ga, &ad}, {"b", &gb, &bd}};
+  CHECK(!s.unscale(ps));
+  const Tensor ah = ad.to(Device::CPU);
+  for (int64_t i = 0; i < a.numel(); ++i) REQUIRE(ah.data()[i] == a.data()[i] / 1024.f);
+  b.data()[3] = INFINITY;
+  bd = b.to(kDev);
+  CHECK(s.unscale(ps));
+  b.data()[3] = 1.f;
+  bd = b.to(kDev);
+  CHECK(!s.unscale(ps));  // the flag is cleared after each read
 }
 
 TEST_CASE("softmax cross-entropy on the GPU: the CPU's loss, hits and gradient; bad labels named", "[cuda][parity]") {

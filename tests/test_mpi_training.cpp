@@ -4,8 +4,12 @@
 // start-up errors reach every rank.
 #include <fstream>
 
+#include "comm/mpi_transport.h"
 #include "core/error.h"
 #include "core/fileio.h"
+#include "layers/fc.h"
+#include "optim/loss_scale.h"
+#include "parallel/step.h"
 #include "trainer/checkpoint.h"
 #include "trainer/config.h"
 #include "trainer/trainer.h"
@@ -298,4 +302,36 @@ TEST_CASE("residual blocks with batchnorm: learn data-parallel with dynamic_tree
   CHECK(resume_matches(g_world, dir, c));
   MPI_Barrier(g_world.comm);
   if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_CASE("a loss-scale overflow on one rank skips the step on every rank; the next clean step updates alike",
+          "[mpi][precision]") {
+  // fp32 layers with a scale of 1e36: rank 1's batch, a million times larger, overflows fp32 in its weight gradient;
+  // rank 0's stays finite. Neither rank may update, and both back the scale off.
+  std::vector<LayerPtr> layers;
+  layers.push_back(std::make_unique<FullyConnected>("fc", FcParams{8, 4, true, Init::He}));
+  Model model({8}, std::move(layers));
+  model.init_params(3);
+  Optimizer opt({}, model.params());
+  MpiTransport t(g_world);
+  LossScaler scaler({1e36f, 2.f, 0.5f, 100}, Exec::host());
+  StepOptions o;
+  o.scaler = &scaler;
+  auto step = make_step(model, opt, &t, o);
+  const Tensor w0 = *model.params()[0].value;
+  Tensor x = random_tensor({4, 8}, 10 + g_world.rank);
+  if (g_world.rank == 1)
+    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] *= 1e6f;
+  const std::vector<int32_t> labels = {0, 1, 2, 3};
+  StepStats s = step->run(x, labels.data(), StepContext{true, 1, 0, 0}, 0.1f);
+  CHECK(s.skipped);
+  CHECK(s.overflow_ranks == 1);
+  CHECK(scaler.scale() == 5e35f);
+  CHECK(scaler.skipped() == 1);
+  CHECK(to_vector(*model.params()[0].value) == to_vector(w0));  // no update on any rank
+  Tensor y = random_tensor({4, 8}, 20 + g_world.rank);
+  s = step->run(y, labels.data(), StepContext{true, 1, 1, 0}, 0.1f);
+  CHECK_FALSE(s.skipped);
+  CHECK(to_vector(*model.params()[0].value) != to_vector(w0));
+  step->verify_identical(2);  // the same averaged, unscaled gradients on every rank
 }

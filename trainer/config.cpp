@@ -148,6 +148,22 @@ void read_model(Section s, ModelConfig& m, const std::vector<std::string>& origi
       if (v <= 0) s.fail("input", "dimensions must be positive");
   }
   s.choice("loss", "softmax_cross_entropy", {"softmax_cross_entropy"});
+  m.precision = *precision_named(s.choice("precision", "fp32", {"fp32", "tf32", "bf16", "fp16"}));
+  if (s.has("loss_scale")) {
+    Section ls = s.section("loss_scale");
+    if (m.precision != Precision::Fp16)
+      s.fail("loss_scale", std::string("dynamic loss scaling is fp16's (bf16 keeps fp32's range); precision is ") +
+                               precision_name(m.precision));
+    LossScaleConfig& c = m.loss_scale;
+    c.init = ls.get<float>("init", c.init);
+    if (!(c.init > 0) || !std::isfinite(c.init)) ls.fail("init", "must be a finite value > 0");
+    c.growth = ls.get<float>("growth", c.growth);
+    if (!(c.growth >= 1) || c.growth > 1e6f) ls.fail("growth", "must be in [1, 1e6]");
+    c.backoff = ls.get<float>("backoff", c.backoff);
+    if (!(c.backoff > 0 && c.backoff < 1)) ls.fail("backoff", "must be in (0, 1)");
+    c.growth_every = at_least(ls, "growth_every", c.growth_every, 1);
+    ls.finish();
+  }
   auto items = s.list("layers");
   for (size_t i = 0; i < items.size(); ++i) {
     Section& l = items[i];
@@ -262,6 +278,7 @@ void read_parallel(Section s, ParallelConfig& p) {
     if (end == chunk.c_str() || *end != '\0' || !(p.chunk_mb >= 0 && p.chunk_mb <= 65536))
       s.fail("chunk_mb", "must be auto or a number of MB in [0, 65536] (0: off), got '" + chunk + "'");
   }
+  p.deterministic = s.get<bool>("deterministic", p.deterministic);
   s.finish();
 }
 
@@ -352,6 +369,27 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
   s.finish();
 }
 
+// model.precision against the device and the step's other settings (one line each).
+void check_precision(const Config& c) {
+  const Precision p = c.model.precision;
+  const std::string at = c.file + ": model.precision: " + precision_name(p);
+  if (c.parallel.device == Device::CPU) {
+    OCTET_CHECK(p != Precision::Tf32, at << " is a GPU tensor-core mode; on the CPU use fp32 or bf16");
+    OCTET_CHECK(p != Precision::Fp16, at << " needs a GPU (parallel.device cuda): the CPU runs 16-bit as bf16 "
+                                            "(precision bf16, on CPUs with AVX512-BF16 or AMX)");
+    OCTET_CHECK(p != Precision::Bf16 || cpu_has_bf16(),
+                at << " on the CPU needs AVX512-BF16 or AMX, which this CPU lacks (as oneDNN sees it); use fp32");
+  }
+  if (p == Precision::Fp16) {
+    OCTET_CHECK(!c.parallel.overlap, at << " with parallel.overlap: fp16's loss scaling decides a step's skip after "
+                                           "the whole backward pass, which overlap exchanges during it (use bf16, "
+                                           "which needs no loss scaling, or overlap: false)");
+    OCTET_CHECK(!c.parallel.model_parallel_fc, at << " with parallel.model_parallel_fc is not supported (the FC "
+                                                     "part's exchanged activation gradients carry the loss scale); "
+                                                     "use bf16");
+  }
+}
+
 }  // namespace
 
 Config load_config(const std::string& file, const std::vector<std::string>& overrides, bool check_data_path) {
@@ -374,6 +412,7 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
       if (auto* bn = std::any_cast<BatchNormParams>(&l.params)) bn->sync = true;
       if (auto* add = std::any_cast<AddParams>(&l.params)) add->bn.sync = true;
     }
+  check_precision(c);
   if (c.parallel.model_parallel_fc) {
     bool has_fc = false;
     for (const auto& l : c.model.layers) {

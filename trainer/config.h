@@ -10,6 +10,7 @@
 #include "core/tensor.h"
 #include "data/dataset.h"
 #include "layers/layer_def.h"
+#include "optim/loss_scale.h"
 #include "optim/optimizer.h"
 
 namespace octet {
@@ -58,6 +59,8 @@ struct DataConfig {
 struct ModelConfig {
   Shape input;  // per-sample [C,H,W]; empty = taken from the dataset
   std::vector<LayerSpec> layers;
+  Precision precision = Precision::Fp32;  // convolutions and matrix products (core/precision.h)
+  LossScaleConfig loss_scale;             // fp16's dynamic loss scaling
 };
 
 struct ParallelConfig {
@@ -66,14 +69,15 @@ struct ParallelConfig {
   int64_t checksum_every = 100;   // steps between cross-rank parameter checksums (0 = only at the end)
   double timeout_s = 600;  // longest wait for any collective before the job fails naming it (a stopped or wedged peer)
   bool overlap = false;    // exchange gradient buckets on a thread while backward runs (wants a spare core per rank)
-  bool sync_batchnorm = false;  // every batchnorm (projections' too) synchronized: sync: true on each
-  double bucket_mb = 1.0;  // a bucket closes once it holds this many MB of fp32 gradients (0: one per tensor)
+  bool sync_batchnorm = false;     // every batchnorm (projections' too) synchronized: sync: true on each
+  double bucket_mb = 1.0;          // a bucket closes once it holds this many MB of fp32 gradients (0: one per tensor)
   bool model_parallel_fc = false;  // FC layers split by output neurons over the ranks; layers below stay data parallel
   int64_t sub_batches = 1;         // model parallelism: the batch passes the FC part in this many pieces
   std::string hierarchy =
       "auto";                  // flat | two_level (node, then network) | auto (two_level on several multi-rank nodes)
   int64_t ranks_per_node = 0;  // 0: the nodes as MPI sees them (shared memory); K: world ranks K to a node
   double chunk_mb = -1;        // pipelined pieces of large tensors' exchanges, MB of fp32 (auto: -1; 0: off)
+  bool deterministic = true;   // GPU: cuDNN's deterministic algorithms (a run repeats bit for bit); false: the fastest
 };
 
 struct Config {

@@ -99,6 +99,11 @@ Fields summary_fields(const TrainTotals& t) {
               {"images_per_s", images_per_s},
               {"peak_rss_mb", t.peak_rss_mb},
               {"threads", static_cast<double>(t.threads)}};
+  if (t.peak_device_mb >= 0) f.push_back({"peak_device_mb", t.peak_device_mb});
+  if (t.loss_scale > 0) {
+    f.push_back({"loss_scale", t.loss_scale});
+    f.push_back({"skipped_steps", static_cast<double>(t.skipped_steps)});
+  }
   if (t.steady_images > 0)
     f.push_back({"images_per_s_steady", static_cast<double>(t.steady_images) / t.steady_seconds});
   const double steps = steps_run(t);

@@ -143,6 +143,7 @@ void Run::load_data_and_model() {
                                                              << shape_str(train_set_->sample_shape()));
   exec_ = &select_device(cfg_.parallel.device, world_);
   model_ = std::make_unique<Model>(build_model(cfg_.model.layers, input, *exec_));
+  model_->set_math({cfg_.model.precision, cfg_.parallel.deterministic});
   if (world_ && world_->size > 1) {  // synchronized batchnorm layers exchange their sums over the world
     stat_exchange_ = std::make_unique<WorldStatExchange>(*world_);
     model_->use_stat_exchange(stat_exchange_.get());
@@ -242,6 +243,10 @@ void Run::build_step() {
   if (world_) transport_ = make_transport(cfg_.parallel.transport, *world_, *exec_);
   if (transport_) staged_ = staging_for(*transport_, *exec_);
   StepOptions o = step_options(cfg_);
+  if (cfg_.model.precision == Precision::Fp16) {
+    scaler_ = std::make_unique<LossScaler>(cfg_.model.loss_scale, *exec_);
+    o.scaler = scaler_.get();
+  }
   o.levels = hierarchy();
   if (o.compression.base.codec.method == "auto") o.compression = plan_compression();
   step_opts_ = o;
@@ -380,6 +385,8 @@ void Run::collect_state() {
     plan_record_ = Tensor(Shape{static_cast<int64_t>(plans_.back().layers.size())});
     state_.recorded = {{std::string(kRecordPrefix) + "auto_plan", &plan_record_}};
   }
+  if (scaler_)  // fp16's loss scale and its counters: a resume goes on with them exactly
+    state_.recorded.push_back({std::string(kRecordPrefix) + "loss_scale", scaler_->state()});
   // Checkpoints are device-independent: they hold host copies of device tensors (parameters, optimizer state, the
   // error-feedback residuals a GPU exchange keeps on the device).
   for (auto* part : {&state_.shared, &state_.per_rank})
@@ -577,8 +584,13 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
     exec_->wait(exec_->compute(), exec_->record(exec_->copy()));
     x = &x_dev_, labels = labels_dev_.data();
   }
+  const float scale_before = scaler_ ? scaler_->scale() : 0.f;
   StepStats s = step_->run(*x, labels, ctx, static_cast<float>(rate));
   s.times.add(Phase::Data, data_s);
+  if (s.skipped)
+    OCTET_LOG("step " << pos.global_step << ": fp16 gradients overflowed on " << s.overflow_ranks << " of " << size_
+                      << " rank" << (size_ > 1 ? "s" : "") << ": step skipped on every rank, loss scale "
+                      << json_num(scale_before) << " -> " << json_num(scaler_->scale()));
   pos.global_step++;
   const double step_s = now_seconds() - t0;
   const int64_t images = s.loss.count * size_;
@@ -692,6 +704,12 @@ TrainResult Run::finish() {
   totals_.test_loss = result.test.loss, totals_.test_accuracy = result.test.accuracy;
   totals_.test_top5 = result.test.top5;
   totals_.peak_rss_mb = result.peak_rss_mb = peak_rss_mb();
+  if (on_device(exec_->device())) {  // the largest rank's
+    int mb = static_cast<int>(device_peak_bytes(exec_->device()) >> 20);
+    if (world_ && size_ > 1) mb = max_all(*world_, mb, {"MPI_Iallreduce (peak device memory)", pos.global_step});
+    totals_.peak_device_mb = mb;
+  }
+  if (scaler_) totals_.loss_scale = scaler_->scale(), totals_.skipped_steps = scaler_->skipped();
   totals_.exchanges = step_->exchanges();
   totals_.bytes_by_kind = step_->bytes_by_kind();
   result.train_images = totals_.train_images, result.train_seconds = totals_.train_seconds;
@@ -708,7 +726,14 @@ TrainResult Run::finish() {
   OCTET_LOG("done: " << result.steps << " steps, test accuracy " << json_num(100.0 * result.test.accuracy) << "%, "
                      << json_num(result.images_per_s) << " img/s over " << json_num(result.train_seconds)
                      << " s of training, " << totals_.times.summary_ms(steps_run(totals_)) << ", peak RSS "
-                     << json_num(result.peak_rss_mb) << " MB, run dir " << result.run_dir);
+                     << json_num(result.peak_rss_mb) << " MB"
+                     << (totals_.peak_device_mb >= 0 ? ", peak " + std::string(device_name(exec_->device())) +
+                                                           " memory " + json_num(totals_.peak_device_mb) + " MB"
+                                                     : std::string())
+                     << (scaler_ ? ", loss scale " + json_num(scaler_->scale()) + " (" +
+                                       std::to_string(scaler_->skipped()) + " steps skipped)"
+                                 : std::string())
+                     << ", run dir " << result.run_dir);
   return result;
 }
 

@@ -102,6 +102,7 @@ class Run {
   Exec* exec_ = &Exec::host();  // the device this rank trains on
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> opt_;
+  std::unique_ptr<LossScaler> scaler_;           // model.precision fp16
   std::unique_ptr<Transport> transport_;         // parallel.transport (null: one process without MPI)
   std::unique_ptr<Transport> staged_;            // device buffers over transport_ where it takes host memory only
   std::unique_ptr<TopologyHolder> topology_;     // the nodes (runs of several ranks)

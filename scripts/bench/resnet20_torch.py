@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 # Reference: PyTorch training steps of ResNet-20 (He et al.'s CIFAR net, option-A shortcuts, as configs/cifar10/
 # resnet20.yaml) on random 3x32x32 batches on the CPU (Debian's python3-torch): images/s over the steps after warm-up.
-# Usage: resnet20_torch.py THREADS [BATCH] [STEPS]   (prints one JSON line)
-import json, resource, sys, time
+# PRECISION fp32 (default) or bf16: bf16 runs the forward pass and the loss under CPU autocast (torch.autocast with
+# dtype bfloat16: convolutions and linear in bf16, fp32 weights and optimizer), the backward pass and the optimizer
+# step outside it, as AMP users write it.
+# Usage: resnet20_torch.py THREADS [BATCH] [STEPS] [PRECISION]   (prints one JSON line)
+import contextlib, json, resource, sys, time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -40,6 +43,9 @@ def main():
     threads = int(sys.argv[1])
     batch = int(sys.argv[2]) if len(sys.argv) > 2 else 128
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 20
+    precision = sys.argv[4] if len(sys.argv) > 4 else "fp32"
+    if precision not in ("fp32", "bf16"):
+        sys.exit(f"resnet20_torch.py: PRECISION is fp32 or bf16, not {precision!r}")
     torch.set_num_threads(threads)
     torch.manual_seed(1)
     model = resnet20()
@@ -47,14 +53,23 @@ def main():
     x = torch.randn(batch, 3, 32, 32)
     y = torch.randint(0, 10, (batch,))
     warm = 3
+
+    def autocast():
+        if precision == "bf16":
+            return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     for i in range(warm + steps):
         if i == warm:
             t0 = time.perf_counter()
         opt.zero_grad()
-        F.cross_entropy(model(x), y).backward()
+        with autocast():
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
         opt.step()
     secs = time.perf_counter() - t0
     print(json.dumps({"images_per_s": steps * batch / secs, "threads": threads, "batch": batch,
+                      "precision": precision,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 

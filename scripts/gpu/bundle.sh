@@ -2,7 +2,7 @@
 # Packs a built octet into one relocatable tarball for a GPU machine that has the NVIDIA driver, CUDA, cuDNN and
 # cuBLAS but no Debian packages: the binaries (octet and the test programs), every shared library they and Open MPI's
 # plugins need except glibc's and NVIDIA's, the Open MPI runtime (mpirun, plugins, help texts; relocated through
-# OPAL_PREFIX), the configs, the real MNIST subset, the GPU tests and check.sh. Unpack anywhere and run
+# OPAL_PREFIX), the configs, the real MNIST subset, the GPU tests, check.sh and speed.sh. Unpack anywhere and run
 #   octet-gpu/check.sh        (or: . octet-gpu/env.sh; mpirun -np 2 octet train ...)
 # Usage: scripts/gpu/bundle.sh [--build-dir DIR] [--out FILE.tar.gz]
 #   --build-dir  a configured build to pack; by default build-gpu/, configured and built here for any x86-64-v3 CPU
@@ -87,7 +87,7 @@ cp "$src/tests/cuda_train_test.sh" "$src/tests/lib.sh" "$b/tests/"
 mkdir -p "$b/tests/data" && cp "$src/tests/data/residual_net.yaml" "$b/tests/data/"
 mkdir -p "$b/scripts/bench"
 cp "$src/scripts/bench/lenet_torch.py" "$src/scripts/bench/idx_data.py" "$b/scripts/bench/"
-cp "$src/scripts/gpu/check.sh" "$src/scripts/gpu/env.sh" "$b/"
+cp "$src/scripts/gpu/check.sh" "$src/scripts/gpu/env.sh" "$src/scripts/gpu/speed.sh" "$src/scripts/gpu/speed_torch.py" "$b/"
 (cd "$src" && git describe --always --dirty 2>/dev/null || echo unknown) >"$b/VERSION"
 mkdir -p "$(dirname "$out")"
 tar -C "$tmp" -czf "$out.tmp" octet-gpu

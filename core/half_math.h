@@ -1,5 +1,6 @@
 // IEEE binary16 conversions in plain integer arithmetic, bit-exact with the x86 F16C instructions (round to nearest
-// even; NaN stays NaN with its top payload bits, quiet): the fp16 codec's scalar paths and its CUDA twin use these.
+// even; NaN stays NaN with its top payload bits, quiet): the fp16 codec's scalar paths, its CUDA twin and mixed
+// precision (core/precision.h) use these.
 #pragma once
 #include <cstdint>
 
