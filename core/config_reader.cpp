@@ -287,15 +287,15 @@ YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<s
     }
     if (overridden) {
       overridden->paths.insert(canonical);
-      std::vector<YAML::Node> todo = {value};  // every node of the value: each may travel on its own
-      while (!todo.empty()) {
-        const YAML::Node n = todo.back();
-        todo.pop_back();
+      std::vector<YAML::Node> pending = {value};  // every node of the value: each may travel on its own
+      while (!pending.empty()) {
+        const YAML::Node n = pending.back();
+        pending.pop_back();
         overridden->values.push_back({canonical, n});
         if (n.IsMap())
-          for (auto it = n.begin(); it != n.end(); ++it) todo.push_back(it->second);
+          for (auto it = n.begin(); it != n.end(); ++it) pending.push_back(it->second);
         else if (n.IsSequence())
-          for (const YAML::Node& e : n) todo.push_back(e);
+          for (const YAML::Node& e : n) pending.push_back(e);
       }
     }
   }
