@@ -63,7 +63,8 @@ void cuda_copy_sync(void* dst, const void* src, size_t bytes, CopyKind kind);
 void cuda_memset_sync(void* dst, size_t bytes);
 bool cuda_is_device_pointer(const void* p);
 // Events and streams behind Exec (handles are cudaEvent_t / cudaStream_t).
-void* cuda_event_record(void* stream);  // a new event recorded on stream
+void* cuda_event_record(void* stream, bool timed = false);  // a new event recorded on stream (timed: with a time)
+float cuda_event_elapsed_ms(void* start, void* end);        // between two timed events, both reached
 void cuda_event_destroy(void* event);
 void cuda_stream_wait(void* stream, void* event);
 void cuda_event_sync(void* event);

@@ -33,10 +33,12 @@ class Event {
   bool on_device() const { return ev_ != nullptr; }
   Device device() const { return device_; }
   void* handle() const { return ev_.get(); }
+  bool timed() const { return time_ != nullptr; }
 
  private:
   friend class Exec;
-  std::shared_ptr<void> ev_;  // destroyed with the last copy
+  std::shared_ptr<void> ev_;      // destroyed with the last copy
+  std::shared_ptr<double> time_;  // timed events: when the CPU or the simulated device reached it (now_seconds)
   Device device_ = Device::CPU;
 };
 
@@ -60,8 +62,13 @@ class Exec {
   void wait(Stream s, const Event& e) const;  // s's later work waits for e (the host does not)
   void sync(const Event& e) const;            // the host waits for e
   void sync(Stream s) const;                  // the host waits for everything queued on s
-  void* cudnn() const { return cudnn_; }      // cudnnHandle_t on the compute stream (CUDA contexts)
-  void* cublas() const { return cublas_; }    // cublasHandle_t on the compute stream (CUDA contexts)
+  // An event that also notes when the stream reaches it (the device's own clock: what the device spent between two
+  // such events, not the host's launch time).
+  Event record_timed(Stream s) const;
+  // Seconds from a to b, two timed events of one device that the host has seen reached (sync on b).
+  double seconds_between(const Event& a, const Event& b) const;
+  void* cudnn() const { return cudnn_; }    // cudnnHandle_t on the compute stream (CUDA contexts)
+  void* cublas() const { return cublas_; }  // cublasHandle_t on the compute stream (CUDA contexts)
 
   Exec(const Exec&) = delete;
   Exec& operator=(const Exec&) = delete;

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/exec.h"
 #include "core/sim.h"
+#include "core/timer.h"
 
 namespace octet {
 
@@ -56,6 +57,28 @@ Event Exec::record(Stream s) const {
   return e;
 }
 
+Event Exec::record_timed(Stream s) const {
+  Event e;
+  e.device_ = s.device;
+  e.time_ = std::make_shared<double>(0.0);
+  if (s.device == Device::CPU) {  // CPU ops are done when they return: the event is reached now
+    *e.time_ = now_seconds();
+  } else if (s.device == Device::CUDA) {
+    e.ev_ = std::shared_ptr<void>(cuda_event_record(s.handle, true), [](void* p) { cuda_event_destroy(p); });
+  } else {  // the simulated device: a kernel that notes when the queue reaches it
+    std::shared_ptr<double> t = e.time_;
+    sim::launch(sim_queue(s), "timestamp", [t] { *t = now_seconds(); });
+    e.ev_ = std::make_shared<SimMark>(SimMark{sim_queue(s), sim::mark(sim_queue(s))});
+  }
+  return e;
+}
+
+double Exec::seconds_between(const Event& a, const Event& b) const {
+  OCTET_CHECK(a.timed() && b.timed() && a.device() == b.device(), "seconds_between needs two timed events of a device");
+  if (a.device() == Device::CUDA) return cuda_event_elapsed_ms(a.handle(), b.handle()) / 1000.0;
+  return *b.time_ - *a.time_;
+}
+
 void Exec::wait(Stream s, const Event& e) const {
   if (!e.on_device()) return;
   OCTET_CHECK(s.device == e.device(),
@@ -99,7 +122,8 @@ void cuda_copy_2d_async(void*, size_t, const void*, size_t, size_t, size_t, Copy
 void cuda_copy_sync(void*, const void*, size_t, CopyKind) { OCTET_NO_CUDA; }
 void cuda_memset_sync(void*, size_t) { OCTET_NO_CUDA; }
 bool cuda_is_device_pointer(const void*) { return false; }
-void* cuda_event_record(void*) { OCTET_NO_CUDA; }
+void* cuda_event_record(void*, bool) { OCTET_NO_CUDA; }
+float cuda_event_elapsed_ms(void*, void*) { OCTET_NO_CUDA; }
 void cuda_event_destroy(void*) {}
 void cuda_stream_wait(void*, void*) { OCTET_NO_CUDA; }
 void cuda_event_sync(void*) { OCTET_NO_CUDA; }

@@ -174,11 +174,17 @@ bool cuda_is_device_pointer(const void* p) {
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
-void* cuda_event_record(void* stream) {
+void* cuda_event_record(void* stream, bool timed) {
   cudaEvent_t ev;
-  CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  CHECK_CUDA(cudaEventCreateWithFlags(&ev, timed ? cudaEventDefault : cudaEventDisableTiming));
   CHECK_CUDA(cudaEventRecord(ev, static_cast<cudaStream_t>(stream)));
   return ev;
+}
+
+float cuda_event_elapsed_ms(void* start, void* end) {
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
+  return ms;
 }
 
 void cuda_event_destroy(void* event) {

@@ -67,35 +67,57 @@ Box random_crop_box(int64_t w, int64_t h, int64_t resize, int64_t out, Rng& rng)
   return b;
 }
 
-void augment_u8_chw(const uint8_t* src, int64_t C, int64_t H, int64_t W, const ChannelAffine& norm, const Augment* aug,
-                    Rng* draws, float* out) {
-  int64_t dy = 0, dx = 0;
-  bool flip = false;
-  if (aug && draws) {
-    const int64_t p = aug->crop_padding;
-    if (p > 0) {
-      dy = static_cast<int64_t>(draws->below(static_cast<uint64_t>(2 * p + 1))) - p;
-      dx = static_cast<int64_t>(draws->below(static_cast<uint64_t>(2 * p + 1))) - p;
-    }
-    if (aug->flip) flip = draws->uniform() < 0.5f;
+SampleDraw draw_sample(const Augment& aug, Rng& draws) {
+  SampleDraw d;
+  const int64_t p = aug.crop_padding;
+  if (p > 0) {
+    d.dy = static_cast<int32_t>(static_cast<int64_t>(draws.below(static_cast<uint64_t>(2 * p + 1))) - p);
+    d.dx = static_cast<int32_t>(static_cast<int64_t>(draws.below(static_cast<uint64_t>(2 * p + 1))) - p);
   }
-  const bool per_pixel = !norm.pixel_shift.empty();  // (the config refuses a mean image with crop_padding)
+  if (aug.flip) d.flip = draws.uniform() < 0.5f ? 1 : 0;
+  return d;
+}
+
+void normalize_u8_sample(const uint8_t* src, int64_t C, int64_t H, int64_t W, const ChannelAffine& norm, SampleDraw d,
+                         float* out) {
+  // normalized_pixel's values, in loops the compiler vectorizes: a plain copy without draws, else row by row. (A mean
+  // image is subtracted where the pixel comes from: Caffe mirrors after subtracting. The config refuses a mean image
+  // with crop_padding.)
+  const float* ps_all = norm.pixel_shift.empty() ? nullptr : norm.pixel_shift.data();
   for (int64_t c = 0; c < C; ++c) {
     const float sc = norm.scale[static_cast<size_t>(c)], sh = norm.shift[static_cast<size_t>(c)];
     const uint8_t* plane = src + c * H * W;
-    const float* ps = per_pixel ? norm.pixel_shift.data() + c * H * W : nullptr;
+    const float* ps = ps_all ? ps_all + c * H * W : nullptr;
     float* o = out + c * H * W;
+    if (d.dx == 0 && d.dy == 0 && !d.flip) {
+      if (ps)
+        for (int64_t j = 0; j < H * W; ++j) o[j] = affine_pixel(static_cast<float>(plane[j]), sc, ps[j]);
+      else
+        for (int64_t j = 0; j < H * W; ++j) o[j] = affine_pixel(static_cast<float>(plane[j]), sc, sh);
+      continue;
+    }
     for (int64_t y = 0; y < H; ++y) {
-      const int64_t sy = y + dy;
+      const int64_t sy = y + d.dy;
+      float* row = o + y * W;
+      if (sy < 0 || sy >= H) {  // a padding row
+        for (int64_t x = 0; x < W; ++x) row[x] = affine_pixel(0.f, sc, sh);
+        continue;
+      }
+      const uint8_t* srow = plane + sy * W;
+      const float* prow = ps ? ps + sy * W : nullptr;
       for (int64_t x = 0; x < W; ++x) {
-        const int64_t sx = (flip ? W - 1 - x : x) + dx;
-        const bool inside = sy >= 0 && sy < H && sx >= 0 && sx < W;
-        const uint8_t v = inside ? plane[sy * W + sx] : 0;  // padding: pixel 0
-        // A mean image is subtracted where the pixel comes from (Caffe mirrors after subtracting).
-        o[y * W + x] = static_cast<float>(v) * sc + (ps && inside ? ps[sy * W + sx] : sh);
+        const int64_t sx = (d.flip ? W - 1 - x : x) + d.dx;
+        const bool inside = sx >= 0 && sx < W;
+        const int64_t k = inside ? sx : 0;
+        row[x] = affine_pixel(inside ? static_cast<float>(srow[k]) : 0.f, sc, prow && inside ? prow[k] : sh);
       }
     }
   }
+}
+
+void augment_u8_chw(const uint8_t* src, int64_t C, int64_t H, int64_t W, const ChannelAffine& norm, const Augment* aug,
+                    Rng* draws, float* out) {
+  normalize_u8_sample(src, C, H, W, norm, aug && draws ? draw_sample(*aug, *draws) : SampleDraw{}, out);
 }
 
 void bgr_to_chw(const uint8_t* src, int64_t H, int64_t W, size_t stride, const ChannelAffine& norm, bool flip,
@@ -106,10 +128,19 @@ void bgr_to_chw(const uint8_t* src, int64_t H, int64_t W, size_t stride, const C
     float *r = out + y * W, *g = r + plane, *b = g + plane;
     for (int64_t x = 0; x < W; ++x) {
       const uint8_t* px = row + 3 * (flip ? W - 1 - x : x);
-      r[x] = static_cast<float>(px[2]) * norm.scale[0] + norm.shift[0];
-      g[x] = static_cast<float>(px[1]) * norm.scale[1] + norm.shift[1];
-      b[x] = static_cast<float>(px[0]) * norm.scale[2] + norm.shift[2];
+      r[x] = affine_pixel(static_cast<float>(px[2]), norm.scale[0], norm.shift[0]);
+      g[x] = affine_pixel(static_cast<float>(px[1]), norm.scale[1], norm.shift[1]);
+      b[x] = affine_pixel(static_cast<float>(px[0]), norm.scale[2], norm.shift[2]);
     }
+  }
+}
+
+void bgr_to_chw_u8(const uint8_t* src, int64_t H, int64_t W, size_t stride, uint8_t* out) {
+  const int64_t plane = H * W;
+  for (int64_t y = 0; y < H; ++y) {
+    const uint8_t* row = src + static_cast<size_t>(y) * stride;
+    uint8_t *r = out + y * W, *g = r + plane, *b = g + plane;
+    for (int64_t x = 0; x < W; ++x) r[x] = row[3 * x + 2], g[x] = row[3 * x + 1], b[x] = row[3 * x];
   }
 }
 

@@ -2,11 +2,13 @@
 // ranks and resumes agree), random crop with zero padding, horizontal flip, torchvision's random-resized-crop box, and
 // the fused uint8 -> normalized fp32 CHW write every loader ends with.
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/hd.h"
 #include "core/rng.h"
 
 namespace octet {
@@ -58,6 +60,37 @@ Box center_box(int64_t w, int64_t h, int64_t resize, int64_t out);
 // Caffe's training crop: an out x out box at a uniformly drawn place in the image resized as for center_box.
 Box random_crop_box(int64_t w, int64_t h, int64_t resize, int64_t out, Rng& rng);
 
+// A training sample's draws under crop_padding and flip: the source pixel of output (y, x) is (y + dy, x' + dx), x'
+// the mirrored x when flip; outside the image it is a zero pixel. All zero: the sample as it is.
+struct SampleDraw {
+  int32_t dx = 0, dy = 0, flip = 0;
+};
+// aug's draws for one sample from its generator (the order every loader and resume depends on: dy, dx, then flip).
+SampleDraw draw_sample(const Augment& aug, Rng& draws);
+
+// v * scale + shift as one fused multiply-add where the machine has one (the CPU path since it has been contracted so,
+// and every CUDA kernel), so the host and a device normalize to the same bits.
+OCTET_HD float affine_pixel(float v, float scale, float shift) {
+#if defined(__CUDA_ARCH__) || defined(__FMA__)
+  return fmaf(v, scale, shift);
+#else
+  return v * scale + shift;
+#endif
+}
+// Output element (c, y, x) of a C x H x W uint8 sample under draw d, normalized: per channel (scale, shift), or with a
+// mean image (pixel_shift [C,H,W], taken where the pixel comes from) when pixel_shift is not null. Padding: pixel 0
+// with the channel's shift.
+OCTET_HD float normalized_pixel(const uint8_t* src, int64_t H, int64_t W, int64_t c, int64_t y, int64_t x, SampleDraw d,
+                                const float* scale, const float* shift, const float* pixel_shift) {
+  const int64_t sy = y + d.dy, sx = (d.flip ? W - 1 - x : x) + d.dx;
+  const bool inside = sy >= 0 && sy < H && sx >= 0 && sx < W;
+  const int64_t j = (c * H + sy) * W + sx;
+  return affine_pixel(inside ? static_cast<float>(src[j]) : 0.f, scale[c],
+                      pixel_shift && inside ? pixel_shift[j] : shift[c]);
+}
+// One sample (C x H x W uint8) into out (C x H x W floats) under draw d: the host's loop over normalized_pixel.
+void normalize_u8_sample(const uint8_t* src, int64_t C, int64_t H, int64_t W, const ChannelAffine& norm, SampleDraw d,
+                         float* out);
 // Writes a CHW uint8 image (C x H x W) into out (C x H x W floats), normalized, with crop_padding and flip applied
 // when draws != nullptr (training).
 void augment_u8_chw(const uint8_t* src, int64_t C, int64_t H, int64_t W, const ChannelAffine& norm, const Augment* aug,
@@ -65,5 +98,7 @@ void augment_u8_chw(const uint8_t* src, int64_t C, int64_t H, int64_t W, const C
 // Interleaved BGR (H x W x 3, row stride in bytes; OpenCV's order) into normalized RGB CHW floats, mirrored when flip.
 void bgr_to_chw(const uint8_t* src, int64_t H, int64_t W, size_t stride, const ChannelAffine& norm, bool flip,
                 float* out);
+// The same pixels as RGB CHW bytes, neither mirrored nor normalized (a uint8 batch: the device does both).
+void bgr_to_chw_u8(const uint8_t* src, int64_t H, int64_t W, size_t stride, uint8_t* out);
 
 }  // namespace octet

@@ -91,6 +91,27 @@ void Dataset::copy_samples(const int64_t* idx, size_t n, float* out, int32_t* la
   }
 }
 
+void Dataset::copy_samples_u8(const int64_t*, size_t, uint8_t*, int32_t*, const uint64_t*, SampleDraw*) const {
+  OCTET_THROW(describe() << ": gives no uint8 batches (u8_affine is null)");
+}
+
+void U8ImageDataset::copy_samples_u8(const int64_t* idx, size_t n, uint8_t* out, int32_t* labels, const uint64_t* keys,
+                                     SampleDraw* draws) const {
+  const size_t d = static_cast<size_t>(sample_numel_);
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = static_cast<size_t>(idx[k]);
+    std::memcpy(out + k * d, pixels_.data() + i * d, d);
+    labels[k] = labels_[i];
+    if (!keys) continue;
+    if (augment_) {
+      Rng r(keys[k]);  // the draws copy_train_sample makes for this key
+      draws[k] = draw_sample(aug_, r);
+    } else {
+      draws[k] = SampleDraw{};
+    }
+  }
+}
+
 void U8ImageDataset::set_augment(const Augment& a) {
   aug_ = a;
   augment_ = a.crop_padding > 0 || a.flip;
@@ -103,12 +124,8 @@ void U8ImageDataset::set_augment(const Augment& a) {
 
 void U8ImageDataset::copy_sample(int64_t i, float* out) const {
   const uint8_t* px = pixels_.data() + static_cast<size_t>(i) * static_cast<size_t>(sample_numel_);
-  const int64_t C = static_cast<int64_t>(affine_.scale.size()), plane = sample_numel_ / C;
-  const float* ps = affine_.pixel_shift.empty() ? nullptr : affine_.pixel_shift.data();
-  for (int64_t c = 0; c < C; ++c) {
-    const float sc = affine_.scale[static_cast<size_t>(c)], sh = affine_.shift[static_cast<size_t>(c)];
-    for (int64_t j = c * plane; j < (c + 1) * plane; ++j) out[j] = static_cast<float>(px[j]) * sc + (ps ? ps[j] : sh);
-  }
+  const int64_t C = static_cast<int64_t>(affine_.scale.size());
+  normalize_u8_sample(px, C, sample_numel_ / C, 1, affine_, SampleDraw{}, out);
 }
 
 std::vector<float> U8ImageDataset::pixel_mean() const {

@@ -26,6 +26,13 @@ class Dataset {
   // key. A dataset that decodes files spreads them over its threads (and may stand another image in for an unreadable
   // one, with that image's label).
   virtual void copy_samples(const int64_t* idx, size_t n, float* out, int32_t* labels, const uint64_t* keys) const;
+  // uint8 batches (a device crops, flips and normalizes them: data/u8_batch.h): the normalization when this dataset can
+  // hand out its samples' bytes through copy_samples_u8, else null.
+  virtual const ChannelAffine* u8_affine() const { return nullptr; }
+  // n samples' bytes (n x numel(sample_shape), before normalization and augmentation) and labels; keys as
+  // copy_samples; draws (n, keys != nullptr) each sample's augmentation draws, all zero where the dataset has none.
+  virtual void copy_samples_u8(const int64_t* idx, size_t n, uint8_t* out, int32_t* labels, const uint64_t* keys,
+                               SampleDraw* draws) const;
   // Loader messages for the log at an epoch's end ("skipped 3 unreadable images"); "" when none.
   virtual std::string take_notes() const { return ""; }
   virtual int32_t label(int64_t i) const = 0;
@@ -42,6 +49,9 @@ class U8ImageDataset : public Dataset {
   int num_classes() const override { return classes_; }
   void copy_sample(int64_t i, float* out) const override;
   void copy_train_sample(int64_t i, float* out, uint64_t key) const override;
+  const ChannelAffine* u8_affine() const override { return &affine_; }
+  void copy_samples_u8(const int64_t* idx, size_t n, uint8_t* out, int32_t* labels, const uint64_t* keys,
+                       SampleDraw* draws) const override;
   int32_t label(int64_t i) const override { return labels_[static_cast<size_t>(i)]; }
   // Training augmentation: crop_padding and flip (a random-resized crop is image_folder's).
   void set_augment(const Augment& a);

@@ -53,16 +53,16 @@ std::string real(const std::string& p) {
 }
 
 bool inside(const std::string& path, const std::string& root) {
-  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
-                          path[root.size()] == '/');
+  return path == root ||
+         (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
 }
 
 // What a walk of one class folder met and left out: folders reached a second time (a link loop) or through a link
 // that leads out of the class folder (it would label other folders' images with this class).
 struct WalkState {
-  std::string root;                                   // the class folder's real path
-  std::set<std::pair<dev_t, ino_t>> seen;             // folders walked
-  std::vector<std::string>* skipped;                  // "<folder>: <why>", across the split
+  std::string root;                        // the class folder's real path
+  std::set<std::pair<dev_t, ino_t>> seen;  // folders walked
+  std::vector<std::string>* skipped;       // "<folder>: <why>", across the split
 };
 
 // Every image file under dir, recursively, in sorted order (os.walk with sorted names and followed links, as
@@ -206,7 +206,7 @@ void ImageFolderDataset::truncate(int64_t n) {
   files_ = std::move(files), labels_ = std::move(labels);
 }
 
-bool ImageFolderDataset::load(int64_t i, float* out, const uint64_t* key, std::string& why) const {
+bool ImageFolderDataset::load(int64_t i, Sink sink, const uint64_t* key, std::string& why) const {
   const ImageCodec& codec = image_codec();
   const std::vector<uint8_t> bytes = read_whole(files_[static_cast<size_t>(i)], why);
   if (!why.empty()) return false;
@@ -252,13 +252,18 @@ bool ImageFolderDataset::load(int64_t i, float* out, const uint64_t* key, std::s
     why = err;
     return false;
   }
-  bgr_to_chw(crop.data(), S, S, static_cast<size_t>(S) * 3, affine_, flip, out);
+  if (sink.bytes) {
+    bgr_to_chw_u8(crop.data(), S, S, static_cast<size_t>(S) * 3, sink.bytes);
+    *sink.draw = SampleDraw{0, 0, flip ? 1 : 0};
+  } else {
+    bgr_to_chw(crop.data(), S, S, static_cast<size_t>(S) * 3, affine_, flip, sink.out);
+  }
   return true;
 }
 
-int32_t ImageFolderDataset::fill(int64_t i, float* out, const uint64_t* key) const {
+int32_t ImageFolderDataset::fill(int64_t i, Sink sink, const uint64_t* key) const {
   std::string why;
-  if (load(i, out, key, why)) return labels_[static_cast<size_t>(i)];
+  if (load(i, sink, key, why)) return labels_[static_cast<size_t>(i)];
   OCTET_CHECK(o_.skip_bad, files_[static_cast<size_t>(i)] << ": " << why << " (data.skip_bad: true stands the next "
                                                           << "readable image in)");
   {
@@ -269,24 +274,24 @@ int32_t ImageFolderDataset::fill(int64_t i, float* out, const uint64_t* key) con
   for (int64_t k = 1; k <= 16; ++k) {  // the next files in order, deterministic for every rank and resume
     const int64_t j = (i + k) % size();
     std::string w2;
-    if (load(j, out, key, w2)) return labels_[static_cast<size_t>(j)];
+    if (load(j, sink, key, w2)) return labels_[static_cast<size_t>(j)];
   }
   OCTET_THROW(files_[static_cast<size_t>(i)] << ": " << why << ", and the 16 files after it are unreadable too");
 }
 
-void ImageFolderDataset::copy_sample(int64_t i, float* out) const { fill(i, out, nullptr); }
+void ImageFolderDataset::copy_sample(int64_t i, float* out) const { fill(i, {out}, nullptr); }
 
-void ImageFolderDataset::copy_train_sample(int64_t i, float* out, uint64_t key) const { fill(i, out, &key); }
+void ImageFolderDataset::copy_train_sample(int64_t i, float* out, uint64_t key) const { fill(i, {out}, &key); }
 
-void ImageFolderDataset::copy_samples(const int64_t* idx, size_t n, float* out, int32_t* labels,
-                                      const uint64_t* keys) const {
-  const int64_t d = shape_numel(sample_shape());
+template <class MakeSink>
+void ImageFolderDataset::fill_all(const int64_t* idx, size_t n, int32_t* labels, const uint64_t* keys,
+                                  MakeSink make_sink) const {
   const size_t T = std::min<size_t>(static_cast<size_t>(o_.threads), n);
   std::vector<std::exception_ptr> errors(n);
   auto work = [&](size_t t) {
     for (size_t k = t; k < n; k += T) {
       try {
-        labels[k] = fill(idx[k], out + static_cast<int64_t>(k) * d, keys ? &keys[k] : nullptr);
+        labels[k] = fill(idx[k], make_sink(k), keys ? &keys[k] : nullptr);
       } catch (...) {
         errors[k] = std::current_exception();
       }
@@ -298,6 +303,21 @@ void ImageFolderDataset::copy_samples(const int64_t* idx, size_t n, float* out, 
   for (auto& th : pool) th.join();
   for (auto& e : errors)  // the first failing sample of the batch, whichever thread met it
     if (e) std::rethrow_exception(e);
+}
+
+void ImageFolderDataset::copy_samples(const int64_t* idx, size_t n, float* out, int32_t* labels,
+                                      const uint64_t* keys) const {
+  const int64_t d = shape_numel(sample_shape());
+  fill_all(idx, n, labels, keys, [&](size_t k) { return Sink{out + static_cast<int64_t>(k) * d}; });
+}
+
+void ImageFolderDataset::copy_samples_u8(const int64_t* idx, size_t n, uint8_t* out, int32_t* labels,
+                                         const uint64_t* keys, SampleDraw* draws) const {
+  const int64_t d = shape_numel(sample_shape());
+  std::vector<SampleDraw> none(keys ? 0 : n);  // evaluation: no draws are sent
+  fill_all(idx, n, labels, keys, [&](size_t k) {
+    return Sink{nullptr, out + static_cast<int64_t>(k) * d, keys ? draws + k : none.data() + k};
+  });
 }
 
 std::string ImageFolderDataset::take_notes() const {

@@ -37,6 +37,9 @@ class ImageFolderDataset : public Dataset {
   void copy_sample(int64_t i, float* out) const override;
   void copy_train_sample(int64_t i, float* out, uint64_t key) const override;
   void copy_samples(const int64_t* idx, size_t n, float* out, int32_t* labels, const uint64_t* keys) const override;
+  const ChannelAffine* u8_affine() const override { return &affine_; }
+  void copy_samples_u8(const int64_t* idx, size_t n, uint8_t* out, int32_t* labels, const uint64_t* keys,
+                       SampleDraw* draws) const override;
   int32_t label(int64_t i) const override { return labels_[static_cast<size_t>(i)]; }
   std::string describe() const override { return description_; }
   std::string take_notes() const override;
@@ -48,10 +51,20 @@ class ImageFolderDataset : public Dataset {
   void truncate(int64_t n);
 
  private:
-  // Decodes file i into out; false with the reason when it cannot be read or decoded.
-  bool load(int64_t i, float* out, const uint64_t* key, std::string& why) const;
+  // Where a sample goes: normalized floats (out), or for a uint8 batch its RGB CHW bytes before the flip and
+  // normalization (bytes) with the flip in draw (the device applies both).
+  struct Sink {
+    float* out = nullptr;
+    uint8_t* bytes = nullptr;
+    SampleDraw* draw = nullptr;
+  };
+  // Decodes file i into the sink; false with the reason when it cannot be read or decoded.
+  bool load(int64_t i, Sink sink, const uint64_t* key, std::string& why) const;
   // Sample i, or with skip_bad the next readable one; returns the label of what was written.
-  int32_t fill(int64_t i, float* out, const uint64_t* key) const;
+  int32_t fill(int64_t i, Sink sink, const uint64_t* key) const;
+  // n samples into sink k of make_sink(k), spread over the decode threads.
+  template <class MakeSink>
+  void fill_all(const int64_t* idx, size_t n, int32_t* labels, const uint64_t* keys, MakeSink make_sink) const;
 
   ImageFolderOptions o_;
   std::string description_;

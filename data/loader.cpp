@@ -12,7 +12,9 @@
 #include "core/error.h"
 #include "core/trace.h"
 #include "core/exec.h"
+#include "core/launch.h"
 #include "core/rng.h"
+#include "data/u8_batch.h"
 
 namespace octet {
 
@@ -49,24 +51,54 @@ std::vector<int64_t> Sampler::indices(int64_t epoch, int64_t b) const {
   return out;
 }
 
-void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch& out, const uint64_t* epoch) {
+void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch& out, const uint64_t* epoch, bool u8) {
   Shape s = data.sample_shape();
   s.insert(s.begin(), static_cast<int64_t>(idx.size()));
-  out.x.resize(s);
+  out.shape = s;
   out.labels.resize(idx.size());
   std::vector<uint64_t> keys;
   if (epoch)
     for (int64_t i : idx) keys.push_back(sample_key(*epoch, i));
-  data.copy_samples(idx.data(), idx.size(), out.x.data(), out.labels.data(), epoch ? keys.data() : nullptr);
+  out.affine = u8 ? data.u8_affine() : nullptr;
+  out.drawn = out.affine && epoch;
+  if (!out.affine) {
+    out.x.resize(s);
+    data.copy_samples(idx.data(), idx.size(), out.x.data(), out.labels.data(), epoch ? keys.data() : nullptr);
+    return;
+  }
+  const size_t bytes = static_cast<size_t>(shape_numel(s)), pad = (bytes + 3) / 4 * 4;
+  out.raw.resize({static_cast<int64_t>((pad + idx.size() * sizeof(SampleDraw)) / 4)});
+  uint8_t* base = reinterpret_cast<uint8_t*>(out.raw.data());
+  data.copy_samples_u8(idx.data(), idx.size(), base, out.labels.data(), epoch ? keys.data() : nullptr,
+                       reinterpret_cast<SampleDraw*>(base + pad));
 }
 
-void to_device(const Batch& b, Tensor& x, Buffer<int32_t>& labels, const Stream& s) {
-  if (x.device() != s.device) x = Tensor(Shape{0}, s.device);
-  x.resize(b.x.shape());
-  x.copy_from(b.x, s);
-  if (labels.device() != s.device) labels = Buffer<int32_t>(0, s.device);
-  labels.resize(b.labels.size());
-  copy_async(labels.data(), b.labels.data(), 4 * b.labels.size(), CopyKind::HostToDevice, s);
+void to_device(const Batch& b, DeviceBatch& d, const Exec& ex, const Stream& s) {
+  const Device dev = s.device;
+  ex.wait(s, d.released);
+  if (d.x.device() != dev) d.x = Tensor(Shape{0}, dev);
+  d.x.resize(b.shape);
+  if (d.labels.device() != dev) d.labels = Buffer<int32_t>(0, dev);
+  d.labels.resize(b.labels.size());
+  copy_async(d.labels.data(), b.labels.data(), 4 * b.labels.size(), CopyKind::HostToDevice, s);
+  if (!b.affine) return d.x.copy_from(b.x, s);
+  if (d.table_of != b.affine) {  // the normalization's arrays, once per dataset (set-up: a synchronous copy)
+    const std::vector<float> t = affine_table(*b.affine);
+    d.table = Tensor({static_cast<int64_t>(t.size())}, dev);
+    copy_sync(dev, d.table.data(), t.data(), 4 * t.size(), CopyKind::HostToDevice);
+    d.table_of = b.affine;
+  }
+  const int64_t B = b.shape[0], n = shape_numel(b.shape) / B, C = static_cast<int64_t>(b.affine->scale.size());
+  const int64_t H = b.shape.size() == 4 ? b.shape[2] : n / C, W = b.shape.size() == 4 ? b.shape[3] : 1;
+  const size_t bytes = static_cast<size_t>(B * n), pad = (bytes + 3) / 4 * 4;
+  const size_t sent = b.drawn ? pad + static_cast<size_t>(B) * sizeof(SampleDraw) : bytes;
+  if (d.raw.device() != dev) d.raw = Buffer<uint8_t>(0, dev);
+  d.raw.resize(pad + static_cast<size_t>(B) * sizeof(SampleDraw));
+  copy_async(d.raw.data(), b.raw.data(), sent, CopyKind::HostToDevice, s);
+  const SampleDraw* draws = b.drawn ? reinterpret_cast<const SampleDraw*>(d.raw.data() + pad) : nullptr;
+  launch_twin("normalize batch", normalize_batch_cpu, OCTET_CUDA_TWIN(normalize_batch_cuda), s,
+              static_cast<const uint8_t*>(d.raw.data()), draws, static_cast<const float*>(d.table.data()),
+              b.affine->pixel_shift.empty() ? 0 : 1, B, C, H, W, d.x.data());
 }
 
 Prefetcher::Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth,
@@ -120,11 +152,12 @@ void Prefetcher::run(int base) {
         }
       }
       if (device_ && !batch.x.is_pinned()) batch.x = Tensor::pinned(Shape{0});  // grows page-locked
+      if (device_ && !batch.raw.is_pinned()) batch.raw = Tensor::pinned(Shape{0});
       batch.index = b;
       {
         TraceSpan span("assemble batch", nullptr, nullptr, b);
         const uint64_t key = epoch_key(sampler_.seed(), epoch_);  // training draws: run seed, epoch, sample
-        assemble_batch(data_, sampler_.indices(epoch_, b), batch, &key);
+        assemble_batch(data_, sampler_.indices(epoch_, b), batch, &key, device_ != nullptr);
       }
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || queue_.size() < depth_; });
@@ -152,7 +185,7 @@ bool Prefetcher::next(Batch& out) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return !queue_.empty() || done_; });
   if (!queue_.empty()) {
-    if (out.x.numel() > 0) free_.push_back(std::move(out));  // the previous batch's storage, for the loader to reuse
+    if (!out.empty()) free_.push_back(std::move(out));  // the previous batch's storage, for the loader to reuse
     out = std::move(queue_.front());
     queue_.pop_front();
     cv_.notify_all();

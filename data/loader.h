@@ -33,9 +33,29 @@ class Sampler {
 };
 
 struct Batch {
-  Tensor x;                // [B,C,H,W]
+  Tensor x;                // [B,C,H,W] normalized (empty in a uint8 batch)
   Buffer<int32_t> labels;  // B
   int64_t index = 0;       // batch index within the epoch
+  // A uint8 batch (for a device, which normalizes it: to_device): B samples' bytes, then B SampleDraws at the next
+  // 4-byte boundary, in raw's storage (page-locked for a device); shape: [B, sample shape]; affine: the dataset's
+  // normalization. Null affine: a normalized batch in x.
+  Tensor raw;
+  Shape shape;
+  const ChannelAffine* affine = nullptr;
+  bool drawn = false;  // the draws are those of training (else all zero and not sent)
+  bool empty() const { return x.numel() == 0 && raw.numel() == 0; }
+};
+
+// A batch's home on a device: images [B,C,H,W] fp32 and labels, with a uint8 batch's bytes and the normalization's
+// table (data/u8_batch.h) beside them. released: the last step that read it is done with it on its stream (to_device
+// queues its copies after that).
+struct DeviceBatch {
+  Tensor x;
+  Buffer<int32_t> labels;
+  Buffer<uint8_t> raw;
+  Tensor table;
+  const ChannelAffine* table_of = nullptr;  // the normalization table holds
+  Event released;
 };
 
 // Produces the batches [first, batches_per_epoch) of one epoch on a background thread, at most depth ahead. The
@@ -75,10 +95,13 @@ class Prefetcher {
 };
 
 // Fills a batch synchronously (used by the prefetch thread and by evaluation). epoch: the epoch's key
-// (epoch_key(seed, epoch)) for training samples (augmented where the dataset augments), nullptr for evaluation.
-void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch& out, const uint64_t* epoch = nullptr);
-// A host batch's images and labels into storage on s's device (re-made there, grown as needed), queued on stream s
-// (a device's copy stream).
-void to_device(const Batch& b, Tensor& x, Buffer<int32_t>& labels, const Stream& s);
+// (epoch_key(seed, epoch)) for training samples (augmented where the dataset augments), nullptr for evaluation. u8: a
+// uint8 batch where the dataset can give one (Dataset::u8_affine), for a device to normalize.
+void assemble_batch(const Dataset& data, const std::vector<int64_t>& idx, Batch& out, const uint64_t* epoch = nullptr,
+                    bool u8 = false);
+// A host batch into d on s's device (re-made there, grown as needed), queued on stream s (a device's copy stream)
+// after d.released: a normalized batch copied as it is; a uint8 batch copied as bytes and draws, then cropped, flipped
+// and normalized there (to the host path's bits).
+void to_device(const Batch& b, DeviceBatch& d, const Exec& ex, const Stream& s);
 
 }  // namespace octet

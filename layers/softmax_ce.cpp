@@ -17,6 +17,11 @@ void on(Buffer<T>& b, Device d, size_t n) {
 }  // namespace
 
 LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, const int32_t* labels, Exec& exec) {
+  launch(logits, labels, exec);
+  return result();
+}
+
+void SoftmaxCrossEntropy::launch(const Tensor& logits, const int32_t* labels, Exec& exec) {
   const Device d = exec.device();
   OCTET_CHECK(logits.ndim() == 2, "softmax_ce expects [N,K] logits, got " << shape_str(logits.shape()));
   OCTET_CHECK(logits.device() == d, "softmax_ce forward: the logits " << shape_str(logits.shape()) << " are on "
@@ -29,26 +34,36 @@ LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, const int32_t* lab
   if (probs_.device() != d) probs_ = Tensor(Shape{0}, d);
   probs_.resize(logits.shape());
   labels_ = labels;
+  exec_ = &exec, n_ = n, k_ = k;
   on(loss_, d, static_cast<size_t>(n));
   on(hit_, d, static_cast<size_t>(n));
   const Stream s = exec.compute();
   launch_twin("softmax_ce forward", ce_forward_cpu, OCTET_CUDA_TWIN(ce_forward_cuda), s, logits.data(), labels,
               probs_.data(), loss_.data(), hit_.data(), n, k);
+  if (d == Device::CPU) return;
+  // The per-sample results to the host, once the kernel has written them.
+  const size_t bytes = static_cast<size_t>(n) * (sizeof(double) + sizeof(int32_t));
+  if (bytes > back_bytes_) back_ = std::shared_ptr<void>(pinned_alloc(bytes), pinned_free), back_bytes_ = bytes;
+  double* loss = static_cast<double*>(back_.get());
+  copy_async(loss, loss_.data(), sizeof(double) * n, CopyKind::DeviceToHost, s);
+  copy_async(loss + n, hit_.data(), sizeof(int32_t) * n, CopyKind::DeviceToHost, s);
+  ready_ = exec.record(s);
+}
+
+LossResult SoftmaxCrossEntropy::result() {
+  OCTET_CHECK(exec_, "softmax_ce result before forward");
   const double* loss = loss_.data();
   const int32_t* hit = hit_.data();
-  if (d != Device::CPU) {  // the per-sample results back to the host, once the kernel has written them
-    loss_host_.resize(static_cast<size_t>(n));
-    hit_host_.resize(static_cast<size_t>(n));
-    copy_async(loss_host_.data(), loss_.data(), sizeof(double) * n, CopyKind::DeviceToHost, s);
-    copy_async(hit_host_.data(), hit_.data(), sizeof(int32_t) * n, CopyKind::DeviceToHost, s);
-    exec.sync(s);
-    loss = loss_host_.data(), hit = hit_host_.data();
+  if (exec_->device() != Device::CPU) {
+    exec_->sync(ready_);
+    loss = static_cast<const double*>(back_.get());
+    hit = reinterpret_cast<const int32_t*>(loss + n_);
   }
   LossResult r;
-  r.count = n;
-  for (int64_t i = 0; i < n; ++i) {
+  r.count = n_;
+  for (int64_t i = 0; i < n_; ++i) {
     if (hit[i] < 0)  // the kernel leaves the label it read in the loss's place
-      OCTET_THROW("label " << static_cast<int64_t>(loss[i]) << " of sample " << i << " outside [0," << k << ")");
+      OCTET_THROW("label " << static_cast<int64_t>(loss[i]) << " of sample " << i << " outside [0," << k_ << ")");
     r.loss_sum += loss[i];
     r.correct += hit[i] & 1;
     r.correct5 += (hit[i] >> 1) & 1;

@@ -3,6 +3,7 @@
 // losses and hits are computed where the logits are, read back, and summed on the host in sample order.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/exec.h"
@@ -20,8 +21,12 @@ struct LossResult {
 class SoftmaxCrossEntropy {
  public:
   // logits: [N,K] on exec's device; labels: N class indices in [0,K), on the same device (checked). Keeps the
-  // probabilities for backward.
+  // probabilities for backward. forward = launch + result.
   LossResult forward(const Tensor& logits, const int32_t* labels, Exec& exec = Exec::host());
+  // Queues the loss kernel and the copy of its per-sample results to the host (on a device; the CPU runs it at once);
+  // result() waits for that copy alone and sums them, so the work queued between (backward) keeps the device busy.
+  void launch(const Tensor& logits, const int32_t* labels, Exec& exec = Exec::host());
+  LossResult result();
   // dlogits (on exec's device, checked) = (softmax - onehot(label)) * grad_scale; the mean loss uses 1/N.
   void backward(Tensor& dlogits, float grad_scale, Exec& exec = Exec::host()) const;
 
@@ -30,8 +35,11 @@ class SoftmaxCrossEntropy {
   const int32_t* labels_ = nullptr;
   Buffer<double> loss_;  // per-sample losses and hits where the logits are
   Buffer<int32_t> hit_;
-  std::vector<double> loss_host_;  // their host copies (device runs)
-  std::vector<int32_t> hit_host_;
+  std::shared_ptr<void> back_;  // their page-locked host copies (device runs): N doubles, then N int32s
+  size_t back_bytes_ = 0;
+  Event ready_;           // ... there once this is reached
+  Exec* exec_ = nullptr;  // where the last launch ran
+  int64_t n_ = 0, k_ = 0;
 };
 
 // The kernel pair. Forward, per sample i: the probabilities' row, loss[i] = -log p(label), hit[i] = top-1 (bit 0) |

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "core/launch.h"
 
@@ -66,49 +67,86 @@ void Optimizer::restrict(const std::string& name, int64_t offset, int64_t count)
   OCTET_THROW("optimizer: no parameter named " << name);
 }
 
-void Optimizer::step(float lr) {
-  // One non-finite flag per parameter: host memory, or one tensor on the device for parameters there, read back once.
-  flags_.assign(params_.size(), 0);
+void Optimizer::build(Table& host, Table& dev) {
   const Device d = exec_->device();
-  bool any_dev = false;
   for (size_t i = 0; i < params_.size(); ++i) {
-    Param& p = params_[i];
+    const Param& p = params_[i];
     OCTET_CHECK(p.value->device() == p.grad->device() && (p.value->device() == Device::CPU || p.value->device() == d),
                 "optimizer: " << p.name << " is on " << device_name(p.value->device()) << ", its gradient on "
                               << device_name(p.grad->device()) << ", the update runs on " << device_name(d));
-    const bool dev = p.value->device() != Device::CPU;
-    any_dev = any_dev || dev;
     const auto [off, n] = range_[i];
-    float* state = buf_.empty() ? nullptr : buf_[i].data() + off;
-    if (dev && flags_dev_.numel() != static_cast<int64_t>(params_.size()))
-      flags_dev_ = Tensor({static_cast<int64_t>(params_.size())}, d);
-    uint32_t* flag = dev ? reinterpret_cast<uint32_t*>(flags_dev_.data()) + i : &flags_[i];
-    if (n == 0) continue;
-    const Stream stream = dev ? exec_->compute() : Stream{};
-    const float plr = lr * mult_[i].lr, pwd = cfg_.weight_decay * mult_[i].decay;
-    if (cfg_.type == OptimizerType::Sgd)
-      launch_twin("sgd update", sgd_update_cpu, OCTET_CUDA_TWIN(sgd_update_cuda), stream, p.value->data() + off,
-                  p.grad->data() + off, state, n, SgdHyper{plr, cfg_.momentum, pwd, cfg_.nesterov}, flag);
-    else
-      launch_twin("rmsprop update", rmsprop_update_cpu, OCTET_CUDA_TWIN(rmsprop_update_cuda), stream,
-                  p.value->data() + off, p.grad->data() + off, state, n, RmspropHyper{plr, cfg_.alpha, cfg_.eps, pwd},
-                  flag);
+    Table& t = p.value->device() == Device::CPU ? host : dev;
+    t.param.push_back(i);
+    t.slices.push_back({p.value->data() + off, p.grad->data() + off, buf_.empty() ? nullptr : buf_[i].data() + off, n,
+                        mult_[i].lr, mult_[i].decay});
   }
-  if (any_dev) {  // the device flags (zeroed after each read) OR into the host ones, once the updates are done
-    Tensor host(flags_dev_.shape());
-    host.copy_from(flags_dev_, exec_->compute());
-    flags_dev_.zero(exec_->compute());
-    exec_->sync(exec_->compute());
-    for (size_t i = 0; i < params_.size(); ++i) {
-      uint32_t f;
-      std::memcpy(&f, host.data() + i, 4);
-      flags_[i] |= f;
-    }
-  }
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (flags_[i])
+  host.chunks = update_chunks(host.slices);
+  dev.chunks = update_chunks(dev.slices);
+}
+
+namespace {
+bool same_bytes(const void* a, const void* b, size_t bytes) { return bytes == 0 || std::memcmp(a, b, bytes) == 0; }
+
+// The fused update of one table's chunks, queued on s (run at once on the CPU).
+void launch_update(const OptimizerConfig& c, float lr, const UpdateSlice* slices, const UpdateChunk* chunks,
+                   int64_t nchunks, uint32_t* flags, const Stream& s) {
+  if (c.type == OptimizerType::Sgd)
+    launch_twin("sgd update", sgd_multi_cpu, OCTET_CUDA_TWIN(sgd_multi_cuda), s, slices, chunks, nchunks,
+                SgdHyper{lr, c.momentum, c.weight_decay, c.nesterov}, flags);
+  else
+    launch_twin("rmsprop update", rmsprop_multi_cpu, OCTET_CUDA_TWIN(rmsprop_multi_cuda), s, slices, chunks, nchunks,
+                RmspropHyper{lr, c.alpha, c.eps, c.weight_decay}, flags);
+}
+}  // namespace
+
+void Optimizer::throw_if_flagged(const Table& t, const uint32_t* flags) const {
+  for (size_t k = 0; k < t.param.size(); ++k)
+    if (flags[k])
       OCTET_THROW_NONFINITE("the update left non-finite values in "
-                            << params_[i].name << " (a NaN or infinite gradient, or a step too large for fp32)");
+                            << params_[t.param[k]].name
+                            << " (a NaN or infinite gradient, or a step too large for fp32)");
+}
+
+void Optimizer::check() {
+  if (!pending_) return;
+  pending_ = false;
+  exec_->sync(flags_ready_);
+  throw_if_flagged(dev_, flags_back_.get());
+}
+
+void Optimizer::step(float lr) {
+  check();  // the previous device update's flags, before this one's copy overwrites them
+  Table host, dev;
+  build(host, dev);
+  if (!host.chunks.empty()) {  // parameters in host memory: updated and checked at once
+    std::vector<uint32_t> flags(host.slices.size(), 0);
+    launch_update(cfg_, lr, host.slices.data(), host.chunks.data(), static_cast<int64_t>(host.chunks.size()),
+                  flags.data(), Stream{});
+    host_ = std::move(host);
+    throw_if_flagged(host_, flags.data());
+  }
+  if (dev.chunks.empty()) return;
+  const Device d = exec_->device();
+  const Stream s = exec_->compute();
+  const size_t ns = dev.slices.size(), nc = dev.chunks.size();
+  if (ns != dev_.slices.size() || nc != dev_.chunks.size() ||
+      !same_bytes(dev.slices.data(), dev_.slices.data(), ns * sizeof(UpdateSlice)) ||
+      !same_bytes(dev.chunks.data(), dev_.chunks.data(), nc * sizeof(UpdateChunk))) {
+    // A new table (the first step, a restrict()): set-up, so synchronous copies are fine.
+    dev_slices_ = Buffer<UpdateSlice>(ns, d);
+    dev_chunks_ = Buffer<UpdateChunk>(nc, d);
+    copy_sync(d, dev_slices_.data(), dev.slices.data(), ns * sizeof(UpdateSlice), CopyKind::HostToDevice);
+    copy_sync(d, dev_chunks_.data(), dev.chunks.data(), nc * sizeof(UpdateChunk), CopyKind::HostToDevice);
+    dev_flags_ = Buffer<uint32_t>(ns, d);
+    flags_back_ = std::shared_ptr<uint32_t>(static_cast<uint32_t*>(pinned_alloc(ns * sizeof(uint32_t))), pinned_free);
+    dev_ = std::move(dev);
+  }
+  // (Zeroed here rather than after the read-back: the previous copy has been waited for by check().)
+  zero_async(dev_flags_.data(), ns * sizeof(uint32_t), s);
+  launch_update(cfg_, lr, dev_slices_.data(), dev_chunks_.data(), static_cast<int64_t>(nc), dev_flags_.data(), s);
+  copy_async(flags_back_.get(), dev_flags_.data(), ns * sizeof(uint32_t), CopyKind::DeviceToHost, s);
+  flags_ready_ = exec_->record(s);
+  pending_ = true;
 }
 
 std::vector<std::pair<std::string, Tensor*>> Optimizer::state() {

@@ -54,9 +54,14 @@ class Optimizer {
             const std::map<std::string, ParamMult>& mults = {});
   // The multipliers step() applies to parameter i.
   const ParamMult& mult(size_t i) const { return mult_.at(i); }
-  // One update of every parameter with its grad at learning rate lr. Throws NonFiniteError naming the first parameter
-  // whose updated values are NaN or infinite (checked inside the update kernels, at no extra pass).
+  // One update of every parameter with its grad at learning rate lr: one fused launch for the parameters on the device
+  // and one pass for those on the host. Throws NonFiniteError naming the first parameter whose updated values are NaN
+  // or infinite (checked inside the update kernels, at no extra pass): at once for host parameters; for those on the
+  // device by check(), so that a step queues its update without waiting for it (step() checks the update before it).
   void step(float lr);
+  // Waits for the last device update and throws NonFiniteError naming the first parameter it left non-finite values
+  // in; nothing when there is none to check. Call before the parameters are read (checkpoints, evaluation, the end).
+  void check();
   // Named state tensors (momentum buffers / squared averages), for checkpoints.
   std::vector<std::pair<std::string, Tensor*>> state();
   const OptimizerConfig& config() const { return cfg_; }
@@ -71,8 +76,22 @@ class Optimizer {
   std::vector<ParamMult> mult_;                     // one per param
   std::vector<Tensor> buf_;                         // one per param when the method keeps state
   std::vector<std::pair<int64_t, int64_t>> range_;  // per param: {offset, count} updated by step()
-  std::vector<uint32_t> flags_;                     // per param: the update left a non-finite value
-  Tensor flags_dev_;  // the same for parameters on the GPU (uint32 bits in float slots, zero between steps)
+  // The fused update's tables, per side: slices (one per parameter there) and their chunks. The device's live in its
+  // memory (re-uploaded when a pointer or a range changes) beside a host mirror to compare with.
+  struct Table {
+    std::vector<size_t> param;  // slice -> parameter index
+    std::vector<UpdateSlice> slices;
+    std::vector<UpdateChunk> chunks;
+  };
+  Table host_, dev_;
+  Buffer<UpdateSlice> dev_slices_;
+  Buffer<UpdateChunk> dev_chunks_;
+  Buffer<uint32_t> dev_flags_;  // per device slice: its update left a non-finite value (zeroed before each update)
+  std::shared_ptr<uint32_t> flags_back_;  // their page-locked host copy, read by check()
+  Event flags_ready_;                     // ... once this is reached
+  bool pending_ = false;                  // a device update not yet checked
+  void build(Table& host, Table& dev);
+  void throw_if_flagged(const Table& t, const uint32_t* flags) const;
 };
 
 }  // namespace octet

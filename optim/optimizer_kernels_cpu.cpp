@@ -1,7 +1,6 @@
-// CPU reference parameter updates (vectorizable loops; the CUDA twins must match them to float rounding). Each also
-// reports a non-finite updated weight: the check rides on the store it already does (a NaN or infinite gradient,
-// momentum or step always leaves one), so training stops at the step it happens.
-#include <cmath>
+// CPU reference parameter updates (vectorizable loops over optimizer_kernels.h's per-element math; the CUDA twins must
+// match them to float rounding). Each also reports a non-finite updated weight: the check rides on the store it already
+// does (a NaN or infinite gradient, momentum or step always leaves one), so training stops at the step it happens.
 #include <cstring>
 
 #include "optim/optimizer_kernels.h"
@@ -17,44 +16,66 @@ inline uint32_t not_finite(float f) {
   return (b & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
 }
 
-}  // namespace
-
-void sgd_update_cpu(float* __restrict w, const float* __restrict g, float* __restrict v, int64_t n, const SgdHyper& h,
-                    uint32_t* nonfinite, const Stream&) {
-  const float lr = h.lr, m = h.momentum, wd = h.weight_decay;
+// n elements of one slice; the method's constants are literals in each loop, so every variant vectorizes.
+uint32_t sgd_span(float* __restrict w, const float* __restrict g, float* __restrict v, int64_t n, float lr, float m,
+                  float wd, bool nesterov) {
   uint32_t bad = 0;
   if (m == 0.f) {
     for (int64_t i = 0; i < n; ++i) {
-      w[i] -= lr * (g[i] + wd * w[i]);
+      w[i] = sgd_value(w[i], g[i], nullptr, lr, 0.f, wd, false);
       bad |= not_finite(w[i]);
     }
-  } else if (h.nesterov) {
+  } else if (nesterov) {
     for (int64_t i = 0; i < n; ++i) {
-      const float d = g[i] + wd * w[i];
-      v[i] = m * v[i] + d;
-      w[i] -= lr * (d + m * v[i]);
+      w[i] = sgd_value(w[i], g[i], v + i, lr, m, wd, true);
       bad |= not_finite(w[i]);
     }
   } else {
     for (int64_t i = 0; i < n; ++i) {
-      v[i] = m * v[i] + (g[i] + wd * w[i]);
-      w[i] -= lr * v[i];
+      w[i] = sgd_value(w[i], g[i], v + i, lr, m, wd, false);
       bad |= not_finite(w[i]);
     }
   }
-  *nonfinite |= bad;
+  return bad;
 }
 
-void rmsprop_update_cpu(float* __restrict w, const float* __restrict g, float* __restrict s, int64_t n,
-                        const RmspropHyper& h, uint32_t* nonfinite, const Stream&) {
-  uint32_t bad = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float d = g[i] + h.weight_decay * w[i];
-    s[i] = h.alpha * s[i] + (1.f - h.alpha) * d * d;
-    w[i] -= h.lr * d / (std::sqrt(s[i]) + h.eps);
-    bad |= not_finite(w[i]);
+}  // namespace
+
+std::vector<UpdateChunk> update_chunks(const std::vector<UpdateSlice>& slices) {
+  std::vector<UpdateChunk> out;
+  for (size_t i = 0; i < slices.size(); ++i)
+    for (int64_t b = 0; b < slices[i].n; b += kUpdateChunk)
+      out.push_back(
+          {b, static_cast<int32_t>(i), static_cast<int32_t>(std::min<int64_t>(kUpdateChunk, slices[i].n - b))});
+  return out;
+}
+
+void sgd_multi_cpu(const UpdateSlice* slices, const UpdateChunk* chunks, int64_t nchunks, const SgdHyper& h,
+                   uint32_t* nonfinite, const Stream&) {
+  for (int64_t c = 0; c < nchunks; ++c) {
+    const UpdateChunk& k = chunks[c];
+    const UpdateSlice& s = slices[k.slice];
+    nonfinite[k.slice] |= sgd_span(s.w + k.begin, s.g + k.begin, s.state ? s.state + k.begin : nullptr, k.count,
+                                   h.lr * s.lr_mult, h.momentum, h.weight_decay * s.decay_mult, h.nesterov);
   }
-  *nonfinite |= bad;
+}
+
+void rmsprop_multi_cpu(const UpdateSlice* slices, const UpdateChunk* chunks, int64_t nchunks, const RmspropHyper& h,
+                       uint32_t* nonfinite, const Stream&) {
+  for (int64_t c = 0; c < nchunks; ++c) {
+    const UpdateChunk& k = chunks[c];
+    const UpdateSlice& s = slices[k.slice];
+    float* __restrict w = s.w + k.begin;
+    const float* __restrict g = s.g + k.begin;
+    float* __restrict sq = s.state + k.begin;
+    const float lr = h.lr * s.lr_mult, wd = h.weight_decay * s.decay_mult;
+    uint32_t bad = 0;
+    for (int32_t i = 0; i < k.count; ++i) {
+      w[i] = rmsprop_value(w[i], g[i], sq + i, lr, h.alpha, h.eps, wd);
+      bad |= not_finite(w[i]);
+    }
+    nonfinite[k.slice] |= bad;
+  }
 }
 
 void unscale_cpu(float* __restrict g, int64_t n, float inv_scale, uint32_t* nonfinite, const Stream&) {

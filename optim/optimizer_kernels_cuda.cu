@@ -1,42 +1,46 @@
-// CUDA twins of the parameter-update kernels (same formulas as optimizer_kernels_cpu.cpp, one thread per element).
+// CUDA twins of the parameter-update kernels: the fused updates run one block per chunk of the slice table (the same
+// per-element math as optimizer_kernels_cpu.cpp, from optimizer_kernels.h), and the loss-scale unscaling.
 #include <cuda_runtime.h>
 
-#include "core/exec.h"
-#include "core/error.h"
+#include "core/cuda_util.cuh"
 #include "optim/optimizer_kernels.h"
 
 namespace octet {
 
 __device__ inline unsigned not_finite(float f) { return (__float_as_uint(f) & 0x7f800000u) == 0x7f800000u ? 1u : 0u; }
 
-__global__ void sgd_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ v, int64_t n,
-                           SgdHyper h, uint32_t* nonfinite) {
-  unsigned bad = 0;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const float d = g[i] + h.weight_decay * w[i];
-    if (h.momentum == 0.f) {
-      w[i] -= h.lr * d;
-    } else {
-      const float vi = h.momentum * v[i] + d;
-      v[i] = vi;
-      w[i] -= h.lr * (h.nesterov ? d + h.momentum * vi : vi);
-    }
-    bad |= not_finite(w[i]);
-  }
-  if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) atomicOr(reinterpret_cast<unsigned*>(nonfinite), 1u);
+// A warp with a non-finite value sets its slice's flag once.
+__device__ inline void flag_if(unsigned bad, uint32_t* flag) {
+  if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) atomicOr(reinterpret_cast<unsigned*>(flag), 1u);
 }
 
-__global__ void rmsprop_kernel(float* __restrict__ w, const float* __restrict__ g, float* __restrict__ s, int64_t n,
-                               RmspropHyper h, uint32_t* nonfinite) {
-  unsigned bad = 0;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const float d = g[i] + h.weight_decay * w[i];
-    const float si = h.alpha * s[i] + (1.f - h.alpha) * d * d;
-    s[i] = si;
-    w[i] -= h.lr * d / (sqrtf(si) + h.eps);
-    bad |= not_finite(w[i]);
+// Each method's element update, by its hyper-parameters' type.
+__device__ inline float step_value(const SgdHyper& h, float w, float g, float* state, float lr, float wd) {
+  return sgd_value(w, g, state, lr, h.momentum, wd, h.nesterov);
+}
+__device__ inline float step_value(const RmspropHyper& h, float w, float g, float* state, float lr, float wd) {
+  return rmsprop_value(w, g, state, lr, h.alpha, h.eps, wd);
+}
+
+template <class Hyper>
+__global__ void multi_kernel(const UpdateSlice* __restrict__ slices, const UpdateChunk* __restrict__ chunks,
+                             int64_t nchunks, Hyper h, uint32_t* nonfinite) {
+  for (int64_t c = blockIdx.x; c < nchunks; c += gridDim.x) {
+    const UpdateChunk k = chunks[c];
+    const UpdateSlice s = slices[k.slice];
+    const float lr = h.lr * s.lr_mult, wd = h.weight_decay * s.decay_mult;
+    unsigned bad = 0;
+    // Every thread of the block runs the same trip count, so __any_sync sees the whole warp.
+    for (int32_t base = 0; base < k.count; base += blockDim.x) {
+      const int64_t i = k.begin + base + threadIdx.x;
+      if (base + static_cast<int32_t>(threadIdx.x) < k.count) {
+        const float w = step_value(h, s.w[i], s.g[i], s.state ? s.state + i : nullptr, lr, wd);
+        s.w[i] = w;
+        bad |= not_finite(w);
+      }
+    }
+    flag_if(bad, nonfinite + k.slice);
   }
-  if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) atomicOr(reinterpret_cast<unsigned*>(nonfinite), 1u);
 }
 
 __global__ void unscale_kernel(float* __restrict__ g, int64_t n, float inv_scale, uint32_t* nonfinite) {
@@ -45,29 +49,28 @@ __global__ void unscale_kernel(float* __restrict__ g, int64_t n, float inv_scale
     bad |= not_finite(g[i]);
     g[i] *= inv_scale;
   }
-  if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) atomicOr(reinterpret_cast<unsigned*>(nonfinite), 1u);
+  flag_if(bad, nonfinite);
 }
 
-static unsigned grid_for(int64_t n) {
-  int64_t blocks = (n + 255) / 256;
-  return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
+static unsigned chunk_grid(int64_t nchunks) { return static_cast<unsigned>(nchunks < 65535 ? nchunks : 65535); }
+
+void sgd_multi_cuda(const UpdateSlice* slices, const UpdateChunk* chunks, int64_t nchunks, const SgdHyper& h,
+                    uint32_t* nonfinite, const Stream& stream) {
+  if (nchunks == 0) return;
+  multi_kernel<<<chunk_grid(nchunks), 256, 0, cuda_stream(stream)>>>(slices, chunks, nchunks, h, nonfinite);
+  CHECK_LAUNCH("sgd_multi");
 }
 
-void sgd_update_cuda(float* w, const float* g, float* v, int64_t n, const SgdHyper& h, uint32_t* nonfinite,
-                     const Stream& stream) {
-  sgd_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream.handle)>>>(w, g, v, n, h, nonfinite);
-  CHECK_CUDA(cudaGetLastError());
-}
-
-void rmsprop_update_cuda(float* w, const float* g, float* s, int64_t n, const RmspropHyper& h, uint32_t* nonfinite,
-                         const Stream& stream) {
-  rmsprop_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream.handle)>>>(w, g, s, n, h, nonfinite);
-  CHECK_CUDA(cudaGetLastError());
+void rmsprop_multi_cuda(const UpdateSlice* slices, const UpdateChunk* chunks, int64_t nchunks, const RmspropHyper& h,
+                        uint32_t* nonfinite, const Stream& stream) {
+  if (nchunks == 0) return;
+  multi_kernel<<<chunk_grid(nchunks), 256, 0, cuda_stream(stream)>>>(slices, chunks, nchunks, h, nonfinite);
+  CHECK_LAUNCH("rmsprop_multi");
 }
 
 void unscale_cuda(float* g, int64_t n, float inv_scale, uint32_t* nonfinite, const Stream& stream) {
-  unscale_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream.handle)>>>(g, n, inv_scale, nonfinite);
-  CHECK_CUDA(cudaGetLastError());
+  unscale_kernel<<<grid_for(n), 256, 0, cuda_stream(stream)>>>(g, n, inv_scale, nonfinite);
+  CHECK_LAUNCH("unscale");
 }
 
 }  // namespace octet

@@ -38,31 +38,64 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& opt, Transport* t, c
   }
 }
 
+void DataParallelStep::harvest(PhaseTimes& times) {
+  if (!marks_) return;
+  const DeviceMarks m = *marks_;
+  marks_.reset();
+  Exec& ex = model_.exec();
+  ex.sync(m.update.timed() ? m.update : m.backward);  // (reached already: the update's check waited for it)
+  times.add(Phase::Forward, ex.seconds_between(m.start, m.forward));
+  times.add(Phase::Backward, ex.seconds_between(m.forward, m.backward));
+  if (m.update.timed()) times.add(Phase::Update, ex.seconds_between(m.update_start, m.update));
+}
+
 StepStats DataParallelStep::run_impl(const Tensor& x, const int32_t* labels, const StepContext& ctx, float lr) {
   StepStats s;
+  Exec& ex = model_.exec();
+  // On a device the host only queues the passes: their phases come from the device's clock (events around them, read
+  // one step late, when they are long reached), and nothing waits for the device before the loss is read.
+  const bool dev = on_device(ex.device());
+  PhaseTimes queueing;  // a device's: the host's time to queue the passes (traced, not reported)
+  PhaseTimes& host = dev ? queueing : s.times;
+  DeviceMarks m;
+  if (dev) m.start = ex.record_timed(ex.compute());
   {
-    ScopedPhase sp(s.times, Phase::Forward);
+    ScopedPhase sp(host, Phase::Forward);
     const Tensor& logits = model_.forward(x, ctx);
-    s.loss = loss_.forward(logits, labels, model_.exec());
+    loss_.launch(logits, labels, ex);
     dlogits_.resize(logits.shape());
   }
-  if (!std::isfinite(s.loss.loss_sum)) OCTET_THROW_NONFINITE("the loss is non-finite (" << s.loss.loss_sum << ")");
+  // The loss: on the CPU at once (no backward on a non-finite one), on a device after backward is queued.
+  auto read_loss = [&] {
+    s.loss = loss_.result();
+    if (!std::isfinite(s.loss.loss_sum)) OCTET_THROW_NONFINITE("the loss is non-finite (" << s.loss.loss_sum << ")");
+  };
+  if (!dev) read_loss();
+  if (dev) m.forward = ex.record_timed(ex.compute());
+  check_update();  // the previous step's update (a device's, checked now that this forward keeps the device busy)
+  harvest(s.times);
   if (overlap_) overlap_->begin(ctx.step);
   {
-    ScopedPhase sp(s.times, Phase::Backward);
+    ScopedPhase sp(host, Phase::Backward);
     const float scale = scaler_ ? scaler_->scale() : 1.f;  // fp16: the loss scaled so small gradients survive
-    loss_.backward(dlogits_, scale / static_cast<float>(s.loss.count), model_.exec());
+    loss_.backward(dlogits_, scale / static_cast<float>(dlogits_.dim(0)), ex);
     model_.backward(x, dlogits_);
+  }
+  if (dev) {
+    m.backward = ex.record_timed(ex.compute());
+    read_loss();  // (waits for the forward pass alone)
   }
   if (scaler_) {
     s.overflow_ranks = unscale_and_agree(static_cast<int64_t>(ctx.step));
     scaler_->update(s.overflow_ranks > 0);
     if (s.overflow_ranks > 0) {  // every rank skips the exchange and the update alike
       s.skipped = true;
+      if (dev) marks_ = m;
       return s;
     }
   }
   if (sync_) {
+    // (On a device the exchange's phases are the host's time: they include waiting for backward's last kernels.)
     if (overlap_)  // compress/communicate/decompress ran beside backward; only the wait is on the step's path
       s.times.add(Phase::Wait, overlap_->finish(s.comm));
     else
@@ -71,8 +104,13 @@ StepStats DataParallelStep::run_impl(const Tensor& x, const int32_t* labels, con
     s.times.add(Phase::Communicate, s.comm.communicate_s);
     s.times.add(Phase::Decompress, s.comm.decompress_s);
   }
-  ScopedPhase sp(s.times, Phase::Update);
-  opt_.step(lr);
+  {
+    ScopedPhase sp(host, Phase::Update);
+    if (dev) m.update_start = ex.record_timed(ex.compute());
+    opt_.step(lr);
+    if (dev) m.update = ex.record_timed(ex.compute());
+  }
+  if (dev) marks_ = m;
   return s;
 }
 

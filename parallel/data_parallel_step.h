@@ -35,6 +35,13 @@ class DataParallelStep : public Step {
   double bucket_mb_;
   Transport* t_;
   LossScaler* scaler_;
+  // A device step's timed events around its passes on the compute stream (update_start: after the exchange), read at
+  // the next step's update check, when they are reached.
+  struct DeviceMarks {
+    Event start, forward, backward, update_start, update;
+  };
+  std::optional<DeviceMarks> marks_;
+  void harvest(PhaseTimes& times);  // the last step's device times into times
   SoftmaxCrossEntropy loss_;
   Tensor dlogits_;  // [B, classes] on the model's device
 };

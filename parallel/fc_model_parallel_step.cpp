@@ -26,6 +26,7 @@ StepStats FcModelParallelStep::run_impl(const Tensor& x, const int32_t* labels, 
     ScopedPhase sp(s.times, Phase::Forward);
     a = &model_.forward_to(x, fc_start_, ctx);
   }
+  check_update();  // the previous step's update (a device's is checked one step late)
   s.loss = mp_->step(*a, labels, ctx, 1.0f / static_cast<float>(x.dim(0)), dact_, s.times, s.comm);
   if (!std::isfinite(s.loss.loss_sum)) OCTET_THROW_NONFINITE("the loss is non-finite (" << s.loss.loss_sum << ")");
   if (fc_start_ > 0) {
@@ -43,7 +44,7 @@ StepStats FcModelParallelStep::run_impl(const Tensor& x, const int32_t* labels, 
   return s;
 }
 
-void FcModelParallelStep::gather() { mp_->gather(opt_.state()); }
+void FcModelParallelStep::gather_impl() { mp_->gather(opt_.state()); }
 
 void FcModelParallelStep::verify_identical(int64_t step) { sync_->verify_identical(step); }
 

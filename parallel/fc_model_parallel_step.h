@@ -12,7 +12,6 @@ namespace octet {
 class FcModelParallelStep : public Step {
  public:
   FcModelParallelStep(Model& model, Optimizer& opt, Transport& t, const StepOptions& o);
-  void gather() override;
   void verify_identical(int64_t step) override;
   std::vector<std::pair<std::string, Tensor*>> per_rank_state() override;
   std::string plan() const override;
@@ -20,6 +19,7 @@ class FcModelParallelStep : public Step {
   bool exchanges() const override { return true; }
 
  protected:
+  void gather_impl() override;
   StepStats run_impl(const Tensor& x, const int32_t* labels, const StepContext& ctx, float lr) override;
 
  private:

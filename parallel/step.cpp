@@ -8,9 +8,27 @@
 
 namespace octet {
 
+void Step::check_update() {
+  try {
+    opt_.check();
+  } catch (const NonFiniteError& e) {
+    const std::string first = model_.first_nonfinite(nullptr);
+    OCTET_THROW("step " << last_step_ << ": " << e.message()
+                        << (first.empty() ? "" : "; first non-finite value: " + first)
+                        << " (learning rate too high? lower optimizer.lr)");
+  }
+}
+
+void Step::gather() {
+  check_update();
+  gather_impl();
+}
+
 StepStats Step::run(const Tensor& x, const int32_t* labels, const StepContext& ctx, float lr) {
   try {
-    return run_impl(x, labels, ctx, lr);
+    StepStats s = run_impl(x, labels, ctx, lr);
+    last_step_ = static_cast<int64_t>(ctx.step);
+    return s;
   } catch (const NonFiniteError& e) {
     const std::string first = model_.first_nonfinite(&x);
     // In a run's first steps the weights are still their initialization: it, the input's scale and the learning rate

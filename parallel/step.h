@@ -48,7 +48,8 @@ class Step {
   // the loss, a codec's input or an updated weight throws an error naming the step and the first layer affected.
   StepStats run(const Tensor& x, const int32_t* labels, const StepContext& ctx, float lr);
   // Makes the full parameters (and optimizer state) present on every rank: before evaluation, checkpoints, the end.
-  virtual void gather() {}
+  // First checks the last update (a device's is checked one step late, so a step queues without waiting for it).
+  void gather();
   // Throws naming the step when the ranks' exchanged parameters differ (a checksum each).
   virtual void verify_identical(int64_t step) = 0;
   // This rank's own state a checkpoint needs for an exact resume (error-feedback residuals).
@@ -66,6 +67,11 @@ class Step {
  protected:
   Step(Model& model, Optimizer& opt) : model_(model), opt_(opt) {}
   virtual StepStats run_impl(const Tensor& x, const int32_t* labels, const StepContext& ctx, float lr) = 0;
+  virtual void gather_impl() {}
+  // The last step's device update checked (Optimizer::check): a non-finite value is an error naming that step (run_impl
+  // calls it once its forward is queued, so the host waits for the previous update while the device has work).
+  void check_update();
+  int64_t last_step_ = -1;  // the step run() completed last
   Model& model_;
   Optimizer& opt_;
 };

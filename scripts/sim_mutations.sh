@@ -73,8 +73,14 @@ mutation no_wait_before_the_comm_stream_reads_gradients 2 comm/grad_sync.cpp \
   "  if (on_device(exec_.device())) exec_.wait(exec_.comm(), exec_.record(exec_.compute()));" ""
 mutation no_wait_before_the_update_reads_the_means 2 comm/grad_sync.cpp \
   "  if (on_device(exec_.device())) exec_.wait(exec_.compute(), exec_.record(exec_.comm()));" ""
-mutation overlap_thread_ignores_the_ready_event 6 comm/overlap.cpp "      Exec::host().sync(ready);" ""
+mutation overlap_thread_ignores_the_ready_event 6 comm/overlap.cpp "        Exec::host().sync(item.ready);" ""
 mutation loader_thread_not_bound_to_the_device 1 data/loader.cpp "    if (device_) device_->bind_thread();" ""
+# A step no longer waits for its own backward and update: the next batch must not land where they still read (two
+# device batches in turn, each after the step that read it: both gone, the next batch overwrites the one backward reads).
+mutation next_batch_overwrites_one_still_read 1 trainer/run.cpp "dev = &dev_batches_[pos.global_step % 2];" \
+  "dev = &dev_batches_[0];" data/loader.cpp "  ex.wait(s, d.released);" ""
+mutation loss_read_before_its_copy_arrived 1 layers/softmax_ce.cpp "    exec_->sync(ready_);" ""
+mutation update_flags_read_before_their_copy_arrived 1 optim/optimizer.cpp "  exec_->sync(flags_ready_);" ""
 # The control: with every mutation undone, every case passes again.
 cmake --build "$work/build" -j "$(nproc)" --target octet >"$work/build.log" 2>&1 || { tail "$work/build.log"; exit 1; }
 if bash "$work/tests/sim_train_test.sh" "$work/build/octet" "$work" >"$work/control.log" 2>&1; then

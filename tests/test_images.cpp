@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "core/exec.h"
 #include "data/image_codec.h"
 #include "data/image_folder.h"
 #include "data/loader.h"
@@ -211,6 +212,21 @@ TEST_CASE("image_folder: random-resized crops are keyed, decode threads change n
   CHECK(to_vector(x.x) == to_vector(y.x));  // 2 threads and 1: the same bytes
   CHECK(to_vector(x.x) != to_vector(z.x));  // another epoch: other crops
   CHECK(std::vector<int32_t>(x.labels.data(), x.labels.data() + 6) == std::vector<int32_t>{0, 0, 1, 1, 1, 0});
+  // A uint8 batch (the crop's bytes and the flip, for a device): normalized and mirrored there, the same bits; and
+  // 4x fewer bytes cross.
+  for (const uint64_t* key : {&k1, static_cast<const uint64_t*>(nullptr)}) {
+    Batch host, raw;
+    assemble_batch(a, idx, host, key, false);
+    assemble_batch(a, idx, raw, key, true);
+    REQUIRE(raw.affine != nullptr);
+    // (bytes: a byte a value and the draws, against 4 bytes a value)
+    CHECK(raw.raw.numel() * 4 <= host.x.numel() + static_cast<int64_t>(idx.size() * sizeof(SampleDraw)) + 3);
+    Exec& sim = Exec::sim();
+    DeviceBatch dev;
+    to_device(raw, dev, sim, sim.copy());
+    sim.sync(sim.copy());
+    CHECK(to_vector(dev.x.to(Device::CPU)) == to_vector(host.x));
+  }
   // big.jpg's evaluation crop (192 source pixels for 24 out) decodes at 1/4 scale: within a few levels of the whole.
   ImageFolderOptions e = options(d.path(), false, 24);
   e.resize = 24;
@@ -252,8 +268,8 @@ TEST_CASE("image_folder: a flat val/ with a labels file; every layout error name
   std::ofstream(d.path() + "/labels.txt") << "v1.jpg bee\nv2.jpg ant\n./v1.jpg ant\n";  // one file, two classes
   CHECK_THROWS_WITH(ImageFolderDataset(o), Catch::Contains("labels.txt:3: ./v1.jpg is listed again (first at line 1)"));
   std::ofstream(d.path() + "/labels.txt") << "v1.jpg bee\n../train/ant/x.png ant\n";  // a training image
-  CHECK_THROWS_WITH(ImageFolderDataset(o), Catch::Contains("labels.txt:2: ../train/ant/x.png names a file outside " +
-                                                           d.path() + "/flat/val"));
+  CHECK_THROWS_WITH(ImageFolderDataset(o),
+                    Catch::Contains("labels.txt:2: ../train/ant/x.png names a file outside " + d.path() + "/flat/val"));
   fs::create_symlink(d.path() + "/flat/train/bee/y.jpg", d.path() + "/flat/val/v3.jpg");  // a link into a store: fine
   std::ofstream(d.path() + "/labels.txt") << "v1.jpg bee\nv3.jpg bee\n";
   CHECK(ImageFolderDataset(o).size() == 2);
@@ -271,9 +287,9 @@ TEST_CASE("image_folder: link loops and links out of a class folder are skipped 
           "[data][image_folder]") {
   TempDir d;
   make_tree(d.path());
-  fs::create_directory_symlink(".", d.path() + "/train/ant/self");   // a loop
-  fs::create_directory_symlink(".", d.path() + "/train/ant/self2");  // another: together they branch without end
-  fs::create_directory_symlink("..", d.path() + "/train/bee/up");    // every class again, labelled bee
+  fs::create_directory_symlink(".", d.path() + "/train/ant/self");       // a loop
+  fs::create_directory_symlink(".", d.path() + "/train/ant/self2");      // another: together they branch without end
+  fs::create_directory_symlink("..", d.path() + "/train/bee/up");        // every class again, labelled bee
   fs::create_directory_symlink("nested", d.path() + "/train/ant/also");  // inside the class: walked once only
   ImageFolderDataset ds(options(d.path(), true));
   REQUIRE(ds.size() == 4);  // a_grad, nested/b_wide, c_big, d_gray: each once, under its own class

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -206,6 +207,25 @@ TEST_CASE("sim: an event covers the work queued before it, not after", "[sim][st
   CHECK(all_poison(hb.data(), 64));
   ex.sync(ex.copy());
   CHECK(hb == to_vector(b));
+}
+
+TEST_CASE("timed events: the device's time between two points of a stream, not the host's", "[sim][stream]") {
+  // The simulated device notes when its queue reaches an event: a kernel that sleeps 30 ms between two events shows
+  // there, though the host queued them in microseconds. The CPU's events are reached when recorded.
+  Exec& ex = Exec::sim();
+  const Stream s = ex.compute();
+  const Event a = ex.record_timed(s);
+  sim::launch(sim_queue(s), "sleep", [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); });
+  const Event b = ex.record_timed(s);
+  CHECK(a.timed());
+  CHECK(!ex.record(s).timed());
+  ex.sync(b);
+  CHECK(ex.seconds_between(a, b) >= 0.029);
+  const Event c = Exec::host().record_timed(Stream{});
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const Event d = Exec::host().record_timed(Stream{});
+  CHECK(Exec::host().seconds_between(c, d) >= 0.009);
+  CHECK_THROWS_WITH(ex.seconds_between(a, ex.record(s)), Catch::Contains("two timed events"));
 }
 
 TEST_CASE("sim: a later copy of a stream may overwrite what an earlier one still reads", "[sim][stream]") {

@@ -579,13 +579,17 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
   const double rate = lr_at(cfg_.optimizer, cfg_.schedule, pos.global_step, steps_per_epoch_, cfg_.run.epochs);
   const Tensor* x = &batch.x;
   const int32_t* labels = batch.labels.data();
+  DeviceBatch* dev = nullptr;
   if (on_device(exec_->device())) {  // the batch to the device on the copy stream; compute waits for it there
-    to_device(batch, x_dev_, labels_dev_, exec_->copy());
+    dev = &dev_batches_[pos.global_step % 2];
+    to_device(batch, *dev, *exec_, exec_->copy());
     exec_->wait(exec_->compute(), exec_->record(exec_->copy()));
-    x = &x_dev_, labels = labels_dev_.data();
+    x = &dev->x, labels = dev->labels.data();
   }
   const float scale_before = scaler_ ? scaler_->scale() : 0.f;
   StepStats s = step_->run(*x, labels, ctx, static_cast<float>(rate));
+  // The step's work on the device may still be running (nothing waits for it): that batch is free again after it.
+  if (dev) dev->released = exec_->record(exec_->compute());
   s.times.add(Phase::Data, data_s);
   if (s.skipped)
     OCTET_LOG("step " << pos.global_step << ": fp16 gradients overflowed on " << s.overflow_ranks << " of " << size_

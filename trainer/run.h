@@ -117,8 +117,8 @@ class Run {
   int64_t replan_steps_ = 0;
   CheckpointState state_;
   std::vector<std::pair<Tensor*, Tensor>> mirrors_;  // device tensor, its host copy (device runs)
-  Tensor x_dev_;                                     // the batch on the device
-  Buffer<int32_t> labels_dev_;                       // on the device (to_device makes it there)
+  // The batches on the device, in turn: the next one crosses while the device still runs the step that reads the other.
+  DeviceBatch dev_batches_[2];
   TrainPosition pos;
   std::string ckpt_path_, resume_from_;
   std::vector<std::string> earlier_;  // an earlier run's outputs in the run directory

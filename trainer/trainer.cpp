@@ -62,18 +62,17 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
     Sampler sampler(data.size(), std::max<int64_t>(1, std::min(batch_size, data.size() / size)), rank, size, 0, false,
                     false);
     Batch batch;
-    Tensor x_dev;
-    Buffer<int32_t> labels_dev;
+    DeviceBatch dev;
     Exec& ex = model.exec();
     for (int64_t b = 0; b < sampler.batches_per_epoch(); ++b) {
       std::vector<int64_t> idx = sampler.indices(0, b);
       if (idx.empty()) continue;
-      assemble_batch(data, idx, batch);
+      assemble_batch(data, idx, batch, nullptr, on_device(ex.device()));  // a device normalizes uint8 batches
       const Tensor* x = &batch.x;
       const int32_t* labels = batch.labels.data();
-      if (on_device(ex.device())) {
-        to_device(batch, x_dev, labels_dev, ex.compute());
-        x = &x_dev, labels = labels_dev.data();
+      if (on_device(ex.device())) {  // (on the compute stream, in order with the passes that read the previous one)
+        to_device(batch, dev, ex, ex.compute());
+        x = &dev.x, labels = dev.labels.data();
       }
       LossResult lr = loss.forward(model.forward(*x, ctx), labels, ex);
       sums[0] += lr.loss_sum;
