@@ -18,6 +18,8 @@
 #   MODES     a subset of "fp32 tf32 bf16 fp16" (default all four)
 #   OCTET     the octet binary (default: octet on PATH, else build-gpu/octet or build/octet of the source tree)
 #   PYTHON    a python3 with CUDA-enabled torch (default: the first of python3, /opt/torch/.venv/bin/python3 with it)
+#   DETERMINISTIC  octet's parallel.deterministic (default false: cuDNN's fastest algorithms by timing, as PyTorch's
+#             cudnn.benchmark; true: the deterministic ones octet takes by default)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [[ -f $here/env.sh && -d $here/bin && -d $here/configs ]]; then  # an unpacked bundle: its octet, Open MPI, libraries
@@ -27,12 +29,13 @@ if [[ -f $here/env.sh && -d $here/bin && -d $here/configs ]]; then  # an unpacke
 else
   root=$(cd "$here/../.." && pwd)
 fi
-case ${1:-} in -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case ${1:-} in -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 arg=${1:-./speed.md}
 if [[ $arg == *.md ]]; then md=$arg dir=$(dirname "$arg"); else dir=$arg md=$arg/speed.md; fi
 logs=$dir/speed-logs
 mkdir -p "$dir" "$logs" || exit 1
-steps=${STEPS:-30} warmup=${WARMUP:-5} limit=${LIMIT:-90}
+steps=${STEPS:-30} warmup=${WARMUP:-5} limit=${LIMIT:-90} deterministic=${DETERMINISTIC:-false}
+[[ $deterministic =~ ^(true|false)$ ]] || { echo "speed.sh: DETERMINISTIC='$deterministic' is not true or false" >&2; exit 2; }
 models=${MODELS:-resnet50:64 resnet50:256 resnet18:64 alexnet:128 lenet:64}
 modes=${MODES:-fp32 tf32 bf16 fp16}
 torch_device=${TORCH_DEVICE:-cuda}  # (cpu: a smoke test of this script without a GPU)
@@ -100,7 +103,8 @@ emit "GPU: ${gpu:-none found (nvidia-smi -L)}; octet: ${ov:-none}$([[ -f $root/V
 emit ""
 emit "Synthetic data; images/s over $steps timed steps after $warmup warm-up steps; ratio = octet/PyTorch; peak MiB:" \
   "octet's peak_device_mb (device tensors and workspaces), PyTorch's max_memory_allocated. PyTorch runs with" \
-  "cudnn.benchmark, channels_last and autocast for bf16/fp16 (fp16 with a GradScaler). Limit $limit s a run."
+  "cudnn.benchmark, channels_last and autocast for bf16/fp16 (fp16 with a GradScaler); octet with" \
+  "parallel.deterministic: $deterministic. Limit $limit s a run."
 emit ""
 emit "| model | batch | mode | octet img/s | PyTorch img/s | ratio | octet peak MiB | torch peak MiB |"
 emit "|---|---:|---|---:|---:|---:|---:|---:|"
@@ -116,7 +120,8 @@ for r in "${runs[@]}"; do
     if [[ -n $octet ]]; then
       timeout -k 10 "$limit" "$octet" train "$root/${cfg[$m]}" \
         --set "data={dataset: synthetic, synthetic_shape: [${shape[$m]}], synthetic_classes: ${classes[$m]}, synthetic_train: $((b * (steps + warmup))), synthetic_test: 1, batch_size: $b}" \
-        --set model.precision="$mode" --set parallel.device=cuda --set run.out_dir="$tmp" --set run.name="$name" \
+        --set model.precision="$mode" --set parallel.device=cuda --set parallel.deterministic="$deterministic" \
+        --set run.out_dir="$tmp" --set run.name="$name" \
         --set run.epochs=1 --set run.warmup_steps="$warmup" --set run.eval_every=0 --set run.log_every=100000 \
         --set run.checkpoint_every=0 >"$olog" 2>&1
       rc=$?
