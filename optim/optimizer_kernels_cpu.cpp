@@ -50,20 +50,32 @@ std::vector<UpdateChunk> update_chunks(const std::vector<UpdateSlice>& slices) {
   return out;
 }
 
+namespace {
+
+// Every chunk through span(chunk) -> its non-finite bit, on the run's CPU threads (chunks are independent: the same
+// bits on any number of threads), then OR-ed into their slices' flags.
+template <class Span>
+void each_chunk(const UpdateChunk* chunks, int64_t nchunks, uint32_t* nonfinite, Span span) {
+  std::vector<uint32_t> bad(static_cast<size_t>(nchunks), 0);
+#pragma omp parallel for schedule(static) if (nchunks > 1)
+  for (int64_t c = 0; c < nchunks; ++c) bad[static_cast<size_t>(c)] = span(chunks[c]);
+  for (int64_t c = 0; c < nchunks; ++c) nonfinite[chunks[c].slice] |= bad[static_cast<size_t>(c)];
+}
+
+}  // namespace
+
 void sgd_multi_cpu(const UpdateSlice* slices, const UpdateChunk* chunks, int64_t nchunks, const SgdHyper& h,
                    uint32_t* nonfinite, const Stream&) {
-  for (int64_t c = 0; c < nchunks; ++c) {
-    const UpdateChunk& k = chunks[c];
+  each_chunk(chunks, nchunks, nonfinite, [&](const UpdateChunk& k) {
     const UpdateSlice& s = slices[k.slice];
-    nonfinite[k.slice] |= sgd_span(s.w + k.begin, s.g + k.begin, s.state ? s.state + k.begin : nullptr, k.count,
-                                   h.lr * s.lr_mult, h.momentum, h.weight_decay * s.decay_mult, h.nesterov);
-  }
+    return sgd_span(s.w + k.begin, s.g + k.begin, s.state ? s.state + k.begin : nullptr, k.count, h.lr * s.lr_mult,
+                    h.momentum, h.weight_decay * s.decay_mult, h.nesterov);
+  });
 }
 
 void rmsprop_multi_cpu(const UpdateSlice* slices, const UpdateChunk* chunks, int64_t nchunks, const RmspropHyper& h,
                        uint32_t* nonfinite, const Stream&) {
-  for (int64_t c = 0; c < nchunks; ++c) {
-    const UpdateChunk& k = chunks[c];
+  each_chunk(chunks, nchunks, nonfinite, [&](const UpdateChunk& k) {
     const UpdateSlice& s = slices[k.slice];
     float* __restrict w = s.w + k.begin;
     const float* __restrict g = s.g + k.begin;
@@ -74,8 +86,8 @@ void rmsprop_multi_cpu(const UpdateSlice* slices, const UpdateChunk* chunks, int
       w[i] = rmsprop_value(w[i], g[i], sq + i, lr, h.alpha, h.eps, wd);
       bad |= not_finite(w[i]);
     }
-    nonfinite[k.slice] |= bad;
-  }
+    return bad;
+  });
 }
 
 void unscale_cpu(float* __restrict g, int64_t n, float inv_scale, uint32_t* nonfinite, const Stream&) {

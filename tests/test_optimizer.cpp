@@ -1,5 +1,12 @@
 // Optimizer steps against hand-computed values, and learning-rate schedules at known points.
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
 #include "optim/optimizer.h"
+#include "optim/optimizer_kernels.h"
 #include "tests/test_util.h"
 
 using namespace octet;
@@ -118,4 +125,49 @@ TEST_CASE("an optimizer restricted to a range updates only those values and thei
   CHECK(m[5] == 0.f);
   CHECK_THROWS_WITH(opt.restrict("fc.weight", 4, 3), Catch::Contains("range [4, 7) outside fc.weight of 6"));
   CHECK_THROWS_WITH(opt.restrict("fc.bias", 0, 1), Catch::Contains("no parameter named fc.bias"));
+}
+
+TEST_CASE("the fused update runs its chunks on the CPU's threads: the same bits on one thread or two", "[optim]") {
+  const std::vector<int64_t> sizes = {3 * kUpdateChunk + 5, 9, kUpdateChunk};
+  for (int variant = 0; variant < 2; ++variant) {
+    std::vector<std::vector<float>> w[2], g, s[2];
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const Tensor wi = random_tensor({sizes[i]}, 1 + i), gi = random_tensor({sizes[i]}, 10 + i),
+                   si = random_tensor({sizes[i]}, 20 + i, 0.1f);
+      g.push_back(to_vector(gi));
+      for (int t = 0; t < 2; ++t) {
+        w[t].push_back(to_vector(wi));
+        std::vector<float> st = to_vector(si);
+        for (float& v : st) v = std::abs(v);
+        s[t].push_back(st);
+      }
+    }
+    g[1][4] = std::numeric_limits<float>::infinity();  // the second tensor's flag alone
+    std::vector<uint32_t> flags[2];
+    for (int t = 0; t < 2; ++t) {
+      std::vector<UpdateSlice> table;
+      for (size_t i = 0; i < sizes.size(); ++i)
+        table.push_back({w[t][i].data(), g[i].data(), s[t][i].data(), sizes[i], 1.f, i == 2 ? 0.f : 1.f});
+      const std::vector<UpdateChunk> chunks = update_chunks(table);
+      flags[t].assign(sizes.size(), 0);
+      omp_set_num_threads(t + 1);
+      if (variant == 0)
+        sgd_multi_cpu(table.data(), chunks.data(), static_cast<int64_t>(chunks.size()), {0.1f, 0.9f, 1e-4f, true},
+                      flags[t].data(), Stream{});
+      else
+        rmsprop_multi_cpu(table.data(), chunks.data(), static_cast<int64_t>(chunks.size()), {0.01f, 0.9f, 1e-8f, 1e-4f},
+                          flags[t].data(), Stream{});
+    }
+    omp_set_num_threads(1);
+    INFO("variant " << variant);
+    auto same_bits = [](const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+      for (size_t i = 0; i < a.size(); ++i)  // (bytes: the flagged tensor holds a NaN, which no == matches)
+        if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), 4 * a[i].size()) != 0) return false;
+      return true;
+    };
+    CHECK(same_bits(w[0], w[1]));
+    CHECK(same_bits(s[0], s[1]));
+    CHECK(flags[0] == std::vector<uint32_t>{0, 1, 0});
+    CHECK(flags[1] == flags[0]);
+  }
 }
