@@ -102,14 +102,15 @@ void to_device(const Batch& b, DeviceBatch& d, const Exec& ex, const Stream& s) 
 }
 
 Prefetcher::Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth,
-                       int nice, const Exec* device)
+                       int nice, const Exec* device, bool train)
     : data_(data),
       sampler_(sampler),
       epoch_(epoch),
       next_batch_(first_batch),
       depth_(static_cast<size_t>(depth > 0 ? depth : 1)),
       nice_(nice),
-      device_(device) {
+      device_(device),
+      train_(train) {
   OCTET_CHECK(nice >= 0 && nice <= 19, "prefetcher: nice increment " << nice << " outside [0, 19]");
   const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));  // this thread's nice (Linux: per thread)
   thread_ = std::thread([this, base] { run(base); });
@@ -157,7 +158,7 @@ void Prefetcher::run(int base) {
       {
         TraceSpan span("assemble batch", nullptr, nullptr, b);
         const uint64_t key = epoch_key(sampler_.seed(), epoch_);  // training draws: run seed, epoch, sample
-        assemble_batch(data_, sampler_.indices(epoch_, b), batch, &key, device_ != nullptr);
+        assemble_batch(data_, sampler_.indices(epoch_, b), batch, train_ ? &key : nullptr, device_ != nullptr);
       }
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || queue_.size() < depth_; });

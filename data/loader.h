@@ -65,8 +65,9 @@ class Prefetcher {
  public:
   // device (a GPU or the simulated device, else null): batches in page-locked memory for asynchronous copies there,
   // allocated by a loader thread bound to that device.
+  // train: the samples' training views (augmented, drawn by the epoch's key); false: evaluation's.
   Prefetcher(const Dataset& data, const Sampler& sampler, int64_t epoch, int64_t first_batch, int depth, int nice = 0,
-             const Exec* device = nullptr);
+             const Exec* device = nullptr, bool train = true);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -84,6 +85,7 @@ class Prefetcher {
   size_t depth_;
   int nice_;
   const Exec* device_;
+  bool train_;
   std::optional<int> nice_read_;  // the thread's nice once it has set it
   std::deque<Batch> queue_;
   std::vector<Batch> free_;  // batches handed back by next(), reused by the loader

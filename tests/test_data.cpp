@@ -293,6 +293,29 @@ TEST_CASE("prefetcher yields the same batches as synchronous assembly, from any 
   CHECK(b == s.batches_per_epoch());
 }
 
+TEST_CASE("prefetcher: training batches carry the epoch's draws, evaluation batches none", "[data][prefetch]") {
+  auto ds = make_synthetic(40, {1, 6, 6}, 3, 9, {});
+  Augment a;
+  a.crop_padding = 2, a.flip = true;
+  ds->set_augment(a);
+  Sampler s(ds->size(), 8, 0, 1, 5, false, false);
+  for (bool train : {true, false}) {
+    INFO((train ? "training" : "evaluation"));
+    Prefetcher pf(*ds, s, 3, 0, 2, 0, nullptr, train);
+    Batch got, want, plain;
+    int64_t b = 0;
+    const uint64_t key = epoch_key(s.seed(), 3);
+    while (pf.next(got)) {
+      assemble_batch(*ds, s.indices(3, b), want, train ? &key : nullptr);
+      assemble_batch(*ds, s.indices(3, b), plain);
+      CHECK(to_vector(got.x) == to_vector(want.x));
+      CHECK((to_vector(got.x) == to_vector(plain.x)) == !train);  // the draws move pixels in training only
+      ++b;
+    }
+    CHECK(b == s.batches_per_epoch());
+  }
+}
+
 TEST_CASE("the loader thread runs loader_nice steps below the caller's priority, capped at 19", "[data][prefetch]") {
   auto ds = make_synthetic(50, {1, 4, 4}, 3, 9, {});
   Sampler s(ds->size(), 8, 0, 1, 5, true, true);

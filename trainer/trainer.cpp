@@ -52,7 +52,7 @@ std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t se
   return ds;
 }
 
-EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const World* world) {
+EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const World* world, int loader_nice) {
   const int rank = world ? world->rank : 0, size = world ? world->size : 1;
   SoftmaxCrossEntropy loss;
   StepContext ctx;
@@ -61,16 +61,16 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
   if (data.size() >= size) {
     Sampler sampler(data.size(), std::max<int64_t>(1, std::min(batch_size, data.size() / size)), rank, size, 0, false,
                     false);
+    Exec& ex = model.exec();
+    const bool on_dev = on_device(ex.device());
+    Prefetcher batches(data, sampler, 0, 0, 2, loader_nice, on_dev ? &ex : nullptr, false);
     Batch batch;
     DeviceBatch dev;
-    Exec& ex = model.exec();
-    for (int64_t b = 0; b < sampler.batches_per_epoch(); ++b) {
-      std::vector<int64_t> idx = sampler.indices(0, b);
-      if (idx.empty()) continue;
-      assemble_batch(data, idx, batch, nullptr, on_device(ex.device()));  // a device normalizes uint8 batches
+    while (batches.next(batch)) {
+      if (batch.labels.size() == 0) continue;  // (a rank's share of a last, short batch can be empty)
       const Tensor* x = &batch.x;
       const int32_t* labels = batch.labels.data();
-      if (on_device(ex.device())) {  // (on the compute stream, in order with the passes that read the previous one)
+      if (on_dev) {  // (on the compute stream, in order with the passes that read the previous one)
         to_device(batch, dev, ex, ex.compute());
         x = &dev.x, labels = dev.labels.data();
       }
