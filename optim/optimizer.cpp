@@ -122,8 +122,7 @@ void Optimizer::step(float lr) {
     std::vector<uint32_t> flags(host.slices.size(), 0);
     launch_update(cfg_, lr, host.slices.data(), host.chunks.data(), static_cast<int64_t>(host.chunks.size()),
                   flags.data(), Stream{});
-    host_ = std::move(host);
-    throw_if_flagged(host_, flags.data());
+    throw_if_flagged(host, flags.data());
   }
   if (dev.chunks.empty()) return;
   const Device d = exec_->device();

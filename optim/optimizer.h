@@ -83,7 +83,7 @@ class Optimizer {
     std::vector<UpdateSlice> slices;
     std::vector<UpdateChunk> chunks;
   };
-  Table host_, dev_;
+  Table dev_;  // the device's table as last uploaded (the host's is built afresh each step)
   Buffer<UpdateSlice> dev_slices_;
   Buffer<UpdateChunk> dev_chunks_;
   Buffer<uint32_t> dev_flags_;  // per device slice: its update left a non-finite value (zeroed before each update)
