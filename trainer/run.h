@@ -24,6 +24,11 @@
 
 namespace octet {
 
+// Start-up checks (trainer/run_checks.cpp). Both splits, for everything that would otherwise fail after training has
+// started; and every batchnorm's values a channel in a training batch (fewer than 2 have no variance).
+void check_data(const Config& cfg, const Dataset& train, const Dataset& test, int ranks);
+void check_batch_statistics(const Config& cfg, Model& model, const Shape& input, int ranks);
+
 class Run {
  public:
   // Checks the config's data (both splits), the model on them, the run directory and a resume checkpoint with its
@@ -68,6 +73,7 @@ class Run {
   // auto: the plan the checkpoint records against the plan in force (recorded: the checkpoint holds one): a note where
   // a plan measured or pinned afresh differs, or where the checkpoint records none.
   void check_plan_record(bool recorded);
+  void record_plan();  // auto: the plan in force into plan_record_, for the checkpoint (trainer/run_plan.cpp)
   void save(const TrainPosition& at);
   void stopped_line() const;  // what a stop on a signal says, once its checkpoint is written
   // run.trace: opens the window at this invocation's step trace_start (after a barrier, the ranks' common origin),
