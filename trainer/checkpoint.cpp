@@ -18,7 +18,7 @@ void save_checkpoint(const std::string& path, const TrainPosition& pos, const Ch
   int any = state.per_rank.empty() ? 0 : 1;
   if (world) any = max_all(*world, any, {"MPI_Iallreduce (checkpoint: per-rank state?)", pos.global_step});
   if (rank != 0) {
-    if (any) send_bytes(*world, mine, 0, {"MPI_Isend (checkpoint: this rank's state to rank 0)"});
+    if (any) send_bytes(*world, mine, 0, {"MPI_Isend (checkpoint: this rank's state to rank 0)", pos.global_step});
     return;
   }
   AtomicFile out(path);
@@ -31,7 +31,7 @@ void save_checkpoint(const std::string& path, const TrainPosition& pos, const Ch
   shared.insert(shared.end(), state.recorded.begin(), state.recorded.end());
   emit(checkpoint_head(pos, N, shared, any != 0));
   if (any)
-    for (int r = 0; r < N; ++r) emit(r == 0 ? mine : recv_bytes(*world, r, {"MPI_Irecv (checkpoint: a rank's state)"}));
+    for (int r = 0; r < N; ++r) emit(r == 0 ? mine : recv_bytes(*world, r, {"MPI_Irecv (checkpoint: a rank's state)", pos.global_step}));
   out.write(&crc, 4);
   out.commit();
 }

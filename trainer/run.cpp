@@ -447,7 +447,8 @@ void Run::evaluate_now(int64_t epoch) {
   TraceSpan span("evaluate");
   step_->gather();
   share_model_state();
-  const EvalResult e = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_, cfg_.data.loader_nice);
+  const EvalResult e = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_, cfg_.data.loader_nice,
+                                  pos.global_step);
   result.test = e;
   eval_step_ = pos.global_step;
   OCTET_LOG("epoch " << epoch + 1 << " test loss " << json_num(e.loss) << " accuracy " << json_num(100.0 * e.accuracy)

@@ -52,7 +52,8 @@ std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t se
   return ds;
 }
 
-EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const World* world, int loader_nice) {
+EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const World* world, int loader_nice,
+                    int64_t step) {
   const int rank = world ? world->rank : 0, size = world ? world->size : 1;
   SoftmaxCrossEntropy loss;
   StepContext ctx;
@@ -81,7 +82,7 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
       sums[3] += static_cast<double>(lr.correct5);
     }
   }
-  if (world) sum_all(*world, sums, 4, {"MPI_Iallreduce (evaluation)"});
+  if (world) sum_all(*world, sums, 4, {"MPI_Iallreduce (evaluation)", step});
   EvalResult r;
   r.count = static_cast<int64_t>(sums[2]);
   OCTET_CHECK(r.count > 0, "evaluation over an empty dataset");

@@ -51,9 +51,10 @@ std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t se
                                     const Dataset* train_split = nullptr);
 // Mean loss and accuracy over a dataset in inference mode; with a world, each rank evaluates its shard and the
 // sums are combined, so every rank returns the same result. The batches are assembled on a loader thread (running
-// loader_nice below the caller, as training's: data.loader_nice) while the model runs on the one before.
+// loader_nice below the caller, as training's: data.loader_nice) while the model runs on the one before. step: the
+// training step evaluated after, named by a timed-out wait (-1: none).
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const World* world = nullptr,
-                    int loader_nice = 19);
+                    int loader_nice = 19, int64_t step = -1);
 
 // Trains per the config. world == nullptr: one process without MPI. Otherwise data-parallel over the world's ranks
 // (gradients averaged through the compression config); rank 0 writes the run directory.
