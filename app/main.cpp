@@ -132,6 +132,7 @@ int cmd_model(const std::vector<std::string>& args) {
   OCTET_CHECK(!input.empty(),
               cfg.file << ": model.input: octet model needs the input shape (give it, or --set model.input=[C,H,W])");
   octet::Model model = octet::build_model(cfg.model.layers, input);
+  model.set_fusion(cfg.model.fuse);
   std::printf("%s: %zu layers, input %s\n%s\n", cfg.file.c_str(), cfg.model.layers.size(),
               octet::shape_str(input).c_str(), model.summary().c_str());
   return 0;

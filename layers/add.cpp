@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/launch.h"
+#include "layers/relu.h"
 
 namespace octet {
 
@@ -90,9 +91,10 @@ PadGeom Add::pad_geom(const Tensor& x) const {
 void Add::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
   const Tensor& s = skip(x);
   const Stream st = exec().compute();
+  const float neg = relu_ ? 0.f : 1.f;
   if (p_.shortcut == Shortcut::Pad)
     return launch_twin("add (pad) forward", add_pad_forward_cpu, OCTET_CUDA_TWIN(add_pad_forward_cuda), st, x.data(),
-                       s.data(), y.data(), pad_geom(x));
+                       s.data(), y.data(), pad_geom(x), neg);
   const float* sp = s.data();
   if (proj_) {
     for (Tensor* t : {&proj_y_, &proj_z_, &proj_dy_}) {
@@ -103,13 +105,24 @@ void Add::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
     if (proj_bn_) proj_bn_->forward(proj_y_, proj_z_, ctx);
     sp = proj_bn_ ? proj_z_.data() : proj_y_.data();
   }
-  launch_twin("add forward", add_sum_cpu, OCTET_CUDA_TWIN(add_sum_cuda), st, x.data(), sp, y.data(), x.numel());
+  launch_twin("add forward", add_sum_cpu, OCTET_CUDA_TWIN(add_sum_cuda), st, x.data(), sp, y.data(), x.numel(), neg);
 }
 
-void Add::backward_cpu(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
+void Add::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy_out, Tensor* dx) {
   const Tensor& s = skip(x);
   const Stream st = exec().compute();
-  if (dx) dx->copy_from(dy, st);
+  const Tensor* g = &dy_out;  // the gradient at the sum: a fused ReLU's masked one, written where dx is
+  if (relu_) {
+    if (!dx && masked_.device() != device()) masked_ = Tensor(Shape{0}, device());
+    Tensor& m = dx ? *dx : masked_;
+    m.resize(dy_out.shape());
+    launch_twin("add (relu) backward", relu_mask_cpu, OCTET_CUDA_TWIN(relu_mask_cuda), st, y.data(), dy_out.data(),
+                m.data(), dy_out.numel());
+    g = &m;
+  } else if (dx) {
+    dx->copy_from(dy_out, st);
+  }
+  const Tensor& dy = *g;
   if (proj_) {  // the projection's (and its batchnorm's) parameter gradients always; its input gradient when wanted
     if (proj_bn_) proj_bn_->backward(proj_y_, proj_z_, dy, &proj_dy_);
     proj_->backward(s, proj_y_, proj_bn_ ? proj_dy_ : dy, skip_dx_);

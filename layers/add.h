@@ -1,8 +1,8 @@
 // A residual connection: y = x + P(s), where x is the previous layer's output and s the output of an earlier layer
 // named in the config (`from`); P is the identity, ResNet's option A (subsample by the stride, zero channels on both
 // sides), a 1x1 convolution with the stride (option B), or that convolution followed by batchnorm (torchvision's
-// downsample, `shortcut: conv_bn`). The model binds s and where its gradient goes
-// (Layer::bind_skip). Shapes here and in add.cpp, the CPU loops in add_cpu.cpp.
+// downsample, `shortcut: conv_bn`). The model binds s and where its gradient goes (Layer::bind_skip); a ReLU after it
+// can be fused in (Layer::fuse_relu). Shapes here and in add.cpp, the CPU loops in add_cpu.cpp.
 #pragma once
 #include "core/hd.h"
 #include "layers/batchnorm.h"
@@ -55,6 +55,7 @@ class Add : public Layer {
     if (proj_bn_) proj_bn_->use_stat_exchange(ex);
   }
   int64_t stride() const { return stride_; }
+  bool can_fuse_relu() const override { return true; }
 
  protected:
   // One orchestration on every device (add.cpp): the projection is a Conv2d bound where this layer runs, the sums and
@@ -88,6 +89,7 @@ class Add : public Layer {
   Tensor proj_y_;                       // the projection's output [N,C,H,W] (Conv, ConvBn), where the layer runs
   Tensor proj_z_;                       // its batchnorm's output (ConvBn)
   Tensor proj_dy_;                      // the gradient at the projection's output (ConvBn)
+  Tensor masked_;                       // a fused ReLU's masked output gradient, when there is no dx to hold it
 
 #ifdef OCTET_WITH_CUDA  // the CUDA kernels (add_cuda.cu)
  public:
@@ -96,11 +98,12 @@ class Add : public Layer {
 };
 
 // The kernel twins (CPU loops at once, CUDA kernels queued on s): y = x + s; option A's y[i] = x[i] + s[pad_source(i)]
-// (n = g's output size); its gradient ds[pad_source(i)] = dy[i] (ds zeroed first by the caller).
-void add_sum_cpu(const float* x, const float* s, float* y, int64_t n, const Stream& st);
-void add_sum_cuda(const float* x, const float* s, float* y, int64_t n, const Stream& st);
-void add_pad_forward_cpu(const float* x, const float* s, float* y, PadGeom g, const Stream& st);
-void add_pad_forward_cuda(const float* x, const float* s, float* y, PadGeom g, const Stream& st);
+// (n = g's output size), their negative sums scaled by neg (0: a fused ReLU; 1: none; relu_math.h); option A's
+// gradient ds[pad_source(i)] = dy[i] (ds zeroed first by the caller).
+void add_sum_cpu(const float* x, const float* s, float* y, int64_t n, float neg, const Stream& st);
+void add_sum_cuda(const float* x, const float* s, float* y, int64_t n, float neg, const Stream& st);
+void add_pad_forward_cpu(const float* x, const float* s, float* y, PadGeom g, float neg, const Stream& st);
+void add_pad_forward_cuda(const float* x, const float* s, float* y, PadGeom g, float neg, const Stream& st);
 void add_pad_backward_cpu(const float* dy, float* ds, PadGeom g, const Stream& st);
 void add_pad_backward_cuda(const float* dy, float* ds, PadGeom g, const Stream& st);
 

@@ -1,6 +1,7 @@
 // Batch normalization over the batch and spatial positions of each channel ([N,C,H,W] or [N,F]), with a learned
 // scale and shift; training normalizes with the batch's statistics and keeps running ones (checkpointed as state()),
-// evaluation uses the running ones. Per-channel arithmetic in batchnorm_math.h, the CPU loops in batchnorm_cpu.cpp.
+// evaluation uses the running ones; a ReLU after it can be fused in (Layer::fuse_relu). Per-channel arithmetic in
+// batchnorm_math.h, the CPU loops in batchnorm_cpu.cpp.
 #pragma once
 #include <vector>
 
@@ -30,6 +31,7 @@ class BatchNorm : public Layer {
   std::vector<std::pair<std::string, Tensor*>> state() override;
   void init_params(Rng& rng) override;  // gamma 1, beta 0, running mean 0, running variance 1
   void use_stat_exchange(StatExchange* ex) override { stats_ = p_.sync ? ex : nullptr; }
+  bool can_fuse_relu() const override { return true; }
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
@@ -53,10 +55,10 @@ class BatchNorm : public Layer {
   void train_apply_cpu(const Tensor& x, Tensor& y, const double* g, int64_t M);
   void eval_apply_cpu(const Tensor& x, Tensor& y);
   // backward: this rank's [2C] sums of dy and dy * xhat (dbeta, dgamma: this rank's gradient), made global over every
-  // rank's M values (exchange_grads), then dx.
-  void grad_sums_cpu(const Tensor& x, const Tensor& dy, double* s);
+  // rank's M values (exchange_grads), then dx. A fused ReLU: dy where the output y is positive, else 0.
+  void grad_sums_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, double* s);
   int64_t exchange_grads(std::vector<double>& s, int64_t m);
-  void input_grad_cpu(const Tensor& x, const Tensor& dy, const double* g, int64_t M, Tensor& dx);
+  void input_grad_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, const double* g, int64_t M, Tensor& dx);
 
   BatchNormParams p_;
   int64_t channels_;

@@ -1,10 +1,12 @@
 // BatchNorm on the GPU: one thread block per channel sums in double (the mean, then squared deviations, as the CPU
-// does) and applies batchnorm_math.h's per-channel arithmetic; elementwise kernels apply the result. Synchronized
-// (sync: true on several ranks): the per-channel sums come back to the host, cross the exchange (BatchNorm::
-// exchange_stats / exchange_grads, shared with the CPU), and the global ones go back for the coefficients.
+// does) and applies batchnorm_math.h's per-channel arithmetic; elementwise kernels apply the result (and a fused
+// ReLU's clamp and mask, Layer::fuse_relu). Synchronized (sync: true on several ranks): the per-channel sums come back
+// to the host, cross the exchange (BatchNorm::exchange_stats / exchange_grads, shared with the CPU), and the global
+// ones go back for the coefficients.
 #include "core/cuda_util.cuh"
 #include "layers/batchnorm.h"
 #include "layers/batchnorm_math.h"
+#include "layers/relu_math.h"
 
 namespace octet {
 
@@ -97,26 +99,33 @@ __global__ void bn_grad_global(const double* __restrict__ g, int64_t M, const fl
   }
 }
 
-__global__ void bn_apply(const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ coeff,
-                         BnShape s) {
+// y = x * scale + shift, its negative values scaled by neg (0: a fused ReLU; 1: none).
+__global__ void bn_apply(const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ coeff, BnShape s,
+                         float neg) {
   OCTET_GRID_STRIDE(i, s.n * s.c * s.hw) {
     const int64_t c = (i / s.hw) % s.c;
-    y[i] = x[i] * coeff[kCoeff * c + 2] + coeff[kCoeff * c + 3];
+    y[i] = relu_slope(x[i] * coeff[kCoeff * c + 2] + coeff[kCoeff * c + 3], neg);
   }
 }
 
+// The output gradient as the layer sees it: masked where a fused ReLU's output y is not positive (y: nullptr, none).
+__device__ __forceinline__ float bn_dy(const float* __restrict__ dy, const float* __restrict__ y, int64_t e) {
+  return y ? relu_grad(dy[e], y[e]) : dy[e];
+}
+
 // Block = channel: dbeta, dgamma, and dx's coefficients k, a, b into coeff[8c+4 .. 8c+6].
-__global__ void bn_grad_sums(const float* __restrict__ x, const float* __restrict__ dy, const float* __restrict__ gamma,
-                             float* __restrict__ dgamma, float* __restrict__ dbeta, float* __restrict__ coeff,
-                             double* __restrict__ sums, BnShape s) {
+__global__ void bn_grad_sums(const float* __restrict__ x, const float* __restrict__ dy, const float* __restrict__ y,
+                             const float* __restrict__ gamma, float* __restrict__ dgamma, float* __restrict__ dbeta,
+                             float* __restrict__ coeff, double* __restrict__ sums, BnShape s) {
   __shared__ double shared[kThreads];
   const int64_t c = blockIdx.x, m = s.n * s.hw;
   const float mean = coeff[kCoeff * c], invstd = coeff[kCoeff * c + 1];
   double sdy = 0, sdyx = 0;
   for (int64_t j = threadIdx.x; j < m; j += kThreads) {
     const int64_t e = ((j / s.hw) * s.c + c) * s.hw + j % s.hw;
-    sdy += dy[e];
-    sdyx += static_cast<double>(dy[e]) * ((x[e] - mean) * invstd);
+    const float g = bn_dy(dy, y, e);
+    sdy += g;
+    sdyx += static_cast<double>(g) * ((x[e] - mean) * invstd);
   }
   sdy = block_sum(sdy, shared);
   sdyx = block_sum(sdyx, shared);
@@ -129,11 +138,11 @@ __global__ void bn_grad_sums(const float* __restrict__ x, const float* __restric
   }
 }
 
-__global__ void bn_input_grad(const float* __restrict__ x, const float* __restrict__ dy,
+__global__ void bn_input_grad(const float* __restrict__ x, const float* __restrict__ dy, const float* __restrict__ y,
                               const float* __restrict__ coeff, float* __restrict__ dx, BnShape s) {
   OCTET_GRID_STRIDE(i, s.n * s.c * s.hw) {
     const float* k = coeff + kCoeff * ((i / s.hw) % s.c);
-    dx[i] = k[4] * (dy[i] - k[5] - (x[i] - k[0]) * k[1] * k[6]);
+    dx[i] = k[4] * (bn_dy(dy, y, i) - k[5] - (x[i] - k[0]) * k[1] * k[6]);
   }
 }
 
@@ -165,6 +174,7 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
     coeff_ = Tensor({kCoeff * channels_}, Device::CUDA);
   last_train_ = ctx.train;
   const cudaStream_t st = cuda_stream(exec().compute());
+  const float neg = relu_ ? 0.f : 1.f;
   if (ctx.train && synced()) {
     double* dev = sums_device(3);
     bn_local_sums<<<static_cast<unsigned>(channels_), kThreads, 0, st>>>(x.data(), dev, s);
@@ -177,7 +187,7 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
                                                           running_mean_.data(), running_var_.data(), coeff_.data(),
                                                           channels_, p_.eps, p_.momentum);
     CHECK_LAUNCH("bn_global_coeffs");
-    bn_apply<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), y.data(), coeff_.data(), s);
+    bn_apply<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), y.data(), coeff_.data(), s, neg);
     CHECK_LAUNCH("bn_apply");
     return;
   }
@@ -185,19 +195,20 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
       x.data(), gamma_.data(), beta_.data(), running_mean_.data(), running_var_.data(), coeff_.data(), s, p_.eps,
       p_.momentum, ctx.train);
   CHECK_LAUNCH("bn_channel_stats");
-  bn_apply<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), y.data(), coeff_.data(), s);
+  bn_apply<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), y.data(), coeff_.data(), s, neg);
   CHECK_LAUNCH("bn_apply");
 }
 
-void BatchNorm::backward_cuda(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
+void BatchNorm::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   OCTET_CHECK(last_train_ && coeff_.numel() == kCoeff * channels_,
               "batchnorm " << name() << ": backward needs a training forward before it");
   const BnShape s{x.dim(0), channels_, plane(x)};
   const cudaStream_t st = cuda_stream(exec().compute());
   const bool sync = dx && synced();  // (no input gradient: on every rank alike, no exchange)
   double* dev = sync ? sums_device(2) : nullptr;
+  const float* mask = relu_ ? y.data() : nullptr;
   bn_grad_sums<<<static_cast<unsigned>(channels_), kThreads, 0, st>>>(
-      x.data(), dy.data(), gamma_.data(), dgamma_.data(), dbeta_.data(), coeff_.data(), dev, s);
+      x.data(), dy.data(), mask, gamma_.data(), dgamma_.data(), dbeta_.data(), coeff_.data(), dev, s);
   CHECK_LAUNCH("bn_grad_sums");
   if (!dx) return;
   if (sync) {
@@ -208,7 +219,7 @@ void BatchNorm::backward_cuda(const Tensor& x, const Tensor&, const Tensor& dy, 
     bn_grad_global<<<grid_for(channels_), 256, 0, st>>>(dev, M, gamma_.data(), coeff_.data(), channels_);
     CHECK_LAUNCH("bn_grad_global");
   }
-  bn_input_grad<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), dy.data(), coeff_.data(), dx->data(), s);
+  bn_input_grad<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), dy.data(), mask, coeff_.data(), dx->data(), s);
   CHECK_LAUNCH("bn_input_grad");
 }
 

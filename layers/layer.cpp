@@ -50,7 +50,6 @@ void Layer::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
 void Layer::forward_cuda(const Tensor&, Tensor&, const StepContext&) { no_cuda(); }
 void Layer::backward_cuda(const Tensor&, const Tensor&, const Tensor&, Tensor*) { no_cuda(); }
 
-
 void Layer::forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) {
   const KernelRef xr(&x), yr(&y), sr(skip_x_);
   sim::launch(sim_queue(exec_->compute()), op("forward"), [this, xr, yr, sr, ctx] {
@@ -72,6 +71,11 @@ void Layer::backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Ten
 const std::string& Layer::skip_from() const {
   static const std::string none;
   return none;
+}
+
+void Layer::fuse_relu(bool on) {
+  OCTET_CHECK(!on || can_fuse_relu(), "layer " << name_ << " (" << kind() << ") cannot take a ReLU into its pass");
+  relu_ = on;
 }
 
 void Layer::no_cuda() const { OCTET_THROW("layer " << name_ << ": " << kind() << " has no CUDA kernel"); }

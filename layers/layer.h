@@ -93,6 +93,12 @@ class Layer {
   virtual void set_math(const LayerMath& m) { math_ = m; }
   const LayerMath& math() const { return math_; }
   Precision precision() const { return math_.precision; }
+  // Fusion (Model::set_fusion): a layer that can apply the ReLU after it to its own output says so; once fused it
+  // writes y = max(f(x), 0) and its backward first masks dy where y is not positive (in the same pass), and the model
+  // skips the ReLU layer. Set before the layer runs, not between passes (a queued kernel reads it when it runs).
+  virtual bool can_fuse_relu() const { return false; }
+  void fuse_relu(bool on);
+  bool fused_relu() const { return relu_; }
   // Whether this build has the layer's CUDA kernels.
   virtual bool has_cuda() const { return false; }
   // Runs on exec's device from now on, its parameters moved there; a CUDA context for a layer without CUDA kernels is
@@ -128,6 +134,7 @@ class Layer {
   virtual void bound(Exec&) {}
   const Tensor* skip_x_ = nullptr;
   Tensor* skip_dx_ = nullptr;
+  bool relu_ = false;  // the following ReLU is fused in (fuse_relu)
 
  private:
   [[noreturn]] void no_cuda() const;

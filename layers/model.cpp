@@ -10,6 +10,7 @@
 #include "core/tensor_ops.h"
 #include "core/timer.h"
 #include "core/trace.h"
+#include "layers/relu.h"
 
 namespace octet {
 
@@ -22,6 +23,7 @@ Model::Model(Shape input, std::vector<LayerPtr> layers, Exec& exec)
   skip_grads_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));
   skip_.assign(layers_.size(), -1);
   skip_source_.assign(layers_.size(), false);
+  fused_.assign(layers_.size(), false);
   for (auto& t : eval_) t = Tensor(Shape{0}, exec.device());
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::string& from = layers_[i]->skip_from();
@@ -37,18 +39,35 @@ Model::Model(Shape input, std::vector<LayerPtr> layers, Exec& exec)
   OCTET_CHECK(s.size() == 2, "the last layer must output [N,classes], got " << shape_str(s));
 }
 
+void Model::set_fusion(bool on) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const bool f = on && i + 1 < layers_.size() && layers_[i]->can_fuse_relu() && !skip_source_[i] &&
+                   dynamic_cast<const Relu*>(layers_[i + 1].get()) != nullptr;
+    layers_[i]->fuse_relu(f);
+    fused_[i] = f;
+    if (f) acts_[i].resize({0});  // (its output is the ReLU's)
+  }
+}
+
+void Model::check_range(size_t begin, size_t end, const char* pass) const {
+  OCTET_CHECK(begin < end && end <= layers_.size(),
+              pass << "(" << begin << ", " << end << ") of a " << layers_.size() << "-layer model");
+  OCTET_CHECK(!fused_[end - 1] && (begin == 0 || !fused_[begin - 1]),
+              pass << "(" << begin << ", " << end << ") splits a layer from the ReLU fused into it (model.fuse)");
+}
+
 const Tensor& Model::forward_range(const Tensor& x, size_t begin, size_t end, const StepContext& ctx,
                                    const ForwardRunner& run) {
-  OCTET_CHECK(begin < end && end <= layers_.size(),
-              "forward_range(" << begin << ", " << end << ") of a " << layers_.size() << "-layer model");
+  check_range(begin, end, "forward_range");
   OCTET_CHECK(begin > 0 || (x.ndim() == input_.size() + 1 && Shape(x.shape().begin() + 1, x.shape().end()) == input_),
               "model input " << shape_str(x.shape()) << " does not match [N]+" << shape_str(input_));
   const Tensor* in = &x;
   for (size_t i = begin; i < end; ++i) {
     const double t0 = times_ ? now_seconds() : 0;
     TraceSpan span("forward", layers_[i]->name().c_str());
+    const size_t o = fused_[i] ? i + 1 : i;  // whose output this pass writes: a fused ReLU's is its producer's
     // Evaluation writes an output nothing reads after the next layer into the scratch pair (the input is the other).
-    Tensor& out = ctx.train || skip_source_[i] || i + 1 == end ? acts_[i] : eval_[i % 2];
+    Tensor& out = ctx.train || skip_source_[o] || o + 1 == end ? acts_[o] : eval_[in == &eval_[0] ? 1 : 0];
     out.resize(layers_[i]->output_shape(in->shape()));
     if (skip_[i] >= 0) {
       OCTET_CHECK(skip_[i] >= static_cast<int64_t>(begin) || begin == 0,
@@ -61,18 +80,25 @@ const Tensor& Model::forward_range(const Tensor& x, size_t begin, size_t end, co
       exec_->sync(exec_->compute());
       times_->forward_s[i] += now_seconds() - t0;
     }
+    i = o;  // (past a fused ReLU)
   }
   return acts_[end - 1];
 }
 
 void Model::backward_range(const Tensor& x, size_t begin, size_t end, const Tensor& dout, Tensor* dx_first,
                            const BackwardRunner& run) {
-  OCTET_CHECK(begin < end && end <= layers_.size() && dout.shape() == acts_[end - 1].shape(),
-              "backward_range(" << begin << ", " << end << "): gradient " << shape_str(dout.shape()) << " vs output "
-                                << shape_str(acts_.at(std::min(end, layers_.size()) - 1).shape()));
+  check_range(begin, end, "backward_range");
+  OCTET_CHECK(dout.shape() == acts_[end - 1].shape(), "backward_range(" << begin << ", " << end << "): gradient "
+                                                                        << shape_str(dout.shape()) << " vs output "
+                                                                        << shape_str(acts_[end - 1].shape()));
   for (size_t i = end; i-- > begin;) {
+    if (i > begin && fused_[i - 1]) {  // a ReLU fused into layer i-1, whose backward masks its gradient
+      if (hook_) hook_(i, exec_->record(exec_->compute()));
+      continue;
+    }
+    const size_t o = fused_[i] ? i + 1 : i;  // its output (a fused ReLU's) and the gradient there
     const Tensor& in = i == begin ? x : acts_[i - 1];
-    const Tensor& dy = i + 1 == end ? dout : grads_[i];
+    const Tensor& dy = o + 1 == end ? dout : grads_[o];
     const double t0 = times_ ? now_seconds() : 0;
     TraceSpan span("backward", layers_[i]->name().c_str());
     Tensor* dx = i > begin ? &grads_[i - 1] : dx_first;
@@ -82,7 +108,7 @@ void Model::backward_range(const Tensor& x, size_t begin, size_t end, const Tens
       skip_grads_[i].resize(from.shape());
       layers_[i]->bind_skip(&from, &skip_grads_[i]);
     }
-    if (!run || !run(i, in, acts_[i], dy, dx)) layers_[i]->backward(in, acts_[i], dy, dx);
+    if (!run || !run(i, in, acts_[o], dy, dx)) layers_[i]->backward(in, acts_[o], dy, dx);
     // grads_[i-1] is written: add what the add layers at or above i routed to layer i-1's output.
     for (size_t a = i; i > begin && a < end; ++a)
       if (skip_[a] == static_cast<int64_t>(i) - 1) add_into(grads_[i - 1], skip_grads_[a], *exec_);
@@ -141,12 +167,14 @@ std::string Model::summary() {
   for (auto& l : layers_) w = std::max(w, static_cast<int>(l->name().size()));
   std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %10s\n", w, "layer", "kind", "output", "params");
   out += buf;
-  for (auto& l : layers_) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer* l = layers_[i].get();
     s = l->output_shape(s);
     int64_t n = 0;
     for (auto& p : l->params()) n += p.value->numel();
     Shape per(s.begin() + 1, s.end());
-    const std::string from = l->traits().reads_other ? "  + " + l->skip_from() : "";
+    std::string from = l->traits().reads_other ? "  + " + l->skip_from() : "";
+    if (i > 0 && fused_[i - 1]) from += "  (fused into " + layers_[i - 1]->name() + ")";
     std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %10lld%s\n", w, l->name().c_str(), l->kind(),
                   shape_str(per).c_str(), static_cast<long long>(n), from.c_str());
     out += buf;

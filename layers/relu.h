@@ -4,6 +4,11 @@
 
 namespace octet {
 
+// The kernel twins of a fused ReLU's backward (a layer that took the ReLU in, Layer::fuse_relu): dx = y > 0 ? dy : 0,
+// y being either side of the ReLU (n values; CPU loops at once, CUDA kernels queued on s).
+void relu_mask_cpu(const float* y, const float* dy, float* dx, int64_t n, const Stream& s);
+void relu_mask_cuda(const float* y, const float* dy, float* dx, int64_t n, const Stream& s);
+
 class Relu : public Layer {
  public:
   explicit Relu(std::string name) : Layer(std::move(name)) {}

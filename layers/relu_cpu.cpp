@@ -1,8 +1,9 @@
-// Relu on oneDNN's eltwise primitives (forward, backward) cached per element count.
+// Relu on oneDNN's eltwise primitives (forward, backward) cached per element count; a fused ReLU's masking loop.
 #include <map>
 
 #include "core/dnnl_ctx.h"
 #include "layers/relu.h"
+#include "layers/relu_math.h"
 
 namespace octet {
 
@@ -34,6 +35,11 @@ Prims& Relu::CpuState::get(int64_t numel) {
   P->bwd = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, eng, fpd));
   slot = std::move(P);
   return *slot;
+}
+
+void relu_mask_cpu(const float* y, const float* dy, float* dx, int64_t n, const Stream&) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) dx[i] = relu_grad(dy[i], y[i]);
 }
 
 void Relu::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {

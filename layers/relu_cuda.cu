@@ -1,4 +1,5 @@
-// Relu on the GPU: y = x > 0 ? x : 0, dx = x > 0 ? dy : 0 (what oneDNN's eltwise computes on the CPU).
+// Relu on the GPU: y = x > 0 ? x : 0, dx = x > 0 ? dy : 0 (what oneDNN's eltwise computes on the CPU); the same mask
+// for a fused ReLU's backward.
 #include "core/cuda_util.cuh"
 #include "layers/relu.h"
 
@@ -17,6 +18,12 @@ __global__ void relu_backward(const float* __restrict__ x, const float* __restri
 
 }  // namespace
 
+void relu_mask_cuda(const float* y, const float* dy, float* dx, int64_t n, const Stream& s) {
+  if (n <= 0) return;
+  relu_backward<<<grid_for(n), 256, 0, cuda_stream(s)>>>(y, dy, dx, n);
+  CHECK_LAUNCH("relu_mask");
+}
+
 bool Relu::has_cuda() const { return true; }
 
 void Relu::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
@@ -25,10 +32,7 @@ void Relu::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
 }
 
 void Relu::backward_cuda(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
-  if (!dx) return;
-  relu_backward<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), dy.data(), dx->data(),
-                                                                                x.numel());
-  CHECK_LAUNCH("relu_backward");
+  if (dx) relu_mask_cuda(x.data(), dy.data(), dx->data(), x.numel(), exec().compute());
 }
 
 }  // namespace octet

@@ -68,6 +68,27 @@ struct MirrorExchange : StatExchange {
   }
 };
 
+// A row's layer with the ReLU after it fused in (Layer::fuse_relu): the inputs whose output lies near the ReLU's kink
+// (by the row's own layer, unfused) are left out of the dx check.
+LayerCase fused_relu(LayerCase c) {
+  const LayerCase base = c;
+  c.name += ", ReLU fused in";
+  c.eps = 1e-3;  // (a smaller step crosses fewer kinks in the parameters' and the skip input's checks)
+  c.skip = [base](const Tensor& x, int64_t i) {
+    LayerPtr l = base.make();
+    Tensor s = base.skip_input ? base.skip_input() : Tensor(Shape{0}), ds(s.shape());
+    if (base.skip_input) l->bind_skip(&s, &ds);
+    Tensor y(l->output_shape(x.shape()));
+    l->forward(x, y, StepContext{true, 7, 3});
+    return std::abs(y.data()[i]) < 0.05f;
+  };
+  c.prepare = [p = base.prepare](Layer& l) {
+    if (p) p(l);
+    l.fuse_relu(true);
+  };
+  return c;
+}
+
 // Parity tolerance of a row whose device twin sums in another order (cuDNN, cuBLAS) or computes another way.
 LayerCase library(LayerCase c) {
   c.parity = 1e-5;
@@ -126,6 +147,13 @@ const std::vector<LayerCase>& layer_cases() {
       *p[1].value = random_tensor({6}, 4);
     };
     c.push_back(bn);
+    LayerCase bnr = library({"batchnorm on [N,C,H,W] (4 channels, 2x3x3), learned scale and shift", "{type: batchnorm}",
+                             random_input({2, 4, 3, 3}, 25, 2.0f)});
+    bnr.prepare = [](Layer& l) {
+      *l.params()[0].value = random_tensor({4}, 7);
+      *l.params()[1].value = random_tensor({4}, 8);
+    };
+    c.push_back(fused_relu(bnr));
     LayerCase sbn =
         library({"batchnorm, sync: true (a mirrored second rank: the staged exchange path)",
                  "{type: batchnorm, momentum: 0.1, eps: 1e-5, sync: true}", random_input({2, 4, 3, 3}, 23, 2.0f)});
@@ -137,18 +165,21 @@ const std::vector<LayerCase>& layer_cases() {
       *p[1].value = random_tensor({4}, 6);
     };
     c.push_back(sbn);
-    auto add_case = [&](const char* name, const char* yaml, Shape main, Shape from) {
+    c.push_back(fused_relu(sbn));
+    auto add_case = [&](const char* name, const char* yaml, Shape main, Shape from, bool also_fused = false) {
       LayerCase a = library({name, yaml, random_input(main, 23), 8});
       a.skip_input = random_input(from, 24);
       c.push_back(a);
+      if (also_fused) c.push_back(fused_relu(a));
     };
-    add_case("add, identity shortcut", "{type: add, from: src}", {2, 3, 4, 4}, {2, 3, 4, 4});
+    add_case("add, identity shortcut", "{type: add, from: src}", {2, 3, 4, 4}, {2, 3, 4, 4}, true);
     add_case("add, option A: stride 2, 2 -> 5 channels (zeros on both sides)", "{type: add, from: src, shortcut: pad}",
-             {2, 5, 3, 3}, {2, 2, 6, 6});
+             {2, 5, 3, 3}, {2, 2, 6, 6}, true);
     add_case("add, 1x1 projection: stride 2, 3 -> 4 channels", "{type: add, from: src, shortcut: conv, init: he}",
              {2, 4, 2, 2}, {2, 3, 4, 4});
     add_case("add, 1x1 projection + batchnorm (torchvision's downsample): stride 2, 3 -> 4 channels",
-             "{type: add, from: src, shortcut: conv_bn, bn: {momentum: 0.1, eps: 1e-5}}", {2, 4, 2, 2}, {2, 3, 4, 4});
+             "{type: add, from: src, shortcut: conv_bn, bn: {momentum: 0.1, eps: 1e-5}}", {2, 4, 2, 2}, {2, 3, 4, 4},
+             true);
     add_case("add, 1x1 projection + batchnorm, stride 1, 4 -> 8 channels (a bottleneck stage's first block)",
              "{type: add, from: src, shortcut: conv_bn}", {3, 8, 2, 2}, {3, 4, 2, 2});
     return c;

@@ -5,9 +5,8 @@
 # CPU twins as kernels, guarded memory and queued streams. Each sim run must end in the checkpoint bytes of the same run
 # on the CPU: LeNet on real MNIST for one epoch (97%); 2 ranks with dynamic_tree8 and checksums every step; exact resume
 # and a checkpoint moved sim -> CPU -> sim; 4 ranks as 2 nodes x 2 through the two-level exchange; powersgd on 2
-# ranks; FC model
-# parallelism on 4 ranks; a residual net with batchnorm on 2 ranks
-# (and its resume); overlap with a lossy codec and checksums every step.
+# ranks; FC model parallelism on 4 ranks; a residual net with batchnorm on 2 ranks (its resume, and the same bytes
+# with its ReLUs unfused); overlap with a lossy codec and checksums every step.
 set -u
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -97,6 +96,11 @@ if want 5 && same res "a residual net with batchnorm on 2 ranks" 2 "$src/tests/d
     cmp -s "$(ckpt rhalf)" "$(ckpt res_sim)"; then
     echo "ok: the residual net resumed on sim ends in the uninterrupted run's checkpoint (running statistics included)"
   else bad "the residual net's resumed sim run differs from the uninterrupted one"; fi
+  # model.fuse (on by default: bn1+r1, a1+r2, a2+r3 run as one pass each) changes no bit of the run.
+  grep -q "r2 .*(fused into a1)" <("$octet" model "$src/tests/data/residual_net.yaml") || bad "octet model shows no fused ReLU"
+  if run unfused 2 cpu "$src/tests/data/residual_net.yaml" --set model.fuse=false && cmp -s "$(ckpt unfused)" "$(ckpt res_cpu)"; then
+    echo "ok: the residual net with model.fuse=false ends in the fused run's checkpoint (byte for byte)"
+  else bad "model.fuse=false changes the residual net's checkpoint"; fi
 fi
 
 # 6. Overlap: buckets exchanged on the communication thread (its own stream) beside backward, a lossy codec with error

@@ -359,11 +359,8 @@ static double model_loss(Model& m, const Tensor& x, const Tensor& r) {
   return s;
 }
 
-TEST_CASE("a model with residual blocks: gradients through both paths of every add match finite differences",
-          "[layers][model][add]") {
-  // conv -> bn -> relu (r1) -> conv -> bn -> add(r1) -> relu -> conv s2 (8 ch) -> add(r1, option A) ->
-  // conv s1 -> add(r1 projected, stride 2) -> global average pool -> fc. r1's gradient gathers three adds.
-  std::vector<LayerPtr> L;
+// The residual nets' first block on [2,6,6] inputs: conv -> bn -> relu (r1) -> conv -> bn -> add(r1).
+static void first_block(std::vector<LayerPtr>& L) {
   L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{2, 4, 3, 1, 1, false, Init::He}));
   L.push_back(std::make_unique<BatchNorm>("bn1", BatchNormParams{}, 4));
   L.push_back(std::make_unique<Relu>("r1"));
@@ -371,6 +368,14 @@ TEST_CASE("a model with residual blocks: gradients through both paths of every a
   L.push_back(std::make_unique<BatchNorm>("bn2", BatchNormParams{}, 4));
   L.push_back(
       std::make_unique<Add>("a1", AddParams{"r1", Shortcut::Identity, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 4, 6, 6}));
+}
+
+TEST_CASE("a model with residual blocks: gradients through both paths of every add match finite differences",
+          "[layers][model][add]") {
+  // conv -> bn -> relu (r1) -> conv -> bn -> add(r1) -> relu -> conv s2 (8 ch) -> add(r1, option A) ->
+  // conv s1 -> add(r1 projected, stride 2) -> global average pool -> fc. r1's gradient gathers three adds.
+  std::vector<LayerPtr> L;
+  first_block(L);
   L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{4, 8, 3, 2, 1, true, Init::He}));
   L.push_back(
       std::make_unique<Add>("a2", AddParams{"r1", Shortcut::Pad, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 8, 3, 3}));
@@ -422,6 +427,73 @@ TEST_CASE("a model with residual blocks: gradients through both paths of every a
     in = &outs.back();
   }
   CHECK(to_vector(outs.back()) == logits);
+}
+
+// conv -> bn -> relu -> conv -> bn -> add(r1) -> relu (r2) -> conv -> bn -> relu -> conv -> add(r2, option A) -> relu
+// -> global average pool -> fc: each batchnorm and add is followed by a ReLU, r1 and r2 are read again by an add.
+static Model fusable_net() {
+  std::vector<LayerPtr> L;
+  first_block(L);
+  L.push_back(std::make_unique<Relu>("r2"));
+  L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{4, 8, 3, 2, 1, false, Init::He}));
+  L.push_back(std::make_unique<BatchNorm>("bn3", BatchNormParams{}, 8));
+  L.push_back(std::make_unique<Relu>("r3"));
+  L.push_back(std::make_unique<Conv2d>("c4", Conv2dParams{8, 8, 3, 1, 1, true, Init::He}));
+  L.push_back(
+      std::make_unique<Add>("a2", AddParams{"r2", Shortcut::Pad, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 8, 3, 3}));
+  L.push_back(std::make_unique<Relu>("r4"));
+  L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 3, 3, 0}));
+  L.push_back(std::make_unique<FullyConnected>("fc", FcParams{8, 3, true, Init::Xavier}));
+  Model m({2, 6, 6}, std::move(L));
+  m.init_params(5);
+  return m;
+}
+
+TEST_CASE("model.fuse: batchnorm+ReLU and add+ReLU in one pass give the layers' own bits, trained and evaluated",
+          "[layers][model][fuse]") {
+  Model plain = fusable_net(), fused = fusable_net();
+  fused.set_fusion(true);
+  for (size_t i = 0; i < fused.size(); ++i) {
+    INFO("layer " << fused.layer(i).name());
+    const std::string n = fused.layer(i).name();
+    CHECK(fused.fused(i) == (n == "bn1" || n == "a1" || n == "bn3" || n == "a2"));
+    CHECK(!plain.fused(i));
+  }
+  CHECK_THAT(fused.summary(), Catch::Contains("(fused into bn1)") && Catch::Contains("(fused into a1)") &&
+                                  Catch::Contains("(fused into a2)"));
+  CHECK_THAT(plain.summary(), !Catch::Contains("fused"));
+  const Tensor x = random_tensor({3, 2, 6, 6}, 31), r = random_tensor({3, 3}, 32);
+  const StepContext train{true, 7, 3};
+  for (int step = 0; step < 2; ++step) {  // (the second pass reuses every buffer)
+    CHECK(to_vector(fused.forward(x, train)) == to_vector(plain.forward(x, train)));
+    for (size_t i = 0; i < fused.size(); ++i)
+      if (i == 0 || !fused.fused(i - 1)) {  // each layer's output, a fused ReLU's where it took one in
+        INFO("output of " << fused.layer(i).name());
+        CHECK(to_vector(fused.activation(fused.fused(i) ? i + 1 : i)) ==
+              to_vector(plain.activation(fused.fused(i) ? i + 1 : i)));
+      }
+    Tensor dxp, dxf;
+    plain.backward_range(x, 0, plain.size(), r, &dxp, nullptr);
+    fused.backward_range(x, 0, fused.size(), r, &dxf, nullptr);
+    CHECK(to_vector(dxf) == to_vector(dxp));
+    auto pp = plain.params(), pf = fused.params();
+    for (size_t k = 0; k < pp.size(); ++k) {
+      INFO(pp[k].name);
+      CHECK(to_vector(*pf[k].grad) == to_vector(*pp[k].grad));
+    }
+    for (auto* m : {&plain, &fused})
+      for (auto& p : m->params())  // a step, so the second round runs on other weights
+        for (int64_t i = 0; i < p.value->numel(); ++i) p.value->data()[i] -= 0.1f * p.grad->data()[i];
+  }
+  const StepContext eval{false, 7, 3};
+  CHECK(to_vector(fused.forward(x, eval)) == to_vector(plain.forward(x, eval)));
+  // A range must keep a fused pair whole.
+  CHECK_THROWS_WITH(fused.forward_range(x, 0, 2, train, nullptr),
+                    Catch::Contains("splits a layer from the ReLU fused into it"));
+  CHECK_NOTHROW(fused.forward_range(x, 0, 3, train, nullptr));
+  fused.set_fusion(false);
+  CHECK(!fused.fused(1));
+  CHECK(to_vector(fused.forward(x, train)) == to_vector(plain.forward(x, train)));
 }
 
 TEST_CASE("conv in oneDNN's blocked layouts (behind reorders) computes what the plain layout does", "[layers][conv]") {

@@ -61,6 +61,7 @@ struct ModelConfig {
   std::vector<LayerSpec> layers;
   Precision precision = Precision::Fp32;  // convolutions and matrix products (core/precision.h)
   LossScaleConfig loss_scale;             // fp16's dynamic loss scaling
+  bool fuse = true;                       // a ReLU taken into the batchnorm or add before it (Model::set_fusion)
 };
 
 struct ParallelConfig {

@@ -83,6 +83,7 @@ void Run::load_data_and_model() {
   exec_ = &select_device(cfg_.parallel.device, world_);
   model_ = std::make_unique<Model>(build_model(cfg_.model.layers, input, *exec_));
   model_->set_math({cfg_.model.precision, cfg_.parallel.deterministic});
+  model_->set_fusion(cfg_.model.fuse);
   if (world_ && world_->size > 1) {  // synchronized batchnorm layers exchange their sums over the world
     stat_exchange_ = std::make_unique<WorldStatExchange>(*world_);
     model_->use_stat_exchange(stat_exchange_.get());
@@ -447,8 +448,8 @@ void Run::evaluate_now(int64_t epoch) {
   TraceSpan span("evaluate");
   step_->gather();
   share_model_state();
-  const EvalResult e = evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_, cfg_.data.loader_nice,
-                                  pos.global_step);
+  const EvalResult e =
+      evaluate(*model_, *test_set_, cfg_.data.eval_batch_size, world_, cfg_.data.loader_nice, pos.global_step);
   result.test = e;
   eval_step_ = pos.global_step;
   OCTET_LOG("epoch " << epoch + 1 << " test loss " << json_num(e.loss) << " accuracy " << json_num(100.0 * e.accuracy)

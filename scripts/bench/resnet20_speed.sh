@@ -13,7 +13,8 @@
 # reach if everything but the convolutions took no time: PyTorch's step time (same precision) over octet's convolution
 # time (PyTorch runs the same oneDNN convolutions).
 # Usage: scripts/bench/resnet20_speed.sh   (STEPS=20, PRECISIONS="fp32 bf16" by default; bf16 is skipped, with a
-# note, on CPUs without AVX512-BF16 or AMX)
+# note, on CPUs without AVX512-BF16 or AMX; FUSE=false runs octet with model.fuse: false, its ReLUs as passes of their
+# own)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [[ -x build/octet ]] || bash scripts/build.sh
@@ -43,7 +44,7 @@ run() {  # run THREADS PRECISION NAME [env...]: octet's ResNet-20 on synthetic d
     --set data.synthetic_train=$((128 * (steps + 3))) --set data.synthetic_test=1 --set data.augment.crop_padding=0 \
     --set run.threads="$t" --set run.out_dir="$out" --set run.name="$name" --set run.epochs=1 --set run.warmup_steps=3 \
     --set run.eval_every=0 --set run.log_every=100000 --set run.checkpoint_every=0 --set model.precision="$p" \
-    >"$out/$name.log" 2>&1
+    --set model.fuse="${FUSE:-true}" >"$out/$name.log" 2>&1
 }
 printf '%-8s %-9s %10s %12s %8s %8s | %9s %9s %9s %9s %9s %8s %7s\n' threads precision octet_ips pytorch_ips ratio \
   vs_fp32 step_ms conv_ms reorder_ms relu_ms rest_ms conv_GF/s bound
