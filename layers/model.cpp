@@ -17,13 +17,12 @@ namespace octet {
 Model::Model(Shape input, std::vector<LayerPtr> layers, Exec& exec)
     : input_(std::move(input)), layers_(std::move(layers)), exec_(&exec) {
   OCTET_CHECK(!layers_.empty(), "a model needs at least one layer");
-  for (auto& l : layers_) l->bind(exec);
+  for (auto& l : layers_) l->bind(exec), l->fuse_relu(false);     // (fused only by set_fusion, which sees the pairs)
   acts_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));  // sized per batch, on the model's device
   grads_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));
   skip_grads_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));
   skip_.assign(layers_.size(), -1);
   skip_source_.assign(layers_.size(), false);
-  fused_.assign(layers_.size(), false);
   for (auto& t : eval_) t = Tensor(Shape{0}, exec.device());
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::string& from = layers_[i]->skip_from();
@@ -44,7 +43,6 @@ void Model::set_fusion(bool on) {
     const bool f = on && i + 1 < layers_.size() && layers_[i]->can_fuse_relu() && !skip_source_[i] &&
                    dynamic_cast<const Relu*>(layers_[i + 1].get()) != nullptr;
     layers_[i]->fuse_relu(f);
-    fused_[i] = f;
     if (f) acts_[i].resize({0});  // (its output is the ReLU's)
   }
 }
@@ -52,7 +50,7 @@ void Model::set_fusion(bool on) {
 void Model::check_range(size_t begin, size_t end, const char* pass) const {
   OCTET_CHECK(begin < end && end <= layers_.size(),
               pass << "(" << begin << ", " << end << ") of a " << layers_.size() << "-layer model");
-  OCTET_CHECK(!fused_[end - 1] && (begin == 0 || !fused_[begin - 1]),
+  OCTET_CHECK(!fused(end - 1) && (begin == 0 || !fused(begin - 1)),
               pass << "(" << begin << ", " << end << ") splits a layer from the ReLU fused into it (model.fuse)");
 }
 
@@ -65,7 +63,7 @@ const Tensor& Model::forward_range(const Tensor& x, size_t begin, size_t end, co
   for (size_t i = begin; i < end; ++i) {
     const double t0 = times_ ? now_seconds() : 0;
     TraceSpan span("forward", layers_[i]->name().c_str());
-    const size_t o = fused_[i] ? i + 1 : i;  // whose output this pass writes: a fused ReLU's is its producer's
+    const size_t o = fused(i) ? i + 1 : i;  // whose output this pass writes: a fused ReLU's is its producer's
     // Evaluation writes an output nothing reads after the next layer into the scratch pair (the input is the other).
     Tensor& out = ctx.train || skip_source_[o] || o + 1 == end ? acts_[o] : eval_[in == &eval_[0] ? 1 : 0];
     out.resize(layers_[i]->output_shape(in->shape()));
@@ -92,11 +90,11 @@ void Model::backward_range(const Tensor& x, size_t begin, size_t end, const Tens
                                                                         << shape_str(dout.shape()) << " vs output "
                                                                         << shape_str(acts_[end - 1].shape()));
   for (size_t i = end; i-- > begin;) {
-    if (i > begin && fused_[i - 1]) {  // a ReLU fused into layer i-1, whose backward masks its gradient
+    if (i > begin && fused(i - 1)) {  // a ReLU fused into layer i-1, whose backward masks its gradient
       if (hook_) hook_(i, exec_->record(exec_->compute()));
       continue;
     }
-    const size_t o = fused_[i] ? i + 1 : i;  // its output (a fused ReLU's) and the gradient there
+    const size_t o = fused(i) ? i + 1 : i;  // its output (a fused ReLU's) and the gradient there
     const Tensor& in = i == begin ? x : acts_[i - 1];
     const Tensor& dy = o + 1 == end ? dout : grads_[o];
     const double t0 = times_ ? now_seconds() : 0;
@@ -174,7 +172,7 @@ std::string Model::summary() {
     for (auto& p : l->params()) n += p.value->numel();
     Shape per(s.begin() + 1, s.end());
     std::string from = l->traits().reads_other ? "  + " + l->skip_from() : "";
-    if (i > 0 && fused_[i - 1]) from += "  (fused into " + layers_[i - 1]->name() + ")";
+    if (i > 0 && fused(i - 1)) from += "  (fused into " + layers_[i - 1]->name() + ")";
     std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %10lld%s\n", w, l->name().c_str(), l->kind(),
                   shape_str(per).c_str(), static_cast<long long>(n), from.c_str());
     out += buf;

@@ -33,7 +33,7 @@ class Model {
   // runs on its own (the default of a Model; set before the first pass). activation(i) of a layer that took a ReLU in
   // is empty (its output is the ReLU's). A range may not split a fused pair.
   void set_fusion(bool on);
-  bool fused(size_t i) const { return fused_.at(i); }  // layer i took in the ReLU at i + 1
+  bool fused(size_t i) const { return layers_.at(i)->fused_relu(); }  // layer i took in the ReLU at i + 1
 
   // x: [N, input...]; returns the last layer's output (the logits). Evaluation (ctx.train false) keeps only the outputs
   // an add reads again and the last one: activation(i) of the others is not kept.
@@ -95,7 +95,6 @@ class Model {
   std::vector<int64_t> skip_;       // skip_[i]: the layer whose output layer i also reads (add), or -1
   std::vector<Tensor> skip_grads_;  // skip_grads_[i]: layer i's gradient w.r.t. that output, added once it is written
   std::vector<bool> skip_source_;   // layer i's output is read again by a later add
-  std::vector<bool> fused_;         // layer i took in the ReLU at i + 1 (set_fusion)
   Tensor eval_[2];                  // evaluation: outputs no backward and no add needs, in turn (two layers' worth)
   void check_range(size_t begin, size_t end, const char* pass) const;  // ranges keep fused pairs whole
   GradReadyHook hook_;
