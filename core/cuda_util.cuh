@@ -9,6 +9,7 @@
 #include "core/cublas_api.h"
 #include "core/error.h"
 #include "core/exec.h"
+#include "core/fast_div.h"
 
 namespace octet {
 
@@ -22,7 +23,8 @@ inline unsigned grid_for(int64_t n, int threads = 256) {
   return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
 }
 
-#define OCTET_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+#define OCTET_GRID_STRIDE(i, n)                                                          \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 }  // namespace octet

@@ -33,7 +33,7 @@ namespace {
 
 void host_free(float* p) { std::free(p); }
 void pinned_free_floats(float* p) { pinned_free(p); }
-void cuda_free_floats(float* p) { cuda_free(p); }
+void cuda_free_floats(float* p) { device_free(Device::CUDA, p); }  // (through the accounting, as the sim's)
 void sim_free_floats(float* p) { device_free(Device::Sim, p); }
 
 }  // namespace

@@ -79,9 +79,11 @@ class BatchNorm : public Layer {
   void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
  private:
-  Tensor coeff_;     // on the GPU, [C,8]: the last forward's mean, invstd, scale, shift; backward's k, a, b
-  Tensor sums_dev_;  // synchronized: the per-channel sums on their way to and from the exchange (doubles)
+  Tensor coeff_;      // on the GPU, [C,8]: the last forward's mean, invstd, scale, shift; backward's k, a, b
+  Tensor sums_dev_;   // synchronized: the per-channel sums on their way to and from the exchange (doubles)
+  Tensor parts_dev_;  // the reductions' per-block partial sums (doubles): [2, C, P], P blocks a channel
   double* sums_device(int64_t per_channel);
+  double* parts_device(int64_t doubles);
   void sums_to_host(const double* dev, int64_t per_channel, struct CUstream_st* st);
   void sums_to_device(double* dev, int64_t per_channel, struct CUstream_st* st);
 #endif

@@ -13,69 +13,113 @@ namespace octet {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kMaxParts = 64;  // blocks that one channel's values may be split over
 constexpr int64_t kCoeff = 8;  // per channel: mean, invstd, scale, shift (forward); k, a, b (backward); unused
-
-// The block's sum of v (every thread gets it).
-__device__ double block_sum(double v, double* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double out = shared[0];
-  __syncthreads();
-  return out;
-}
 
 struct BnShape {
   int64_t n, c, hw;
 };
 
-// Block = channel. train: batch statistics (and the running update); else the running statistics.
-__global__ void bn_channel_stats(const float* __restrict__ x, const float* __restrict__ gamma,
-                                 const float* __restrict__ beta, float* running_mean, float* running_var,
-                                 float* __restrict__ coeff, BnShape s, float eps, float momentum, bool train) {
-  __shared__ double shared[kThreads];
-  const int64_t c = blockIdx.x, m = s.n * s.hw;
-  BnChannel ch;
-  if (train) {
-    double sum = 0;
-    for (int64_t j = threadIdx.x; j < m; j += kThreads) sum += x[((j / s.hw) * s.c + c) * s.hw + j % s.hw];
-    sum = block_sum(sum, shared);
-    const double mean = sum / static_cast<double>(m);
-    double sq = 0;
-    for (int64_t j = threadIdx.x; j < m; j += kThreads) {
-      const double d = x[((j / s.hw) * s.c + c) * s.hw + j % s.hw] - mean;
-      sq += d * d;
-    }
-    sq = block_sum(sq, shared);
-    ch = bn_train_channel(sum, sq, m, gamma[c], beta[c], eps);
-    if (threadIdx.x == 0) bn_update_running(running_mean[c], running_var[c], sum, sq, m, momentum);
-  } else {
-    ch = bn_eval_channel(running_mean[c], running_var[c], gamma[c], beta[c], eps);
+// Blocks per channel for the reductions: about 1024 blocks in all (several per SM), each with at least 1024 values,
+// so that a few wide channels (the first layers: 64 channels of N x 112 x 112) still fill the GPU. A function of the
+// shape alone, so every run sums in the same order.
+int bn_parts(const BnShape& s) {
+  const int64_t m = s.n * s.hw;
+  const int64_t p = std::min((1024 + s.c - 1) / s.c, (m + 1023) / 1024);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p, kMaxParts)));
+}
+
+// The sum of v over the block, in thread 0 (a fixed order: warp shuffles, then the warps' sums).
+__device__ double block_sum(double v, double* shared /*[kThreads / 32]*/) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = 0;
+  if (warp == 0) {
+    v = lane < kThreads / 32 ? shared[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
   }
-  if (threadIdx.x == 0) {
+  __syncthreads();  // (shared is free again)
+  return v;
+}
+
+// Calls f(e) for the elements e of channel c that this thread takes among the block's part (blockIdx.y of gridDim.y):
+// the channel's values j = n * HW + r (element (n * C + c) * HW + r) in [j0, j1), every kThreads-th from
+// j0 + threadIdx.x, the element index stepped without a division.
+template <class F>
+__device__ __forceinline__ void bn_for_part(const BnShape& s, int64_t c, F f) {
+  const int64_t m = s.n * s.hw, len = (m + gridDim.y - 1) / gridDim.y;
+  const int64_t j0 = blockIdx.y * len, j1 = min(m, j0 + len);
+  int64_t j = j0 + threadIdx.x;
+  if (j >= j1) return;
+  int64_t r = j % s.hw, e = ((j / s.hw) * s.c + c) * s.hw + r;
+  const int64_t plane = s.c * s.hw, dn = kThreads / s.hw, dr = kThreads % s.hw, de = dn * plane + dr;
+#pragma unroll 4
+  for (; j < j1; j += kThreads) {
+    f(e);
+    e += de, r += dr;
+    if (r >= s.hw) r -= s.hw, e += plane - s.hw;
+  }
+}
+
+// Block (c, p): part p of channel c's sum -> part[c * P + p].
+__global__ void bn_part_sum(const float* __restrict__ x, double* __restrict__ part, BnShape s) {
+  __shared__ double shared[kThreads / 32];
+  const int64_t c = blockIdx.x;
+  double sum = 0;
+  bn_for_part(s, c, [&](int64_t e) { sum += x[e]; });
+  sum = block_sum(sum, shared);
+  if (threadIdx.x == 0) part[c * gridDim.y + blockIdx.y] = sum;
+}
+
+// The channel's sum from its parts, in part order (every block of the channel gets the same bits).
+__device__ __forceinline__ double bn_parts_sum(const double* __restrict__ part, int64_t c, int P) {
+  double v = 0;
+  for (int q = 0; q < P; ++q) v += part[c * P + q];
+  return v;
+}
+
+// Block (c, p): part p of the squared deviations about the channel's mean rounded to a float (as the CPU loops:
+// (x - a)^2 in float, summed in double; the synchronized exchange's reference a) -> sq[c * P + p].
+__global__ void bn_part_sq(const float* __restrict__ x, const double* __restrict__ sum_part, double* __restrict__ sq,
+                           BnShape s) {
+  __shared__ double shared[kThreads / 32];
+  const int64_t c = blockIdx.x;
+  const float a = static_cast<float>(bn_parts_sum(sum_part, c, gridDim.y) / static_cast<double>(s.n * s.hw));
+  double v = 0;
+  bn_for_part(s, c, [&](int64_t e) { v += (x[e] - a) * (x[e] - a); });
+  v = block_sum(v, shared);
+  if (threadIdx.x == 0) sq[c * gridDim.y + blockIdx.y] = v;
+}
+
+// Thread = channel. train: the batch statistics from the parts (and the running update); else the running ones.
+__global__ void bn_coeffs(const double* __restrict__ sum_part, const double* __restrict__ sq_part, int P,
+                          const float* __restrict__ gamma, const float* __restrict__ beta, float* running_mean,
+                          float* running_var, float* __restrict__ coeff, BnShape s, float eps, float momentum,
+                          bool train) {
+  OCTET_GRID_STRIDE(c, s.c) {
+    BnChannel ch;
+    if (train) {
+      const double sum = bn_parts_sum(sum_part, c, P), sq = bn_parts_sum(sq_part, c, P);
+      ch = bn_train_channel(sum, sq, s.n * s.hw, gamma[c], beta[c], eps);
+      bn_update_running(running_mean[c], running_var[c], sum, sq, s.n * s.hw, momentum);
+    } else {
+      ch = bn_eval_channel(running_mean[c], running_var[c], gamma[c], beta[c], eps);
+    }
     coeff[kCoeff * c] = ch.mean, coeff[kCoeff * c + 1] = ch.invstd;
     coeff[kCoeff * c + 2] = ch.scale, coeff[kCoeff * c + 3] = ch.shift;
   }
 }
 
-// Synchronized forward, stage 1. Block = channel: [3C] reference mean a (the float mean), sum, sum of (x - a)^2.
-__global__ void bn_local_sums(const float* __restrict__ x, double* __restrict__ out, BnShape s) {
-  __shared__ double shared[kThreads];
-  const int64_t c = blockIdx.x, m = s.n * s.hw;
-  double sum = 0;
-  for (int64_t j = threadIdx.x; j < m; j += kThreads) sum += x[((j / s.hw) * s.c + c) * s.hw + j % s.hw];
-  sum = block_sum(sum, shared);
-  const float a = static_cast<float>(sum / static_cast<double>(m));
-  double sq = 0;
-  for (int64_t j = threadIdx.x; j < m; j += kThreads) {
-    const double d = x[((j / s.hw) * s.c + c) * s.hw + j % s.hw] - a;
-    sq += d * d;
+// Synchronized forward, stage 1, thread = channel: [3C] the reference mean a (the float mean), sum, sum of (x - a)^2.
+__global__ void bn_local_out(const double* __restrict__ sum_part, const double* __restrict__ sq_part, int P,
+                             double* __restrict__ out, BnShape s) {
+  OCTET_GRID_STRIDE(c, s.c) {
+    const double sum = bn_parts_sum(sum_part, c, P);
+    out[c] = static_cast<float>(sum / static_cast<double>(s.n * s.hw));
+    out[s.c + c] = sum, out[2 * s.c + c] = bn_parts_sum(sq_part, c, P);
   }
-  sq = block_sum(sq, shared);
-  if (threadIdx.x == 0) out[c] = a, out[s.c + c] = sum, out[2 * s.c + c] = sq;
 }
 
 // Synchronized forward, stage 2. Thread = channel: the global [2C] sums over M values -> coefficients, running stats.
@@ -99,11 +143,24 @@ __global__ void bn_grad_global(const double* __restrict__ g, int64_t M, const fl
   }
 }
 
+// Which channel element i of an [N,C,HW] tensor is in: FastDiv's below 2^31 elements, 64-bit division above.
+struct ChannelOf {
+  FastDiv hw, c;
+  bool big;
+  explicit ChannelOf(const BnShape& s)
+      : hw(static_cast<uint32_t>(std::min<int64_t>(s.hw, int64_t{1} << 31))),
+        c(static_cast<uint32_t>(std::min<int64_t>(s.c, int64_t{1} << 31))),
+        big(s.n * s.c * s.hw >= (int64_t{1} << 31)) {}
+  __device__ __forceinline__ int64_t operator()(int64_t i, const BnShape& s) const {
+    return big ? (i / s.hw) % s.c : c.mod(hw.div(static_cast<uint32_t>(i)));
+  }
+};
+
 // y = x * scale + shift, its negative values scaled by neg (0: a fused ReLU; 1: none).
 __global__ void bn_apply(const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ coeff, BnShape s,
-                         float neg) {
+                         ChannelOf ch, float neg) {
   OCTET_GRID_STRIDE(i, s.n * s.c * s.hw) {
-    const int64_t c = (i / s.hw) % s.c;
+    const int64_t c = ch(i, s);
     y[i] = relu_slope(x[i] * coeff[kCoeff * c + 2] + coeff[kCoeff * c + 3], neg);
   }
 }
@@ -113,35 +170,45 @@ __device__ __forceinline__ float bn_dy(const float* __restrict__ dy, const float
   return y ? relu_grad(dy[e], y[e]) : dy[e];
 }
 
-// Block = channel: dbeta, dgamma, and dx's coefficients k, a, b into coeff[8c+4 .. 8c+6].
-__global__ void bn_grad_sums(const float* __restrict__ x, const float* __restrict__ dy, const float* __restrict__ y,
-                             const float* __restrict__ gamma, float* __restrict__ dgamma, float* __restrict__ dbeta,
-                             float* __restrict__ coeff, double* __restrict__ sums, BnShape s) {
-  __shared__ double shared[kThreads];
-  const int64_t c = blockIdx.x, m = s.n * s.hw;
+// Block (c, p): part p of channel c's sums of dy and dy * xhat -> part[c * P + p] and part[C * P + c * P + p].
+__global__ void bn_part_grad(const float* __restrict__ x, const float* __restrict__ dy, const float* __restrict__ y,
+                             const float* __restrict__ coeff, double* __restrict__ part, BnShape s) {
+  __shared__ double shared[kThreads / 32];
+  const int64_t c = blockIdx.x;
   const float mean = coeff[kCoeff * c], invstd = coeff[kCoeff * c + 1];
   double sdy = 0, sdyx = 0;
-  for (int64_t j = threadIdx.x; j < m; j += kThreads) {
-    const int64_t e = ((j / s.hw) * s.c + c) * s.hw + j % s.hw;
+  bn_for_part(s, c, [&](int64_t e) {
     const float g = bn_dy(dy, y, e);
     sdy += g;
     sdyx += static_cast<double>(g) * ((x[e] - mean) * invstd);
-  }
+  });
   sdy = block_sum(sdy, shared);
   sdyx = block_sum(sdyx, shared);
   if (threadIdx.x == 0) {
+    part[c * gridDim.y + blockIdx.y] = sdy;
+    part[(s.c + c) * gridDim.y + blockIdx.y] = sdyx;
+  }
+}
+
+// Thread = channel: dbeta, dgamma (and, synchronized, the sums for the exchange) and dx's coefficients k, a, b into
+// coeff[8c+4 .. 8c+6].
+__global__ void bn_grad_finish(const double* __restrict__ part, int P, const float* __restrict__ gamma,
+                               float* __restrict__ dgamma, float* __restrict__ dbeta, float* __restrict__ coeff,
+                               double* __restrict__ sums, BnShape s) {
+  OCTET_GRID_STRIDE(c, s.c) {
+    const double sdy = bn_parts_sum(part, c, P), sdyx = bn_parts_sum(part, s.c + c, P);
     dbeta[c] = static_cast<float>(sdy);
     dgamma[c] = static_cast<float>(sdyx);
     if (sums) sums[c] = sdy, sums[s.c + c] = sdyx;  // synchronized: the coefficients wait for the global sums
-    const BnGrad k = bn_grad_coeffs(sdy, sdyx, m, gamma[c], invstd);
+    const BnGrad k = bn_grad_coeffs(sdy, sdyx, s.n * s.hw, gamma[c], coeff[kCoeff * c + 1]);
     coeff[kCoeff * c + 4] = k.k, coeff[kCoeff * c + 5] = k.a, coeff[kCoeff * c + 6] = k.b;
   }
 }
 
 __global__ void bn_input_grad(const float* __restrict__ x, const float* __restrict__ dy, const float* __restrict__ y,
-                              const float* __restrict__ coeff, float* __restrict__ dx, BnShape s) {
+                              const float* __restrict__ coeff, float* __restrict__ dx, BnShape s, ChannelOf ch) {
   OCTET_GRID_STRIDE(i, s.n * s.c * s.hw) {
-    const float* k = coeff + kCoeff * ((i / s.hw) % s.c);
+    const float* k = coeff + kCoeff * ch(i, s);
     dx[i] = k[4] * (bn_dy(dy, y, i) - k[5] - (x[i] - k[0]) * k[1] * k[6]);
   }
 }
@@ -154,6 +221,12 @@ double* BatchNorm::sums_device(int64_t per_channel) {
   const int64_t floats = 2 * per_channel * channels_;  // doubles in float slots (64-byte aligned storage)
   if (sums_dev_.device() != Device::CUDA || sums_dev_.numel() < floats) sums_dev_ = Tensor({floats}, Device::CUDA);
   return reinterpret_cast<double*>(sums_dev_.data());
+}
+
+double* BatchNorm::parts_device(int64_t doubles) {
+  if (parts_dev_.device() != Device::CUDA || parts_dev_.numel() < 2 * doubles)  // (doubles in float slots)
+    parts_dev_ = Tensor({2 * doubles}, Device::CUDA);                           // (cudaFree waits for the last user)
+  return reinterpret_cast<double*>(parts_dev_.data());
 }
 
 void BatchNorm::sums_to_host(const double* dev, int64_t per_channel, cudaStream_t st) {
@@ -175,10 +248,22 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
   last_train_ = ctx.train;
   const cudaStream_t st = cuda_stream(exec().compute());
   const float neg = relu_ ? 0.f : 1.f;
+  const ChannelOf ch(s);
+  const int P = bn_parts(s);
+  double* sum_part = nullptr;
+  double* sq_part = nullptr;
+  if (ctx.train) {  // the channels' sums in parts: [C, P] sums, then [C, P] squared deviations
+    sum_part = parts_device(2 * channels_ * P), sq_part = sum_part + channels_ * P;
+    const dim3 grid(static_cast<unsigned>(channels_), static_cast<unsigned>(P));
+    bn_part_sum<<<grid, kThreads, 0, st>>>(x.data(), sum_part, s);
+    CHECK_LAUNCH("bn_part_sum");
+    bn_part_sq<<<grid, kThreads, 0, st>>>(x.data(), sum_part, sq_part, s);
+    CHECK_LAUNCH("bn_part_sq");
+  }
   if (ctx.train && synced()) {
     double* dev = sums_device(3);
-    bn_local_sums<<<static_cast<unsigned>(channels_), kThreads, 0, st>>>(x.data(), dev, s);
-    CHECK_LAUNCH("bn_local_sums");
+    bn_local_out<<<grid_for(channels_), 256, 0, st>>>(sum_part, sq_part, P, dev, s);
+    CHECK_LAUNCH("bn_local_out");
     host_.resize(static_cast<size_t>(3 * channels_));
     sums_to_host(dev, 3, st);
     sync_m_ = exchange_stats(host_, s.n * s.hw);
@@ -187,15 +272,13 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
                                                           running_mean_.data(), running_var_.data(), coeff_.data(),
                                                           channels_, p_.eps, p_.momentum);
     CHECK_LAUNCH("bn_global_coeffs");
-    bn_apply<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), y.data(), coeff_.data(), s, neg);
-    CHECK_LAUNCH("bn_apply");
-    return;
+  } else {
+    bn_coeffs<<<grid_for(channels_), 256, 0, st>>>(sum_part, sq_part, P, gamma_.data(), beta_.data(),
+                                                   running_mean_.data(), running_var_.data(), coeff_.data(), s, p_.eps,
+                                                   p_.momentum, ctx.train);
+    CHECK_LAUNCH("bn_coeffs");
   }
-  bn_channel_stats<<<static_cast<unsigned>(channels_), kThreads, 0, st>>>(
-      x.data(), gamma_.data(), beta_.data(), running_mean_.data(), running_var_.data(), coeff_.data(), s, p_.eps,
-      p_.momentum, ctx.train);
-  CHECK_LAUNCH("bn_channel_stats");
-  bn_apply<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), y.data(), coeff_.data(), s, neg);
+  bn_apply<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), y.data(), coeff_.data(), s, ch, neg);
   CHECK_LAUNCH("bn_apply");
 }
 
@@ -207,9 +290,14 @@ void BatchNorm::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy
   const bool sync = dx && synced();  // (no input gradient: on every rank alike, no exchange)
   double* dev = sync ? sums_device(2) : nullptr;
   const float* mask = relu_ ? y.data() : nullptr;
-  bn_grad_sums<<<static_cast<unsigned>(channels_), kThreads, 0, st>>>(
-      x.data(), dy.data(), mask, gamma_.data(), dgamma_.data(), dbeta_.data(), coeff_.data(), dev, s);
-  CHECK_LAUNCH("bn_grad_sums");
+  const int P = bn_parts(s);
+  double* part = parts_device(2 * channels_ * P);  // [2, C, P]: the sums of dy, then of dy * xhat
+  bn_part_grad<<<dim3(static_cast<unsigned>(channels_), static_cast<unsigned>(P)), kThreads, 0, st>>>(
+      x.data(), dy.data(), mask, coeff_.data(), part, s);
+  CHECK_LAUNCH("bn_part_grad");
+  bn_grad_finish<<<grid_for(channels_), 256, 0, st>>>(part, P, gamma_.data(), dgamma_.data(), dbeta_.data(),
+                                                      coeff_.data(), dev, s);
+  CHECK_LAUNCH("bn_grad_finish");
   if (!dx) return;
   if (sync) {
     host_.resize(static_cast<size_t>(2 * channels_));
@@ -219,7 +307,8 @@ void BatchNorm::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy
     bn_grad_global<<<grid_for(channels_), 256, 0, st>>>(dev, M, gamma_.data(), coeff_.data(), channels_);
     CHECK_LAUNCH("bn_grad_global");
   }
-  bn_input_grad<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), dy.data(), mask, coeff_.data(), dx->data(), s);
+  bn_input_grad<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), dy.data(), mask, coeff_.data(), dx->data(), s,
+                                                     ChannelOf(s));
   CHECK_LAUNCH("bn_input_grad");
 }
 

@@ -3,9 +3,10 @@
 // math, no TF32, so it agrees with the CPU twin to float rounding and repeats bit for bit; tf32, bf16, fp16: tensor
 // cores) and whose workspace, as cudnnGet*WorkspaceSize confirms it for that algorithm and math type, fits
 // kConvWorkspaceBytes; without it, the fastest such algorithm as cudnnFind*Ex times them once per shape. Each pass has
-// its own convolution descriptor carrying its algorithm's math type. bf16 and fp16 convolve 16-bit copies of the
-// operands (layers/mixed_cuda.cuh) with fp32 accumulation; the bias and its gradient stay fp32. The backward-data
-// algorithm is chosen the first time an input gradient is asked for (the first layer never asks).
+// its own convolution descriptor carrying its algorithm's math type. bf16 and fp16 convolve 16-bit channels-last
+// (NHWC, filters KRSC) copies of the operands, made by transposing casts (layers/mixed_cuda.cuh), with fp32
+// accumulation, and the results come back to NCHW fp32 the same way; the bias and its gradient stay fp32. The
+// backward-data algorithm is chosen the first time an input gradient is asked for (the first layer never asks).
 #include <map>
 
 #include "core/cuda_util.cuh"
@@ -60,12 +61,23 @@ struct ConvEntry {
   }
 };
 
+// An [N, C, H, W] tensor's descriptor: fp32 NCHW, or a 16-bit type's channels-last copy.
 cudnnTensorDescriptor_t nchw(const Shape& s, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   cudnnTensorDescriptor_t d;
   CHECK_CUDNN(cudnnCreateTensorDescriptor(&d));
-  CHECK_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, static_cast<int>(s[0]), static_cast<int>(s[1]),
-                                         static_cast<int>(s[2]), static_cast<int>(s[3])));
+  CHECK_CUDNN(cudnnSetTensor4dDescriptor(d, type == CUDNN_DATA_FLOAT ? CUDNN_TENSOR_NCHW : CUDNN_TENSOR_NHWC, type,
+                                         static_cast<int>(s[0]), static_cast<int>(s[1]), static_cast<int>(s[2]),
+                                         static_cast<int>(s[3])));
   return d;
+}
+
+// An [N, C, H, W] fp32 tensor as the convolution reads it: itself, or its 16-bit channels-last copy in role r.
+const void* operand(Precision p, MixedRole r, const Tensor& t, cudaStream_t s) {
+  return operand_nhwc(p, r, t.data(), t.dim(0), t.dim(1), t.dim(2) * t.dim(3), s);
+}
+// A 16-bit channels-last result at src back into the [N, C, H, W] fp32 tensor t.
+void result_to(Precision p, const void* src, Tensor& t, cudaStream_t s) {
+  from_16bit_nhwc(p, src, t.data(), t.dim(0), t.dim(1), t.dim(2) * t.dim(3), s);
 }
 
 // The first algorithm of cuDNN's ranking (heuristic, or timed) that succeeded, is deterministic when m asks, runs in a
@@ -134,9 +146,9 @@ ConvEntry& Conv2d::CudaState::get(const Conv2dParams& p, const LayerMath& m, con
   if (p.bias) e->b = nchw({1, p.out_channels, 1, 1});
   CHECK_CUDNN(cudnnCreateFilterDescriptor(&e->w));
   const int64_t wnum = p.out_channels * (p.in_channels / p.groups) * p.kernel * p.kernel;
-  CHECK_CUDNN(cudnnSetFilter4dDescriptor(e->w, type, CUDNN_TENSOR_NCHW, static_cast<int>(p.out_channels),
-                                         static_cast<int>(p.in_channels / p.groups), static_cast<int>(p.kernel),
-                                         static_cast<int>(p.kernel)));
+  CHECK_CUDNN(cudnnSetFilter4dDescriptor(e->w, type, is_16bit(m.precision) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                         static_cast<int>(p.out_channels), static_cast<int>(p.in_channels / p.groups),
+                                         static_cast<int>(p.kernel), static_cast<int>(p.kernel)));
   e->fwd.conv = conv_desc(p, m.precision), e->bwd_data.conv = conv_desc(p, m.precision);
   e->bwd_filter.conv = conv_desc(p, m.precision);
   cudnnHandle_t h = cudnn_of(ex);
@@ -199,7 +211,8 @@ void Conv2d::CudaState::need_bwd_data(ConvEntry& e, const LayerMath& m, const Sh
 
 bool Conv2d::has_cuda() const { return true; }
 
-// bf16 and fp16: the operands' 16-bit copies in the shared scratch (layers/mixed_cuda.cuh), the result cast back.
+// bf16 and fp16: the operands' 16-bit channels-last copies in the shared scratch (layers/mixed_cuda.cuh), the result
+// cast back to NCHW fp32.
 void Conv2d::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
   const LayerMath& m = math();
@@ -208,12 +221,12 @@ void Conv2d::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   const float one = 1.f, zero = 0.f;
   cudnnHandle_t h = cudnn_of(exec());
   const cudaStream_t s = cuda_stream(exec().compute());
-  const void* xo = operand_of(p, MixedRole::X, x.data(), x.numel(), s);
-  const void* wo = operand_of(p, MixedRole::W, w_.data(), w_.numel(), s);
+  const void* xo = operand(p, MixedRole::X, x, s);
+  const void* wo = operand(p, MixedRole::W, w_, s);
   void* yo = is_16bit(p) ? mixed_scratch(MixedRole::Y, static_cast<size_t>(y.numel()) * 2) : y.data();
   CHECK_CUDNN(cudnnConvolutionForward(h, &one, e.x, xo, e.w, wo, e.fwd.conv, e.fwd.algo, cuda_->workspace.data(),
                                       e.fwd.workspace, &zero, e.y, yo));
-  if (is_16bit(p)) from_16bit(p, yo, y.data(), y.numel(), s);
+  if (is_16bit(p)) result_to(p, yo, y, s);
   if (p_.bias) CHECK_CUDNN(cudnnAddTensor(h, &one, e.b, b_.data(), &one, e.y32, y.data()));
 }
 
@@ -225,20 +238,20 @@ void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, T
   const float one = 1.f, zero = 0.f;
   cudnnHandle_t h = cudnn_of(exec());
   const cudaStream_t s = cuda_stream(exec().compute());
-  const void* xo = operand_of(p, MixedRole::X, x.data(), x.numel(), s);
-  const void* dyo = operand_of(p, MixedRole::Dy, dy.data(), dy.numel(), s);
+  const void* xo = operand(p, MixedRole::X, x, s);
+  const void* dyo = operand(p, MixedRole::Dy, dy, s);
   void* dwo = is_16bit(p) ? mixed_scratch(MixedRole::Dw, static_cast<size_t>(dw_.numel()) * 2) : dw_.data();
   CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, e.x, xo, e.y, dyo, e.bwd_filter.conv, e.bwd_filter.algo,
                                              cuda_->workspace.data(), e.bwd_filter.workspace, &zero, e.w, dwo));
-  if (is_16bit(p)) from_16bit(p, dwo, dw_.data(), dw_.numel(), s);
+  if (is_16bit(p)) result_to(p, dwo, dw_, s);
   if (p_.bias) CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, e.y32, dy.data(), &zero, e.b, db_.data()));
   if (dx) {
     cuda_->need_bwd_data(e, m, x.shape(), exec());
-    const void* wo = operand_of(p, MixedRole::W, w_.data(), w_.numel(), s);
+    const void* wo = operand(p, MixedRole::W, w_, s);
     void* dxo = is_16bit(p) ? mixed_scratch(MixedRole::Dx, static_cast<size_t>(dx->numel()) * 2) : dx->data();
     CHECK_CUDNN(cudnnConvolutionBackwardData(h, &one, e.w, wo, e.y, dyo, e.bwd_data.conv, e.bwd_data.algo,
                                              cuda_->workspace.data(), e.bwd_data.workspace, &zero, e.x, dxo));
-    if (is_16bit(p)) from_16bit(p, dxo, dx->data(), dx->numel(), s);
+    if (is_16bit(p)) result_to(p, dxo, *dx, s);
   }
 }
 

@@ -22,7 +22,69 @@ __global__ void from_fp16_kernel(const uint16_t* __restrict__ x, float* __restri
   OCTET_GRID_STRIDE(i, n) { y[i] = half_to_float(x[i]); }
 }
 
+__device__ __forceinline__ uint16_t to_16(bool bf16, float v) {
+  return bf16 ? static_cast<uint16_t>(f32_bits(round_mantissa(v, 7)) >> 16) : float_to_half(v);
+}
+__device__ __forceinline__ float from_16(bool bf16, uint16_t v) {
+  return bf16 ? f32_from_bits(static_cast<uint32_t>(v) << 16) : half_to_float(v);
+}
+
+constexpr int kTile = 32, kRows = 8;  // a block: 32 x 8 threads move a 32 x 32 tile
+
+// Block (pixel tile, channel tile, image): x[n, c, p] -> y[n, p, c], read along p and written along c.
+__global__ void nchw_to_nhwc16(const float* __restrict__ x, uint16_t* __restrict__ y, int C, int HW, bool bf16) {
+  __shared__ float tile[kTile][kTile + 1];
+  const int c0 = blockIdx.y * kTile, p0 = blockIdx.x * kTile;
+  const int64_t base = static_cast<int64_t>(blockIdx.z) * C * HW;
+  for (int i = threadIdx.y; i < kTile; i += kRows) {
+    const int c = c0 + i, p = p0 + threadIdx.x;
+    if (c < C && p < HW) tile[i][threadIdx.x] = x[base + static_cast<int64_t>(c) * HW + p];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < kTile; i += kRows) {
+    const int p = p0 + i, c = c0 + threadIdx.x;
+    if (p < HW && c < C) y[base + static_cast<int64_t>(p) * C + c] = to_16(bf16, tile[threadIdx.x][i]);
+  }
+}
+
+// The reverse: x[n, p, c] (16-bit) -> y[n, c, p], read along c and written along p.
+__global__ void nhwc16_to_nchw(const uint16_t* __restrict__ x, float* __restrict__ y, int C, int HW, bool bf16) {
+  __shared__ float tile[kTile][kTile + 1];
+  const int c0 = blockIdx.y * kTile, p0 = blockIdx.x * kTile;
+  const int64_t base = static_cast<int64_t>(blockIdx.z) * C * HW;
+  for (int i = threadIdx.y; i < kTile; i += kRows) {
+    const int p = p0 + i, c = c0 + threadIdx.x;
+    if (p < HW && c < C) tile[i][threadIdx.x] = from_16(bf16, x[base + static_cast<int64_t>(p) * C + c]);
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < kTile; i += kRows) {
+    const int c = c0 + i, p = p0 + threadIdx.x;
+    if (c < C && p < HW) y[base + static_cast<int64_t>(c) * HW + p] = tile[threadIdx.x][i];
+  }
+}
+
+dim3 tiles(int64_t n, int64_t c, int64_t hw) {
+  OCTET_CHECK(n >= 1 && n <= 65535 && c * hw < (int64_t{1} << 31),
+              "channels-last cast: [" << n << ", " << c << ", " << hw << "] is beyond the kernel's grid");
+  return dim3(static_cast<unsigned>((hw + kTile - 1) / kTile), static_cast<unsigned>((c + kTile - 1) / kTile),
+              static_cast<unsigned>(n));
+}
+
 }  // namespace
+
+void to_16bit_nhwc(Precision p, const float* src, void* dst, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
+  if (n * c * hw == 0) return;
+  nchw_to_nhwc16<<<tiles(n, c, hw), dim3(kTile, kRows), 0, s>>>(src, static_cast<uint16_t*>(dst), static_cast<int>(c),
+                                                                static_cast<int>(hw), p == Precision::Bf16);
+  CHECK_LAUNCH("to_16bit_nhwc");
+}
+
+void from_16bit_nhwc(Precision p, const void* src, float* dst, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
+  if (n * c * hw == 0) return;
+  nhwc16_to_nchw<<<tiles(n, c, hw), dim3(kTile, kRows), 0, s>>>(
+      static_cast<const uint16_t*>(src), dst, static_cast<int>(c), static_cast<int>(hw), p == Precision::Bf16);
+  CHECK_LAUNCH("from_16bit_nhwc");
+}
 
 cudnnDataType_t cudnn_type(Precision p) {
   return p == Precision::Bf16 ? CUDNN_DATA_BFLOAT16 : p == Precision::Fp16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
@@ -63,6 +125,13 @@ const void* operand_of(Precision p, MixedRole r, const float* x, int64_t n, cuda
   if (!is_16bit(p)) return x;
   void* d = mixed_scratch(r, static_cast<size_t>(n) * 2);
   to_16bit(p, x, d, n, s);
+  return d;
+}
+
+const void* operand_nhwc(Precision p, MixedRole r, const float* x, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
+  if (!is_16bit(p)) return x;
+  void* d = mixed_scratch(r, static_cast<size_t>(n * c * hw) * 2);
+  to_16bit_nhwc(p, x, d, n, c, hw, s);
   return d;
 }
 

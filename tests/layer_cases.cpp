@@ -154,6 +154,12 @@ const std::vector<LayerCase>& layer_cases() {
       *l.params()[1].value = random_tensor({4}, 8);
     };
     c.push_back(fused_relu(bnr));
+    // Channels big enough that the GPU's reductions split each over several blocks (parts that start mid-plane):
+    // planes wider than a block's threads, and planes narrower (a block's stride crossing several planes).
+    c.push_back(library({"batchnorm, 3 channels of 6x24x24 (a channel's sums in 4 parts on the GPU)",
+                         "{type: batchnorm}", random_input({6, 3, 24, 24}, 26, 2.0f)}));
+    c.push_back(library({"batchnorm, 2 channels of 40x7x7 (a channel's sums in 2 parts on the GPU)",
+                         "{type: batchnorm}", random_input({40, 2, 7, 7}, 27, 2.0f)}));
     LayerCase sbn =
         library({"batchnorm, sync: true (a mirrored second rank: the staged exchange path)",
                  "{type: batchnorm, momentum: 0.1, eps: 1e-5, sync: true}", random_input({2, 4, 3, 3}, 23, 2.0f)});

@@ -50,6 +50,20 @@ TEST_CASE("tensor copies host -> device -> host, on streams and synchronously", 
   CHECK(to_vector(d.to(Device::CPU)) == std::vector<float>(3000, 0.f));
 }
 
+TEST_CASE("device memory accounting: a tensor's bytes count while it lives and the peak keeps the most", "[cuda]") {
+  dev();
+  const size_t before = device_bytes_in_use(kDev);
+  {
+    Tensor a({1 << 20}, kDev);  // 4 MiB
+    CHECK(device_bytes_in_use(kDev) == before + (size_t{4} << 20));
+    a = Tensor({1 << 18}, kDev);  // the old buffer freed: 1 MiB
+    CHECK(device_bytes_in_use(kDev) == before + (size_t{1} << 20));
+    CHECK(device_peak_bytes(kDev) >= before + (size_t{4} << 20));
+  }
+  CHECK(device_bytes_in_use(kDev) ==
+        before);  // (a CUDA tensor once left its bytes counted forever: peaks past the card)
+}
+
 TEST_CASE("every case of the layer table: the CUDA twin matches the CPU forward and backward", "[cuda][parity]") {
   Exec& ex = dev();
   const StepContext ctx{true, 7, 3, 0};

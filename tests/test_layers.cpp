@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/fast_div.h"
 #include "core/rng.h"
 #include "layers/add.h"
 #include "layers/batchnorm.h"
@@ -529,4 +530,27 @@ TEST_CASE("conv in oneDNN's blocked layouts (behind reorders) computes what the 
   CHECK(close(dxa, dxb) < 1e-4);
   auto pa = plain.params(), pb = blocked.params();
   for (size_t k = 0; k < pa.size(); ++k) CHECK(close(*pa[k].grad, *pb[k].grad) < 1e-3);
+}
+
+TEST_CASE("FastDiv (the kernels' channel index): quotient and remainder of every n < 2^31 as / and % give them",
+          "[layers][shared]") {
+  std::vector<uint32_t> divisors;
+  for (uint32_t d = 1; d <= 300; ++d) divisors.push_back(d);
+  for (int k = 9; k <= 31; ++k)
+    for (int64_t off : {-1, 0, 1}) divisors.push_back(static_cast<uint32_t>((int64_t{1} << k) + off));
+  for (uint32_t d : {3136u, 12544u, 50176u, 802816u, 2147483647u}) divisors.push_back(d);  // planes of ResNet-50
+  Rng rng(41);
+  for (uint32_t d : divisors) {
+    if (d == 0 || d > (uint32_t{1} << 31)) continue;
+    const FastDiv f(d);
+    std::vector<uint32_t> ns = {0, 1, d - 1, d, d + 1, 2147483647u, 2147483646u};
+    for (int i = 0; i < 200; ++i) ns.push_back(static_cast<uint32_t>(rng.next() & 0x7fffffffu));
+    int wrong = 0;
+    for (uint32_t n : ns)
+      if (n <= 2147483647u && (f.div(n) != n / d || f.mod(n) != n % d)) {
+        if (++wrong == 1) INFO("first: n " << n << " -> " << f.div(n) << " r " << f.mod(n));
+      }
+    INFO("divisor " << d);
+    CHECK(wrong == 0);
+  }
 }

@@ -22,6 +22,10 @@
 #             cudnn.benchmark; true: the deterministic ones octet takes by default)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# PyTorch runs with no library path: its wheels find their own CUDA libraries, where env.sh's path (or a CUDA
+# toolkit's on the machine's) would hand it another cuDNN than the one it was built against (a mismatch that
+# torch.backends.cudnn refuses, and a slower PyTorch than its users get).
+torch_env=(env -u LD_LIBRARY_PATH)
 if [[ -f $here/env.sh && -d $here/bin && -d $here/configs ]]; then  # an unpacked bundle: its octet, Open MPI, libraries
   # shellcheck source=scripts/gpu/env.sh
   . "$here/env.sh"
@@ -50,8 +54,9 @@ for c in "$root/build-gpu/octet" "$root/build/octet"; do [[ -z $octet && -x $c ]
 py=""
 for c in ${PYTHON:-} python3 /opt/torch/.venv/bin/python3; do
   command -v "$c" >/dev/null 2>&1 || continue
-  if [[ $torch_device == cpu ]] && "$c" -c 'import torch' 2>/dev/null; then py=$c; break; fi
-  "$c" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && { py=$c; break; }
+  if [[ $torch_device == cpu ]] && "${torch_env[@]}" "$c" -c 'import torch' 2>/dev/null; then py=$c; break; fi
+  "${torch_env[@]}" "$c" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null &&
+    { py=$c; break; }
 done
 
 # Each net: config, input shape, classes, default batches.
@@ -92,7 +97,7 @@ failed() {  # failed RC LOG LABEL: the cell's word, the log's tail kept for the 
 }
 
 gpu=$(nvidia-smi -L 2>/dev/null | head -1)
-tv=$([[ -n $py ]] && "$py" -c 'import torch; print(torch.__version__, "(CUDA", torch.version.cuda, "cuDNN",
+tv=$([[ -n $py ]] && "${torch_env[@]}" "$py" -c 'import torch; print(torch.__version__, "(CUDA", torch.version.cuda, "cuDNN",
   str(torch.backends.cudnn.version()) + ")")' 2>/dev/null)
 ov=$([[ -n $octet ]] && "$octet" version 2>&1 | head -1)
 : >"$md"
@@ -143,7 +148,7 @@ for r in "${runs[@]}"; do
       pj=$logs/$name.torch.json plog=$logs/$name.torch.log
       targs=()
       [[ $torch_device == cpu ]] && targs=(--device cpu)
-      timeout -k 10 "$limit" "$py" "$here/speed_torch.py" "$m" "$mode" "$b" "$steps" "$warmup" "${targs[@]}" \
+      timeout -k 10 "$limit" "${torch_env[@]}" "$py" "$here/speed_torch.py" "$m" "$mode" "$b" "$steps" "$warmup" "${targs[@]}" \
         >"$pj" 2>"$plog"
       rc=$?
       v=$(num "$pj" images_per_s)
