@@ -119,7 +119,7 @@ grep -q -- "--resume: empty value" "$tmp/empty" && ok '--resume "": one error li
 args=$(bash -c 'source "$1"; octet_args a --resume; printf "[%s]" "${OCTET_ARGS[@]}"' _ "$src/scripts/slurm/requeue.sh")
 [[ $args == "[a][--resume]" ]] && ok "requeue.sh: a dangling --resume stays dangling ($args)" || bad "octet_args: $args"
 
-# [D10] SIGTERM to mpirun: the ranks checkpoint but mpirun exits 1 (Open MPI's own status; README); through
+# [D10] SIGTERM to mpirun: the ranks checkpoint but mpirun exits 1 (Open MPI's own status; docs/running.md); through
 # requeue.sh's run_requeueable the same SIGTERM reaches mpirun as SIGUSR1 and the status is 75.
 # (Quiet runs: once mpirun is terminating it stops reading the ranks' output, and a rank that fills the pipe blocks.)
 quiet=(--set run.epochs=100 --set data.synthetic_train=40000 --set run.log_every=100000 --set run.eval_every=0)
@@ -130,7 +130,7 @@ kill -TERM $pid
 wait $pid
 rc=$?
 if [[ $rc -eq 1 ]] && grep -q "^stopped by SIGTERM after step" "$tmp/term" && [[ -s $tmp/runs/term/checkpoint.bin ]]; then
-  ok "SIGTERM to mpirun: every rank checkpointed, mpirun exits 1 as the README says"
+  ok "SIGTERM to mpirun: every rank checkpointed, mpirun exits 1 as docs/running.md says"
 else bad "SIGTERM to mpirun: exit $rc"; tail -3 "$tmp/term"; fi
 bash -c 'source "$1"; shift; run_requeueable "$@"' _ "$src/scripts/slurm/requeue.sh" mpirun -np 2 "$octet" "${c[@]}" \
   --set run.name=rq "${quiet[@]}" >"$tmp/rq" 2>&1 &

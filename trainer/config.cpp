@@ -141,6 +141,7 @@ void read_data(Section s, DataConfig& d, bool check_path) {
 
 // origins: where each layer of an expanded list was written (empty: the list as written).
 void read_model(Section s, ModelConfig& m, const std::vector<std::string>& origins) {
+  s.has("blocks");  // (expanded and removed before this reader: still a key of this section's known list)
   if (s.has("input")) {
     m.input = s.get<std::vector<int64_t>>("input");
     if (m.input.empty() || m.input.size() > 3) s.fail("input", "expected [C,H,W] or [features]");

@@ -23,7 +23,7 @@ trap 'bash $bed down; [[ $finished == 1 || ! -f $work/out.md ]] || cp "$work/out
 bash $bed down
 tmp_out=$work/out.md
 {
-  echo "# Compression on a rate-limited test-bed"
+  echo "# Compression on a rate-limited test-bed: $hosts_list hosts, $rates, overlap $overlap"  # (a title per run)
   echo
   echo "\`scripts/bench/netbed_bench.sh --hosts \"$hosts_list\" --rates \"$rates\" --train \"$train\" --steps $steps --epochs $epochs${accuracy:+ --accuracy \"$accuracy\"} --overlap $overlap\`, $(date -u +%Y-%m-%d),"
   echo "on one $(nproc)-core machine: each host is a network namespace with one rank (1 thread), Open MPI over TCP"

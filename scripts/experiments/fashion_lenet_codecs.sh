@@ -34,7 +34,7 @@ for c in $codecs; do
   echo "   test accuracy $acc, $(target_title "$target"): $tta" >&2
 done
 {
-  echo "# LeNet on Fashion-MNIST: codecs compared"
+  echo "# LeNet on Fashion-MNIST, $ranks ranks, $epochs epochs: $codecs"  # (a title per comparison)
   echo
   echo "\`scripts/experiments/fashion_lenet_codecs.sh --ranks $ranks --epochs $epochs --target $target\` on $(nproc) cores, $(date -u +%Y-%m-%d)."
   echo "$ranks ranks (mpirun --oversubscribe, 1 thread each) x batch 64, $epochs epochs, configs/fashion-mnist/lenet.yaml,"

@@ -27,7 +27,7 @@ octet_args() {
 
 # run_requeueable COMMAND...: COMMAND's exit status, except that exit 75 (stopped with a checkpoint) requeues the job.
 # SIGTERM or SIGUSR1 to the calling shell reaches COMMAND as SIGUSR1: Open MPI's mpirun passes SIGUSR1 to the ranks and
-# returns their 75, where a SIGTERM of its own would end the job with status 1 (README, Signals to mpirun).
+# returns their 75, where a SIGTERM of its own would end the job with status 1 (docs/running.md, "Signals to mpirun itself").
 run_requeueable() {
   "$@" &
   local pid=$! rc=0
