@@ -70,18 +70,11 @@ class BatchNorm : public Layer {
   std::vector<double> host_;       // the stages' per-channel sums
   int64_t sync_m_ = 0;             // values a channel over every rank in the last training forward
 
-#ifdef OCTET_WITH_CUDA  // the CUDA twin (batchnorm_cuda.cu)
- public:
-  bool has_cuda() const override;
-
- protected:
-  void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override;
-  void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-
- private:
-  Tensor coeff_;      // on the GPU, [C,8]: the last forward's mean, invstd, scale, shift; backward's k, a, b
-  Tensor sums_dev_;   // synchronized: the per-channel sums on their way to and from the exchange (doubles)
-  Tensor parts_dev_;  // the reductions' per-block partial sums (doubles): [2, C, P], P blocks a channel
+  OCTET_LAYER_CUDA_TWIN  // the CUDA twin (batchnorm_cuda.cu)
+#ifdef OCTET_WITH_CUDA
+      private : Tensor coeff_;  // on the GPU, [C,8]: the last forward's mean, invstd, scale, shift; backward's k, a, b
+  Tensor sums_dev_;             // synchronized: the per-channel sums on their way to and from the exchange (doubles)
+  Tensor parts_dev_;            // the reductions' per-block partial sums (doubles): [2, C, P], P blocks a channel
   double* sums_device(int64_t per_channel);
   double* parts_device(int64_t doubles);
   void sums_to_host(const double* dev, int64_t per_channel, struct CUstream_st* st);

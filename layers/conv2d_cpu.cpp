@@ -6,6 +6,7 @@
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
 #include "layers/conv2d.h"
+#include "layers/relu.h"
 #include "layers/weighted_dnnl.h"
 
 namespace octet {
@@ -22,9 +23,10 @@ namespace {
 // The primitives for input shape in (output out) and math m, built on first use. bf16 runs in oneDNN's blocked layouts
 // (its bf16 kernels are direct JIT convolutions), its results in fp32.
 WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache, const Conv2dParams& p, bool blocked,
-                          const Shape& in, const Shape& out, const Tensor& w, const CpuMath& m) {
+                          const Shape& in, const Shape& out, const Tensor& w, const CpuMath& m, bool relu) {
   Shape key = in;
   key.push_back(m.key());
+  key.push_back(relu ? 1 : 0);
   auto& slot = cache[key];
   if (slot) return *slot;
   blocked = blocked || m.bf16;
@@ -56,7 +58,13 @@ WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache
                                                            dst_out, strides, pad, pad_r)
                          : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wei, dst_out,
                                                            strides, pad, pad_r);
-  dnnl::convolution_forward::primitive_desc fpd(fwd_desc, eng);
+  dnnl::primitive_attr attr;  // a fused ReLU: oneDNN's post-op, the eltwise ReLU's own arithmetic on the result
+  if (relu) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(po);
+  }
+  dnnl::convolution_forward::primitive_desc fpd(fwd_desc, attr, eng);
   P->fwd = dnnl::convolution_forward(fpd);
   dnnl::convolution_backward_data::desc bdd(alg, src_out, wei, dst, strides, pad, pad_r);
   dnnl::convolution_backward_data::primitive_desc bdp(bdd, eng, fpd);
@@ -93,13 +101,23 @@ bool Conv2d::cpu_blocked() const {
 void Conv2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
   if (!cpu_) cpu_ = std::make_shared<CpuState>();
   const CpuMath m = cpu_math(precision(), x.device(), op("forward"));
-  weighted_forward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m), x, w_, b_, y);
+  weighted_forward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_), x, w_, b_, y);
 }
 
+// A fused ReLU: dy masked by its output y once, in host memory (on the simulated device this runs inside its
+// kernel), for the bias, weights and data gradients alike.
 void Conv2d::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   if (!cpu_) cpu_ = std::make_shared<CpuState>();
   const CpuMath m = cpu_math(precision(), x.device(), op("backward"));
-  weighted_backward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m), x, w_, dy, dw_, db_, dx);
+  const Tensor* g = &dy;
+  if (relu_) {
+    if (masked_.device() != Device::CPU) masked_ = Tensor(Shape{0});
+    masked_.resize(dy.shape());
+    relu_mask_cpu(y.data(), dy.data(), masked_.data(), dy.numel(), Exec::host().compute());
+    g = &masked_;
+  }
+  weighted_backward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_), x, w_, *g, dw_, db_,
+                    dx);
 }
 
 }  // namespace octet

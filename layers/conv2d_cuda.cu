@@ -12,6 +12,7 @@
 #include "core/cuda_util.cuh"
 #include "layers/conv2d.h"
 #include "layers/mixed_cuda.cuh"
+#include "layers/relu.h"
 
 namespace octet {
 
@@ -228,6 +229,7 @@ void Conv2d::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
                                       e.fwd.workspace, &zero, e.y, yo));
   if (is_16bit(p)) result_to(p, yo, y, s);
   if (p_.bias) CHECK_CUDNN(cudnnAddTensor(h, &one, e.b, b_.data(), &one, e.y32, y.data()));
+  if (relu_) relu_apply_cuda(y.data(), y.data(), y.numel(), exec().compute());  // a fused ReLU
 }
 
 void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
@@ -238,13 +240,20 @@ void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, T
   const float one = 1.f, zero = 0.f;
   cudnnHandle_t h = cudnn_of(exec());
   const cudaStream_t s = cuda_stream(exec().compute());
+  const Tensor* g = &dy;  // a fused ReLU: dy masked by the output once, for every gradient
+  if (relu_) {
+    if (masked_.device() != Device::CUDA) masked_ = Tensor(Shape{0}, Device::CUDA);
+    masked_.resize(dy.shape());
+    relu_mask_cuda(y.data(), dy.data(), masked_.data(), dy.numel(), exec().compute());
+    g = &masked_;
+  }
   const void* xo = operand(p, MixedRole::X, x, s);
-  const void* dyo = operand(p, MixedRole::Dy, dy, s);
+  const void* dyo = operand(p, MixedRole::Dy, *g, s);
   void* dwo = is_16bit(p) ? mixed_scratch(MixedRole::Dw, static_cast<size_t>(dw_.numel()) * 2) : dw_.data();
   CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, e.x, xo, e.y, dyo, e.bwd_filter.conv, e.bwd_filter.algo,
                                              cuda_->workspace.data(), e.bwd_filter.workspace, &zero, e.w, dwo));
   if (is_16bit(p)) result_to(p, dwo, dw_, s);
-  if (p_.bias) CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, e.y32, dy.data(), &zero, e.b, db_.data()));
+  if (p_.bias) CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, e.y32, g->data(), &zero, e.b, db_.data()));
   if (dx) {
     cuda_->need_bwd_data(e, m, x.shape(), exec());
     const void* wo = operand(p, MixedRole::W, w_, s);

@@ -30,14 +30,7 @@ class Dropout : public Layer {
   int64_t base_ = 0;  // global element index of element 0 of this rank's batch
   bool last_train_ = false;
 
-#ifdef OCTET_WITH_CUDA  // the CUDA twin (dropout_cuda.cu)
- public:
-  bool has_cuda() const override;
-
- protected:
-  void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override;
-  void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-#endif
+  OCTET_LAYER_CUDA_TWIN  // the CUDA twin (dropout_cuda.cu)
 };
 
 }  // namespace octet

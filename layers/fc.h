@@ -34,14 +34,7 @@ class FullyConnected : public Layer {
   Tensor w_, b_, dw_, db_;  // w: [OUT,IN], b: [OUT]
   std::shared_ptr<CpuState> cpu_;
 
-#ifdef OCTET_WITH_CUDA  // the CUDA twin (fc_cuda.cu)
- public:
-  bool has_cuda() const override;
-
- protected:
-  void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override;
-  void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-#endif
+  OCTET_LAYER_CUDA_TWIN  // the CUDA twin (fc_cuda.cu)
 };
 
 }  // namespace octet

@@ -144,6 +144,20 @@ class Layer {
   LayerMath math_;
 };
 
+// A layer's CUDA twin declared in its class (its x_cuda.cu defines it): has_cuda, forward_cuda and backward_cuda; the
+// access after it is protected. Nothing in a build without the CUDA backend.
+#ifdef OCTET_WITH_CUDA
+#define OCTET_LAYER_CUDA_TWIN                                                     \
+ public:                                                                          \
+  bool has_cuda() const override;                                                 \
+                                                                                  \
+ protected:                                                                       \
+  void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override; \
+  void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+#else
+#define OCTET_LAYER_CUDA_TWIN
+#endif
+
 using LayerPtr = std::unique_ptr<Layer>;
 
 }  // namespace octet

@@ -27,16 +27,9 @@ class Lrn : public Layer {
   LrnParams p_;
   std::shared_ptr<CpuState> cpu_;
 
-#ifdef OCTET_WITH_CUDA  // the CUDA twin (lrn_cuda.cu)
- public:
-  bool has_cuda() const override;
-
- protected:
-  void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override;
-  void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-
- private:
-  struct CudaState;
+  OCTET_LAYER_CUDA_TWIN  // the CUDA twin (lrn_cuda.cu)
+#ifdef OCTET_WITH_CUDA
+      private : struct CudaState;
   std::shared_ptr<CudaState> cuda_;
 #endif
 };

@@ -34,16 +34,10 @@ class Pool2d : public Layer {
   PoolParams p_;
   std::vector<int32_t> argmax_;  // max pooling, CPU: input offset (within the channel plane) of each output's maximum
 
-#ifdef OCTET_WITH_CUDA  // the CUDA twin (pool_cuda.cu)
- public:
-  bool has_cuda() const override;
-
- protected:
-  void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override;
-  void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-
- private:
-  Buffer<int32_t> argmax_dev_{0, Device::CUDA};  // max pooling on the GPU: as argmax_
+  OCTET_LAYER_CUDA_TWIN  // the CUDA twin (pool_cuda.cu)
+#ifdef OCTET_WITH_CUDA
+      private : Buffer<int32_t>
+                    argmax_dev_{0, Device::CUDA};  // max pooling on the GPU: as argmax_
 #endif
 };
 

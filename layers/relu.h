@@ -8,6 +8,10 @@ namespace octet {
 // y being either side of the ReLU (n values; CPU loops at once, CUDA kernels queued on s).
 void relu_mask_cpu(const float* y, const float* dy, float* dx, int64_t n, const Stream& s);
 void relu_mask_cuda(const float* y, const float* dy, float* dx, int64_t n, const Stream& s);
+// The forward's twins for a layer whose library call cannot clamp its own result (conv on a GPU): y = max(x, 0) in
+// oneDNN's form (relu_math.h); y may be x.
+void relu_apply_cpu(const float* x, float* y, int64_t n, const Stream& s);
+void relu_apply_cuda(const float* x, float* y, int64_t n, const Stream& s);
 
 class Relu : public Layer {
  public:
@@ -25,14 +29,7 @@ class Relu : public Layer {
   struct CpuState;  // oneDNN primitives per element count (relu_cpu.cpp)
   std::shared_ptr<CpuState> cpu_;
 
-#ifdef OCTET_WITH_CUDA  // the CUDA twin (relu_cuda.cu)
- public:
-  bool has_cuda() const override;
-
- protected:
-  void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx) override;
-  void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-#endif
+  OCTET_LAYER_CUDA_TWIN  // the CUDA twin (relu_cuda.cu)
 };
 
 }  // namespace octet

@@ -1,7 +1,8 @@
 // Relu on the GPU: y = x > 0 ? x : 0, dx = x > 0 ? dy : 0 (what oneDNN's eltwise computes on the CPU); the same mask
-// for a fused ReLU's backward.
+// for a fused ReLU's backward, and the clamp of a layer that took a ReLU in but whose library call cannot clamp.
 #include "core/cuda_util.cuh"
 #include "layers/relu.h"
+#include "layers/relu_math.h"
 
 namespace octet {
 
@@ -16,12 +17,23 @@ __global__ void relu_backward(const float* __restrict__ x, const float* __restri
   OCTET_GRID_STRIDE(i, n) { dx[i] = x[i] > 0.f ? dy[i] : 0.f; }
 }
 
+// y may be x (a layer clamping its own output).
+__global__ void relu_apply_kernel(const float* x, float* y, int64_t n) {
+  OCTET_GRID_STRIDE(i, n) { y[i] = relu_slope(x[i], 0.f); }
+}
+
 }  // namespace
 
 void relu_mask_cuda(const float* y, const float* dy, float* dx, int64_t n, const Stream& s) {
   if (n <= 0) return;
   relu_backward<<<grid_for(n), 256, 0, cuda_stream(s)>>>(y, dy, dx, n);
   CHECK_LAUNCH("relu_mask");
+}
+
+void relu_apply_cuda(const float* x, float* y, int64_t n, const Stream& s) {
+  if (n <= 0) return;
+  relu_apply_kernel<<<grid_for(n), 256, 0, cuda_stream(s)>>>(x, y, n);
+  CHECK_LAUNCH("relu_apply");
 }
 
 bool Relu::has_cuda() const { return true; }

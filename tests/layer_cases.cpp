@@ -106,6 +106,16 @@ const std::vector<LayerCase>& layer_cases() {
     c.push_back(library({"conv 2->3 channels, k3, stride 2, no bias",
                          "{type: conv, out_channels: 3, kernel: 3, stride: 2, bias: false}",
                          random_input({2, 2, 7, 7}, 12), 5}));
+    // A conv with its ReLU fused in (oneDNN's blocked layout: the rule's, with the bias under the post-op; forced,
+    // with a stride and no bias).
+    LayerCase strided = c[1];
+    strided.yaml = "{type: conv, out_channels: 3, kernel: 3, stride: 2, bias: false, cpu_layout: blocked}";
+    strided.name += ", blocked layout";
+    for (const LayerCase& base : {c[0], strided}) {
+      LayerCase f = fused_relu(base);
+      f.eps = 1e-4;  // (a weight moves every output: a smaller step puts fewer of them across the kink)
+      c.push_back(f);
+    }
     c.push_back(library({"conv 4->6 channels in 2 groups, k3, pad 1, gaussian init, bias 0.1",
                          "{type: conv, out_channels: 6, kernel: 3, padding: 1, groups: 2, init: gaussian, std: 0.2, "
                          "bias_value: 0.1}",

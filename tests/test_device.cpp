@@ -60,8 +60,8 @@ TEST_CASE("device memory accounting: a tensor's bytes count while it lives and t
     CHECK(device_bytes_in_use(kDev) == before + (size_t{1} << 20));
     CHECK(device_peak_bytes(kDev) >= before + (size_t{4} << 20));
   }
-  CHECK(device_bytes_in_use(kDev) ==
-        before);  // (a CUDA tensor once left its bytes counted forever: peaks past the card)
+  // Freed: (a CUDA tensor once left its bytes counted forever, and peaks ran past the card's memory.)
+  CHECK(device_bytes_in_use(kDev) == before);
 }
 
 TEST_CASE("every case of the layer table: the CUDA twin matches the CPU forward and backward", "[cuda][parity]") {

@@ -431,7 +431,9 @@ TEST_CASE("a model with residual blocks: gradients through both paths of every a
 }
 
 // conv -> bn -> relu -> conv -> bn -> add(r1) -> relu (r2) -> conv -> bn -> relu -> conv -> add(r2, option A) -> relu
-// -> global average pool -> fc: each batchnorm and add is followed by a ReLU, r1 and r2 are read again by an add.
+// -> conv -> relu -> conv (1x1) -> relu -> global average pool -> fc: each batchnorm, add and the last two convs are
+// followed by a ReLU (the 3x3 conv runs in oneDNN's blocked layout, the 1x1 in the plain one, which keeps its ReLU),
+// r1 and r2 are read again by an add.
 static Model fusable_net() {
   std::vector<LayerPtr> L;
   first_block(L);
@@ -443,6 +445,10 @@ static Model fusable_net() {
   L.push_back(
       std::make_unique<Add>("a2", AddParams{"r2", Shortcut::Pad, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 8, 3, 3}));
   L.push_back(std::make_unique<Relu>("r4"));
+  L.push_back(std::make_unique<Conv2d>("c5", Conv2dParams{8, 8, 3, 1, 1, true, Init::He}));  // (blocked layout)
+  L.push_back(std::make_unique<Relu>("r5"));
+  L.push_back(std::make_unique<Conv2d>("c6", Conv2dParams{8, 8, 1, 1, 0, true, Init::He}));  // (plain: not fused)
+  L.push_back(std::make_unique<Relu>("r6"));
   L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 3, 3, 0}));
   L.push_back(std::make_unique<FullyConnected>("fc", FcParams{8, 3, true, Init::Xavier}));
   Model m({2, 6, 6}, std::move(L));
@@ -450,18 +456,19 @@ static Model fusable_net() {
   return m;
 }
 
-TEST_CASE("model.fuse: batchnorm+ReLU and add+ReLU in one pass give the layers' own bits, trained and evaluated",
-          "[layers][model][fuse]") {
+TEST_CASE(
+    "model.fuse: batchnorm, add and conv with their ReLU in one pass give the layers' own bits, trained, evaluated",
+    "[layers][model][fuse]") {
   Model plain = fusable_net(), fused = fusable_net();
   fused.set_fusion(true);
   for (size_t i = 0; i < fused.size(); ++i) {
     INFO("layer " << fused.layer(i).name());
     const std::string n = fused.layer(i).name();
-    CHECK(fused.fused(i) == (n == "bn1" || n == "a1" || n == "bn3" || n == "a2"));
+    CHECK(fused.fused(i) == (n == "bn1" || n == "a1" || n == "bn3" || n == "a2" || n == "c5"));
     CHECK(!plain.fused(i));
   }
   CHECK_THAT(fused.summary(), Catch::Contains("(fused into bn1)") && Catch::Contains("(fused into a1)") &&
-                                  Catch::Contains("(fused into a2)"));
+                                  Catch::Contains("(fused into a2)") && Catch::Contains("(fused into c5)"));
   CHECK_THAT(plain.summary(), !Catch::Contains("fused"));
   const Tensor x = random_tensor({3, 2, 6, 6}, 31), r = random_tensor({3, 3}, 32);
   const StepContext train{true, 7, 3};

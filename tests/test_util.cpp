@@ -72,24 +72,32 @@ void check_gradients(Layer& layer, const Tensor& x0, double eps, double tol, int
   };
   Rng pick(1234);
   auto sample = [&](const Tensor& t) { return static_cast<int64_t>(pick.below(static_cast<uint64_t>(t.numel()))); };
+  int compared = 0, wanted = 0;  // points compared, and the least that makes the check mean something
   if (check_dx) {
+    int dx_compared = 0;
     for (int s = 0; s < samples; ++s) {
       const int64_t i = sample(x);
       if (skip && skip(i)) continue;
       compare("dx", i, dx.data()[i], numeric(x, i), tol);
+      ++dx_compared;
     }
+    INFO("dx: " << dx_compared << " of " << samples << " sampled points compared (the rest on a kink)");
+    CHECK(dx_compared >= samples / 2);  // (a skip rule that leaves out most points checks little)
+    compared += dx_compared, wanted += samples / 2;
   }
   if (skip_in)
-    for (int s = 0; s < samples; ++s) {
+    for (int s = 0; s < samples; ++s, ++compared, ++wanted) {
       const int64_t i = sample(*skip_in);
       compare("dskip", i, dskip.data()[i], numeric(*skip_in, i), tol);
     }
   auto params = layer.params();
   for (size_t k = 0; k < params.size(); ++k)
-    for (int s = 0; s < samples; ++s) {
+    for (int s = 0; s < samples; ++s, ++compared, ++wanted) {
       const int64_t i = sample(*params[k].value);
       compare(params[k].name.c_str(), i, grads[k].data()[i], numeric(*params[k].value, i), tol);
     }
+  INFO("gradient points compared: " << compared);
+  CHECK(compared >= std::max(wanted, 1));  // (a layer with no input gradient checked and no parameters checks nothing)
 }
 
 TempDir::TempDir() {

@@ -19,7 +19,7 @@ std::vector<float> to_vector(const Tensor& t);
 // Finite-difference check of a layer: L = sum(r * y) with fixed random r; compares backward's dx and parameter
 // grads with central differences (double accumulation) on up to `samples` elements of each. `skip(i)` excludes
 // input elements that sit on a kink (ReLU at 0, max-pool ties). skip_in: a layer's second input (add), bound to it and
-// checked like dx.
+// checked like dx. Asserts how much it compared: at least half of dx's samples (after skip), and some point at all.
 void check_gradients(Layer& layer, const Tensor& x, double eps = 1e-2, double tol = 2e-2, int samples = 48,
                      const std::function<bool(int64_t)>& skip = nullptr, bool check_dx = true,
                      Tensor* skip_in = nullptr);
