@@ -1,5 +1,6 @@
-// BatchNorm on the GPU: one thread block per channel sums in double (the mean, then squared deviations, as the CPU
-// does) and applies batchnorm_math.h's per-channel arithmetic; elementwise kernels apply the result (and a fused
+// BatchNorm on the GPU: each channel's values are summed in double by several thread blocks (partial sums added in a
+// fixed order: the mean, then the squared deviations about it, as the CPU does) and batchnorm_math.h's per-channel
+// arithmetic applied; elementwise kernels apply the result (and a fused
 // ReLU's clamp and mask, Layer::fuse_relu). Synchronized (sync: true on several ranks): the per-channel sums come back
 // to the host, cross the exchange (BatchNorm::exchange_stats / exchange_grads, shared with the CPU), and the global
 // ones go back for the coefficients.
@@ -20,7 +21,7 @@ struct BnShape {
   int64_t n, c, hw;
 };
 
-// Blocks per channel for the reductions: about 1024 blocks in all (several per SM), each with at least 1024 values,
+// Blocks per channel for the reductions: about 1024 blocks in all (several per SM), a block per 1024 values at most,
 // so that a few wide channels (the first layers: 64 channels of N x 112 x 112) still fill the GPU. A function of the
 // shape alone, so every run sums in the same order.
 int bn_parts(const BnShape& s) {
@@ -246,6 +247,7 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
   if (coeff_.device() != Device::CUDA || coeff_.numel() != kCoeff * channels_)
     coeff_ = Tensor({kCoeff * channels_}, Device::CUDA);
   last_train_ = ctx.train;
+  if (x.numel() == 0) return;  // (nothing to normalize; the partition below needs values)
   const cudaStream_t st = cuda_stream(exec().compute());
   const float neg = relu_ ? 0.f : 1.f;
   const ChannelOf ch(s);
@@ -286,6 +288,7 @@ void BatchNorm::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy
   OCTET_CHECK(last_train_ && coeff_.numel() == kCoeff * channels_,
               "batchnorm " << name() << ": backward needs a training forward before it");
   const BnShape s{x.dim(0), channels_, plane(x)};
+  if (x.numel() == 0) return;
   const cudaStream_t st = cuda_stream(exec().compute());
   const bool sync = dx && synced();  // (no input gradient: on every rank alike, no exchange)
   double* dev = sync ? sums_device(2) : nullptr;

@@ -58,7 +58,10 @@ for page in pages:
 # Every page's title (its first heading) is its own.
 titles = {}
 for page in pages:
-    first = next((l for l in open(page, encoding="utf-8").read().splitlines() if l.startswith("# ")), None)
+    text = re.sub(r"^```.*?^```", "", open(page, encoding="utf-8").read(), flags=re.S | re.M)
+    first = next((l for l in text.splitlines() if l.startswith("# ")), None)
+    if first is None:
+        continue  # (a page without a title has none to share)
     if first in titles:
         bad.append(f"{os.path.relpath(page, root)}: title '{first}' is also {titles[first]}'s")
     titles[first] = os.path.relpath(page, root)
@@ -83,7 +86,7 @@ known = {s: set() for s in sections}
 for s in sections:
     for p in probes:
         args = [octet, "train", os.path.join(root, p[0])] + p[1:] + ["--set", f"{s}.zz_docs_probe=1"]
-        r = subprocess.run(args, capture_output=True, text=True, cwd=root)
+        r = subprocess.run(args, capture_output=True, text=True, cwd=root, timeout=60)
         m = re.search(r"unknown key \(known here: ([^)]*)\)", r.stderr)
         if m:
             known[s].update(k.strip() for k in m.group(1).split(","))
@@ -99,11 +102,12 @@ for s in sections:
         continue
     rows = set()
     j = i + 1
-    while j < len(doc) and not doc[j].startswith("| key |"):  # the section's key table
-        if doc[j].startswith("## "):
-            break
+    while j < len(doc) and not doc[j].startswith("| key |") and not doc[j].startswith("## "):
         j += 1
-    j += 2
+    if j >= len(doc) or not doc[j].startswith("| key |"):
+        bad.append(f"docs/config.md `{s}`: no key table ('| key |') before the next section")
+        continue
+    j += 2  # (past the header and its rule)
     while j < len(doc) and doc[j].startswith("|"):
         m = re.match(r"^\| `([A-Za-z0-9_]+)` \|", doc[j])
         if m:

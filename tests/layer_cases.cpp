@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <vector>
 
 #include "core/config_reader.h"
 #include "core/error.h"
@@ -68,19 +69,27 @@ struct MirrorExchange : StatExchange {
   }
 };
 
-// A row's layer with the ReLU after it fused in (Layer::fuse_relu): the inputs whose output lies near the ReLU's kink
-// (by the row's own layer, unfused) are left out of the dx check.
-LayerCase fused_relu(LayerCase c) {
+// A row's layer with the ReLU after it fused in (Layer::fuse_relu): an input is left out of the dx check when moving it
+// by the check's step (eps) flips the sign of some output of the row's own layer, unfused (the central difference
+// would straddle the ReLU's kink); any output shape.
+LayerCase fused_relu(LayerCase c, double eps = 1e-3) {
   const LayerCase base = c;
   c.name += ", ReLU fused in";
-  c.eps = 1e-3;  // (a smaller step crosses fewer kinks in the parameters' and the skip input's checks)
-  c.skip = [base](const Tensor& x, int64_t i) {
-    LayerPtr l = base.make();
-    Tensor s = base.skip_input ? base.skip_input() : Tensor(Shape{0}), ds(s.shape());
-    if (base.skip_input) l->bind_skip(&s, &ds);
-    Tensor y(l->output_shape(x.shape()));
-    l->forward(x, y, StepContext{true, 7, 3});
-    return std::abs(y.data()[i]) < 0.05f;
+  c.eps = eps;  // (a smaller step crosses fewer kinks in the parameters' and the skip input's checks)
+  c.skip = [base, eps](const Tensor& x, int64_t i) {
+    auto positive = [&](double step) {  // which outputs are positive with input i moved by step
+      LayerPtr l = base.make();
+      Tensor s = base.skip_input ? base.skip_input() : Tensor(Shape{0}), ds(s.shape());
+      if (base.skip_input) l->bind_skip(&s, &ds);
+      Tensor xs = x;
+      xs.data()[i] += static_cast<float>(step);
+      Tensor y(l->output_shape(x.shape()));
+      l->forward(xs, y, StepContext{true, 7, 3});
+      std::vector<bool> p(static_cast<size_t>(y.numel()));
+      for (int64_t k = 0; k < y.numel(); ++k) p[static_cast<size_t>(k)] = y.data()[k] > 0.f;
+      return p;
+    };
+    return positive(eps) != positive(-eps);
   };
   c.prepare = [p = base.prepare](Layer& l) {
     if (p) p(l);
@@ -111,11 +120,8 @@ const std::vector<LayerCase>& layer_cases() {
     LayerCase strided = c[1];
     strided.yaml = "{type: conv, out_channels: 3, kernel: 3, stride: 2, bias: false, cpu_layout: blocked}";
     strided.name += ", blocked layout";
-    for (const LayerCase& base : {c[0], strided}) {
-      LayerCase f = fused_relu(base);
-      f.eps = 1e-4;  // (a weight moves every output: a smaller step puts fewer of them across the kink)
-      c.push_back(f);
-    }
+    for (const LayerCase& base : {c[0], strided})  // (a weight moves every output: a smaller step, fewer kinks crossed)
+      c.push_back(fused_relu(base, 1e-4));
     c.push_back(library({"conv 4->6 channels in 2 groups, k3, pad 1, gaussian init, bias 0.1",
                          "{type: conv, out_channels: 6, kernel: 3, padding: 1, groups: 2, init: gaussian, std: 0.2, "
                          "bias_value: 0.1}",
@@ -168,8 +174,9 @@ const std::vector<LayerCase>& layer_cases() {
     // planes wider than a block's threads, and planes narrower (a block's stride crossing several planes).
     c.push_back(library({"batchnorm, 3 channels of 6x24x24 (a channel's sums in 4 parts on the GPU)",
                          "{type: batchnorm}", random_input({6, 3, 24, 24}, 26, 2.0f)}));
-    c.push_back(library({"batchnorm, 2 channels of 40x7x7 (a channel's sums in 2 parts on the GPU)",
-                         "{type: batchnorm}", random_input({40, 2, 7, 7}, 27, 2.0f)}));
+    c.push_back(
+        library({"batchnorm, 2 channels of 41x7x7 (a channel's sums in 2 parts on the GPU, the second mid-plane)",
+                 "{type: batchnorm}", random_input({41, 2, 7, 7}, 27, 2.0f)}));
     LayerCase sbn =
         library({"batchnorm, sync: true (a mirrored second rank: the staged exchange path)",
                  "{type: batchnorm, momentum: 0.1, eps: 1e-5, sync: true}", random_input({2, 4, 3, 3}, 23, 2.0f)});

@@ -67,7 +67,7 @@ const LayerChoice& layer(const AutoPlan& p, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("auto: policies name their candidates; an unknown one lists the known ones", "[auto]") {
+TEST_CASE("auto: policies name their candidates, an unknown one lists the known ones", "[auto]") {
   CHECK(policy_candidates("lossless") == std::vector<std::string>{"none", "bf16", "fp16"});
   const auto& b = policy_candidates("balanced");
   CHECK(std::find(b.begin(), b.end(), "fp8_e4m3") != b.end());
@@ -85,7 +85,7 @@ TEST_CASE("auto: policies name their candidates; an unknown one lists the known 
   CHECK_FALSE(candidate_fits("powersgd", "allgather"));
 }
 
-TEST_CASE("auto: a slow link picks compression for the big layers, a free one fp32; the policy bounds the choice",
+TEST_CASE("auto: a slow link picks compression for the big layers, a free one fp32, the policy bounds the choice",
           "[auto]") {
   Net net;
   CompressionConfig cfg;
@@ -117,7 +117,7 @@ TEST_CASE("auto: a slow link picks compression for the big layers, a free one fp
                            Catch::Contains("fc1") && Catch::Contains("(next: ") && Catch::Contains("fp32 "));
 }
 
-TEST_CASE("auto: a plan becomes per-layer overrides that keep min_numel's rule; plan.yaml reads back", "[auto]") {
+TEST_CASE("auto: a plan becomes per-layer overrides that keep min_numel's rule, plan.yaml reads back", "[auto]") {
   Net net;
   CompressionConfig cfg;
   cfg.policy = "aggressive";

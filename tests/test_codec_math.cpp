@@ -45,7 +45,7 @@ TEST_CASE("the integer half conversions match the F16C instructions bit for bit"
 #endif
 }
 
-TEST_CASE("exact sums give the same bits in any order; k copies of the maximum average to it", "[codec][shared]") {
+TEST_CASE("exact sums give the same bits in any order, k copies of the maximum average to it", "[codec][shared]") {
   for (const int64_t n : {int64_t{1}, int64_t{13}, int64_t{4096}, int64_t{100000}}) {
     std::vector<float> v = sample("gradient", n, 5 + static_cast<uint64_t>(n));
     uint32_t mbits = 0;

@@ -69,7 +69,7 @@ struct IsaCap {
 
 }  // namespace
 
-TEST_CASE("every registered codec has a row in the codec case table; every row names a registered codec", "[codec]") {
+TEST_CASE("every registered codec has a row in the codec case table, every row names a registered codec", "[codec]") {
   for (const auto& e : codec_registry()) {
     INFO(e.name << ": add its row to tests/codec_cases.cpp");
     CHECK(std::count_if(codec_cases().begin(), codec_cases().end(),
@@ -95,7 +95,7 @@ TEST_CASE("registry keeps its order (payload ids) and rejects unknown names", "[
   CHECK_THROWS_WITH(make_codec(p), Catch::Contains("unknown compression method 'zip' (known: none, fp16, linear8"));
 }
 
-TEST_CASE("each codec checks the keys it reads; make_codec names the key", "[codec][keys]") {
+TEST_CASE("each codec checks the keys it reads, make_codec names the key", "[codec][keys]") {
   struct Bad {
     CodecParams p;
     const char* error;
@@ -255,7 +255,7 @@ TEST_CASE("deterministic cases decode their own encoding bit-exactly", "[codec][
   }
 }
 
-TEST_CASE("relative errors on several distributions; dynamic tree beats linear on N(0,1)", "[codec][error]") {
+TEST_CASE("relative errors on several distributions, dynamic tree beats linear on N(0,1)", "[codec][error]") {
   const int64_t n = 1 << 16;
   for (const char* dist : {"normal", "uniform", "heavy"}) {
     auto x = sample(dist, n, 5);
@@ -452,7 +452,7 @@ TEST_CASE("fp8 payloads: a power-of-two scale per block, a bad scale refused, va
   CHECK(e4[3] == 0.f);
 }
 
-TEST_CASE("every encoder refuses NaN and infinity at every level; every decoder refuses non-finite payload values",
+TEST_CASE("every encoder refuses NaN and infinity at every level, every decoder refuses non-finite payload values",
           "[codec][nonfinite]") {
   const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
   for (const CodecCase& k : codec_cases())

@@ -242,7 +242,7 @@ TEST_CASE("parallel.hierarchy, ranks_per_node, chunk_mb: defaults, values, one l
   CHECK_THROWS_WITH(load_config(p, {"parallel.chunk_mb=-3"}), Catch::Contains("parallel.chunk_mb"));
 }
 
-TEST_CASE("the hierarchy for a layout: auto picks two levels on even multi-rank nodes; two_level refuses the rest",
+TEST_CASE("the hierarchy for a layout: auto picks two levels on even multi-rank nodes, two_level refuses the rest",
           "[config]") {
   auto layout = [](std::vector<int> sizes) {
     Topology t;
@@ -269,7 +269,7 @@ TEST_CASE("the hierarchy for a layout: auto picks two levels on even multi-rank 
                     Catch::Contains("two_level needs more than one rank per node; this job has 2 nodes x 1 rank"));
 }
 
-TEST_CASE("parallel.device: cpu by default, cuda, or sim (the simulated device); nccl needs cuda", "[config]") {
+TEST_CASE("parallel.device: cpu by default, cuda, or sim (the simulated device), nccl needs cuda", "[config]") {
   TempDir d;
   const std::string p = write_config(d, kValid);
   CHECK(load_config(p).parallel.device == Device::CPU);
@@ -281,7 +281,7 @@ TEST_CASE("parallel.device: cpu by default, cuda, or sim (the simulated device);
                     Catch::Contains("parallel.transport: nccl needs parallel.device: cuda"));
 }
 
-TEST_CASE("global_avgpool averages each whole channel plane; non-square input is refused naming the layer",
+TEST_CASE("global_avgpool averages each whole channel plane, non-square input is refused naming the layer",
           "[config][layers]") {
   TempDir d;
   const std::string p = write_config(
@@ -345,7 +345,7 @@ TEST_CASE("batchnorm and add layers: keys read, a wrong source or shortcut named
                     Catch::Contains("layer bnf (batchnorm) above the first fc layer"));
 }
 
-TEST_CASE("every shipped config loads and builds its model; the ResNets have their papers' sizes", "[config]") {
+TEST_CASE("every shipped config loads and builds its model, the ResNets have their papers' sizes", "[config]") {
   namespace fs = std::filesystem;
   std::map<std::string, int64_t> params;
   for (const auto& e : fs::recursive_directory_iterator(source_dir() + "/configs")) {
@@ -369,7 +369,7 @@ TEST_CASE("every shipped config loads and builds its model; the ResNets have the
   CHECK(params.at("alexnet.yaml") == 60965224);      // Caffe's bvlc_alexnet
 }
 
-TEST_CASE("data keys of the image pipeline: per-channel normalize, augment, image_folder's; errors name the key",
+TEST_CASE("data keys of the image pipeline: per-channel normalize, augment, image_folder's, errors name the key",
           "[config][augment]") {
   TempDir d;
   std::string p = write_config(d, replace(kValid, "  synthetic_classes: 4\n",

@@ -36,7 +36,7 @@ TEST_CASE("the loss scaler's unscale pass on the device: every gradient divided,
   CHECK(!s.unscale(ps));  // the flag is cleared after each read
 }
 
-TEST_CASE("softmax cross-entropy on the GPU: the CPU's loss, hits and gradient; bad labels named", "[cuda][parity]") {
+TEST_CASE("softmax cross-entropy on the GPU: the CPU's loss, hits and gradient, bad labels named", "[cuda][parity]") {
   Exec& ex = dev();
   const Tensor logits = random_tensor({64, 10}, 5, 3.0f);
   std::vector<int32_t> labels(64);

@@ -102,7 +102,7 @@ TEST_CASE("crop with padding and flip: keyed draws, zero padding, the mirror ima
   CHECK(plain == std::vector<float>(px.begin(), px.end()));
 }
 
-TEST_CASE("random-resized-crop boxes: inside the image, area and ratio in range; the fallback is central",
+TEST_CASE("random-resized-crop boxes: inside the image, area and ratio in range, the fallback is central",
           "[data][augment]") {
   Augment a;
   Rng rng(3);
@@ -133,7 +133,7 @@ TEST_CASE("random-resized-crop boxes: inside the image, area and ratio in range;
   CHECK(places.size() > 400);
 }
 
-TEST_CASE("JPEG frame header: size without decoding; other bytes refused", "[data][image_folder]") {
+TEST_CASE("JPEG frame header: size without decoding, other bytes refused", "[data][image_folder]") {
   int w = 0, h = 0;
   auto b = bytes_of(image("wide.jpg"));
   CHECK(jpeg_size(b.data(), b.size(), w, h));
@@ -148,7 +148,7 @@ TEST_CASE("JPEG frame header: size without decoding; other bytes refused", "[dat
   CHECK_FALSE(jpeg_size(b.data(), b.size(), w, h));
 }
 
-TEST_CASE("image_folder: sorted classes and files, recursion, extensions; exact pixels in RGB order",
+TEST_CASE("image_folder: sorted classes and files, recursion, extensions, exact pixels in RGB order",
           "[data][image_folder]") {
   TempDir d;
   make_tree(d.path());
@@ -241,7 +241,7 @@ TEST_CASE("image_folder: random-resized crops are keyed, decode threads change n
   CHECK(worst < 24.0 / 255);
 }
 
-TEST_CASE("image_folder: a flat val/ with a labels file; every layout error names the file or line",
+TEST_CASE("image_folder: a flat val/ with a labels file, every layout error names the file or line",
           "[data][image_folder]") {
   TempDir d;
   make_tree(d.path());

@@ -85,7 +85,7 @@ TEST_CASE("powersgd: the exact mean where it has rank <= r, the same bytes every
   }
 }
 
-TEST_CASE("powersgd: the error feeds the next step, Q warm-starts it; a rank-1 view of a full-rank mean converges",
+TEST_CASE("powersgd: the error feeds the next step, Q warm-starts it, a rank-1 view of a full-rank mean converges",
           "[mpi][powersgd]") {
   // A mean of rank 3 sent at rank 1 step after step with error feedback: what arrives over k steps sums to k times
   // the mean minus the mean error, so the running average approaches the mean (the point of error feedback).

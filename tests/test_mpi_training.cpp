@@ -304,7 +304,7 @@ TEST_CASE("residual blocks with batchnorm: learn data-parallel with dynamic_tree
   if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
 }
 
-TEST_CASE("a loss-scale overflow on one rank skips the step on every rank; the next clean step updates alike",
+TEST_CASE("a loss-scale overflow on one rank skips the step on every rank, the next clean step updates alike",
           "[mpi][precision]") {
   // fp32 layers with a scale of 1e36: rank 1's batch, a million times larger, overflows fp32 in its weight gradient;
   // rank 0's stays finite. Neither rank may update, and both back the scale off.

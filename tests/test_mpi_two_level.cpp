@@ -96,7 +96,7 @@ TEST_CASE("two-level: rank r contributes r+1, every codec and algorithm ends wit
 }
 
 TEST_CASE(
-    "two-level: random data ends bit-identical, close to the true mean; error feedback covers the shard; "
+    "two-level: random data ends bit-identical, close to the true mean, error feedback covers the shard, "
     "pipelined pieces between nodes",
     "[mpi][two_level]") {
   const int64_t n = 50000;

@@ -57,7 +57,7 @@ TEST_CASE("powersgd's products: oneDNN's sgemm against a loop in double, every t
       }
 }
 
-TEST_CASE("powersgd's Gram-Schmidt: orthonormal columns spanning the same space; a zero column stays zero",
+TEST_CASE("powersgd's Gram-Schmidt: orthonormal columns spanning the same space, a zero column stays zero",
           "[powersgd]") {
   Rng rng(4);
   for (const auto& [rows, r] : {std::pair<int64_t, int>{50, 1}, {50, 4}, {7, 7}, {1000, 3}}) {

@@ -269,7 +269,7 @@ TEST_CASE("parallel.sync_batchnorm synchronizes every batchnorm, the projections
     if (const auto* bn = std::any_cast<BatchNormParams>(&l.params)) CHECK_FALSE(bn->sync);
 }
 
-TEST_CASE("lr_mult and decay_mult scale each tensor's step; no_decay exempts batchnorm and biases",
+TEST_CASE("lr_mult and decay_mult scale each tensor's step, no_decay exempts batchnorm and biases",
           "[optim][reproduction]") {
   // One SGD step without momentum: w' = w - lr * lr_mult * (g + wd * decay_mult * w), w = 1, g = 0.5.
   auto step = [](const OptimizerConfig& cfg, const std::map<std::string, ParamMult>& mults, bool norm) {

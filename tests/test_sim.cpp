@@ -130,7 +130,7 @@ TEST_CASE("sim: inside a kernel device memory is open, and closed again after it
         }).status == 1);
 }
 
-TEST_CASE("sim: fresh device memory is poison; a copy's destination is poison until the copy has run",
+TEST_CASE("sim: fresh device memory is poison, a copy's destination is poison until the copy has run",
           "[sim][stream]") {
   Exec& ex = Exec::sim();
   const size_t used = sim::bytes_in_use();

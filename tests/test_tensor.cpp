@@ -9,7 +9,7 @@
 using namespace octet;
 using namespace octet::test;
 
-TEST_CASE("tensors own zeroed, aligned storage; copies are deep; views write through", "[tensor]") {
+TEST_CASE("tensors own zeroed, aligned storage, copies are deep, views write through", "[tensor]") {
   Tensor t({2, 3, 4});
   CHECK(t.numel() == 24);
   CHECK(t.bytes() == 96);
@@ -48,7 +48,7 @@ TEST_CASE("tensors own zeroed, aligned storage; copies are deep; views write thr
   CHECK_THROWS_WITH(t.reshape({5}), Catch::Contains("changes numel"));
 }
 
-TEST_CASE("buffers hold bytes and integers on a device; resize keeps contents on the host", "[tensor]") {
+TEST_CASE("buffers hold bytes and integers on a device, resize keeps contents on the host", "[tensor]") {
   Buffer<int32_t> b(3);
   for (int i = 0; i < 3; ++i) b[i] = i + 1;
   b.resize(1000);
@@ -64,7 +64,7 @@ TEST_CASE("buffers hold bytes and integers on a device; resize keeps contents on
   CHECK(other.device() == Device::CPU);
 }
 
-TEST_CASE("the host context: empty streams, events already reached; no GPU gives one clear error", "[tensor][exec]") {
+TEST_CASE("the host context: empty streams, events already reached, no GPU gives one clear error", "[tensor][exec]") {
   Exec& h = Exec::host();
   CHECK(h.device() == Device::CPU);
   CHECK(h.compute().handle == nullptr);
