@@ -37,7 +37,8 @@ class Conv2d : public Layer {
   bool cpu_blocked() const;  // the layout the CPU primitives use (cpu_layout, Auto resolved)
   // A following ReLU (model.fuse) is taken in where that pays: a CPU (or simulated-device) convolution in oneDNN's
   // blocked layout, whose JIT kernels clamp the result as a post-op at no cost (the plain layout's gemm kernels
-  // apply post-ops in a slower pass of their own: measured 3.5-4.6% slower on the AlexNet-shaped model). Backward
+  // apply post-ops in a slower pass of their own: the AlexNet-shaped model's step ran 3.5-4.6% slower fused, measured
+  // before this rule by fuse_speed.sh's first form). Backward
   // masks dy once for the bias, weights and data gradients. The CUDA twin honours a fused ReLU (a clamp and the mask
   // beside cuDNN's calls) but gains nothing by it, so a GPU model keeps the ReLU as its own layer.
   bool can_fuse_relu() const override { return device() != Device::CUDA && cpu_blocked(); }
