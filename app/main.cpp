@@ -133,6 +133,7 @@ int cmd_model(const std::vector<std::string>& args) {
               cfg.file << ": model.input: octet model needs the input shape (give it, or --set model.input=[C,H,W])");
   octet::Model model = octet::build_model(cfg.model.layers, input);
   model.set_fusion(cfg.model.fuse);
+  model.set_layout(cfg.model.blocked_layout);
   std::printf("%s: %zu layers, input %s\n%s\n", cfg.file.c_str(), cfg.model.layers.size(),
               octet::shape_str(input).c_str(), model.summary().c_str());
   return 0;

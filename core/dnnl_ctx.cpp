@@ -28,6 +28,12 @@ dnnl::memory::desc plain_md(const dnnl::memory::dims& dims) {
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tags[dims.size()]);
 }
 
+dnnl::memory::desc act_md(const dnnl::memory::dims& dims, int block) {
+  if (block == 0) return plain_md(dims);
+  using tag = dnnl::memory::format_tag;
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, block == 16 ? tag::nChw16c : tag::nChw8c);
+}
+
 dnnl::memory wrap(const dnnl::memory::desc& md, const float* p) {
   return dnnl::memory(md, dnnl_engine(), const_cast<float*>(p));
 }

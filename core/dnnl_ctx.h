@@ -14,6 +14,8 @@ dnnl::stream& dnnl_stream();
 
 // A plain (row-major, NCHW-family) memory descriptor for the given dims.
 dnnl::memory::desc plain_md(const dnnl::memory::dims& dims);
+// An [N,C,H,W] activation's descriptor in layout `block` (core/layout.h): plain for 0, else nChw16c or nChw8c.
+dnnl::memory::desc act_md(const dnnl::memory::dims& dims, int block);
 // Wraps a raw pointer as oneDNN memory of the given descriptor (no copy).
 dnnl::memory wrap(const dnnl::memory::desc& md, const float* p);
 

@@ -85,7 +85,7 @@ const Tensor& Add::skip(const Tensor& x) const {
 
 PadGeom Add::pad_geom(const Tensor& x) const {
   const Shape& s = p_.skip_shape;
-  return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), s[1], s[2], s[3], (x.dim(1) - s[1]) / 2, stride_};
+  return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), s[1], s[2], s[3], (x.dim(1) - s[1]) / 2, stride_, io_.in};
 }
 
 void Add::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {

@@ -5,6 +5,7 @@
 // can be fused in (Layer::fuse_relu). Shapes here and in add.cpp, the CPU loops in add_cpu.cpp.
 #pragma once
 #include "core/hd.h"
+#include "core/layout.h"
 #include "layers/batchnorm.h"
 #include "layers/conv2d.h"
 #include "layers/layer.h"
@@ -22,16 +23,23 @@ struct AddParams {
   BatchNormParams bn;                      // the projection's batchnorm (ConvBn)
 };
 
-// Option A's geometry for a batch: skip [n,cs,hs,ws] -> output [n,c,h,w], skip channel k lands on channel c0 + k.
+// Option A's geometry for a batch: skip [n,cs,hs,ws] -> output [n,c,h,w], skip channel k lands on channel c0 + k; both
+// in layout blk (core/layout.h: 0 plain, else nChw{blk}c; the GPU's is plain).
 struct PadGeom {
-  int64_t n, c, h, w, cs, hs, ws, c0, stride;
+  int64_t n, c, h, w, cs, hs, ws, c0, stride, blk;
 };
 // The skip element output element i reads, or -1 (a zero channel). Shared by the CPU loops and the CUDA kernels.
 OCTET_HD int64_t pad_source(const PadGeom& g, int64_t i) {
-  const int64_t x = i % g.w, y = (i / g.w) % g.h, ch = (i / (g.w * g.h)) % g.c, b = i / (g.w * g.h * g.c);
+  int64_t x, y, ch, b;
+  if (g.blk == 0) {
+    x = i % g.w, y = (i / g.w) % g.h, ch = (i / (g.w * g.h)) % g.c, b = i / (g.w * g.h * g.c);
+  } else {
+    const int64_t r = i / g.blk, cb = g.c / g.blk;  // r: the position's index, cb: channel blocks a sample
+    x = r % g.w, y = (r / g.w) % g.h, ch = (r / (g.w * g.h)) % cb * g.blk + i % g.blk, b = r / (g.w * g.h * cb);
+  }
   const int64_t k = ch - g.c0;
   if (k < 0 || k >= g.cs) return -1;
-  return ((b * g.cs + k) * g.hs + y * g.stride) * g.ws + x * g.stride;
+  return nchw_offset(b, k, y * g.stride * g.ws + x * g.stride, g.cs, g.hs * g.ws, g.blk);
 }
 
 class Add : public Layer {
@@ -56,6 +64,8 @@ class Add : public Layer {
   }
   int64_t stride() const { return stride_; }
   bool can_fuse_relu() const override { return true; }
+  // Identity and option A add in any layout the skip input shares; a projection's 1x1 convolution runs plain.
+  LayoutRule layout_rule() const override { return proj_ ? LayoutRule::Plain : LayoutRule::Same; }
 
  protected:
   // One orchestration on every device (add.cpp): the projection is a Conv2d bound where this layer runs, the sums and

@@ -1,5 +1,8 @@
 // Add's CPU kernels: the sum (and a fused ReLU's clamp), option A's strided read into the middle channels, and its
 // gradient (OpenMP loops).
+#include <algorithm>
+
+#include "core/layout.h"
 #include "layers/add.h"
 #include "layers/relu_math.h"
 
@@ -10,22 +13,54 @@ void add_sum_cpu(const float* x, const float* s, float* y, int64_t n, float neg,
   for (int64_t i = 0; i < n; ++i) y[i] = relu_slope(x[i] + s[i], neg);
 }
 
-void add_pad_forward_cpu(const float* x, const float* s, float* y, PadGeom g, float neg, const Stream&) {
-  const int64_t n = g.n * g.c * g.h * g.w;
+namespace {
+
+// Option A tile by tile (a sample's block of L channels: one channel plain, B blocked), without a division per value:
+// output position (r, q) of channel c0 + k reads skip channel k at (r * stride, q * stride); the other channels pass
+// x through. read(i, j) for each output value i that reads skip value j, pass(i) for the others. pad_source says the
+// same value by value (the CUDA kernels; a test holds the two together).
+template <typename Read, typename Pass>
+void pad_tiles(const PadGeom& g, Read read, Pass pass) {
+  with_block(static_cast<int>(g.blk), "add (pad)", [&](auto lanes) {
+    constexpr int L = decltype(lanes)::value;
+    const int64_t per_sample = g.c / L, hw = g.h * g.w;
 #pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t j = pad_source(g, i);
-    y[i] = relu_slope(j < 0 ? x[i] : x[i] + s[j], neg);
-  }
+    for (int64_t t = 0; t < g.n * per_sample; ++t) {
+      const int64_t b = t / per_sample, o = t * hw * L, k0 = (t % per_sample) * L - g.c0;
+      // The tile's lanes [lo, hi) read skip channels k0 + l, from their planes' first values src[l].
+      const int lo = static_cast<int>(std::clamp<int64_t>(-k0, 0, L)),
+                hi = static_cast<int>(std::clamp<int64_t>(g.cs - k0, lo, L));
+      int64_t src[L] = {};
+      for (int l = lo; l < hi; ++l) src[l] = nchw_offset(b, k0 + l, 0, g.cs, g.hs * g.ws, g.blk);
+      for (int64_t r = 0; r < g.h; ++r)
+        for (int64_t q = 0; q < g.w; ++q) {
+          const int64_t p = o + (r * g.w + q) * L, sp = (r * g.stride * g.ws + q * g.stride) * L;
+          if constexpr (L == 1) {  // (a plane: all read or none)
+            if (lo < hi)
+              read(p, src[0] + sp);
+            else
+              pass(p);
+            continue;
+          }
+          for (int l = 0; l < lo; ++l) pass(p + l);
+          for (int l = lo; l < hi; ++l) read(p + l, src[l] + sp);
+          for (int l = hi; l < L; ++l) pass(p + l);
+        }
+    }
+  });
+}
+
+}  // namespace
+
+void add_pad_forward_cpu(const float* x, const float* s, float* y, PadGeom g, float neg, const Stream&) {
+  pad_tiles(
+      g, [=](int64_t i, int64_t j) { y[i] = relu_slope(x[i] + s[j], neg); },
+      [=](int64_t i) { y[i] = relu_slope(x[i], neg); });
 }
 
 void add_pad_backward_cpu(const float* dy, float* ds, PadGeom g, const Stream&) {
-  const int64_t n = g.n * g.c * g.h * g.w;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t j = pad_source(g, i);
-    if (j >= 0) ds[j] = dy[i];
-  }
+  pad_tiles(
+      g, [=](int64_t i, int64_t j) { ds[j] = dy[i]; }, [](int64_t) {});
 }
 
 }  // namespace octet

@@ -32,6 +32,7 @@ class BatchNorm : public Layer {
   void init_params(Rng& rng) override;  // gamma 1, beta 0, running mean 0, running variance 1
   void use_stat_exchange(StatExchange* ex) override { stats_ = p_.sync ? ex : nullptr; }
   bool can_fuse_relu() const override { return true; }
+  LayoutRule layout_rule() const override { return LayoutRule::Same; }  // (its CPU loops read blocked channels too)
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
@@ -54,6 +55,7 @@ class BatchNorm : public Layer {
   // ... then normalization, running statistics, mean_/invstd_ and y from them.
   void train_apply_cpu(const Tensor& x, Tensor& y, const double* g, int64_t M);
   void eval_apply_cpu(const Tensor& x, Tensor& y);
+  void apply_cpu(const Tensor& x, Tensor& y);  // y from x by coef_
   // backward: this rank's [2C] sums of dy and dy * xhat (dbeta, dgamma: this rank's gradient), made global over every
   // rank's M values (exchange_grads), then dx. A fused ReLU: dy where the output y is positive, else 0.
   void grad_sums_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, double* s);
@@ -69,6 +71,9 @@ class BatchNorm : public Layer {
   StatExchange* stats_ = nullptr;  // sync: the exchange (nullptr or one rank: local statistics)
   std::vector<double> host_;       // the stages' per-channel sums
   int64_t sync_m_ = 0;             // values a channel over every rank in the last training forward
+  std::vector<double> part_;       // the CPU loops' per-sample, per-channel partial sums [N, C]
+  std::vector<float> coef_;        // the CPU forward's per-channel coefficients: [scale | shift] (first the float mean)
+  std::vector<float> gcoef_;       // the CPU backward's: [k | a | b] (batchnorm_math.h's BnGrad)
 
   OCTET_LAYER_CUDA_TWIN  // the CUDA twin (batchnorm_cuda.cu)
 #ifdef OCTET_WITH_CUDA

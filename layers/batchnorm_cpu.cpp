@@ -1,9 +1,15 @@
-// BatchNorm on the CPU: one OpenMP task per channel; each plane summed in eight float lanes (vectorized) and the
-// planes in double (two passes: the mean, then squared deviations); the per-channel arithmetic from batchnorm_math.h;
-// a fused ReLU clamps the output and masks the output gradient inside the same loops.
+// BatchNorm on the CPU, in either activation layout (core/layout.h). The loops walk tiles: a tile is one sample's
+// block of L channels over all positions, L values a position adjacent (plain NCHW: L = 1, a channel's plane;
+// nChw{B}c: L = B). Each tile is summed per channel in eight float lanes of positions (vectorized) added up in double,
+// and a channel's tiles in sample order in double, so both layouts give the same bits (two passes: the mean, then
+// squared deviations); the tiles run in parallel (OpenMP), the per-channel arithmetic is batchnorm_math.h's; a fused
+// ReLU clamps the output and masks the output gradient inside the same loops.
 // The passes run in stages (local sums, the cross-rank exchange of a synchronized batchnorm, the rest), so that the
 // simulated device can queue them around the exchange as the GPU does.
+#include <array>
+
 #include "core/error.h"
+#include "core/layout.h"
 #include "layers/batchnorm.h"
 #include "layers/batchnorm_math.h"
 #include "layers/relu_math.h"
@@ -14,32 +20,93 @@ namespace {
 
 constexpr int kLanes = 8;
 
-// sum f(p[i]) over a plane of n values: eight independent float lanes the compiler vectorizes, added up in double.
-template <typename F>
-double plane_sum(const float* p, int64_t n, F f) {
-  float lane[kLanes] = {};
+// The tiles of an [n, C, ...] tensor with hw positions a sample and L channels a tile.
+struct Tiles {
+  int64_t n, C, hw;
+  int64_t count() const { return n * C; }  // (tiles times L)
+};
+
+// out[q * stride + l] = sum over the tile's positions i of f(i * L + l, l)[q], for each of its L channels and each of
+// the K sums f gives (std::array<float, K>): eight float lanes of positions, then the positions left over and the lanes
+// added in double.
+template <int L, typename F>
+void tile_sums(int64_t hw, const F& f, double* out, int64_t stride) {
+  constexpr int K = std::tuple_size<decltype(f(0, 0))>::value;
+  float lane[K][kLanes][L] = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int k = 0; k < kLanes; ++k) lane[k] += f(p[i + k], i + k);
-  double s = 0;
-  for (; i < n; ++i) s += f(p[i], i);
-  for (float v : lane) s += v;
-  return s;
+  for (; i + kLanes <= hw; i += kLanes)
+    for (int k = 0; k < kLanes; ++k)
+      for (int l = 0; l < L; ++l) {
+        const auto v = f((i + k) * L + l, l);
+        for (int q = 0; q < K; ++q) lane[q][k][l] += v[q];
+      }
+  for (int q = 0; q < K; ++q)
+    for (int l = 0; l < L; ++l) {
+      double s = 0;
+      for (int64_t j = i; j < hw; ++j) s += f(j * L + l, l)[q];
+      for (int k = 0; k < kLanes; ++k) s += lane[q][k][l];
+      out[q * stride + l] = s;
+    }
 }
 
-// y = x * scale + shift over a plane, its negative values scaled by neg (0: a fused ReLU; 1: none).
-void apply_plane(const float* p, float* q, int64_t n, float scale, float shift, float neg) {
-  for (int64_t i = 0; i < n; ++i) q[i] = relu_slope(p[i] * scale + shift, neg);
+// Runs body(t, base, c0) for every tile t of sample-major order (offset base of its first value, c0 its first
+// channel), in parallel.
+template <int L, typename Body>
+void each_tile(const Tiles& g, Body body) {
+  const int64_t tiles = g.count() / L, per_sample = g.C / L;
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < tiles; ++t) body(t, t * g.hw * L, (t % per_sample) * L);
 }
 
-// Backward's dy as the layer sees it: the output gradient, masked where a fused ReLU's output is not positive.
+// The tile's L values of a per-channel array, from channel c0 (a tile's coefficients, held where the loops vectorize).
+template <int L>
+struct Lanes {
+  float v[L];
+  Lanes(const float* a, int64_t c0) {
+    for (int l = 0; l < L; ++l) v[l] = a[c0 + l];
+  }
+  float operator[](int l) const { return v[l]; }
+};
+
+// Per channel: the K sums over its tiles of f(i, l) (as in tile_sums), added in sample order, where make(base, c0)
+// gives a tile's f (i: the index in the tile, l: the channel in it); sum q of channel c to out[q * C + c]. part: [K, n,
+// C] scratch.
+template <int L, typename Make>
+void channel_sums(const Tiles& g, Make make, std::vector<double>& part, double* out) {
+  constexpr int K = std::tuple_size<decltype(make(0, 0)(0, 0))>::value;
+  const int64_t nc = g.count();
+  part.resize(static_cast<size_t>(K * nc));
+  each_tile<L>(
+      g, [&](int64_t t, int64_t base, int64_t c0) { tile_sums<L>(g.hw, make(base, c0), part.data() + t * L, nc); });
+  for (int q = 0; q < K; ++q)
+    for (int64_t c = 0; c < g.C; ++c) {
+      double s = 0;
+      for (int64_t b = 0; b < g.n; ++b) s += part[static_cast<size_t>(q * nc + b * g.C + c)];
+      out[q * g.C + c] = s;
+    }
+}
+
+// f(i, l) over every value of every tile, where make(base, c0) gives a tile's f.
+template <int L, typename Make>
+void each_value(const Tiles& g, Make make) {
+  each_tile<L>(g, [&](int64_t, int64_t base, int64_t c0) {
+    const auto f = make(base, c0);
+    for (int64_t i = 0; i < g.hw; ++i)
+      for (int l = 0; l < L; ++l) f(i * L + l, l);
+  });
+}
+
+// Backward's dy as the layer sees it: the output gradient, masked where a fused ReLU's output is not positive; at(base)
+// is the same from a tile's first value.
 struct PlainDy {
   const float* g;
   float operator()(int64_t i) const { return g[i]; }
+  PlainDy at(int64_t base) const { return {g + base}; }
 };
 struct MaskedDy {
   const float *g, *y;
   float operator()(int64_t i) const { return relu_grad(g[i], y[i]); }
+  MaskedDy at(int64_t base) const { return {g + base, y + base}; }
 };
 
 }  // namespace
@@ -47,44 +114,64 @@ struct MaskedDy {
 void BatchNorm::local_stats_cpu(const Tensor& x, double* s) {
   const int64_t hw = plane(x), n = x.dim(0), C = channels_, m = n * hw;
   const float* xp = x.data();
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < C; ++c) {
-    double sum = 0, sq = 0;
-    for (int64_t b = 0; b < n; ++b) sum += plane_sum(xp + (b * C + c) * hw, hw, [](float v, int64_t) { return v; });
-    const float mean = static_cast<float>(sum / static_cast<double>(m));
-    for (int64_t b = 0; b < n; ++b)
-      sq += plane_sum(xp + (b * C + c) * hw, hw, [mean](float v, int64_t) { return (v - mean) * (v - mean); });
-    s[c] = mean, s[C + c] = sum, s[2 * C + c] = sq;
-  }
+  const Tiles g{n, C, hw};
+  with_block(io_.in, "batchnorm", [&](auto L) {
+    constexpr int W = decltype(L)::value;
+    channel_sums<L>(
+        g,
+        [xp](int64_t base, int64_t) { return [p = xp + base](int64_t i, int) { return std::array<float, 1>{p[i]}; }; },
+        part_, s + C);
+    coef_.resize(static_cast<size_t>(C));  // the float mean: the reference the deviations are about
+    for (int64_t c = 0; c < C; ++c) s[c] = coef_[c] = static_cast<float>(s[C + c] / static_cast<double>(m));
+    const float* a = coef_.data();
+    channel_sums<L>(
+        g,
+        [xp, a](int64_t base, int64_t c0) {
+          return [p = xp + base, mean = Lanes<W>(a, c0)](int64_t i, int l) {
+            return std::array<float, 1>{(p[i] - mean[l]) * (p[i] - mean[l])};
+          };
+        },
+        part_, s + 2 * C);
+  });
 }
 
 void BatchNorm::train_apply_cpu(const Tensor& x, Tensor& y, const double* g, int64_t M) {
-  const int64_t hw = plane(x), n = x.dim(0), C = channels_;
-  const float* xp = x.data();
-  float* yp = y.data();
-  const float neg = relu_ ? 0.f : 1.f;
-#pragma omp parallel for schedule(static)
+  const int64_t C = channels_;
+  coef_.resize(static_cast<size_t>(2 * C));
   for (int64_t c = 0; c < C; ++c) {
     const BnChannel ch = bn_train_channel(g[c], g[C + c], M, gamma_.data()[c], beta_.data()[c], p_.eps);
     bn_update_running(running_mean_.data()[c], running_var_.data()[c], g[c], g[C + c], M, p_.momentum);
     mean_.data()[c] = ch.mean, invstd_.data()[c] = ch.invstd;
-    for (int64_t b = 0; b < n; ++b)
-      apply_plane(xp + (b * C + c) * hw, yp + (b * C + c) * hw, hw, ch.scale, ch.shift, neg);
+    coef_[c] = ch.scale, coef_[C + c] = ch.shift;
   }
+  apply_cpu(x, y);
 }
 
 void BatchNorm::eval_apply_cpu(const Tensor& x, Tensor& y) {
-  const int64_t hw = plane(x), n = x.dim(0), C = channels_;
-  const float* xp = x.data();
-  float* yp = y.data();
-  const float neg = relu_ ? 0.f : 1.f;
-#pragma omp parallel for schedule(static)
+  const int64_t C = channels_;
+  coef_.resize(static_cast<size_t>(2 * C));
   for (int64_t c = 0; c < C; ++c) {
     const BnChannel ch =
         bn_eval_channel(running_mean_.data()[c], running_var_.data()[c], gamma_.data()[c], beta_.data()[c], p_.eps);
-    for (int64_t b = 0; b < n; ++b)
-      apply_plane(xp + (b * C + c) * hw, yp + (b * C + c) * hw, hw, ch.scale, ch.shift, neg);
+    coef_[c] = ch.scale, coef_[C + c] = ch.shift;
   }
+  apply_cpu(x, y);
+}
+
+// y = x * scale + shift with coef_'s [scale | shift], negative values scaled by neg (0: a fused ReLU; 1: none).
+void BatchNorm::apply_cpu(const Tensor& x, Tensor& y) {
+  const float* xp = x.data();
+  float* yp = y.data();
+  const float neg = relu_ ? 0.f : 1.f;
+  const float *scale = coef_.data(), *shift = scale + channels_;
+  with_block(io_.in, "batchnorm", [&](auto L) {
+    constexpr int W = decltype(L)::value;
+    each_value<L>(Tiles{x.dim(0), channels_, plane(x)}, [=](int64_t base, int64_t c0) {
+      return [p = xp + base, q = yp + base, a = Lanes<W>(scale, c0), b = Lanes<W>(shift, c0), neg](int64_t i, int l) {
+        q[i] = relu_slope(p[i] * a[l] + b[l], neg);
+      };
+    });
+  });
 }
 
 void BatchNorm::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
@@ -99,69 +186,61 @@ void BatchNorm::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) 
   train_apply_cpu(x, y, host_.data(), sync_m_);
 }
 
-namespace {
-
-// Per channel c: sums of dy and dy * xhat over its planes, as doubles of float lanes.
-template <class Dy>
-void channel_grad_sums(const float* xp, Dy dy, int64_t n, int64_t C, int64_t c, int64_t hw, float mean, float invstd,
-                       double& sdy, double& sdyx) {
-  sdy = 0, sdyx = 0;
-  for (int64_t b = 0; b < n; ++b) {
-    const int64_t o = (b * C + c) * hw;
-    const float* p = xp + o;
-    sdy += plane_sum(p, hw, [=](float, int64_t i) { return dy(o + i); });
-    sdyx += plane_sum(p, hw, [=](float v, int64_t i) { return dy(o + i) * ((v - mean) * invstd); });
-  }
-}
-
-// Channel c's dx = k * (dy - a - xhat * b).
-template <class Dy>
-void channel_input_grad(const float* xp, Dy dy, float* dxp, int64_t n, int64_t C, int64_t c, int64_t hw, float mean,
-                        float invstd, BnGrad k) {
-  for (int64_t b = 0; b < n; ++b) {
-    const int64_t o = (b * C + c) * hw;
-    const float* p = xp + o;
-    float* q = dxp + o;
-    for (int64_t i = 0; i < hw; ++i) q[i] = k.k * (dy(o + i) - k.a - (p[i] - mean) * invstd * k.b);
-  }
-}
-
-}  // namespace
-
 void BatchNorm::grad_sums_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, double* s) {
-  const int64_t hw = plane(x), n = x.dim(0), C = channels_;
+  const int64_t C = channels_;
   const float* xp = x.data();
-  const PlainDy plain{dy.data()};
-  const MaskedDy masked{dy.data(), y.data()};
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < C; ++c) {
-    const float mean = mean_.data()[c], invstd = invstd_.data()[c];
-    double sdy, sdyx;
+  const float *mean = mean_.data(), *invstd = invstd_.data();
+  const Tiles g{x.dim(0), C, plane(x)};
+  auto sums = [&](auto L, auto d) {  // per channel, in one pass: sum dy, sum dy * xhat
+    constexpr int W = decltype(L)::value;
+    channel_sums<L>(
+        g,
+        [=](int64_t base, int64_t c0) {
+          return
+              [dt = d.at(base), p = xp + base, mu = Lanes<W>(mean, c0), is = Lanes<W>(invstd, c0)](int64_t i, int l) {
+                const float v = dt(i);
+                return std::array<float, 2>{v, v * ((p[i] - mu[l]) * is[l])};
+              };
+        },
+        part_, s);
+  };
+  with_block(io_.in, "batchnorm", [&](auto L) {
     if (relu_)
-      channel_grad_sums(xp, masked, n, C, c, hw, mean, invstd, sdy, sdyx);
+      sums(L, MaskedDy{dy.data(), y.data()});
     else
-      channel_grad_sums(xp, plain, n, C, c, hw, mean, invstd, sdy, sdyx);
-    dbeta_.data()[c] = static_cast<float>(sdy);
-    dgamma_.data()[c] = static_cast<float>(sdyx);
-    s[c] = sdy, s[C + c] = sdyx;
-  }
+      sums(L, PlainDy{dy.data()});
+  });
+  for (int64_t c = 0; c < C; ++c)
+    dbeta_.data()[c] = static_cast<float>(s[c]), dgamma_.data()[c] = static_cast<float>(s[C + c]);
 }
 
 void BatchNorm::input_grad_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, const double* g, int64_t M,
                                Tensor& dx) {
-  const int64_t hw = plane(x), n = x.dim(0), C = channels_;
+  const int64_t C = channels_;
   const float* xp = x.data();
-  const PlainDy plain{dy.data()};
-  const MaskedDy masked{dy.data(), y.data()};
-#pragma omp parallel for schedule(static)
+  const float *mean = mean_.data(), *invstd = invstd_.data();
+  float* q = dx.data();
+  gcoef_.resize(static_cast<size_t>(3 * C));  // [k | a | b]
   for (int64_t c = 0; c < C; ++c) {
-    const float mean = mean_.data()[c], invstd = invstd_.data()[c];
-    const BnGrad k = bn_grad_coeffs(g[c], g[C + c], M, gamma_.data()[c], invstd);
-    if (relu_)
-      channel_input_grad(xp, masked, dx.data(), n, C, c, hw, mean, invstd, k);
-    else
-      channel_input_grad(xp, plain, dx.data(), n, C, c, hw, mean, invstd, k);
+    const BnGrad k = bn_grad_coeffs(g[c], g[C + c], M, gamma_.data()[c], invstd[c]);
+    gcoef_[c] = k.k, gcoef_[C + c] = k.a, gcoef_[2 * C + c] = k.b;
   }
+  const float *kk = gcoef_.data(), *ka = kk + C, *kb = ka + C;
+  const Tiles t{x.dim(0), C, plane(x)};
+  auto apply = [&](auto L, auto d) {  // dx = k * (dy - a - xhat * b)
+    constexpr int W = decltype(L)::value;
+    each_value<L>(t, [=](int64_t base, int64_t c0) {
+      return [dt = d.at(base), p = xp + base, o = q + base, mu = Lanes<W>(mean, c0), is = Lanes<W>(invstd, c0),
+              k = Lanes<W>(kk, c0), a = Lanes<W>(ka, c0),
+              b = Lanes<W>(kb, c0)](int64_t i, int l) { o[i] = k[l] * (dt(i) - a[l] - (p[i] - mu[l]) * is[l] * b[l]); };
+    });
+  };
+  with_block(io_.in, "batchnorm", [&](auto L) {
+    if (relu_)
+      apply(L, MaskedDy{dy.data(), y.data()});
+    else
+      apply(L, PlainDy{dy.data()});
+  });
 }
 
 void BatchNorm::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {

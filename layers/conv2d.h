@@ -42,6 +42,12 @@ class Conv2d : public Layer {
   // masks dy once for the bias, weights and data gradients. The CUDA twin honours a fused ReLU (a clamp and the mask
   // beside cuDNN's calls) but gains nothing by it, so a GPU model keeps the ReLU as its own layer.
   bool can_fuse_relu() const override { return device() != Device::CUDA && cpu_blocked(); }
+  // A convolution that runs in oneDNN's blocked layouts (cpu_blocked, or bf16 on the CPU) reads and writes blocked
+  // activations as they are, each side chosen alone (model.layout); a GPU convolution keeps the plain layout.
+  LayoutRule layout_rule() const override {
+    const bool blocked = cpu_blocked() || (device() == Device::CPU && precision() == Precision::Bf16);
+    return device() != Device::CUDA && blocked ? LayoutRule::Free : LayoutRule::Plain;
+  }
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;

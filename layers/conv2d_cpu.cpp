@@ -19,22 +19,23 @@ struct Conv2d::CpuState {
 
 namespace {
 
-// The primitives for input shape in (output out), built on first use.
-// The primitives for input shape in (output out) and math m, built on first use. bf16 runs in oneDNN's blocked layouts
-// (its bf16 kernels are direct JIT convolutions), its results in fp32.
+// The primitives for input shape in (output out), math m and activation layouts io, built on first use. bf16 runs in
+// oneDNN's blocked layouts (its bf16 kernels are direct JIT convolutions), its results in fp32. An argument whose
+// tensor is in the layout the primitive wants (a channel-blocked activation) passes without a reorder.
 WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache, const Conv2dParams& p, bool blocked,
-                          const Shape& in, const Shape& out, const Tensor& w, const CpuMath& m, bool relu) {
+                          const Shape& in, const Shape& out, const Tensor& w, const CpuMath& m, bool relu,
+                          const IoLayout& io) {
   Shape key = in;
-  key.push_back(m.key());
-  key.push_back(relu ? 1 : 0);
+  key.insert(key.end(), {m.key(), relu ? 1 : 0, io.in, io.out});
   auto& slot = cache[key];
   if (slot) return *slot;
-  blocked = blocked || m.bf16;
+  blocked = blocked || m.bf16 || io.in || io.out;
   // Groups: oneDNN's 5-D weights [G, OC/G, IC/G, K, K], the same bytes as ours [OC, IC/G, K, K].
   const dims wei_d = p.groups == 1 ? dims(w.shape().begin(), w.shape().end())
                                    : dims{p.groups, p.out_channels / p.groups, w.dim(1), p.kernel, p.kernel};
   const dims src_d(in.begin(), in.end()), dst_d(out.begin(), out.end());
-  const dnnl::memory::desc psrc = plain_md(src_d), pwei = plain_md(wei_d), pdst = plain_md(dst_d);
+  // The tensors' own layouts: the activations' (Model::set_layout), the weights plain.
+  const dnnl::memory::desc psrc = act_md(src_d, io.in), pwei = plain_md(wei_d), pdst = act_md(dst_d, io.out);
   const dnnl::memory::desc bias = p.bias ? plain_md({p.out_channels}) : dnnl::memory::desc();
   using dt = dnnl::memory::data_type;
   const dt op = m.bf16 ? dt::bf16 : dt::f32;  // the operands' type; results stay fp32
@@ -101,7 +102,7 @@ bool Conv2d::cpu_blocked() const {
 void Conv2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
   if (!cpu_) cpu_ = std::make_shared<CpuState>();
   const CpuMath m = cpu_math(precision(), x.device(), op("forward"));
-  weighted_forward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_), x, w_, b_, y);
+  weighted_forward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_, io_), x, w_, b_, y);
 }
 
 // A fused ReLU: dy masked by its output y once, in host memory (on the simulated device this runs inside its
@@ -116,8 +117,8 @@ void Conv2d::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Te
     relu_mask_cpu(y.data(), dy.data(), masked_.data(), dy.numel(), Exec::host().compute());
     g = &masked_;
   }
-  weighted_backward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_), x, w_, *g, dw_, db_,
-                    dx);
+  weighted_backward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_, io_), x, w_, *g, dw_,
+                    db_, dx);
 }
 
 }  // namespace octet

@@ -44,6 +44,16 @@ struct LayerTraits {
   }
 };
 
+// Which activation layouts (core/layout.h) a layer takes and produces on the CPU and the simulated device (a trait,
+// though it may depend on the layer's configuration): Plain only; Same: any, as long as its input, output (and skip
+// input) share it (elementwise and per-channel passes); Free: either layout on either side, each chosen alone (a
+// blocked convolution, pooling).
+enum class LayoutRule { Plain, Same, Free };
+// The layouts a layer runs with (Model::set_layout): block sizes, 0 for plain NCHW, else nChw{B}c.
+struct IoLayout {
+  int in = 0, out = 0, skip = 0;
+};
+
 // How layers with weights run their convolutions and matrix products: model.precision (16-bit or tf32 with fp32
 // accumulation on fp32 master weights; the other layers keep fp32: normalization, the loss) and
 // parallel.deterministic (GPU: cuDNN's deterministic algorithms, so a run repeats bit for bit; false: the fastest
@@ -99,6 +109,11 @@ class Layer {
   virtual bool can_fuse_relu() const { return false; }
   void fuse_relu(bool on);
   bool fused_relu() const { return relu_; }
+  // Layouts (Model::set_layout): what the layer can take, and what it is given to run with (its output gradient in the
+  // output's layout, its input gradient in the input's). Set before the layer runs; plain until then.
+  virtual LayoutRule layout_rule() const { return LayoutRule::Plain; }
+  void set_layout(const IoLayout& l) { io_ = l; }
+  const IoLayout& io_layout() const { return io_; }
   // Whether this build has the layer's CUDA kernels.
   virtual bool has_cuda() const { return false; }
   // Runs on exec's device from now on, its parameters moved there; a CUDA context for a layer without CUDA kernels is
@@ -135,6 +150,7 @@ class Layer {
   const Tensor* skip_x_ = nullptr;
   Tensor* skip_dx_ = nullptr;
   bool relu_ = false;  // the following ReLU is fused in (fuse_relu)
+  IoLayout io_;        // the layouts of its input, output and skip input (set_layout)
 
  private:
   [[noreturn]] void no_cuda() const;

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/layout.h"
 #include "core/tensor_ops.h"
 #include "core/timer.h"
 #include "core/trace.h"
@@ -23,6 +25,7 @@ Model::Model(Shape input, std::vector<LayerPtr> layers, Exec& exec)
   skip_grads_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));
   skip_.assign(layers_.size(), -1);
   skip_source_.assign(layers_.size(), false);
+  layout_.assign(layers_.size(), 0);
   for (auto& t : eval_) t = Tensor(Shape{0}, exec.device());
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::string& from = layers_[i]->skip_from();
@@ -47,6 +50,48 @@ void Model::set_fusion(bool on) {
   }
 }
 
+void Model::set_layout(bool on, int block) {
+  const size_t n = layers_.size();
+  const int B = !on || exec_->device() == Device::CUDA ? 0 : block > 0 ? block : cpu_channel_block();
+  // Activations that must share a layout (a Same layer's input, output and skip input) form groups; a group is blocked
+  // when every member's shape fits and no member is read or written by a layer that only takes the plain layout.
+  std::vector<size_t> group(n);
+  std::iota(group.begin(), group.end(), size_t{0});
+  auto find = [&](size_t a) {
+    while (group[a] != a) a = group[a] = group[group[a]];
+    return a;
+  };
+  auto join = [&](size_t a, size_t b) { group[find(a)] = find(b); };
+  std::vector<bool> can(n);
+  Shape s = {1};
+  s.insert(s.end(), input_.begin(), input_.end());
+  for (size_t i = 0; i < n; ++i) {
+    s = layers_[i]->output_shape(s);
+    can[i] = layout_fits(Shape(s.begin() + 1, s.end()), B);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const LayoutRule r = layers_[i]->layout_rule();
+    const int64_t k = skip_[i];
+    if (r == LayoutRule::Plain) {
+      can[i] = false;
+      if (i > 0) can[i - 1] = false;
+      if (k >= 0) can[static_cast<size_t>(k)] = false;
+    } else if (r == LayoutRule::Same) {
+      if (i == 0) can[i] = false;  // (its input, the batch, is plain)
+      if (i > 0) join(i, i - 1);
+      if (k >= 0) join(i, static_cast<size_t>(k));
+    }
+  }
+  std::vector<bool> ok(n, true);
+  for (size_t i = 0; i < n; ++i)
+    if (!can[i]) ok[find(i)] = false;
+  for (size_t i = 0; i < n; ++i) layout_[i] = ok[find(i)] ? B : 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t k = skip_[i];
+    layers_[i]->set_layout({i > 0 ? layout_[i - 1] : 0, layout_[i], k >= 0 ? layout_[static_cast<size_t>(k)] : 0});
+  }
+}
+
 void Model::check_range(size_t begin, size_t end, const char* pass) const {
   OCTET_CHECK(begin < end && end <= layers_.size(),
               pass << "(" << begin << ", " << end << ") of a " << layers_.size() << "-layer model");
@@ -57,6 +102,9 @@ void Model::check_range(size_t begin, size_t end, const char* pass) const {
 const Tensor& Model::forward_range(const Tensor& x, size_t begin, size_t end, const StepContext& ctx,
                                    const ForwardRunner& run) {
   check_range(begin, end, "forward_range");
+  OCTET_CHECK(
+      begin == 0 || layout_[begin - 1] == 0,
+      "forward_range(" << begin << ", " << end << ") starts inside a run of channel-blocked layers (model.layout)");
   OCTET_CHECK(begin > 0 || (x.ndim() == input_.size() + 1 && Shape(x.shape().begin() + 1, x.shape().end()) == input_),
               "model input " << shape_str(x.shape()) << " does not match [N]+" << shape_str(input_));
   const Tensor* in = &x;
@@ -163,7 +211,7 @@ std::string Model::summary() {
   s.insert(s.end(), input_.begin(), input_.end());
   int w = 10;  // the name column fits the longest name
   for (auto& l : layers_) w = std::max(w, static_cast<int>(l->name().size()));
-  std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %10s\n", w, "layer", "kind", "output", "params");
+  std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %-8s %10s\n", w, "layer", "kind", "output", "layout", "params");
   out += buf;
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer* l = layers_[i].get();
@@ -173,8 +221,8 @@ std::string Model::summary() {
     Shape per(s.begin() + 1, s.end());
     std::string from = l->traits().reads_other ? "  + " + l->skip_from() : "";
     if (i > 0 && fused(i - 1)) from += "  (fused into " + layers_[i - 1]->name() + ")";
-    std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %10lld%s\n", w, l->name().c_str(), l->kind(),
-                  shape_str(per).c_str(), static_cast<long long>(n), from.c_str());
+    std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %-8s %10lld%s\n", w, l->name().c_str(), l->kind(),
+                  shape_str(per).c_str(), layout_name(layout_[i]), static_cast<long long>(n), from.c_str());
     out += buf;
   }
   std::snprintf(buf, sizeof buf, "  total parameters: %lld", static_cast<long long>(num_params()));

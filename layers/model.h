@@ -34,6 +34,14 @@ class Model {
   // is empty (its output is the ReLU's). A range may not split a fused pair.
   void set_fusion(bool on);
   bool fused(size_t i) const { return layers_.at(i)->fused_relu(); }  // layer i took in the ReLU at i + 1
+  // model.layout: the activations that only layers able to take oneDNN's channel-blocked layout (a blocked convolution,
+  // batchnorm, ReLU, add, pooling: Layer::layout_rule) produce and read are kept in it (nChw{block}c; block 0: the
+  // CPU's, cpu_channel_block()), so no reorder runs between those layers; the rest stay plain NCHW (the input batch,
+  // what a flatten or fc reads, a tensor whose channels are no multiple of the block). Off: all plain (the default of
+  // a Model). Not on the GPU (its model stays plain). Results are the plain layout's bit for bit. Set before the first
+  // pass, after set_math.
+  void set_layout(bool on, int block = 0);
+  int layout(size_t i) const { return layout_.at(i); }  // activation i's layout: its block, or 0 (plain)
 
   // x: [N, input...]; returns the last layer's output (the logits). Evaluation (ctx.train false) keeps only the outputs
   // an add reads again and the last one: activation(i) of the others is not kept.
@@ -95,6 +103,7 @@ class Model {
   std::vector<int64_t> skip_;       // skip_[i]: the layer whose output layer i also reads (add), or -1
   std::vector<Tensor> skip_grads_;  // skip_grads_[i]: layer i's gradient w.r.t. that output, added once it is written
   std::vector<bool> skip_source_;   // layer i's output is read again by a later add
+  std::vector<int> layout_;         // layout_[i]: activation i's layout (set_layout)
   Tensor eval_[2];                  // evaluation: outputs no backward and no add needs, in turn (two layers' worth)
   void check_range(size_t begin, size_t end, const char* pass) const;  // ranges keep fused pairs whole
   GradReadyHook hook_;

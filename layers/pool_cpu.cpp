@@ -1,5 +1,6 @@
-// Pool2d on the CPU: direct loops over NCHW planes, parallel over (n, c) (oneDNN 2.6 has only a slow reference kernel
-// for plain NCHW pooling: docs/design_notes.md).
+// Pool2d on the CPU: direct loops over each (sample, channel) plane, in parallel, reading and writing either activation
+// layout (core/layout.h: a plane's positions 1 or B floats apart; oneDNN 2.6 has only a slow reference kernel for plain
+// NCHW pooling: docs/design_notes.md).
 #include "layers/pool.h"
 
 #include <omp.h>
@@ -9,12 +10,14 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/layout.h"
 
 namespace octet {
 
 void Pool2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
-  const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3), OH = y.dim(2), OW = y.dim(3);
+  const int64_t C = x.dim(1), planes = x.dim(0) * C, H = x.dim(2), W = x.dim(3), OH = y.dim(2), OW = y.dim(3);
   const int64_t K = p_.kernel, S = p_.stride, P = p_.padding;
+  const int64_t bi = io_.in, bo = io_.out, si = position_stride(bi), so = position_stride(bo);
   const bool is_max = p_.kind == PoolKind::Max;
   if (is_max) argmax_.resize(static_cast<size_t>(y.numel()));
   const float* in = x.data();
@@ -22,18 +25,19 @@ void Pool2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
   int32_t* arg = argmax_.data();
 #pragma omp parallel for schedule(static)
   for (int64_t pl = 0; pl < planes; ++pl) {
-    const float* src = in + pl * H * W;
+    const float* src = in + nchw_offset(pl / C, pl % C, 0, C, H * W, bi);  // position q at src[q * si]
+    const int64_t dst = nchw_offset(pl / C, pl % C, 0, C, OH * OW, bo);
     for (int64_t oh = 0; oh < OH; ++oh) {
       const int64_t h0 = std::max<int64_t>(0, oh * S - P), h1 = std::min(H, oh * S - P + K);
       for (int64_t ow = 0; ow < OW; ++ow) {
         const int64_t w0 = std::max<int64_t>(0, ow * S - P), w1 = std::min(W, ow * S - P + K);
-        const int64_t o = (pl * OH + oh) * OW + ow;
+        const int64_t o = dst + (oh * OW + ow) * so;
         if (is_max) {
           int32_t at = static_cast<int32_t>(h0 * W + w0);
-          float best = src[at];
+          float best = src[at * si];
           for (int64_t h = h0; h < h1; ++h)
             for (int64_t w = w0; w < w1; ++w) {  // branch-free select: no mispredictions on random data
-              const float v = src[h * W + w];
+              const float v = src[(h * W + w) * si];
               const bool gt = v > best;
               best = gt ? v : best;
               at = gt ? static_cast<int32_t>(h * W + w) : at;
@@ -43,7 +47,7 @@ void Pool2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
         } else {
           float sum = 0.f;
           for (int64_t h = h0; h < h1; ++h)
-            for (int64_t w = w0; w < w1; ++w) sum += src[h * W + w];
+            for (int64_t w = w0; w < w1; ++w) sum += src[(h * W + w) * si];
           out[o] = sum / static_cast<float>((h1 - h0) * (w1 - w0));  // padding excluded from the mean
         }
       }
@@ -53,8 +57,9 @@ void Pool2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
 
 void Pool2d::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   if (!dx) return;
-  const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3), OH = y.dim(2), OW = y.dim(3);
+  const int64_t C = x.dim(1), planes = x.dim(0) * C, H = x.dim(2), W = x.dim(3), OH = y.dim(2), OW = y.dim(3);
   const int64_t K = p_.kernel, S = p_.stride, P = p_.padding;
+  const int64_t bi = io_.in, bo = io_.out, si = position_stride(bi), so = position_stride(bo);
   const bool is_max = p_.kind == PoolKind::Max;
   OCTET_CHECK(!is_max || argmax_.size() == static_cast<size_t>(y.numel()),
               kind() << " " << name() << ": backward before forward");
@@ -63,19 +68,23 @@ void Pool2d::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Te
   const int32_t* arg = argmax_.data();
 #pragma omp parallel for schedule(static)
   for (int64_t pl = 0; pl < planes; ++pl) {
-    float* dst = out + pl * H * W;
-    std::memset(dst, 0, static_cast<size_t>(H * W) * sizeof(float));
+    float* dst = out + nchw_offset(pl / C, pl % C, 0, C, H * W, bi);  // position q at dst[q * si]
+    const int64_t src = nchw_offset(pl / C, pl % C, 0, C, OH * OW, bo);
+    if (si == 1)
+      std::memset(dst, 0, static_cast<size_t>(H * W) * sizeof(float));
+    else
+      for (int64_t q = 0; q < H * W; ++q) dst[q * si] = 0.f;
     for (int64_t oh = 0; oh < OH; ++oh) {
       const int64_t h0 = std::max<int64_t>(0, oh * S - P), h1 = std::min(H, oh * S - P + K);
       for (int64_t ow = 0; ow < OW; ++ow) {
-        const int64_t o = (pl * OH + oh) * OW + ow;
+        const int64_t o = src + (oh * OW + ow) * so;
         if (is_max) {
-          dst[arg[o]] += g[o];
+          dst[arg[o] * si] += g[o];
         } else {
           const int64_t w0 = std::max<int64_t>(0, ow * S - P), w1 = std::min(W, ow * S - P + K);
           const float share = g[o] / static_cast<float>((h1 - h0) * (w1 - w0));
           for (int64_t h = h0; h < h1; ++h)
-            for (int64_t w = w0; w < w1; ++w) dst[h * W + w] += share;
+            for (int64_t w = w0; w < w1; ++w) dst[(h * W + w) * si] += share;
         }
       }
     }

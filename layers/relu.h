@@ -20,6 +20,7 @@ class Relu : public Layer {
   static constexpr LayerTraits kTraits{.column_wise = true};
   LayerTraits traits() const override { return kTraits; }
   Shape output_shape(const Shape& in) const override { return in; }
+  LayoutRule layout_rule() const override { return LayoutRule::Same; }  // (elementwise)
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;

@@ -205,6 +205,45 @@ const std::vector<LayerCase>& layer_cases() {
              true);
     add_case("add, 1x1 projection + batchnorm, stride 1, 4 -> 8 channels (a bottleneck stage's first block)",
              "{type: add, from: src, shortcut: conv_bn}", {3, 8, 2, 2}, {3, 4, 2, 2});
+    // Rows whose channels fill oneDNN's blocks of 8 and 16 (model.layout): the layout test runs each in the blocked
+    // layouts its rule allows.
+    c.push_back(library({"conv 16->16 channels, k3, pad 1 (channel blocks)",
+                         "{type: conv, out_channels: 16, kernel: 3, "
+                         "padding: 1, init: he}",
+                         random_input({2, 16, 5, 5}, 31), 9}));
+    c.push_back(fused_relu(library({"conv 16->32 channels, k3, stride 2, no bias (channel blocks)",
+                                    "{type: conv, out_channels: 32, kernel: 3, stride: 2, padding: 1, bias: false}",
+                                    random_input({2, 16, 6, 6}, 32), 9}),
+                           1e-4));
+    c.push_back({"maxpool k3 s2 pad 1, 16 channels (channel blocks)",
+                 "{type: maxpool, kernel: 3, stride: 2, padding: 1}", distinct_input({2, 16, 5, 5}, 33)});
+    c.push_back(
+        {"global_avgpool, 32 channels (channel blocks)", "{type: global_avgpool}", random_input({2, 32, 3, 3}, 34)});
+    c.push_back({"relu, 16 channels (channel blocks)", "{type: relu}", random_input({2, 16, 3, 3}, 35), 1, near_zero});
+    LayerCase bnb = library({"batchnorm, 16 channels of 5x5 (channel blocks), learned scale and shift",
+                             "{type: batchnorm}", random_input({3, 16, 5, 5}, 36, 2.0f)});
+    bnb.prepare =
+        [](Layer& l) {  // scales in [0.5, 1.5], shifts in [-0.5, 0.5]: no channel held all below the ReLU's kink
+          const Tensor a = random_tensor({16}, 9), b = random_tensor({16}, 10);
+          for (int64_t i = 0; i < 16; ++i)
+            l.params()[0].value->data()[i] = 1.f + 0.5f * a.data()[i],
+            l.params()[1].value->data()[i] = 0.5f * b.data()[i];
+        };
+    c.push_back(bnb);
+    c.push_back(fused_relu(bnb));
+    LayerCase sbnb = bnb;
+    sbnb.name = "batchnorm, sync: true, 16 channels of 5x5 (channel blocks)";
+    sbnb.yaml = "{type: batchnorm, sync: true}";
+    sbnb.prepare = [p = bnb.prepare](Layer& l) {
+      static MirrorExchange mirror;
+      l.use_stat_exchange(&mirror);
+      p(l);
+    };
+    c.push_back(sbnb);
+    add_case("add, identity shortcut, 16 channels (channel blocks)", "{type: add, from: src}", {2, 16, 3, 3},
+             {2, 16, 3, 3}, true);
+    add_case("add, option A: stride 2, 16 -> 32 channels (channel blocks: skip channels land from channel 8)",
+             "{type: add, from: src, shortcut: pad}", {2, 32, 3, 3}, {2, 16, 6, 6}, true);
     return c;
   }();
   return cases;

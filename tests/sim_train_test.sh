@@ -6,7 +6,7 @@
 # on the CPU: LeNet on real MNIST for one epoch (97%); 2 ranks with dynamic_tree8 and checksums every step; exact resume
 # and a checkpoint moved sim -> CPU -> sim; 4 ranks as 2 nodes x 2 through the two-level exchange; powersgd on 2
 # ranks; FC model parallelism on 4 ranks; a residual net with batchnorm on 2 ranks (its resume, and the same bytes
-# with its ReLUs unfused); overlap with a lossy codec and checksums every step.
+# with its ReLUs unfused); a channel-blocked net (model.layout; the same bytes in the plain layout); overlap with a lossy codec and checksums every step.
 set -u
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -101,6 +101,19 @@ if want 5 && same res "a residual net with batchnorm on 2 ranks" 2 "$src/tests/d
   if run unfused 2 cpu "$src/tests/data/residual_net.yaml" --set model.fuse=false && cmp -s "$(ckpt unfused)" "$(ckpt res_cpu)"; then
     echo "ok: the residual net with model.fuse=false ends in the fused run's checkpoint (byte for byte)"
   else bad "model.fuse=false changes the residual net's checkpoint"; fi
+fi
+
+# 5b. model.layout: a net whose activations stay channel-blocked from layer to layer (synchronized batchnorm, identity
+#     and option A adds, pooling) on 2 ranks: the sim run ends in the CPU run's checkpoint, and the plain layout in the
+#     same bytes.
+if want 5 && same blk "a channel-blocked residual net with synchronized batchnorm on 2 ranks" 2 \
+  "$src/tests/data/blocked_net.yaml"; then
+  grep -q "a2 .* nChw[0-9]*c .* + r2" <("$octet" model "$src/tests/data/blocked_net.yaml") ||
+    bad "octet model shows no channel-blocked layer"
+  if run blkplain 2 cpu "$src/tests/data/blocked_net.yaml" --set model.layout=plain &&
+    cmp -s "$(ckpt blkplain)" "$(ckpt blk_cpu)"; then
+    echo "ok: the channel-blocked net with model.layout=plain ends in the blocked run's checkpoint (byte for byte)"
+  else bad "model.layout=plain changes the channel-blocked net's checkpoint"; fi
 fi
 
 # 6. Overlap: buckets exchanged on the communication thread (its own stream) beside backward, a lossy codec with error

@@ -444,3 +444,13 @@ TEST_CASE("model.precision: the four modes, fp16's loss scale, and one line for 
   else
     CHECK_THROWS_WITH(load_config(f, {"model.precision=bf16"}), Catch::Contains("needs AVX512-BF16 or AMX"));
 }
+
+TEST_CASE("model.layout: auto (the default) or plain; another value is refused naming the key", "[config][layout]") {
+  TempDir d;
+  const std::string f = write_config(d, kValid);
+  CHECK(load_config(f).model.blocked_layout);
+  CHECK_FALSE(load_config(f, {"model.layout=plain"}).model.blocked_layout);
+  CHECK(load_config(f, {"model.layout=auto"}).model.blocked_layout);
+  CHECK_THROWS_WITH(load_config(f, {"model.layout=nhwc"}),
+                    Catch::Contains("model.layout: unknown value 'nhwc'") && Catch::Contains("auto, plain"));
+}

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/fast_div.h"
+#include "core/layout.h"
 #include "core/rng.h"
 #include "layers/add.h"
 #include "layers/batchnorm.h"
@@ -220,6 +221,66 @@ TEST_CASE("every case of the layer table: backward matches finite differences", 
                     c.skip ? std::function<bool(int64_t)>([&](int64_t i) { return c.skip(x, i); }) : nullptr, true,
                     c.skip_input ? &s : nullptr);
   }
+}
+
+// t in layout `block` (a copy; 0: t itself).
+static Tensor in_layout(const Tensor& t, int block) {
+  Tensor out;
+  if (block == 0) return t;
+  from_plain(t, block, out);
+  return out;
+}
+static std::vector<float> plain_values(const Tensor& t, int block) {
+  Tensor out;
+  if (block == 0) return to_vector(t);
+  to_plain(t, block, out);
+  return to_vector(out);
+}
+
+TEST_CASE(
+    "every case of the layer table that takes oneDNN's channel-blocked layouts gives the plain layout's bits in "
+    "them, trained and evaluated",
+    "[layers][layout]") {
+  int ran = 0;
+  for (const LayerCase& c : layer_cases()) {
+    const LayoutRule rule = c.make()->layout_rule();
+    if (rule == LayoutRule::Plain) continue;
+    const Tensor x = c.input(), s = c.skip_input ? c.skip_input() : Tensor(Shape{0});
+    const Shape out = c.make()->output_shape(x.shape());
+    const Tensor dy = random_tensor(out, 41);
+    for (int B : {8, 16}) {
+      auto fits = [&](const Shape& sh) { return sh.size() == 4 && sh[1] % B == 0; };
+      std::vector<IoLayout> ios;  // every choice the rule allows and the shapes fit
+      if (rule == LayoutRule::Same && fits(x.shape()) && fits(out) && (!c.skip_input || fits(s.shape())))
+        ios.push_back({B, B, c.skip_input ? B : 0});
+      if (rule == LayoutRule::Free) {
+        if (fits(x.shape())) ios.push_back({B, 0, 0});
+        if (fits(out)) ios.push_back({0, B, 0});
+        if (fits(x.shape()) && fits(out)) ios.push_back({B, B, 0});
+      }
+      for (const IoLayout& io : ios) {
+        INFO(c.name << ": block " << B << ", input " << io.in << ", output " << io.out);
+        ++ran;
+        LayerPtr plain = c.make(), blocked = c.make();
+        blocked->set_layout(io);
+        Tensor sp = s, dsp(s.shape()), sb = c.skip_input ? in_layout(s, io.skip) : s, dsb(s.shape());
+        if (c.skip_input) plain->bind_skip(&sp, &dsp), blocked->bind_skip(&sb, &dsb);
+        const Tensor xb = in_layout(x, io.in), dyb = in_layout(dy, io.out);
+        Tensor yp(out), yb(out), dxp(x.shape()), dxb(x.shape());
+        const StepContext train{true, 7, 3}, eval{false, 7, 3};
+        plain->forward(x, yp, train), blocked->forward(xb, yb, train);
+        CHECK(plain_values(yb, io.out) == to_vector(yp));
+        plain->backward(x, yp, dy, &dxp), blocked->backward(xb, yb, dyb, &dxb);
+        CHECK(plain_values(dxb, io.in) == to_vector(dxp));
+        if (c.skip_input) CHECK(plain_values(dsb, io.skip) == to_vector(dsp));
+        auto pp = plain->params(), pb = blocked->params();
+        for (size_t k = 0; k < pp.size(); ++k) CHECK(to_vector(*pb[k].grad) == to_vector(*pp[k].grad));
+        plain->forward(x, yp, eval), blocked->forward(xb, yb, eval);
+        CHECK(plain_values(yb, io.out) == to_vector(yp));
+      }
+    }
+  }
+  CHECK(ran >= 20);
 }
 
 TEST_CASE("softmax cross-entropy loss, accuracy and gradient", "[layers][loss]") {
@@ -456,6 +517,34 @@ static Model fusable_net() {
   return m;
 }
 
+// Two models built alike but set up differently (fusion, layouts) give the same bits over two training steps and an
+// evaluation: the logits, each layer's output as output(model, i) reads it, the input and every parameter gradient.
+static void check_same_bits(Model& a, Model& b, const Tensor& x, const Tensor& r,
+                            const std::function<std::vector<float>(const Model&, size_t)>& output) {
+  const StepContext train{true, 7, 3};
+  for (int step = 0; step < 2; ++step) {  // (the second pass reuses every buffer)
+    CHECK(to_vector(b.forward(x, train)) == to_vector(a.forward(x, train)));
+    for (size_t i = 0; i < b.size(); ++i) {
+      INFO("output of " << b.layer(i).name());
+      CHECK(output(b, i) == output(a, i));
+    }
+    Tensor dxa, dxb;
+    a.backward_range(x, 0, a.size(), r, &dxa, nullptr);
+    b.backward_range(x, 0, b.size(), r, &dxb, nullptr);
+    CHECK(to_vector(dxb) == to_vector(dxa));
+    auto pa = a.params(), pb = b.params();
+    for (size_t k = 0; k < pa.size(); ++k) {
+      INFO(pa[k].name);
+      CHECK(to_vector(*pb[k].grad) == to_vector(*pa[k].grad));
+    }
+    for (auto* m : {&a, &b})
+      for (auto& p : m->params())  // a step, so the second round runs on other weights
+        for (int64_t i = 0; i < p.value->numel(); ++i) p.value->data()[i] -= 0.1f * p.grad->data()[i];
+  }
+  const StepContext eval{false, 7, 3};
+  CHECK(to_vector(b.forward(x, eval)) == to_vector(a.forward(x, eval)));
+}
+
 TEST_CASE(
     "model.fuse: batchnorm, add and conv with their ReLU in one pass give the layers' own bits, trained, evaluated",
     "[layers][model][fuse]") {
@@ -471,30 +560,12 @@ TEST_CASE(
                                   Catch::Contains("(fused into a2)") && Catch::Contains("(fused into c5)"));
   CHECK_THAT(plain.summary(), !Catch::Contains("fused"));
   const Tensor x = random_tensor({3, 2, 6, 6}, 31), r = random_tensor({3, 3}, 32);
+  check_same_bits(plain, fused, x, r,
+                  [&](const Model& m, size_t i) {  // a layer's output, a fused ReLU's if it took one
+                    if (i > 0 && fused.fused(i - 1)) return std::vector<float>();
+                    return to_vector(m.activation(fused.fused(i) ? i + 1 : i));
+                  });
   const StepContext train{true, 7, 3};
-  for (int step = 0; step < 2; ++step) {  // (the second pass reuses every buffer)
-    CHECK(to_vector(fused.forward(x, train)) == to_vector(plain.forward(x, train)));
-    for (size_t i = 0; i < fused.size(); ++i)
-      if (i == 0 || !fused.fused(i - 1)) {  // each layer's output, a fused ReLU's where it took one in
-        INFO("output of " << fused.layer(i).name());
-        CHECK(to_vector(fused.activation(fused.fused(i) ? i + 1 : i)) ==
-              to_vector(plain.activation(fused.fused(i) ? i + 1 : i)));
-      }
-    Tensor dxp, dxf;
-    plain.backward_range(x, 0, plain.size(), r, &dxp, nullptr);
-    fused.backward_range(x, 0, fused.size(), r, &dxf, nullptr);
-    CHECK(to_vector(dxf) == to_vector(dxp));
-    auto pp = plain.params(), pf = fused.params();
-    for (size_t k = 0; k < pp.size(); ++k) {
-      INFO(pp[k].name);
-      CHECK(to_vector(*pf[k].grad) == to_vector(*pp[k].grad));
-    }
-    for (auto* m : {&plain, &fused})
-      for (auto& p : m->params())  // a step, so the second round runs on other weights
-        for (int64_t i = 0; i < p.value->numel(); ++i) p.value->data()[i] -= 0.1f * p.grad->data()[i];
-  }
-  const StepContext eval{false, 7, 3};
-  CHECK(to_vector(fused.forward(x, eval)) == to_vector(plain.forward(x, eval)));
   // A range must keep a fused pair whole.
   CHECK_THROWS_WITH(fused.forward_range(x, 0, 2, train, nullptr),
                     Catch::Contains("splits a layer from the ReLU fused into it"));
@@ -502,6 +573,118 @@ TEST_CASE(
   fused.set_fusion(false);
   CHECK(!fused.fused(1));
   CHECK(to_vector(fused.forward(x, train)) == to_vector(plain.forward(x, train)));
+}
+
+// conv (3 -> 16) -> bn -> relu (r1) -> conv -> bn -> add(r1) -> relu (r2) -> conv s2 (32) -> bn -> relu -> conv ->
+// add(r2, option A: channels 8..23, across a 16-block's edge) -> relu -> max pool -> conv -> relu -> global average
+// pool -> fc: every activation but the pool's and fc's outputs can stay channel-blocked.
+static Model blockable_net() {
+  std::vector<LayerPtr> L;
+  L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{3, 16, 3, 1, 1, false, Init::He}));
+  L.push_back(std::make_unique<BatchNorm>("bn1", BatchNormParams{}, 16));
+  L.push_back(std::make_unique<Relu>("r1"));
+  L.push_back(std::make_unique<Conv2d>("c2", Conv2dParams{16, 16, 3, 1, 1, false, Init::He}));
+  L.push_back(std::make_unique<BatchNorm>("bn2", BatchNormParams{}, 16));
+  L.push_back(std::make_unique<Add>("a1", AddParams{"r1", Shortcut::Identity, {1, 16, 8, 8}, Init::He, {}},
+                                    Shape{1, 16, 8, 8}));
+  L.push_back(std::make_unique<Relu>("r2"));
+  L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{16, 32, 3, 2, 1, false, Init::He}));
+  L.push_back(std::make_unique<BatchNorm>("bn3", BatchNormParams{}, 32));
+  L.push_back(std::make_unique<Relu>("r3"));
+  L.push_back(std::make_unique<Conv2d>("c4", Conv2dParams{32, 32, 3, 1, 1, true, Init::He}));
+  L.push_back(
+      std::make_unique<Add>("a2", AddParams{"r2", Shortcut::Pad, {1, 16, 8, 8}, Init::He, {}}, Shape{1, 32, 4, 4}));
+  L.push_back(std::make_unique<Relu>("r4"));
+  L.push_back(std::make_unique<Pool2d>("mp", PoolParams{PoolKind::Max, 2, 2, 0}));
+  L.push_back(std::make_unique<Conv2d>("c5", Conv2dParams{32, 32, 3, 1, 1, true, Init::He}));
+  L.push_back(std::make_unique<Relu>("r5"));
+  L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 2, 2, 0}));
+  L.push_back(std::make_unique<FullyConnected>("fc", FcParams{32, 3, true, Init::Xavier}));
+  Model m({3, 8, 8}, std::move(L));
+  m.init_params(5);
+  return m;
+}
+
+// Activation i of m in the plain layout (a copy; empty where a fused ReLU holds it).
+static std::vector<float> plain_activation(const Model& m, size_t i) {
+  Tensor t;
+  if (m.layout(i) == 0 || m.activation(i).empty()) return to_vector(m.activation(i));
+  to_plain(m.activation(i), m.layout(i), t);
+  return to_vector(t);
+}
+
+TEST_CASE(
+    "model.layout: layers kept channel-blocked from one to the next give the plain layout's bits, trained, "
+    "evaluated, fused or not",
+    "[layers][model][layout]") {
+  const Tensor x = random_tensor({3, 3, 8, 8}, 31), r = random_tensor({3, 3}, 32);
+  for (int block : {8, 16})
+    for (bool fuse : {false, true}) {
+      INFO("block " << block << ", fuse " << fuse);
+      Model plain = blockable_net(), blocked = blockable_net();
+      plain.set_fusion(fuse), blocked.set_fusion(fuse);
+      blocked.set_layout(true, block);
+      for (size_t i = 0; i < blocked.size(); ++i) {
+        const std::string n = blocked.layer(i).name();
+        INFO("layer " << n);
+        CHECK(blocked.layout(i) == (n == "gap" || n == "fc" ? 0 : block));
+        CHECK(plain.layout(i) == 0);
+      }
+      CHECK_THAT(blocked.summary(), Catch::Contains(layout_name(block)));
+      CHECK_THAT(plain.summary(), !Catch::Contains("nChw"));
+      check_same_bits(plain, blocked, x, r, plain_activation);
+      const StepContext train{true, 7, 3};
+      auto sp = plain.state(), sb = blocked.state();
+      for (size_t k = 0; k < sp.size(); ++k) CHECK(to_vector(*sb[k].second) == to_vector(*sp[k].second));
+      blocked.set_layout(false);
+      CHECK(blocked.layout(1) == 0);
+      CHECK(to_vector(blocked.forward(x, train)) == to_vector(plain.forward(x, train)));
+    }
+}
+
+TEST_CASE("option A's plane loops read what pad_source (the CUDA kernels') names, in both layouts", "[layers][add]") {
+  for (int64_t blk : {0, 8, 16}) {
+    const PadGeom g{2, 32, 3, 4, 16, 6, 8, 8, 2, blk};  // skip [2,16,6,8] -> [2,32,3,4], channels 8..23
+    const int64_t n = g.n * g.c * g.h * g.w;
+    const Tensor x = random_tensor({n}, 3), s = random_tensor({g.n * g.cs * g.hs * g.ws}, 4);
+    Tensor y({n}), ds({s.numel()});
+    add_pad_forward_cpu(x.data(), s.data(), y.data(), g, 1.f, Exec::host().compute());
+    add_pad_backward_cpu(x.data(), ds.data(), g, Exec::host().compute());
+    std::vector<float> want(static_cast<size_t>(n)), want_ds(static_cast<size_t>(s.numel()), 0.f);
+    int64_t read = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t j = pad_source(g, i);
+      want[i] = j < 0 ? x.data()[i] : x.data()[i] + s.data()[j];
+      if (j >= 0) want_ds[j] = x.data()[i], ++read;
+    }
+    INFO("block " << blk);
+    CHECK(read == g.n * g.cs * g.h * g.w);
+    CHECK(to_vector(y) == want);
+    CHECK(to_vector(ds) == want_ds);
+  }
+}
+
+TEST_CASE("model.layout: a layer that takes only the plain layout keeps every activation it shares plain",
+          "[layers][model][layout]") {
+  // relu r1's output reaches the fc (plain only): the conv writes plain; 5 channels fit no block; a 1x1 conv is plain.
+  std::vector<LayerPtr> L;
+  L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{3, 16, 3, 1, 1, false, Init::He}));
+  L.push_back(std::make_unique<Relu>("r1"));
+  L.push_back(std::make_unique<Conv2d>("c2", Conv2dParams{16, 16, 3, 1, 1, false, Init::He}));  // blocked in, out
+  L.push_back(std::make_unique<Relu>("r2"));
+  L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{16, 16, 1, 1, 0, false, Init::He}));  // plain
+  L.push_back(std::make_unique<Conv2d>("c4", Conv2dParams{16, 5, 3, 1, 1, false, Init::He}));   // 5 channels
+  L.push_back(std::make_unique<Flatten>("flat"));
+  L.push_back(std::make_unique<FullyConnected>("fc", FcParams{5 * 4 * 4, 2, true, Init::Xavier}));
+  Model m({3, 4, 4}, std::move(L));
+  m.set_layout(true, 16);
+  const std::vector<int> want = {16, 16, 0, 0, 0, 0, 0, 0};
+  for (size_t i = 0; i < m.size(); ++i) {
+    INFO("layer " << m.layer(i).name());
+    CHECK(m.layout(i) == want[i]);
+  }
+  CHECK(m.layer(2).io_layout().in == 16);
+  CHECK(m.layer(2).io_layout().out == 0);
 }
 
 TEST_CASE("conv in oneDNN's blocked layouts (behind reorders) computes what the plain layout does", "[layers][conv]") {

@@ -151,6 +151,7 @@ void read_model(Section s, ModelConfig& m, const std::vector<std::string>& origi
   s.choice("loss", "softmax_cross_entropy", {"softmax_cross_entropy"});
   m.precision = *precision_named(s.choice("precision", "fp32", {"fp32", "tf32", "bf16", "fp16"}));
   m.fuse = s.get<bool>("fuse", true);
+  m.blocked_layout = s.choice("layout", "auto", {"auto", "plain"}) == "auto";
   if (s.has("loss_scale")) {
     Section ls = s.section("loss_scale");
     if (m.precision != Precision::Fp16)

@@ -62,6 +62,8 @@ struct ModelConfig {
   Precision precision = Precision::Fp32;  // convolutions and matrix products (core/precision.h)
   LossScaleConfig loss_scale;             // fp16's dynamic loss scaling
   bool fuse = true;                       // a ReLU taken into the batchnorm or add before it (Model::set_fusion)
+  bool blocked_layout = true;  // model.layout: auto (runs of layers in oneDNN's channel-blocked layout on the CPU,
+                               // Model::set_layout) | plain
 };
 
 struct ParallelConfig {

@@ -84,6 +84,7 @@ void Run::load_data_and_model() {
   model_ = std::make_unique<Model>(build_model(cfg_.model.layers, input, *exec_));
   model_->set_math({cfg_.model.precision, cfg_.parallel.deterministic});
   model_->set_fusion(cfg_.model.fuse);
+  model_->set_layout(cfg_.model.blocked_layout);
   if (world_ && world_->size > 1) {  // synchronized batchnorm layers exchange their sums over the world
     stat_exchange_ = std::make_unique<WorldStatExchange>(*world_);
     model_->use_stat_exchange(stat_exchange_.get());
