@@ -21,16 +21,17 @@ namespace octet {
 
 namespace {
 
+// Each policy's candidates in slot order: those of its own and every more careful policy (compress/powersgd.h's
+// auto_candidates, from the codec table's column).
 const std::map<std::string, std::vector<std::string>>& policy_table() {
   static const std::map<std::string, std::vector<std::string>> t = [] {
-    const std::vector<std::string> lossless = {"none", "bf16", "fp16"};
-    std::vector<std::string> balanced = lossless;
-    for (const char* c : {"fp8_e4m3", "dynamic_tree8", "linear8", "mantissa8", "static_tree8", "fp8_e5m2", "qsgd8"})
-      balanced.push_back(c);
-    std::vector<std::string> aggressive = balanced;
-    for (const char* c : {"qsgd4", "powersgd", "topk", "adacomp"}) aggressive.push_back(c);
-    return std::map<std::string, std::vector<std::string>>{
-        {"lossless", lossless}, {"balanced", balanced}, {"aggressive", aggressive}};
+    std::map<std::string, std::vector<std::string>> out;
+    for (Policy p : {Policy::Lossless, Policy::Balanced, Policy::Aggressive}) {
+      std::vector<std::string>& names = out[policy_name(p)];
+      for (const Candidate& c : auto_candidates())
+        if (c.policy <= p) names.push_back(c.name);
+    }
+    return out;
   }();
   return t;
 }
@@ -110,21 +111,19 @@ const std::vector<std::string>& policy_candidates(const std::string& policy) {
 
 CodecParams candidate_params(const std::string& candidate, const CodecParams& base) {
   CodecParams p = base;
-  p.method = candidate;
-  if (candidate.rfind("qsgd", 0) == 0 && candidate.size() > 4) {
-    p.method = "qsgd";
-    p.bits = std::stoi(candidate.substr(4));
-  }
+  p.method = candidate;  // (a name no row offers stays as it is: make_codec names it)
+  for (const Candidate& c : auto_candidates())
+    if (c.name == candidate) {
+      p.method = c.method;
+      if (c.bits) p.bits = c.bits;
+    }
   return p;
 }
 
 bool candidate_fits(const std::string& candidate, const std::string& algorithm) {
   if (algorithm == "auto") return true;
   if (candidate == kPowerSgd) return false;
-  const CodecTraits& t = codec_traits(candidate_params(candidate, {}).method);
-  if (algorithm == "allreduce") return t.identity;
-  if (algorithm == "scatter_allgather") return !t.sparse;
-  return true;
+  return algorithm_def(parse_algorithm(algorithm)).fits(codec_traits(candidate_params(candidate, {}).method));
 }
 
 CandidateCost measure_candidate(const std::string& candidate, const CodecParams& base, int64_t n, Exec& ex) {

@@ -1,11 +1,13 @@
-// The three reduction algorithms of comm/collectives.h over a Transport.
+// The reductions of comm/collectives.h over a Transport: the algorithm table and reduce_mean over it (the algorithms
+// themselves in their own files: allreduce.cpp, scatter_allgather.cpp, allgather.cpp), reduce-scatter, payload
+// gathering, pipelined pieces' bounds, and the helpers the algorithms share (comm/collective_kit.h).
 #include "comm/collectives.h"
 
 #include <algorithm>
 #include <climits>
 #include <functional>
 
-#include "comm/courier.h"
+#include "comm/collective_kit.h"
 #include "core/error.h"
 #include "core/launch.h"
 #include "core/rng.h"
@@ -14,26 +16,55 @@
 
 namespace octet {
 
-const char* algorithm_name(Algorithm a) {
-  switch (a) {
-    case Algorithm::Allreduce:
-      return "allreduce";
-    case Algorithm::ScatterAllgather:
-      return "scatter_allgather";
-    case Algorithm::Allgather:
-      return "allgather";
-  }
-  return "?";
+// Each algorithm's row, defined in its own file.
+#define OCTET_ALGORITHM(id, row) AlgorithmDef row();
+#include "comm/algorithm_table.inc"
+#undef OCTET_ALGORITHM
+
+const std::vector<AlgorithmDef>& algorithm_table() {
+  static const std::vector<AlgorithmDef> t = [] {
+    std::vector<AlgorithmDef> rows = {
+#define OCTET_ALGORITHM(id, row) row(),
+#include "comm/algorithm_table.inc"
+#undef OCTET_ALGORITHM
+    };
+    for (size_t i = 0; i < rows.size(); ++i)  // (the enum's order is the table's)
+      OCTET_CHECK(static_cast<size_t>(rows[i].id) == i, "algorithm table: row " << rows[i].name << " out of order");
+    return rows;
+  }();
+  return t;
+}
+
+const AlgorithmDef& algorithm_def(Algorithm a) { return algorithm_table().at(static_cast<size_t>(a)); }
+
+const char* algorithm_name(Algorithm a) { return algorithm_def(a).name; }
+
+std::vector<std::string> algorithm_names() {
+  std::vector<std::string> out;
+  for (const AlgorithmDef& d : algorithm_table()) out.push_back(d.name);
+  return out;
 }
 
 Algorithm parse_algorithm(const std::string& name) {
-  for (Algorithm a : {Algorithm::Allreduce, Algorithm::ScatterAllgather, Algorithm::Allgather})
-    if (name == algorithm_name(a)) return a;
-  OCTET_THROW("unknown reduction algorithm '" << name << "' (known: allreduce, scatter_allgather, allgather)");
+  std::string known;
+  for (const AlgorithmDef& d : algorithm_table()) {
+    if (name == d.name) return d.id;
+    known += (known.empty() ? "" : ", ") + std::string(d.name);
+  }
+  OCTET_THROW("unknown reduction algorithm '" << name << "' (known: " << known << ")");
 }
 
 Algorithm default_algorithm(const Codec& c) {
   return c.traits().reduction == Reduction::Gather ? Algorithm::Allgather : Algorithm::ScatterAllgather;
+}
+
+std::string algorithm_misfit(Algorithm a, const std::string& method, const CodecTraits& t) {
+  const AlgorithmDef& d = algorithm_def(a);
+  if (d.fits(t)) return "";
+  std::string fit;
+  for (const AlgorithmDef& o : algorithm_table())
+    if (o.fits(t)) fit += (fit.empty() ? "" : " or ") + std::string(o.name);
+  return std::string("algorithm ") + d.name + " carries " + d.carries + "; method " + method + " needs " + fit;
 }
 
 CommStats& CommStats::operator+=(const CommStats& o) {
@@ -46,7 +77,7 @@ CommStats& CommStats::operator+=(const CommStats& o) {
   return *this;
 }
 
-namespace {
+namespace kit {
 
 size_t align16(size_t x) { return (x + 15) & ~size_t{15}; }
 
@@ -144,7 +175,9 @@ std::vector<Span<const uint8_t>> received(const ReduceState& st) {
   return parts;
 }
 
-}  // namespace
+}  // namespace kit
+
+using namespace kit;
 
 std::vector<int64_t> scatter_chunks(int64_t n, int N) {
   const int64_t per = ((n + N - 1) / N + 63) / 64 * 64;
@@ -154,7 +187,7 @@ std::vector<int64_t> scatter_chunks(int64_t n, int N) {
 }
 
 bool keeps_feedback(const ReduceOptions& opt) {
-  return opt.algorithm != Algorithm::Allreduce && (opt.error_feedback || (opt.codec && opt.codec->needs_feedback()));
+  return algorithm_def(opt.algorithm).feedback && (opt.error_feedback || (opt.codec && opt.codec->needs_feedback()));
 }
 
 void reduce_scatter(Transport& tr, Span<float> xs, const std::vector<int64_t>& lo, const ReduceOptions& opt,
@@ -220,172 +253,6 @@ int64_t owned_values(int64_t n, int N, int r, int64_t piece) {
   return own;
 }
 
-namespace {
-
-// One piece of a pipelined reduction: its values x[off, off + n), its chunks' bounds, where its owned chunk's error
-// feedback starts, its seed, and its transfers' ticket and time.
-struct Piece {
-  int64_t off = 0, n = 0, own_off = 0;
-  std::vector<int64_t> lo;
-  uint64_t seed = 0;
-  size_t bytes = 0;  // this rank's payload (allgather: the piece's; scatter-allgather: the owned chunk's)
-  uint64_t ticket = 0;
-  double transfer_s = 0;
-};
-
-// The pieces of x and the transfers' runner: pieces when opt.piece splits x (host buffers only: a device's codecs
-// and staged copies share its comm stream), a ring of three states for them (a piece encodes while the one before it
-// moves and the one before that decodes), and the courier or, without one, the calling thread.
-class Pipeline {
- public:
-  Pipeline(Transport& tr, Span<float> xs, const ReduceOptions& opt, ReduceState& st, bool scatter)
-      : opt_(opt), st_(st) {
-    const Device d = exec_of(opt).device();
-    const std::vector<int64_t> pb = piece_bounds(static_cast<int64_t>(xs.size), d == Device::CPU ? opt.piece : 0);
-    const int P = static_cast<int>(pb.size()) - 1;
-    int64_t own = 0;
-    for (int k = 0; k < P; ++k) {
-      Piece p;
-      p.off = pb[k], p.n = pb[k + 1] - pb[k], p.own_off = own;
-      if (scatter) p.lo = scatter_chunks(p.n, tr.size()), own += p.lo[tr.rank() + 1] - p.lo[tr.rank()];
-      p.seed = P == 1 ? opt.seed : derive_seed(opt.seed, 0x91ece, static_cast<uint64_t>(k));
-      pieces.push_back(std::move(p));
-    }
-    owned = own;
-    if (P > 1 && st.pieces.size() < 3) st.pieces.resize(3);
-    courier_ = P > 1 ? opt.courier : nullptr;
-    progress = opt.progress;
-    if (courier_) progress.yield = true;  // beside the caller's encoding: sleep between polls
-  }
-  std::vector<Piece> pieces;
-  int64_t owned = 0;
-  Progress progress;
-  ReduceState& state(size_t k) { return pieces.size() == 1 ? st_ : st_.pieces[k % 3]; }
-  void hand(Piece& p, std::function<void()> transfer) {
-    if (courier_)
-      p.ticket = courier_->send(std::move(transfer));
-    else
-      transfer();
-  }
-  void await(const Piece& p) {
-    if (courier_) courier_->wait(p.ticket);
-  }
-  // Runs stage s(k) for k = 0.. in the software pipeline's order: stages[0] of piece k, then stages[1] of piece k-1,
-  // ...; on an error, waits for the transfers in flight before the buffers they use can go.
-  void run(const std::vector<std::function<void(size_t)>>& stages) {
-    const size_t P = pieces.size(), S = stages.size();
-    try {
-      for (size_t k = 0; k + 1 < P + S; ++k)
-        for (size_t s = 0; s < S; ++s)
-          if (k >= s && k - s < P) stages[s](k - s);
-    } catch (...) {
-      if (courier_) courier_->drain();
-      throw;
-    }
-  }
-  // Every rank's payload of piece p (p.bytes at payload, standing for `values` fp32 values) to every rank.
-  void gather(Transport& tr, Piece& p, ReduceState& s, const uint8_t* payload, int64_t values, CommStats& stats) {
-    const uint64_t others = static_cast<uint64_t>(tr.size() - 1);
-    stats.bytes_sent += others * p.bytes;
-    stats.fp32_bytes += others * 4 * static_cast<uint64_t>(values);
-    const Device d = s.recv.device();
-    hand(p, [&tr, &s, &p, this, payload, d] {
-      TraceSpan sp("transport", opt_.what, &p.transfer_s);
-      allgather_payloads(tr, {payload, p.bytes, d}, s, progress);
-    });
-  }
-  double transfer_seconds() const {
-    double t = 0;
-    for (const Piece& p : pieces) t += p.transfer_s;
-    return t;
-  }
-
- private:
-  const ReduceOptions& opt_;
-  ReduceState& st_;
-  Courier* courier_ = nullptr;
-};
-
-// Allgather: each piece encoded (error feedback on st.residual), every rank's payload to every rank, decoded and
-// summed in rank order.
-void allgather_pieces(Transport& tr, Span<float> xs, const ReduceOptions& opt, ReduceState& st, CommStats& stats) {
-  const int N = tr.size(), r = tr.rank();
-  Exec& ex = exec_of(opt);
-  const Device d = ex.device();
-  const Codec& c = *opt.codec;
-  const bool ef = keeps_feedback(opt);
-  Pipeline pl(tr, xs, opt, st, false);
-  auto encode_piece = [&](size_t k) {
-    Piece& p = pl.pieces[k];
-    ReduceState& s = pl.state(k);
-    {
-      TraceSpan sp("encode", opt.what, &stats.compress_s);
-      on_device(s.send, d);
-      on_device(s.recv, d);
-      s.send.resize(c.max_bytes(p.n));
-      p.bytes = encode(c, xs.data + p.off, p.n, ef ? st.residual.data() + p.off : nullptr, s.send.data(),
-                       derive_seed(p.seed, r), s, ex);
-    }
-    pl.gather(tr, p, s, s.send.data(), p.n, stats);
-  };
-  auto decode_piece = [&](size_t k) {
-    Piece& p = pl.pieces[k];
-    pl.await(p);
-    TraceSpan sp("decode", opt.what, &stats.decompress_s);
-    const std::vector<Span<const uint8_t>> parts = received(pl.state(k));
-    for (int s = 0; s < N; ++s) c.decode(parts[s], {xs.data + p.off, static_cast<size_t>(p.n), d}, s > 0, ex);
-  };
-  pl.run({encode_piece, decode_piece});
-  stats.communicate_s += pl.transfer_seconds();
-}
-
-// Scatter-reduce + allgather, rank j owning chunk j of each piece: encode the chunks, move them to their owners, the
-// owner step (decode the N chunks, sum in rank order, re-encode with error feedback; one pass where fused), every
-// owner's payload to every rank, decode.
-void scatter_allgather_pieces(Transport& tr, Span<float> xs, const ReduceOptions& opt, ReduceState& st,
-                              CommStats& stats) {
-  const int N = tr.size(), r = tr.rank();
-  Exec& ex = exec_of(opt);
-  const Device d = ex.device();
-  const Codec& c = *opt.codec;
-  const bool ef = keeps_feedback(opt);
-  Pipeline pl(tr, xs, opt, st, true);
-  if (ef) on_device(st.owner_residual, pl.owned, d);
-  auto encode_piece = [&](size_t k) {
-    Piece& p = pl.pieces[k];
-    ReduceState& s = pl.state(k);
-    scatter_encode(N, r, xs.data + p.off, p.lo, ef ? st.residual.data() + p.off : nullptr, p.seed, opt, s, stats);
-    pl.hand(p, [&tr, &s, &p, &pl, what = opt.what] { scatter_transfer(tr, s, pl.progress, what, &p.transfer_s); });
-  };
-  auto owner_piece = [&](size_t k) {
-    Piece& p = pl.pieces[k];
-    ReduceState& s = pl.state(k);
-    pl.await(p);
-    const int64_t mine = p.lo[r + 1] - p.lo[r];
-    {
-      TraceSpan sp("reduce", opt.what, &stats.decompress_s);
-      on_device(s.reduced, d);
-      s.reduced.resize(c.max_bytes(mine));
-      p.bytes = c.reduce_encode(received(s), mine, ef ? st.owner_residual.data() + p.own_off : nullptr,
-                                {s.reduced.data(), s.reduced.size(), d}, derive_seed(p.seed, 0x5ca77e4, r),
-                                scratch_for(s, mine, d), ex);
-    }
-    pl.gather(tr, p, s, s.reduced.data(), mine, stats);
-  };
-  auto decode_piece = [&](size_t k) {
-    Piece& p = pl.pieces[k];
-    pl.await(p);
-    TraceSpan sp("decode", opt.what, &stats.decompress_s);
-    const std::vector<Span<const uint8_t>> parts = received(pl.state(k));
-    for (int j = 0; j < N; ++j)
-      c.decode(parts[j], {xs.data + p.off + p.lo[j], static_cast<size_t>(p.lo[j + 1] - p.lo[j]), d}, false, ex);
-  };
-  pl.run({encode_piece, owner_piece, decode_piece});
-  stats.communicate_s += pl.transfer_seconds();
-}
-
-}  // namespace
-
 void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, ReduceState& st, CommStats& stats) {
   const int N = tr.size();
   Exec& ex = exec_of(opt);
@@ -393,35 +260,20 @@ void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, Reduce
   OCTET_CHECK(xs.device == d, "reduce_mean: values on " << device_name(xs.device) << ", codecs on " << device_name(d));
   OCTET_CHECK(N == 1 || tr.accepts(d),
               "reduce_mean: transport " << tr.name() << " cannot move " << device_name(d) << " buffers");
-  float* x = xs.data;
+  const AlgorithmDef& a = algorithm_def(opt.algorithm);
+  OCTET_CHECK(opt.codec || opt.algorithm == Algorithm::Allreduce, "algorithm " << a.name << " needs a codec");
+  if (opt.codec) {
+    const std::string misfit = algorithm_misfit(opt.algorithm, opt.codec->name(), opt.codec->traits());
+    OCTET_CHECK(misfit.empty(), "reduce_mean: " << misfit);
+  }
   const int64_t n = static_cast<int64_t>(xs.size);
   const bool ef = keeps_feedback(opt);
   if (ef) on_device(st.residual, n, d);
-
-  if (opt.algorithm == Algorithm::Allreduce) {
-    OCTET_CHECK(!opt.codec || opt.codec->traits().identity,
-                "algorithm allreduce sums fp32 in the transport and cannot carry codec " << opt.codec->name());
-    {
-      // The transport's own sum (non-blocking under MPI, so the overlap thread can yield while small tensors reduce;
-      // why fp32 defaults to scatter_allgather nonetheless: docs/design_notes.md).
-      TraceSpan sp("transport", opt.what, &stats.communicate_s);
-      if (N > 1) tr.allreduce_sum(xs, opt.progress);
-    }
-    const uint64_t ring = N > 1 ? static_cast<uint64_t>(2.0 * (N - 1) / N * 4.0 * static_cast<double>(n)) : 0;
-    stats.bytes_sent += ring;
-    stats.fp32_bytes += ring;
-    if (opt.average) scale(x, n, N, ex);
-    return;
-  }
-  OCTET_CHECK(opt.codec, "algorithm " << algorithm_name(opt.algorithm) << " needs a codec");
   // One rank and fp32 as it is: the mean is the tensor itself, and nothing crosses (a lossy codec still applies, and
   // error feedback keeps its state's shapes).
-  if (N == 1 && opt.codec->traits().identity && !ef) return;
-  if (opt.algorithm == Algorithm::Allgather)
-    allgather_pieces(tr, xs, opt, st, stats);
-  else
-    scatter_allgather_pieces(tr, xs, opt, st, stats);
-  if (opt.average) scale(x, n, N, ex);
+  if (N == 1 && (!opt.codec || opt.codec->traits().identity) && !ef) return;
+  a.run(tr, xs, opt, st, stats);
+  if (opt.average) scale(xs.data, n, N, ex);
 }
 
 }  // namespace octet

@@ -13,10 +13,19 @@
 
 namespace octet {
 
-enum class Algorithm { Allreduce, ScatterAllgather, Allgather };
+// The reduction algorithms, one row each in comm/algorithm_table.inc (AlgorithmDef below).
+enum class Algorithm {
+#define OCTET_ALGORITHM(id, row) id,
+#include "comm/algorithm_table.inc"
+#undef OCTET_ALGORITHM
+};
 const char* algorithm_name(Algorithm a);
 Algorithm parse_algorithm(const std::string& name);  // unknown: error listing the known ones
+std::vector<std::string> algorithm_names();          // the table's, in its order
 Algorithm default_algorithm(const Codec& c);         // the codec's traits().reduction: allgather or scatter-allgather
+// "" when algorithm a can carry codec `method` (with traits t); else the one clause a refusal says: what a carries
+// and which algorithms would carry the codec.
+std::string algorithm_misfit(Algorithm a, const std::string& method, const CodecTraits& t);
 
 struct CommStats {
   double compress_s = 0, communicate_s = 0, decompress_s = 0;
@@ -52,6 +61,28 @@ struct ReduceOptions {
   int64_t piece = 0;
   class Courier* courier = nullptr;
 };
+
+// An algorithm's row (comm/algorithm_table.inc; each defined in its own file): what config, GradSync, reduce_mean,
+// compression auto, predict and bench know of it.
+struct AlgorithmDef {
+  Algorithm id;
+  const char* name;
+  bool (*fits)(const CodecTraits&);  // the codecs it can carry, by their traits
+  const char* carries;               // the same in words, for a refusal
+  bool feedback;                     // keeps error feedback on this rank's payload for a codec that wants it
+  bool owner_residual;               // and on the reduced chunk this rank owns (ReduceState::owner_residual)
+  // One flat exchange among N ranks of a tensor of fp32 bytes whose payload is `payload` bytes (comm/cost_model.h):
+  // the messages each rank sends (latencies), the bytes it sends, and the fp32 bytes it encodes and decodes.
+  double (*messages)(double N);
+  double (*sent)(double N, double payload);
+  double (*encoded)(double N, double fp32);
+  double (*decoded)(double N, double fp32);
+  // The sum over the ranks into x, identical bytes on every rank (reduce_mean checks, allocates the feedback state and
+  // scales around it). A codec-carrying algorithm runs in opt.piece pieces where set (comm/pipeline.h).
+  void (*run)(Transport& t, Span<float> x, const ReduceOptions& opt, ReduceState& st, CommStats& stats);
+};
+const std::vector<AlgorithmDef>& algorithm_table();
+const AlgorithmDef& algorithm_def(Algorithm a);
 
 // Tensors below this many values keep one piece under the automatic choice (the latency path).
 constexpr int64_t kPipelineMin = int64_t{1} << 20;

@@ -15,11 +15,10 @@ namespace octet {
 namespace {
 
 // One flat data-parallel gradient sync of one tensor of n values in a layer of the given kind (ms): messages *
-// latency + bytes over the busiest link / bandwidth + codec time. scatter_allgather: 2(N-1) messages carrying 2(N-1)/N
-// of the payload; each rank encodes its tensor and its reduced chunk, and decodes N-1 chunks plus the gathered
-// tensor. allgather: N-1 messages carrying N-1 payloads (ring); every rank encodes once and decodes all N payloads.
-// Tensors under min_numel: MPI_Allreduce of fp32, log2(N) latency rounds. With L ranks on a node, the share
-// (N-L)/(N-1) of each rank's bytes leaves the node, L ranks' worth through the node's link; the rest moves inside it.
+// latency + bytes over the busiest link / bandwidth + codec time, each from the algorithm's row (comm/collectives.h:
+// scatter_allgather sends 2(N-1) messages carrying 2(N-1)/N of the payload, allgather N-1 carrying N-1 payloads).
+// Tensors under min_numel: the allreduce row, fp32. With L ranks on a node, the share (N-L)/(N-1) of each rank's bytes
+// leaves the node, L ranks' worth through the node's link; the rest moves inside it.
 double flat_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N,
                     int64_t min_numel) {
   const double fp32 = 4.0 * static_cast<double>(numel), lat = l.latency_us * 1e-3, n = N;
@@ -30,13 +29,11 @@ double flat_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& 
     const double off = bytes * (n - L) / (n - 1);
     return std::max(ms_for_bytes(L * off, l.bandwidth_gbs), ms_for_bytes(bytes - off, l.node_bandwidth_gbs));
   };
-  if (numel < min_numel) return std::ceil(std::log2(n)) * lat + wire(2 * (n - 1) / n * fp32);
-  const double payload = fp32 * c.ratio_for(kind);
-  if (c.algorithm == "allgather")
-    return (n - 1) * lat + wire((n - 1) * payload) + ms_for_bytes(fp32, c.encode_gbs) +
-           ms_for_bytes(n * fp32, c.decode_gbs);
-  return 2 * (n - 1) * lat + wire(2 * (n - 1) / n * payload) + ms_for_bytes(fp32 * (1 + 1 / n), c.encode_gbs) +
-         ms_for_bytes(fp32 * (2 - 1 / n), c.decode_gbs);
+  const bool small = numel < min_numel;
+  const AlgorithmDef& a = algorithm_def(small ? Algorithm::Allreduce : parse_algorithm(c.algorithm));
+  const double payload = small ? fp32 : fp32 * c.ratio_for(kind);
+  return a.messages(n) * lat + wire(a.sent(n, payload)) + ms_for_bytes(a.encoded(n, fp32), c.encode_gbs) +
+         ms_for_bytes(a.decoded(n, fp32), c.decode_gbs);
 }
 
 }  // namespace

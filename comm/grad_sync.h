@@ -9,6 +9,7 @@
 
 #include "comm/collectives.h"
 #include "comm/courier.h"
+#include "comm/exchange.h"
 #include "comm/powersgd.h"
 #include "comm/staged_transport.h"
 #include "comm/two_level.h"
@@ -62,17 +63,10 @@ class GradSync {
  private:
   struct Entry {
     SyncTensor t;
-    CodecPtr codec;
-    ReduceOptions opt;
-    ReduceState state;
-    bool two_level = false;  // through levels_ (state unused), else through dev_t_ (two unused)
-    size_t pieces = 1;       // pipelined pieces of what this rank compresses
-    TwoLevelState two;
-    // compression.method powersgd on a tensor it compresses (low_rank.shape.r > 0): P and Q instead of the codec
-    // (which then carries the steps before start_step); low_rank.shape.r == 0 otherwise.
-    PowerSgdParams psgd;
-    PowerSgdState low_rank;
-    CommStats total;  // since construction
+    CodecPtr codec;     // the tensor's codec (PowerSGD's tensors: fp32 before its start step)
+    ReduceOptions opt;  // codec, algorithm, error feedback and pieces; each step's seed and progress
+    ExchangePtr ex;     // flat, two-level or PowerSGD (comm/exchange.h)
+    CommStats total;    // since construction
   };
   Transport& t_;
   Exec& exec_;

@@ -12,8 +12,8 @@
 namespace octet {
 
 // The factories and key checks of codec_table.inc's rows (each defined in its codec's x_cpu.cpp).
-#define OCTET_CODEC(name, make, check, traits, description) \
-  CodecPtr make(const CodecParams& p);                      \
+#define OCTET_CODEC(name, make, check, traits, description, ...) \
+  CodecPtr make(const CodecParams& p);                           \
   std::optional<CodecKeyError> check(const CodecParams& p);
 #include "compress/codec_table.inc"
 #undef OCTET_CODEC
@@ -24,15 +24,28 @@ const std::vector<CodecEntry>& codec_registry() {
   constexpr CodecTraits kDense{.for_activations = true};
   constexpr CodecTraits kGathered{.needs_feedback = true, .reduction = Reduction::Gather};
   constexpr CodecTraits kSparse{.sparse = true, .needs_feedback = true, .reduction = Reduction::Gather};
+  // The candidate columns: AUTO({name, first policy, slot[, bits]}...), or NOT_AUTO.
+  constexpr Policy kLossless = Policy::Lossless, kBalanced = Policy::Balanced, kAggressive = Policy::Aggressive;
   static const std::vector<CodecEntry> table = {
-#define OCTET_CODEC(name, make, check, traits, description) {name, make, check, traits, description},
+#define AUTO(...) \
+  std::vector<AutoCandidate> { __VA_ARGS__ }
+#define NOT_AUTO \
+  std::vector<AutoCandidate> {}
+#define OCTET_CODEC(name, make, check, traits, description, candidates) \
+  {name, make, check, traits, description, candidates},
 #include "compress/codec_table.inc"
 #undef OCTET_CODEC
+#undef NOT_AUTO
+#undef AUTO
   };
   return table;
 }
 
 std::optional<CodecKeyError> no_keys(const CodecParams&) { return std::nullopt; }
+
+const char* policy_name(Policy p) {
+  return p == Policy::Lossless ? "lossless" : p == Policy::Balanced ? "balanced" : "aggressive";
+}
 
 namespace {
 

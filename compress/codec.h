@@ -118,12 +118,26 @@ using CodecKeyCheck = std::optional<CodecKeyError> (*)(const CodecParams& p);
 // The check of a codec that reads no key (none, fp16): nothing to reject.
 std::optional<CodecKeyError> no_keys(const CodecParams& p);
 
+// compression.method auto's policies, from the most careful; a policy admits every candidate of the ones before it.
+enum class Policy { Lossless, Balanced, Aggressive };
+const char* policy_name(Policy p);
+// A candidate a codec row offers compression.method auto: its name in plans (nullptr: the codec's own; a variant's,
+// such as qsgd8), the first policy that admits it, its slot in every policy's list (fixed: a checkpoint records plans
+// by slot, so a new candidate takes a new one) and the bits a variant sets (0: the codec's default).
+struct AutoCandidate {
+  const char* name;
+  Policy policy;
+  int slot;
+  int bits = 0;
+};
+
 struct CodecEntry {
   const char* name;
   CodecPtr (*make)(const CodecParams& p);
   CodecKeyCheck check;  // the keys the codec reads, checked before make
   CodecTraits traits;
   const char* description;
+  std::vector<AutoCandidate> candidates;  // what it offers compression.method auto (none: auto never picks it)
 };
 // The rows of codec_table.inc in order (a payload's codec id is its row's position + 1).
 const std::vector<CodecEntry>& codec_registry();

@@ -17,6 +17,14 @@ constexpr const char* kPowerSgd = "powersgd";
 // Every name compression.method accepts: the codec table's rows, then powersgd.
 std::vector<std::string> compression_methods();
 bool is_low_rank(const std::string& method);
+// compression.method auto's candidates, ordered by slot: the codec table's column (compress/codec_table.inc), and
+// powersgd (slot 11, from the aggressive policy). method: the codec or powersgd; bits: a variant's (0: the default).
+struct Candidate {
+  std::string name, method;
+  Policy policy;
+  int slot, bits;
+};
+const std::vector<Candidate>& auto_candidates();
 
 // PowerSGD's own parameters (compression.rank, start_step, min_compression_rate; error feedback is always on).
 struct PowerSgdParams {

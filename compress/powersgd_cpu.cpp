@@ -2,6 +2,7 @@
 // its linear algebra (oneDNN's row-major sgemm; Gram-Schmidt in double), with the dispatch to a device's twins.
 #include <dnnl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -19,6 +20,22 @@ std::vector<std::string> compression_methods() {
 }
 
 bool is_low_rank(const std::string& method) { return method == kPowerSgd; }
+
+const std::vector<Candidate>& auto_candidates() {
+  static const std::vector<Candidate> all = [] {
+    std::vector<Candidate> c = {{kPowerSgd, kPowerSgd, Policy::Aggressive, 11, 0}};
+    for (const auto& e : codec_registry())
+      for (const AutoCandidate& a : e.candidates)
+        c.push_back({a.name ? a.name : e.name, e.name, a.policy, a.slot, a.bits});
+    std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.slot < b.slot; });
+    for (size_t i = 0; i < c.size(); ++i)  // slots 0, 1, ... each once: a gap or a repeat is a table error
+      OCTET_CHECK(c[i].slot == static_cast<int>(i), "compress/codec_table.inc: auto candidate "
+                                                        << c[i].name << " has slot " << c[i].slot << ", expected "
+                                                        << i);
+    return c;
+  }();
+  return all;
+}
 
 PowerSgdParams PowerSgdParams::from(const CodecParams& p) {
   PowerSgdParams q;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "comm/auto_plan.h"
+#include "compress/powersgd.h"
 #include "core/fileio.h"
 #include "tests/test_util.h"
 
@@ -66,6 +67,26 @@ const LayerChoice& layer(const AutoPlan& p, const std::string& name) {
 }
 
 }  // namespace
+
+TEST_CASE("auto: the codec table's candidate column is what the policies offer, each candidate in its slot", "[auto]") {
+  const auto& all = policy_candidates("aggressive");
+  for (const auto& e : codec_registry())
+    for (const AutoCandidate& a : e.candidates) {
+      const std::string name = a.name ? a.name : e.name;
+      INFO(name);
+      REQUIRE(static_cast<size_t>(a.slot) < all.size());
+      CHECK(all[static_cast<size_t>(a.slot)] == name);  // (the policies' lists are in slot order)
+      CHECK(candidate_params(name, {}).method == e.name);
+      if (a.bits) CHECK(candidate_params(name, {}).bits == a.bits);
+      const auto& mine = policy_candidates(policy_name(a.policy));
+      CHECK(std::find(mine.begin(), mine.end(), name) != mine.end());
+      if (a.policy != Policy::Lossless) {  // and not in the policy before its own
+        const auto& before = policy_candidates(policy_name(static_cast<Policy>(static_cast<int>(a.policy) - 1)));
+        CHECK(std::find(before.begin(), before.end(), name) == before.end());
+      }
+    }
+  CHECK(all.size() == auto_candidates().size());
+}
 
 TEST_CASE("auto: policies name their candidates, an unknown one lists the known ones", "[auto]") {
   CHECK(policy_candidates("lossless") == std::vector<std::string>{"none", "bf16", "fp16"});

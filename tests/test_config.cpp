@@ -4,6 +4,7 @@
 #include <fstream>
 #include <map>
 
+#include "comm/collectives.h"
 #include "comm/topology.h"
 #include "comm/transport.h"
 #include "core/error.h"
@@ -445,7 +446,7 @@ TEST_CASE("model.precision: the four modes, fp16's loss scale, and one line for 
     CHECK_THROWS_WITH(load_config(f, {"model.precision=bf16"}), Catch::Contains("needs AVX512-BF16 or AMX"));
 }
 
-TEST_CASE("model.layout: auto (the default) or plain; another value is refused naming the key", "[config][layout]") {
+TEST_CASE("model.layout: auto (the default) or plain, another value refused naming the key", "[config][layout]") {
   TempDir d;
   const std::string f = write_config(d, kValid);
   CHECK(load_config(f).model.blocked_layout);
@@ -453,4 +454,22 @@ TEST_CASE("model.layout: auto (the default) or plain; another value is refused n
   CHECK(load_config(f, {"model.layout=auto"}).model.blocked_layout);
   CHECK_THROWS_WITH(load_config(f, {"model.layout=nhwc"}),
                     Catch::Contains("model.layout: unknown value 'nhwc'") && Catch::Contains("auto, plain"));
+}
+
+TEST_CASE(
+    "compression.algorithm: the table's names and auto, a codec the algorithm cannot carry refused saying "
+    "which can",
+    "[comm][algorithm][config]") {
+  TempDir d;
+  const std::string f = write_config(d, kValid);
+  CHECK(load_config(f, {"compression.method=fp16", "compression.algorithm=allgather"}).compression.base.algorithm ==
+        "allgather");
+  CHECK_THROWS_WITH(load_config(f, {"compression.method=adacomp", "compression.algorithm=scatter_allgather"}),
+                    Catch::Contains("compression.algorithm: algorithm scatter_allgather carries dense codecs") &&
+                        Catch::Contains("method adacomp needs allgather"));
+  CHECK_THROWS_WITH(load_config(f, {"compression.method=linear8", "compression.algorithm=allreduce"}),
+                    Catch::Contains("compression.algorithm: algorithm allreduce carries fp32 only"));
+  CHECK_THROWS_WITH(load_config(f, {"compression.algorithm=ring"}),
+                    Catch::Contains("compression.algorithm: unknown value 'ring'") &&
+                        Catch::Contains("auto, allreduce, scatter_allgather, allgather"));
 }

@@ -26,10 +26,8 @@ struct Case {
 std::vector<Case> all_cases() {
   std::vector<Case> c;
   for (const CodecCase& k : codec_cases()) {
-    const CodecTraits& t = codec_traits(k.params.method);
-    if (t.identity) c.push_back({k, Algorithm::Allreduce});
-    if (!t.sparse) c.push_back({k, Algorithm::ScatterAllgather});
-    c.push_back({k, Algorithm::Allgather});
+    for (const AlgorithmDef& a : algorithm_table())  // every algorithm of the table that carries the codec
+      if (a.fits(codec_traits(k.params.method))) c.push_back({k, a.id});
   }
   return c;
 }
@@ -182,7 +180,7 @@ TEST_CASE(
   StagedTransport staged(t, sim);
   for (const Case& k : all_cases())
     for (const bool ef : {false, true}) {
-      if (ef && k.alg == Algorithm::Allreduce) continue;
+      if (ef && !algorithm_def(k.alg).feedback) continue;
       auto codec = make_codec(k.codec.params);
       const int64_t n = 30011;
       ReduceState host_st, dev_st;
@@ -212,7 +210,7 @@ TEST_CASE(
   const int64_t n = 30011, piece = 4096;  // 8 pieces, the last one short
   REQUIRE(piece_bounds(n, piece).size() == 9);
   for (const Case& k : all_cases()) {
-    if (k.alg == Algorithm::Allreduce) continue;  // MPI's own sum: no pieces
+    if (k.alg == Algorithm::Allreduce) continue;  // MPI's own sum: no pieces (the others run in pieces)
     auto codec = make_codec(k.codec.params);
     INFO(k.codec.name << " " << algorithm_name(k.alg));
     {  // rank r contributes r+1: the exact mean, as without pieces
@@ -246,7 +244,7 @@ TEST_CASE(
       CHECK(identical_across_ranks(to_vector(b)));
       CHECK(s1.bytes_sent == s2.bytes_sent);
       CHECK(to_vector(inline_st.residual) == to_vector(courier_st.residual));
-      if (k.alg == Algorithm::ScatterAllgather) {
+      if (algorithm_def(k.alg).owner_residual) {
         CHECK(courier_st.owner_residual.numel() == owned_values(n, N, g_world.rank, piece));
         CHECK(to_vector(inline_st.owner_residual) == to_vector(courier_st.owner_residual));
       }

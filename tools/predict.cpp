@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "comm/collectives.h"
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/config_reader.h"
@@ -205,7 +206,7 @@ Profile read_profile(const std::string& file) {
     c.name = s.get<std::string>("name");
     for (const auto& other : p.codecs)
       if (other.name == c.name) s.fail("name", "codec " + c.name + " is listed twice");
-    c.algorithm = s.choice("algorithm", "scatter_allgather", {"scatter_allgather", "allgather"});
+    c.algorithm = s.choice("algorithm", "scatter_allgather", algorithm_names());
     c.ratio_conv = s.get<double>("ratio_conv", 1.0);
     c.ratio_fc = s.get<double>("ratio_fc", 1.0);
     c.ratio_other = s.get<double>("ratio_other", 1.0);

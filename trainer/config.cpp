@@ -294,7 +294,9 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base, bool top) {
   std::vector<std::string> methods = compression_methods();
   if (top) methods.push_back("auto");
   t.codec.method = s.choice("method", base.codec.method, methods);
-  t.algorithm = s.choice("algorithm", base.algorithm, {"auto", "allreduce", "scatter_allgather", "allgather"});
+  std::vector<std::string> algorithms = {"auto"};
+  for (const std::string& a : algorithm_names()) algorithms.push_back(a);
+  t.algorithm = s.choice("algorithm", base.algorithm, algorithms);
   t.codec.block = at_least(s, "block", base.codec.block, 0);
   t.codec.bits = static_cast<int>(s.get<int64_t>("bits", base.codec.bits));
   t.codec.bucket = at_least(s, "bucket", base.codec.bucket, 1);
@@ -321,12 +323,11 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base, bool top) {
                  t.algorithm);
     return t;
   }
-  const CodecTraits& traits = codec_traits(t.codec.method);
-  if (t.algorithm == "allreduce" && !traits.identity)
-    s.fail("algorithm",
-           "allreduce sums fp32 in MPI; method " + t.codec.method + " needs scatter_allgather or allgather");
-  if (traits.sparse && t.algorithm == "scatter_allgather")
-    s.fail("algorithm", "sparse method " + t.codec.method + " needs allgather");
+  if (t.algorithm != "auto")
+    if (const std::string why =
+            algorithm_misfit(parse_algorithm(t.algorithm), t.codec.method, codec_traits(t.codec.method));
+        !why.empty())
+      s.fail("algorithm", why);
   return t;
 }
 
