@@ -104,6 +104,8 @@ bool resume_matches(const World& w, const std::string& dir, Config full) {
   return same == 1;
 }
 
+bool g_skipped = false;
+
 }  // namespace octet::test
 
 int main(int argc, char** argv) {
@@ -112,5 +114,6 @@ int main(int argc, char** argv) {
   octet::MpiSession mpi(&argc, &argv);
   octet::test::g_world = mpi.world();
   octet::test::g_world.timeout_s = 120;  // a test whose ranks part ways fails in minutes, not after the default 10
-  return Catch::Session().run(argc, argv);
+  const int failed = Catch::Session().run(argc, argv);
+  return failed == 0 && octet::test::g_skipped ? 77 : failed;
 }
