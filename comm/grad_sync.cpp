@@ -26,14 +26,12 @@ const TensorPolicy& fp32_policy() {
 
 GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncTensor> tensors, Exec& exec,
                    Levels levels, double chunk_mb)
-    : t_(t), exec_(exec), staged_(staging_for(t, exec)), dev_t_(staged_ ? *staged_ : t) {
-  if (levels.node && levels.cross) {
-    staged_node_ = staging_for(*levels.node, exec);
-    staged_cross_ = staging_for(*levels.cross, exec);
-    levels_.node = staged_node_ ? staged_node_.get() : levels.node;
-    levels_.cross = staged_cross_ ? staged_cross_.get() : levels.cross;
-  }
-  ExchangeSetup setup{&dev_t_, levels_, &exec_, chunk_mb, [this] {
+    : t_(t), exec_(exec), levels_(levels.node && levels.cross ? levels : Levels{}) {
+  for (Transport* x : {&t, levels_.node, levels_.cross})
+    OCTET_CHECK(!x || x->size() == 1 || exec.device() == Device::CPU || x->accepts(exec.device()),
+                "GradSync: transport " << x->name() << " cannot move " << device_name(exec.device())
+                                       << " buffers (make_transports stages them)");
+  ExchangeSetup setup{&t_, levels_, &exec_, chunk_mb, [this] {
                         if (!courier_) courier_ = std::make_unique<Courier>();
                         return courier_.get();
                       }};

@@ -29,8 +29,8 @@ struct SyncTensor {
 class GradSync {
  public:
   // exec: where the gradients are. On a GPU the codecs run there on its comm stream and only their payloads leave it:
-  // through the transport when it takes device buffers (NCCL), else staged through page-locked host memory
-  // (StagedTransport over MPI); release() makes the compute stream wait for the results.
+  // the transports must take the device's buffers (NCCL, or MPI staged through page-locked host memory: make_transports
+  // in comm/staged_transport.h builds them so); release() makes the compute stream wait for the results.
   // levels (both set: parallel.hierarchy two_level): every tensor above the small-tensor bound goes through
   // reduce_mean_two_level over the node and cross-node transports instead of reduce_mean over t.
   // chunk_mb: parallel.chunk_mb, the pipelined pieces of large tensors (pipeline_piece: < 0 automatic, 0 off); their
@@ -70,11 +70,8 @@ class GradSync {
   };
   Transport& t_;
   Exec& exec_;
-  std::unique_ptr<Transport> staged_;                      // device buffers over a host transport
-  Transport& dev_t_;                                       // what moves the gradients' payloads: t_ or *staged_
-  std::unique_ptr<Transport> staged_node_, staged_cross_;  // the same for the two levels
-  Levels levels_;                                          // two-level: the transports that move payloads, else empty
-  std::unique_ptr<Courier> courier_;                       // pipelined pieces' transfers (made when a tensor has some)
+  Levels levels_;                     // two-level: the node and cross-node transports, else empty
+  std::unique_ptr<Courier> courier_;  // pipelined pieces' transfers (made when a tensor has some)
   std::vector<Entry> entries_;
 };
 

@@ -29,7 +29,7 @@ struct Piece {
 class Pipeline {
  public:
   Pipeline(Transport& tr, Span<float> xs, const ReduceOptions& opt, ReduceState& st, bool scatter)
-      : opt_(opt), st_(st) {
+      : options_(opt), st_(st) {
     const Device d = kit::exec_of(opt).device();
     const std::vector<int64_t> pb = piece_bounds(static_cast<int64_t>(xs.size), d == Device::CPU ? opt.piece : 0);
     const int P = static_cast<int>(pb.size()) - 1;
@@ -80,7 +80,7 @@ class Pipeline {
     stats.fp32_bytes += others * 4 * static_cast<uint64_t>(values);
     const Device d = s.recv.device();
     hand(p, [&tr, &s, &p, this, payload, d] {
-      TraceSpan sp("transport", opt_.what, &p.transfer_s);
+      TraceSpan sp("transport", options_.what, &p.transfer_s);
       allgather_payloads(tr, {payload, p.bytes, d}, s, progress);
     });
   }
@@ -91,7 +91,7 @@ class Pipeline {
   }
 
  private:
-  const ReduceOptions& opt_;
+  const ReduceOptions& options_;
   ReduceState& st_;
   Courier* courier_ = nullptr;
 };

@@ -123,9 +123,32 @@ std::unique_ptr<Transport::Pending> StagedTransport::start_allgather(Span<const 
   return in_.start_allgather(mine, all, each);
 }
 
-std::unique_ptr<Transport> staging_for(Transport& t, Exec& exec) {
-  if (exec.device() == Device::CPU || t.accepts(exec.device())) return nullptr;
-  return std::make_unique<StagedTransport>(t, exec);
+namespace {
+
+// A StagedTransport that owns what it stages over (held first, so it is made before and freed after the staging).
+struct Held {
+  std::unique_ptr<Transport> base;
+};
+class OwningStaged : private Held, public StagedTransport {
+ public:
+  OwningStaged(std::unique_ptr<Transport> t, Exec& exec) : Held{std::move(t)}, StagedTransport(*base, exec) {}
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> for_device(std::unique_ptr<Transport> t, Exec& exec) {
+  if (exec.device() == Device::CPU || t->accepts(exec.device())) return t;
+  return std::make_unique<OwningStaged>(std::move(t), exec);
+}
+
+TransportSet make_transports(const std::string& via, const World& w, Exec& exec, const Topology* two_level) {
+  TransportSet s;
+  s.world = for_device(make_transport(via, w, exec), exec);
+  if (two_level) {
+    s.node = for_device(make_transport(via, two_level->node_world, exec), exec);
+    s.cross = for_device(make_transport(via, two_level->cross_world, exec), exec);
+  }
+  return s;
 }
 
 }  // namespace octet

@@ -3,7 +3,9 @@
 // copy is complete, and copied back, so only what the codecs produced crosses PCIe. Host buffers pass straight through.
 // (Debian's Open MPI is not CUDA-aware; NCCL moves device buffers itself: comm/nccl_transport.h.)
 #pragma once
+#include "comm/topology.h"
 #include "comm/transport.h"
+#include "comm/two_level.h"
 #include "core/exec.h"
 
 namespace octet {
@@ -47,8 +49,17 @@ class StagedTransport : public Transport {
   StagedTransport& operator=(const StagedTransport&) = delete;
 };
 
-// What moves buffers on exec's device over t: nullptr when t takes them as they are (host memory, NCCL), else a
-// StagedTransport over t (use `staged ? *staged : t`).
-std::unique_ptr<Transport> staging_for(Transport& t, Exec& exec);
+// t made fit for buffers on exec's device: t itself when it takes them as they are (host memory, NCCL), else a
+// StagedTransport over it that owns it (host buffers pass through it as they are).
+std::unique_ptr<Transport> for_device(std::unique_ptr<Transport> t, Exec& exec);
+
+// The transports of a run on exec's device, built in this one place: the world's and, under two levels, the node's
+// and the cross-node ones, each as `via` (parallel.transport: mpi, nccl) makes it and fit for the device's buffers.
+struct TransportSet {
+  std::unique_ptr<Transport> world, node, cross;
+  Levels levels() const { return {node.get(), cross.get()}; }
+};
+// two_level: the topology whose node and cross worlds the two levels run on (nullptr: flat).
+TransportSet make_transports(const std::string& via, const World& w, Exec& exec, const Topology* two_level);
 
 }  // namespace octet

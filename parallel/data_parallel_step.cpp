@@ -107,7 +107,7 @@ StepStats DataParallelStep::run_impl(const Tensor& x, const int32_t* labels, con
   {
     ScopedPhase sp(host, Phase::Update);
     if (dev) m.update_start = ex.record_timed(ex.compute());
-    opt_.step(lr);
+    optimizer_.step(lr);
     if (dev) m.update = ex.record_timed(ex.compute());
   }
   if (dev) marks_ = m;

@@ -45,9 +45,9 @@ FcModelParallel::FcModelParallel(Transport& t, Model& model, size_t fc_start, co
     : t_(t),
       model_(model),
       ex_(model.exec()),
-      gpu_(on_device(model.exec().device())),
+      on_device_(on_device(model.exec().device())),
       start_(fc_start),
-      opt_(o),
+      options_(o),
       codec_(make_codec(o.codec)) {
   OCTET_CHECK(codec_->traits().for_activations,
               "model parallelism: activation codec "
@@ -100,7 +100,7 @@ FcModelParallel::FcModelParallel(Transport& t, Model& model, size_t fc_start, co
 }
 
 const Tensor& FcModelParallel::on_host(const Tensor& t, Tensor& mirror) {
-  if (!gpu_) return t;
+  if (!on_device_) return t;
   host_resize(mirror, t.shape());
   mirror.copy_from(t, ex_.compute());
   ex_.sync(ex_.compute());
@@ -108,7 +108,7 @@ const Tensor& FcModelParallel::on_host(const Tensor& t, Tensor& mirror) {
 }
 
 void FcModelParallel::host_resize(Tensor& t, const Shape& shape) {
-  if (gpu_ && (!t.is_pinned() || shape_numel(shape) > t.capacity())) {
+  if (on_device_ && (!t.is_pinned() || shape_numel(shape) > t.capacity())) {
     ex_.sync(ex_.compute());  // no copy may still read the storage about to be freed
     t = Tensor::pinned(shape);
   } else {
@@ -145,7 +145,7 @@ void FcModelParallel::poll_prefetch() {
 void FcModelParallel::finish_prefetch(float* x, int64_t n, int32_t* labels_all, int64_t m, PhaseTimes& times,
                                       CommStats& stats) {
   double t = now_seconds();
-  if (gpu_) ex_.sync(ex_.compute());  // the previous sub-batch's input is no longer being copied up from x
+  if (on_device_) ex_.sync(ex_.compute());  // the previous sub-batch's input is no longer being copied up from x
   prefetch_->finish({step_});
   prefetch_.reset();
   double t2 = now_seconds();
@@ -193,13 +193,13 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
   const int64_t values = g.sub * g.features;  // one rank's share of a sub-batch's input
   start_prefetch(in.a->data(), values, in.labels, g.sub, derive_seed(sub_seed(0), 0), times, stats);
   LossResult total;
-  for (int k = 0; k < opt_.sub_batches; ++k) {
+  for (int k = 0; k < options_.sub_batches; ++k) {
     StepContext cx = ctx;
     cx.sample_offset = k * g.all;  // sub-batch-major sample numbering for the FC part's dropout masks
     const uint64_t seed = sub_seed(k);
     const int32_t* labels_all = receive_sub_batch(g, times, stats);
     // Sub-batch k+1's input travels while sub-batch k computes (progressed between layers and by the exchanges).
-    if (k + 1 < opt_.sub_batches)
+    if (k + 1 < options_.sub_batches)
       start_prefetch(in.a->data() + (k + 1) * values, values, in.labels + (k + 1) * g.sub, g.sub,
                      derive_seed(sub_seed(k + 1), 0), times, stats);
     forward_part(g, cx, seed, times, stats);
@@ -215,7 +215,7 @@ LossResult FcModelParallel::step(const Tensor& a, const int32_t* labels, const S
 }
 
 FcModelParallel::Geometry FcModelParallel::begin_step(const Tensor& a, Tensor& da, const StepContext& ctx) {
-  const int K = opt_.sub_batches, r = t_.rank();
+  const int K = options_.sub_batches, r = t_.rank();
   step_ = static_cast<int64_t>(ctx.step);
   Geometry g;
   g.batch = a.dim(0), g.sub = g.batch / K, g.features = a.numel() / g.batch, g.all = t_.size() * g.sub;
@@ -243,7 +243,7 @@ FcModelParallel::Geometry FcModelParallel::begin_step(const Tensor& a, Tensor& d
 FcModelParallel::HostInput FcModelParallel::input_on_host(const Tensor& a, const int32_t* labels, const Geometry& g,
                                                           PhaseTimes& times) {
   HostInput in{&a, labels};
-  if (gpu_) {
+  if (on_device_) {
     labels_host_.resize(static_cast<size_t>(g.batch));
     copy_async(labels_host_.data(), labels, 4 * static_cast<size_t>(g.batch), CopyKind::DeviceToHost, ex_.compute());
     in.labels = labels_host_.data();
@@ -259,10 +259,10 @@ FcModelParallel::HostInput FcModelParallel::input_on_host(const Tensor& a, const
 // of it where the model runs.
 const int32_t* FcModelParallel::receive_sub_batch(const Geometry& g, PhaseTimes& times, CommStats& stats) {
   x0_.resize(g.input);
-  Tensor& x0_h = gpu_ ? x0_host_ : x0_;
+  Tensor& x0_h = on_device_ ? x0_host_ : x0_;
   host_resize(x0_h, g.input);
   finish_prefetch(x0_h.data(), g.sub * g.features, labels_all_.data(), g.sub, times, stats);
-  if (!gpu_) return labels_all_.data();
+  if (!on_device_) return labels_all_.data();
   x0_.copy_from(x0_h, ex_.compute());
   copy_async(labels_all_dev_.data(), labels_all_.data(), 4 * static_cast<size_t>(g.all), CopyKind::HostToDevice,
              ex_.compute());
@@ -383,7 +383,7 @@ void FcModelParallel::sum_input_gradient(const Geometry& g, size_t j, Slice& s, 
     block_to_columns(packed_, g.all * b.lo[r], g.all, P, b.lo[r], b.rows(r), dx, cs);
   } else {
     reduce_mean(t_, span_of(*dx_h), ro, s.st, c);
-    if (gpu_) dx.copy_from(*dx_h, cs);
+    if (on_device_) dx.copy_from(*dx_h, cs);
   }
   times.add(Phase::Compress, c.compress_s), times.add(Phase::Communicate, c.communicate_s),
       times.add(Phase::Decompress, c.decompress_s);
@@ -421,7 +421,7 @@ void FcModelParallel::gather(const std::vector<std::pair<std::string, Tensor*>>&
     Tensor mirror;  // on a GPU the rows travel through the host (gather runs at evaluations and checkpoints only)
     Tensor& h = on_host(t, mirror);
     t_.allgatherv_floats(span_of(h), counts.data(), displs.data(), {step_});
-    if (gpu_) t.copy_from(h, ex_.compute()), ex_.sync(ex_.compute());
+    if (on_device_) t.copy_from(h, ex_.compute()), ex_.sync(ex_.compute());
   };
   for (auto& s : slices_) {
     for (const Param* p : {&s->w, &s->b}) {
@@ -451,7 +451,7 @@ std::string FcModelParallel::plan() const {
     for (int q = 0; q < t_.size(); ++q) o << (q ? " | " : " ") << s->lo[q] << "-" << s->lo[q + 1] - 1;
     o << "\n";
   }
-  o << "  " << opt_.sub_batches << " sub-batch" << (opt_.sub_batches > 1 ? "es" : "")
+  o << "  " << options_.sub_batches << " sub-batch" << (options_.sub_batches > 1 ? "es" : "")
     << " per step, activations through " << codec_->name();
   return o.str();
 }

@@ -93,10 +93,10 @@ class FcModelParallel {
 
   Transport& t_;
   Model& model_;
-  Exec& ex_;  // the model's: where the FC part computes
-  bool gpu_;  // ex_ is a device (GPU or simulated): exchanges go through the host buffers below
+  Exec& ex_;        // the model's: where the FC part computes
+  bool on_device_;  // ex_ is a device (GPU or simulated): exchanges go through the host buffers below
   size_t start_;
-  ModelParallelOptions opt_;
+  ModelParallelOptions options_;
   CodecPtr codec_;
   std::vector<std::unique_ptr<Slice>> slices_;  // one per FC layer of the FC part
   std::vector<int> slice_of_;                   // layer index - start -> slice index or -1

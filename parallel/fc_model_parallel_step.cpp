@@ -40,11 +40,11 @@ StepStats FcModelParallelStep::run_impl(const Tensor& x, const int32_t* labels, 
   s.times.add(Phase::Decompress, cs.decompress_s);
   s.comm += cs;
   ScopedPhase sp(s.times, Phase::Update);
-  opt_.step(lr);
+  optimizer_.step(lr);
   return s;
 }
 
-void FcModelParallelStep::gather_impl() { mp_->gather(opt_.state()); }
+void FcModelParallelStep::gather_impl() { mp_->gather(optimizer_.state()); }
 
 void FcModelParallelStep::verify_identical(int64_t step) { sync_->verify_identical(step); }
 

@@ -10,7 +10,7 @@ namespace octet {
 
 void Step::check_update() {
   try {
-    opt_.check();
+    optimizer_.check();
   } catch (const NonFiniteError& e) {
     const std::string first = model_.first_nonfinite(nullptr);
     OCTET_THROW("step " << last_step_ << ": " << e.message()

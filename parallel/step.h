@@ -65,7 +65,7 @@ class Step {
   virtual Router router() { return {}; }
 
  protected:
-  Step(Model& model, Optimizer& opt) : model_(model), opt_(opt) {}
+  Step(Model& model, Optimizer& opt) : model_(model), optimizer_(opt) {}
   virtual StepStats run_impl(const Tensor& x, const int32_t* labels, const StepContext& ctx, float lr) = 0;
   virtual void gather_impl() {}
   // The last step's device update checked (Optimizer::check): a non-finite value is an error naming that step (run_impl
@@ -73,7 +73,7 @@ class Step {
   void check_update();
   int64_t last_step_ = -1;  // the step run() completed last
   Model& model_;
-  Optimizer& opt_;
+  Optimizer& optimizer_;
 };
 
 // The step for a model: FC model parallelism when o.model_parallel_fc (needs a transport), data parallelism

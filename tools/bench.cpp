@@ -268,7 +268,7 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
   const std::string via = f.str("transport");
   if (via != "mpi" && via != "nccl") f.fail("transport", "expects mpi or nccl, got '" + via + "'");
   const Device d = device_flag(f);
-  const bool gpu = on_device(d);  // device buffers (a GPU's or the simulated device's)
+  const bool on_dev = on_device(d);  // device buffers (a GPU's or the simulated device's)
   if (via == "nccl" && d != Device::CUDA) f.fail("transport", "nccl needs --device cuda");
   const std::string hier = f.str("hierarchy");
   if (hier != "flat" && hier != "two_level") f.fail("hierarchy", "expects flat or two_level, got '" + hier + "'");
@@ -277,23 +277,12 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
   const double chunk_mb = f.str("chunk-mb") == "auto" ? -1 : f.number("chunk-mb", 0, 65536);
   Courier courier;
   Exec& ex = select_device(d, &w);
-  std::unique_ptr<Transport> base = make_transport(via, w, ex), staged;
-  if (gpu && !base->accepts(d)) staged = std::make_unique<StagedTransport>(*base, ex);
-  Transport& transport = staged ? *staged : *base;
   TopologyHolder topo(w, per_node);
   const Topology& tp = topo.get();
-  std::unique_ptr<Transport> node_t, cross_t, node_s, cross_s;
-  Levels levels;
-  if (hier == "two_level") {
-    choose_hierarchy("two_level", tp, N, "octet bench allreduce --hierarchy");
-    node_t = make_transport(via, tp.node_world, ex);
-    cross_t = make_transport(via, tp.cross_world, ex);
-    if (gpu && !node_t->accepts(d)) {
-      node_s = std::make_unique<StagedTransport>(*node_t, ex);
-      cross_s = std::make_unique<StagedTransport>(*cross_t, ex);
-    }
-    levels = {node_s ? node_s.get() : node_t.get(), cross_s ? cross_s.get() : cross_t.get()};
-  }
+  if (hier == "two_level") choose_hierarchy("two_level", tp, N, "octet bench allreduce --hierarchy");
+  const TransportSet ts = make_transports(via, w, ex, hier == "two_level" ? &tp : nullptr);
+  Transport& transport = *ts.world;
+  const Levels levels = ts.levels();
   if (link > 0 && !tp.even())
     f.fail("link", "needs the same number of ranks on every node to compute a node's share (" + tp.describe() + ")");
   const int L = tp.node_sizes.front();
@@ -311,7 +300,7 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
     std::vector<float> ref(static_cast<size_t>(n)), x(static_cast<size_t>(n));
     Rng rng(derive_seed(1, w.rank));
     for (auto& v : ref) v = rng.normal();
-    Tensor dx = gpu ? Tensor({n}, d) : Tensor();
+    Tensor dx = on_dev ? Tensor({n}, d) : Tensor();
     int iters = static_cast<int>(iters_flag);
     if (iters <= 0) iters = static_cast<int>(std::clamp<int64_t>((64 << 20) / std::max<int64_t>(bytes, 1), 3, 50));
     double dense_time = 0;
@@ -326,11 +315,11 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       if (!dense && opt.algorithm == Algorithm::Allreduce)
         opt.algorithm = Algorithm::ScatterAllgather;  // fp32 through our path
       ReduceState st;
-      TwoLevelState st2;
-      const bool two = !dense && levels.node;
+      TwoLevelState two_st;
+      const bool two_level = !dense && levels.node;
       const std::vector<int64_t> sh = node_shards(n, L);
-      const int64_t mine = two ? sh[tp.local_rank + 1] - sh[tp.local_rank] : n;  // the tensor, or its node shard
-      if (!gpu) {  // pipelined pieces of what this rank compresses
+      const int64_t mine = two_level ? sh[tp.local_rank + 1] - sh[tp.local_rank] : n;  // the tensor, or its node shard
+      if (!on_dev) {  // pipelined pieces of what this rank compresses
         opt.piece = pipeline_piece(mine, chunk_mb);
         opt.courier = &courier;
       }
@@ -338,14 +327,15 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       double total = 0;
       for (int it = -1; it < iters; ++it) {  // iteration -1 warms up buffers
         std::memcpy(x.data(), ref.data(), 4 * static_cast<size_t>(n));
-        if (gpu) copy_sync(d, dx.data(), ref.data(), 4 * static_cast<size_t>(n), CopyKind::HostToDevice);
+        if (on_dev) copy_sync(d, dx.data(), ref.data(), 4 * static_cast<size_t>(n), CopyKind::HostToDevice);
         CHECK_MPI(MPI_Barrier(w.comm));
         const double t = now_seconds();
         CommStats s;
-        if (two) {
-          reduce_mean_two_level(levels, gpu ? span_of(dx) : Span<float>{x.data(), x.size(), Device::CPU}, opt, st2, s);
-          if (gpu) ex.sync(ex.comm());
-        } else if (gpu) {  // device buffers: dense fp32 goes through the same staging as the payloads
+        if (two_level) {
+          reduce_mean_two_level(levels, on_dev ? span_of(dx) : Span<float>{x.data(), x.size(), Device::CPU}, opt,
+                                two_st, s);
+          if (on_dev) ex.sync(ex.comm());
+        } else if (on_dev) {  // device buffers: dense fp32 goes through the same staging as the payloads
           reduce_mean(transport, span_of(dx), opt, st, s);
           ex.sync(ex.comm());
         } else if (dense) {  // the baseline is the library's own blocking MPI_Allreduce (its tuned algorithms)
@@ -364,12 +354,12 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       // What one node sends to the others per call: its L ranks' payload bytes, of which a flat exchange sends the
       // share (N - L) / (N - 1) off the node (equal payloads per peer); the two-level exchange counts only those.
       double off_node = static_cast<double>(stats.bytes_sent) / iters;
-      if (!two && N > 1) off_node *= static_cast<double>(N - L) / (N - 1);
+      if (!two_level && N > 1) off_node *= static_cast<double>(N - L) / (N - 1);
       const double wire = link > 0 && t > 0 ? L * off_node / link / t : 0;
       char wire_col[32] = "";
       if (link > 0) std::snprintf(wire_col, sizeof wire_col, " %5.0f%%", 100 * wire);
       const size_t pieces = piece_bounds(mine, opt.piece).size() - 1;
-      const std::string alg = std::string(algorithm_name(opt.algorithm)) + (two ? " (two-level)" : "") +
+      const std::string alg = std::string(algorithm_name(opt.algorithm)) + (two_level ? " (two-level)" : "") +
                               (!dense && pieces > 1 ? " x" + std::to_string(pieces) : "");
       if (w.rank == 0)
         std::printf("%12lld %-14s %-34s %10.1f %10.3f %10.3f %8.2fx %9.0f%s\n", static_cast<long long>(bytes),

@@ -16,8 +16,8 @@ StepHarness::StepHarness(const Config& c, int rank, int ranks) : cfg_(c) {
   model_->set_fusion(c.model.fuse);
   model_->set_layout(c.model.blocked_layout);
   model_->init_params(c.run.seed);
-  opt_ = std::make_unique<Optimizer>(c.optimizer, model_->params());
-  step_ = make_step(*model_, *opt_, nullptr, StepOptions{});
+  optimizer_ = std::make_unique<Optimizer>(c.optimizer, model_->params());
+  step_ = make_step(*model_, *optimizer_, nullptr, StepOptions{});
   sampler_ = std::make_unique<Sampler>(data_->size(), c.data.batch_size, rank, ranks, c.run.seed, true, true);
 }
 

@@ -28,7 +28,7 @@ class StepHarness {
   const Config& cfg_;
   std::unique_ptr<Dataset> data_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<Optimizer> opt_;
+  std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Step> step_;
   std::unique_ptr<Sampler> sampler_;
   Batch batch_;

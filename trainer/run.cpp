@@ -180,45 +180,43 @@ static std::map<std::string, ParamMult> param_mults(const Config& cfg, Model& mo
 
 void Run::build_step() {
   model_->init_params(cfg_.run.seed);
-  opt_ = std::make_unique<Optimizer>(cfg_.optimizer, model_->params(), *exec_, param_mults(cfg_, *model_));
-  if (world_) transport_ = make_transport(cfg_.parallel.transport, *world_, *exec_);
-  if (transport_) staged_ = staging_for(*transport_, *exec_);
+  optimizer_ = std::make_unique<Optimizer>(cfg_.optimizer, model_->params(), *exec_, param_mults(cfg_, *model_));
+  const Topology* two_level = hierarchy();
+  if (world_) transports_ = make_transports(cfg_.parallel.transport, *world_, *exec_, two_level);
   StepOptions o = step_options(cfg_);
   if (cfg_.model.precision == Precision::Fp16) {
     scaler_ = std::make_unique<LossScaler>(cfg_.model.loss_scale, *exec_);
     o.scaler = scaler_.get();
   }
-  o.levels = hierarchy();
+  o.levels = transports_.levels();
   if (o.compression.base.codec.method == "auto") o.compression = plan_compression();
   step_opts_ = o;
-  step_ = make_step(*model_, *opt_, transport_.get(), o);
+  step_ = make_step(*model_, *optimizer_, transports_.world.get(), o);
   if (stat_exchange_) stat_exchange_->route_through(step_->router());
 }
 
-// The nodes the ranks sit on and, under parallel.hierarchy two_level, the node and cross-node transports.
-Levels Run::hierarchy() {
+// The nodes the ranks sit on, logged; under parallel.hierarchy two_level (or auto choosing it) their topology, whose
+// node and cross-node worlds the exchange's two levels run on (nullptr: flat).
+const Topology* Run::hierarchy() {
   const ParallelConfig& p = cfg_.parallel;
   if (!world_) {
     OCTET_CHECK(p.hierarchy != "two_level",
                 cfg_.file << ": parallel.hierarchy: two_level needs more than one rank (this run has 1)");
-    return {};
+    return nullptr;
   }
   topology_ = std::make_unique<TopologyHolder>(*world_, static_cast<int>(p.ranks_per_node));
   const Topology& t = topology_->get();
   const Hierarchy h = choose_hierarchy(p.hierarchy, t, size_, cfg_.file);
   OCTET_LOG("topology: " << t.describe() << (p.ranks_per_node > 0 ? " (parallel.ranks_per_node)" : "") << ", exchange "
                          << hierarchy_name(h) << (p.hierarchy == "auto" ? " (auto)" : ""));
-  if (h == Hierarchy::Flat) return {};
-  node_t_ = make_transport(p.transport, t.node_world, *exec_);
-  cross_t_ = make_transport(p.transport, t.cross_world, *exec_);
-  return {node_t_.get(), cross_t_.get()};
+  return h == Hierarchy::Flat ? nullptr : &t;
 }
 
 // Parameters, running statistics and optimizer state (shared), error-feedback residuals (per rank).
 void Run::collect_state() {
   for (auto& p : model_->params()) state_.shared.push_back({p.name, p.value});
   for (auto& st : model_->state()) state_.shared.push_back(st);
-  for (auto& s : opt_->state()) state_.shared.push_back(s);
+  for (auto& s : optimizer_->state()) state_.shared.push_back(s);
   state_.per_rank = step_->per_rank_state();
   if (!plans_.empty()) {  // the auto plan in force, so that a resume can tell plan.yaml is the checkpoint's own
     plan_record_ = Tensor(Shape{static_cast<int64_t>(plans_.back().layers.size())});
@@ -337,11 +335,11 @@ void Run::state_to_device() {
 }
 
 void Run::share_model_state() {
-  if (!transport_ || size_ < 2) return;
+  if (!transports_.world || size_ < 2) return;
   for (auto& st : model_->state()) {
     Tensor* t = st.second;  // on the run's device: the transport stages it where it must
-    (staged_ ? *staged_ : *transport_)
-        .broadcast_floats({t->data(), static_cast<size_t>(t->numel()), t->device()}, 0, {pos.global_step});
+    transports_.world->broadcast_floats({t->data(), static_cast<size_t>(t->numel()), t->device()}, 0,
+                                        {pos.global_step});
   }
 }
 

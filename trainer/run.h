@@ -91,7 +91,7 @@ class Run {
   // The loaders' notes (images skip_bad stood in for) since the last report, on the rank that met them.
   void report_loader_notes();
   void state_to_device();
-  Levels hierarchy();
+  const Topology* hierarchy();
   int64_t run_end_step() const;  // the global step the run ends at (run.epochs, run.max_steps)
 
   const Config& cfg_;
@@ -107,12 +107,12 @@ class Run {
   int64_t steps_per_epoch_ = 0;
   Exec* exec_ = &Exec::host();  // the device this rank trains on
   std::unique_ptr<Model> model_;
-  std::unique_ptr<Optimizer> opt_;
-  std::unique_ptr<LossScaler> scaler_;           // model.precision fp16
-  std::unique_ptr<Transport> transport_;         // parallel.transport (null: one process without MPI)
-  std::unique_ptr<Transport> staged_;            // device buffers over transport_ where it takes host memory only
-  std::unique_ptr<TopologyHolder> topology_;     // the nodes (runs of several ranks)
-  std::unique_ptr<Transport> node_t_, cross_t_;  // parallel.hierarchy two_level: node and cross-node transports
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LossScaler> scaler_;        // model.precision fp16
+  std::unique_ptr<TopologyHolder> topology_;  // the nodes (runs of several ranks)
+  // parallel.transport for the world and, under two levels, the node and cross-node ones (made after the topology,
+  // freed before it); none in one process without MPI
+  TransportSet transports_;
   std::unique_ptr<Step> step_;
   std::string auto_plan_;        // compression.method auto: plan.yaml's text (empty otherwise)
   std::vector<AutoPlan> plans_;  // ... the plans in force so far

@@ -56,7 +56,7 @@ void Run::maybe_replan(const StepStats& s) {
   // The new step (new codecs, their error feedback afresh) and what a checkpoint holds of it.
   step_opts_.compression = apply_plan(cfg, plan);
   step_.reset();
-  step_ = make_step(*model_, *opt_, transport_.get(), step_opts_);
+  step_ = make_step(*model_, *optimizer_, transports_.world.get(), step_opts_);
   if (stat_exchange_) stat_exchange_->route_through(step_->router());
   state_ = {};
   mirrors_.clear();
