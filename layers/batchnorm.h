@@ -72,7 +72,7 @@ class BatchNorm : public Layer {
   std::vector<double> host_;       // the stages' per-channel sums
   int64_t sync_m_ = 0;             // values a channel over every rank in the last training forward
   std::vector<double> part_;       // the CPU loops' per-sample, per-channel partial sums [N, C]
-  std::vector<float> coef_;        // the CPU forward's per-channel coefficients: [scale | shift] (first the float mean)
+  std::vector<float> coef_;        // the CPU forward's per-channel coefficients: [scale | shift]
   std::vector<float> gcoef_;       // the CPU backward's: [k | a | b] (batchnorm_math.h's BnGrad)
 
   OCTET_LAYER_CUDA_TWIN  // the CUDA twin (batchnorm_cuda.cu)

@@ -121,9 +121,9 @@ void BatchNorm::local_stats_cpu(const Tensor& x, double* s) {
         g,
         [xp](int64_t base, int64_t) { return [p = xp + base](int64_t i, int) { return std::array<float, 1>{p[i]}; }; },
         part_, s + C);
-    coef_.resize(static_cast<size_t>(C));  // the float mean: the reference the deviations are about
-    for (int64_t c = 0; c < C; ++c) s[c] = coef_[c] = static_cast<float>(s[C + c] / static_cast<double>(m));
-    const float* a = coef_.data();
+    std::vector<float> mean(static_cast<size_t>(C));  // the float mean: the reference the deviations are about
+    for (int64_t c = 0; c < C; ++c) s[c] = mean[c] = static_cast<float>(s[C + c] / static_cast<double>(m));
+    const float* a = mean.data();
     channel_sums<L>(
         g,
         [xp, a](int64_t base, int64_t c0) {

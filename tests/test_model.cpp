@@ -1,0 +1,353 @@
+// Models as a whole: residual nets' gradients through every path, ReLUs fused into the layer before them
+// (model.fuse) and activations kept in oneDNN's channel-blocked layouts (model.layout), each against the plain
+// model's bits, and the layer table's rows run in every layout their rule allows.
+#include <functional>
+
+#include "core/layout.h"
+#include "layers/add.h"
+#include "layers/batchnorm.h"
+#include "layers/conv2d.h"
+#include "layers/fc.h"
+#include "layers/flatten.h"
+#include "layers/model.h"
+#include "layers/pool.h"
+#include "layers/relu.h"
+#include "tests/layer_cases.h"
+#include "tests/test_util.h"
+
+using namespace octet;
+using namespace octet::test;
+
+// The loss of a model's logits against fixed weights r (finite differences through the whole model).
+static double model_loss(Model& m, const Tensor& x, const Tensor& r) {
+  const Tensor& y = m.forward(x, StepContext{true, 7, 3});
+  double s = 0;
+  for (int64_t i = 0; i < y.numel(); ++i) s += static_cast<double>(y.data()[i]) * r.data()[i];
+  return s;
+}
+
+// The residual nets' first block on [2,6,6] inputs: conv -> bn -> relu (r1) -> conv -> bn -> add(r1).
+static void first_block(std::vector<LayerPtr>& L) {
+  L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{2, 4, 3, 1, 1, false, Init::He}));
+  L.push_back(std::make_unique<BatchNorm>("bn1", BatchNormParams{}, 4));
+  L.push_back(std::make_unique<Relu>("r1"));
+  L.push_back(std::make_unique<Conv2d>("c2", Conv2dParams{4, 4, 3, 1, 1, false, Init::He}));
+  L.push_back(std::make_unique<BatchNorm>("bn2", BatchNormParams{}, 4));
+  L.push_back(
+      std::make_unique<Add>("a1", AddParams{"r1", Shortcut::Identity, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 4, 6, 6}));
+}
+
+TEST_CASE("a model with residual blocks: gradients through both paths of every add match finite differences",
+          "[layers][model][add]") {
+  // conv -> bn -> relu (r1) -> conv -> bn -> add(r1) -> relu -> conv s2 (8 ch) -> add(r1, option A) ->
+  // conv s1 -> add(r1 projected, stride 2) -> global average pool -> fc. r1's gradient gathers three adds.
+  std::vector<LayerPtr> L;
+  first_block(L);
+  L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{4, 8, 3, 2, 1, true, Init::He}));
+  L.push_back(
+      std::make_unique<Add>("a2", AddParams{"r1", Shortcut::Pad, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 8, 3, 3}));
+  L.push_back(std::make_unique<Conv2d>("c4", Conv2dParams{8, 8, 3, 1, 1, true, Init::He}));
+  L.push_back(
+      std::make_unique<Add>("a3", AddParams{"r1", Shortcut::Conv, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 8, 3, 3}));
+  L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 3, 3, 0}));
+  L.push_back(std::make_unique<FullyConnected>("fc", FcParams{8, 3, true, Init::Xavier}));
+  Model m({2, 6, 6}, std::move(L));
+  m.init_params(5);
+  const Tensor x = random_tensor({3, 2, 6, 6}, 31);
+  const Tensor r = random_tensor({3, 3}, 32);
+  model_loss(m, x, r);
+  m.backward(x, r);
+  auto params = m.params();
+  std::vector<Tensor> grads;
+  for (auto& p : params) grads.push_back(*p.grad);
+  Rng pick(9);
+  int checked = 0;
+  for (size_t k = 0; k < params.size(); ++k) {
+    if (params[k].name.rfind("fc.", 0) == 0) continue;
+    for (int s = 0; s < 6; ++s) {
+      Tensor& v = *params[k].value;
+      const int64_t i = static_cast<int64_t>(pick.below(static_cast<uint64_t>(v.numel())));
+      const float keep = v.data()[i];
+      v.data()[i] = keep + 1e-3f;
+      const double lp = model_loss(m, x, r);
+      v.data()[i] = keep - 1e-3f;
+      const double lm = model_loss(m, x, r);
+      v.data()[i] = keep;
+      const double num = (lp - lm) / 2e-3, ana = grads[k].data()[i];
+      INFO(params[k].name << "[" << i << "] analytic " << ana << " numeric " << num);
+      CHECK(std::abs(ana - num) <= 3e-2 * std::max({1.0, std::abs(ana), std::abs(num)}));
+      ++checked;
+    }
+  }
+  CHECK(checked >= 6 * 7);  // c1, bn1 (2), c2, bn2 (2), c3 (2), a3.proj, c4 (2)
+  CHECK(m.state().size() == 4);
+  // Evaluation keeps only r1 (read by the adds) and the logits; its result is the layers chained one by one.
+  const StepContext eval{false, 7, 3};
+  const std::vector<float> logits = to_vector(m.forward(x, eval));
+  std::vector<Tensor> outs;
+  outs.reserve(m.size());
+  const Tensor* in = &x;
+  for (size_t i = 0; i < m.size(); ++i) {
+    outs.emplace_back(m.layer(i).output_shape(in->shape()));
+    if (!m.layer(i).skip_from().empty()) m.layer(i).bind_skip(&outs[2], nullptr);
+    m.layer(i).forward(*in, outs.back(), eval);
+    in = &outs.back();
+  }
+  CHECK(to_vector(outs.back()) == logits);
+}
+
+// conv -> bn -> relu -> conv -> bn -> add(r1) -> relu (r2) -> conv -> bn -> relu -> conv -> add(r2, option A) -> relu
+// -> conv -> relu -> conv (1x1) -> relu -> global average pool -> fc: each batchnorm, add and the last two convs are
+// followed by a ReLU (the 3x3 conv runs in oneDNN's blocked layout, the 1x1 in the plain one, which keeps its ReLU),
+// r1 and r2 are read again by an add.
+static Model fusable_net() {
+  std::vector<LayerPtr> L;
+  first_block(L);
+  L.push_back(std::make_unique<Relu>("r2"));
+  L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{4, 8, 3, 2, 1, false, Init::He}));
+  L.push_back(std::make_unique<BatchNorm>("bn3", BatchNormParams{}, 8));
+  L.push_back(std::make_unique<Relu>("r3"));
+  L.push_back(std::make_unique<Conv2d>("c4", Conv2dParams{8, 8, 3, 1, 1, true, Init::He}));
+  L.push_back(
+      std::make_unique<Add>("a2", AddParams{"r2", Shortcut::Pad, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 8, 3, 3}));
+  L.push_back(std::make_unique<Relu>("r4"));
+  L.push_back(std::make_unique<Conv2d>("c5", Conv2dParams{8, 8, 3, 1, 1, true, Init::He}));  // (blocked layout)
+  L.push_back(std::make_unique<Relu>("r5"));
+  L.push_back(std::make_unique<Conv2d>("c6", Conv2dParams{8, 8, 1, 1, 0, true, Init::He}));  // (plain: not fused)
+  L.push_back(std::make_unique<Relu>("r6"));
+  L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 3, 3, 0}));
+  L.push_back(std::make_unique<FullyConnected>("fc", FcParams{8, 3, true, Init::Xavier}));
+  Model m({2, 6, 6}, std::move(L));
+  m.init_params(5);
+  return m;
+}
+
+// Two models built alike but set up differently (fusion, layouts) give the same bits over two training steps and an
+// evaluation: the logits, each layer's output as output(model, i) reads it, the input and every parameter gradient.
+static void check_same_bits(Model& a, Model& b, const Tensor& x, const Tensor& r,
+                            const std::function<std::vector<float>(const Model&, size_t)>& output) {
+  const StepContext train{true, 7, 3};
+  for (int step = 0; step < 2; ++step) {  // (the second pass reuses every buffer)
+    CHECK(to_vector(b.forward(x, train)) == to_vector(a.forward(x, train)));
+    for (size_t i = 0; i < b.size(); ++i) {
+      INFO("output of " << b.layer(i).name());
+      CHECK(output(b, i) == output(a, i));
+    }
+    Tensor dxa, dxb;
+    a.backward_range(x, 0, a.size(), r, &dxa, nullptr);
+    b.backward_range(x, 0, b.size(), r, &dxb, nullptr);
+    CHECK(to_vector(dxb) == to_vector(dxa));
+    auto pa = a.params(), pb = b.params();
+    for (size_t k = 0; k < pa.size(); ++k) {
+      INFO(pa[k].name);
+      CHECK(to_vector(*pb[k].grad) == to_vector(*pa[k].grad));
+    }
+    for (auto* m : {&a, &b})
+      for (auto& p : m->params())  // a step, so the second round runs on other weights
+        for (int64_t i = 0; i < p.value->numel(); ++i) p.value->data()[i] -= 0.1f * p.grad->data()[i];
+  }
+  const StepContext eval{false, 7, 3};
+  CHECK(to_vector(b.forward(x, eval)) == to_vector(a.forward(x, eval)));
+}
+
+TEST_CASE(
+    "model.fuse: batchnorm, add and conv with their ReLU in one pass give the layers' own bits, trained, evaluated",
+    "[layers][model][fuse]") {
+  Model plain = fusable_net(), fused = fusable_net();
+  fused.set_fusion(true);
+  for (size_t i = 0; i < fused.size(); ++i) {
+    INFO("layer " << fused.layer(i).name());
+    const std::string n = fused.layer(i).name();
+    CHECK(fused.fused(i) == (n == "bn1" || n == "a1" || n == "bn3" || n == "a2" || n == "c5"));
+    CHECK(!plain.fused(i));
+  }
+  CHECK_THAT(fused.summary(), Catch::Contains("(fused into bn1)") && Catch::Contains("(fused into a1)") &&
+                                  Catch::Contains("(fused into a2)") && Catch::Contains("(fused into c5)"));
+  CHECK_THAT(plain.summary(), !Catch::Contains("fused"));
+  const Tensor x = random_tensor({3, 2, 6, 6}, 31), r = random_tensor({3, 3}, 32);
+  check_same_bits(plain, fused, x, r,
+                  [&](const Model& m, size_t i) {  // a layer's output, a fused ReLU's if it took one
+                    if (i > 0 && fused.fused(i - 1)) return std::vector<float>();
+                    return to_vector(m.activation(fused.fused(i) ? i + 1 : i));
+                  });
+  const StepContext train{true, 7, 3};
+  // A range must keep a fused pair whole.
+  CHECK_THROWS_WITH(fused.forward_range(x, 0, 2, train, nullptr),
+                    Catch::Contains("splits a layer from the ReLU fused into it"));
+  CHECK_NOTHROW(fused.forward_range(x, 0, 3, train, nullptr));
+  fused.set_fusion(false);
+  CHECK(!fused.fused(1));
+  CHECK(to_vector(fused.forward(x, train)) == to_vector(plain.forward(x, train)));
+}
+
+// conv (3 -> 16) -> bn -> relu (r1) -> conv -> bn -> add(r1) -> relu (r2) -> conv s2 (32) -> bn -> relu -> conv ->
+// add(r2, option A: channels 8..23, across a 16-block's edge) -> relu -> max pool -> conv -> relu -> global average
+// pool -> fc: every activation but the pool's and fc's outputs can stay channel-blocked.
+static Model blockable_net() {
+  std::vector<LayerPtr> L;
+  L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{3, 16, 3, 1, 1, false, Init::He}));
+  L.push_back(std::make_unique<BatchNorm>("bn1", BatchNormParams{}, 16));
+  L.push_back(std::make_unique<Relu>("r1"));
+  L.push_back(std::make_unique<Conv2d>("c2", Conv2dParams{16, 16, 3, 1, 1, false, Init::He}));
+  L.push_back(std::make_unique<BatchNorm>("bn2", BatchNormParams{}, 16));
+  L.push_back(std::make_unique<Add>("a1", AddParams{"r1", Shortcut::Identity, {1, 16, 8, 8}, Init::He, {}},
+                                    Shape{1, 16, 8, 8}));
+  L.push_back(std::make_unique<Relu>("r2"));
+  L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{16, 32, 3, 2, 1, false, Init::He}));
+  L.push_back(std::make_unique<BatchNorm>("bn3", BatchNormParams{}, 32));
+  L.push_back(std::make_unique<Relu>("r3"));
+  L.push_back(std::make_unique<Conv2d>("c4", Conv2dParams{32, 32, 3, 1, 1, true, Init::He}));
+  L.push_back(
+      std::make_unique<Add>("a2", AddParams{"r2", Shortcut::Pad, {1, 16, 8, 8}, Init::He, {}}, Shape{1, 32, 4, 4}));
+  L.push_back(std::make_unique<Relu>("r4"));
+  L.push_back(std::make_unique<Pool2d>("mp", PoolParams{PoolKind::Max, 2, 2, 0}));
+  L.push_back(std::make_unique<Conv2d>("c5", Conv2dParams{32, 32, 3, 1, 1, true, Init::He}));
+  L.push_back(std::make_unique<Relu>("r5"));
+  L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 2, 2, 0}));
+  L.push_back(std::make_unique<FullyConnected>("fc", FcParams{32, 3, true, Init::Xavier}));
+  Model m({3, 8, 8}, std::move(L));
+  m.init_params(5);
+  return m;
+}
+
+// Activation i of m in the plain layout (a copy; empty where a fused ReLU holds it).
+static std::vector<float> plain_activation(const Model& m, size_t i) {
+  Tensor t;
+  if (m.layout(i) == 0 || m.activation(i).empty()) return to_vector(m.activation(i));
+  to_plain(m.activation(i), m.layout(i), t);
+  return to_vector(t);
+}
+
+TEST_CASE(
+    "model.layout: layers kept channel-blocked from one to the next give the plain layout's bits, trained, "
+    "evaluated, fused or not",
+    "[layers][model][layout]") {
+  const Tensor x = random_tensor({3, 3, 8, 8}, 31), r = random_tensor({3, 3}, 32);
+  for (int block : {8, 16})
+    for (bool fuse : {false, true}) {
+      INFO("block " << block << ", fuse " << fuse);
+      Model plain = blockable_net(), blocked = blockable_net();
+      plain.set_fusion(fuse), blocked.set_fusion(fuse);
+      blocked.set_layout(true, block);
+      for (size_t i = 0; i < blocked.size(); ++i) {
+        const std::string n = blocked.layer(i).name();
+        INFO("layer " << n);
+        CHECK(blocked.layout(i) == (n == "gap" || n == "fc" ? 0 : block));
+        CHECK(plain.layout(i) == 0);
+      }
+      CHECK_THAT(blocked.summary(), Catch::Contains(layout_name(block)));
+      CHECK_THAT(plain.summary(), !Catch::Contains("nChw"));
+      check_same_bits(plain, blocked, x, r, plain_activation);
+      const StepContext train{true, 7, 3};
+      auto sp = plain.state(), sb = blocked.state();
+      for (size_t k = 0; k < sp.size(); ++k) CHECK(to_vector(*sb[k].second) == to_vector(*sp[k].second));
+      blocked.set_layout(false);
+      CHECK(blocked.layout(1) == 0);
+      CHECK(to_vector(blocked.forward(x, train)) == to_vector(plain.forward(x, train)));
+    }
+}
+
+TEST_CASE("option A's plane loops read what pad_source (the CUDA kernels') names, in both layouts", "[layers][add]") {
+  for (int64_t blk : {0, 8, 16}) {
+    const PadGeom g{2, 32, 3, 4, 16, 6, 8, 8, 2, blk};  // skip [2,16,6,8] -> [2,32,3,4], channels 8..23
+    const int64_t n = g.n * g.c * g.h * g.w;
+    const Tensor x = random_tensor({n}, 3), s = random_tensor({g.n * g.cs * g.hs * g.ws}, 4);
+    Tensor y({n}), ds({s.numel()});
+    add_pad_forward_cpu(x.data(), s.data(), y.data(), g, 1.f, Exec::host().compute());
+    add_pad_backward_cpu(x.data(), ds.data(), g, Exec::host().compute());
+    std::vector<float> want(static_cast<size_t>(n)), want_ds(static_cast<size_t>(s.numel()), 0.f);
+    int64_t read = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t j = pad_source(g, i);
+      want[i] = j < 0 ? x.data()[i] : x.data()[i] + s.data()[j];
+      if (j >= 0) want_ds[j] = x.data()[i], ++read;
+    }
+    INFO("block " << blk);
+    CHECK(read == g.n * g.cs * g.h * g.w);
+    CHECK(to_vector(y) == want);
+    CHECK(to_vector(ds) == want_ds);
+  }
+}
+
+TEST_CASE("model.layout: a layer that takes only the plain layout keeps every activation it shares plain",
+          "[layers][model][layout]") {
+  // relu r1's output reaches the fc (plain only): the conv writes plain; 5 channels fit no block; a 1x1 conv is plain.
+  std::vector<LayerPtr> L;
+  L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{3, 16, 3, 1, 1, false, Init::He}));
+  L.push_back(std::make_unique<Relu>("r1"));
+  L.push_back(std::make_unique<Conv2d>("c2", Conv2dParams{16, 16, 3, 1, 1, false, Init::He}));  // blocked in, out
+  L.push_back(std::make_unique<Relu>("r2"));
+  L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{16, 16, 1, 1, 0, false, Init::He}));  // plain
+  L.push_back(std::make_unique<Conv2d>("c4", Conv2dParams{16, 5, 3, 1, 1, false, Init::He}));   // 5 channels
+  L.push_back(std::make_unique<Flatten>("flat"));
+  L.push_back(std::make_unique<FullyConnected>("fc", FcParams{5 * 4 * 4, 2, true, Init::Xavier}));
+  Model m({3, 4, 4}, std::move(L));
+  m.set_layout(true, 16);
+  const std::vector<int> want = {16, 16, 0, 0, 0, 0, 0, 0};
+  for (size_t i = 0; i < m.size(); ++i) {
+    INFO("layer " << m.layer(i).name());
+    CHECK(m.layout(i) == want[i]);
+  }
+  CHECK(m.layer(2).io_layout().in == 16);
+  CHECK(m.layer(2).io_layout().out == 0);
+}
+
+// t in layout `block` (a copy; 0: t itself).
+static Tensor in_layout(const Tensor& t, int block) {
+  Tensor out;
+  if (block == 0) return t;
+  from_plain(t, block, out);
+  return out;
+}
+static std::vector<float> plain_values(const Tensor& t, int block) {
+  Tensor out;
+  if (block == 0) return to_vector(t);
+  to_plain(t, block, out);
+  return to_vector(out);
+}
+
+TEST_CASE(
+    "every case of the layer table that takes oneDNN's channel-blocked layouts gives the plain layout's bits in "
+    "them, trained and evaluated",
+    "[layers][layout]") {
+  int ran = 0;
+  for (const LayerCase& c : layer_cases()) {
+    const LayoutRule rule = c.make()->layout_rule();
+    if (rule == LayoutRule::Plain) continue;
+    const Tensor x = c.input(), s = c.skip_input ? c.skip_input() : Tensor(Shape{0});
+    const Shape out = c.make()->output_shape(x.shape());
+    const Tensor dy = random_tensor(out, 41);
+    for (int B : {8, 16}) {
+      auto fits = [&](const Shape& sh) { return sh.size() == 4 && sh[1] % B == 0; };
+      std::vector<IoLayout> ios;  // every choice the rule allows and the shapes fit
+      if (rule == LayoutRule::Same && fits(x.shape()) && fits(out) && (!c.skip_input || fits(s.shape())))
+        ios.push_back({B, B, c.skip_input ? B : 0});
+      if (rule == LayoutRule::Free) {
+        if (fits(x.shape())) ios.push_back({B, 0, 0});
+        if (fits(out)) ios.push_back({0, B, 0});
+        if (fits(x.shape()) && fits(out)) ios.push_back({B, B, 0});
+      }
+      for (const IoLayout& io : ios) {
+        INFO(c.name << ": block " << B << ", input " << io.in << ", output " << io.out);
+        ++ran;
+        LayerPtr plain = c.make(), blocked = c.make();
+        blocked->set_layout(io);
+        Tensor sp = s, dsp(s.shape()), sb = c.skip_input ? in_layout(s, io.skip) : s, dsb(s.shape());
+        if (c.skip_input) plain->bind_skip(&sp, &dsp), blocked->bind_skip(&sb, &dsb);
+        const Tensor xb = in_layout(x, io.in), dyb = in_layout(dy, io.out);
+        Tensor yp(out), yb(out), dxp(x.shape()), dxb(x.shape());
+        const StepContext train{true, 7, 3}, eval{false, 7, 3};
+        plain->forward(x, yp, train), blocked->forward(xb, yb, train);
+        CHECK(plain_values(yb, io.out) == to_vector(yp));
+        plain->backward(x, yp, dy, &dxp), blocked->backward(xb, yb, dyb, &dxb);
+        CHECK(plain_values(dxb, io.in) == to_vector(dxp));
+        if (c.skip_input) CHECK(plain_values(dsb, io.skip) == to_vector(dsp));
+        auto pp = plain->params(), pb = blocked->params();
+        for (size_t k = 0; k < pp.size(); ++k) CHECK(to_vector(*pb[k].grad) == to_vector(*pp[k].grad));
+        plain->forward(x, yp, eval), blocked->forward(xb, yb, eval);
+        CHECK(plain_values(yb, io.out) == to_vector(yp));
+      }
+    }
+  }
+  CHECK(ran >= 20);
+}
