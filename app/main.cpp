@@ -1,5 +1,5 @@
-// The octet command line: train, bench, predict and version, each with -h/--help. The only place that catches
-// errors: it prints one line, takes an MPI job down with MPI_Abort, and exits non-zero.
+// The octet command line: train, eval, export, classify, bench, predict, model and version, each with -h/--help. The
+// only place that catches errors: it prints one line, takes an MPI job down with MPI_Abort, and exits non-zero.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -18,6 +18,7 @@
 #include "trainer/config.h"
 #include "trainer/preempt.h"
 #include "tools/predict.h"
+#include "tools/weights_cmd.h"
 #include "trainer/trainer.h"
 
 namespace {
@@ -33,6 +34,9 @@ const char* kUsage =
     "  octet bench conv [--in 16] [--out 16] [--size 32] [--kernel 3] [--stride 1] [--batch 128]\n"
     "  [mpirun -np N] octet predict CONFIG|--profile FILE --ranks N --bandwidth GB/s|measure --latency us|measure ...\n"
     "  octet model CONFIG.yaml [--set key.path=value]...   (the expanded net: shapes and parameter counts)\n"
+    "  [mpirun -np N] octet eval CONFIG.yaml --weights FILE|RUN_DIR [--out eval.json] [--logits FILE]\n"
+    "  octet export RUN_DIR|CHECKPOINT [--out FILE] [--names octet|torchvision]   (weights as safetensors)\n"
+    "  octet classify CONFIG.yaml --weights FILE|RUN_DIR IMAGE... [--top 5]   (each image's top classes)\n"
     "  octet version\n";
 
 // What every rank computes alike before training (the config): where every rank fails, with the same error, it is said
@@ -205,7 +209,15 @@ int main(int argc, char** argv) {
     }
     if (cmd == "version") return cmd_version(args);
     if (cmd == "model") return cmd_model(args);
-    OCTET_THROW("unknown command '" << cmd << "' (known: train, bench, predict, version; octet --help)");
+    if (cmd == "export") return octet::cmd_export(args);
+    if (cmd == "classify") return octet::cmd_classify(args);
+    if (cmd == "eval") {
+      octet::MpiSession mpi(&argc, &argv);
+      return octet::cmd_eval(args, mpi.world());
+    }
+    OCTET_THROW("unknown command '" << cmd << "' (known: train, eval, export, classify, bench, predict, model, "
+                                    << "version; octet "
+                                    << "--help)");
   } catch (const std::exception& e) {
     return fail(e);
   }

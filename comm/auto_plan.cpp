@@ -53,17 +53,17 @@ double layer_ms(const std::vector<const SyncTensor*>& ts, const std::string& can
       PowerSgdParams p = PowerSgdParams::from(candidate_params(cand, cfg.base.codec));
       const LowRankShape s = low_rank_shape(t->param.value->shape(), p);
       if (s.r == 0) {
-        ms += tensor_sync_ms(n, t->kind, fp32, l, N, cfg.min_numel);
+        ms += tensor_sync_ms(n, t->weights, fp32, l, N, cfg.min_numel);
         continue;
       }
       // P and Q as fp32 allreduces (MPI's: log2 N latencies), three products of 2 rows cols r flops.
       const int64_t big = std::numeric_limits<int64_t>::max();
-      ms += tensor_sync_ms(s.rows * s.r, t->kind, fp32, l, N, big) +
-            tensor_sync_ms(s.cols * s.r, t->kind, fp32, l, N, big);
+      ms += tensor_sync_ms(s.rows * s.r, t->weights, fp32, l, N, big) +
+            tensor_sync_ms(s.cols * s.r, t->weights, fp32, l, N, big);
       if (c.gemm_gflops > 0) ms += 6.0 * static_cast<double>(s.rows * s.cols * s.r) / (c.gemm_gflops * 1e6);
       continue;
     }
-    ms += tensor_sync_ms(n, t->kind, c.codec, l, N, cfg.min_numel);
+    ms += tensor_sync_ms(n, t->weights, c.codec, l, N, cfg.min_numel);
   }
   return ms;
 }

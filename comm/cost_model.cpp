@@ -19,8 +19,7 @@ namespace {
 // scatter_allgather sends 2(N-1) messages carrying 2(N-1)/N of the payload, allgather N-1 carrying N-1 payloads).
 // Tensors under min_numel: the allreduce row, fp32. With L ranks on a node, the share (N-L)/(N-1) of each rank's bytes
 // leaves the node, L ranks' worth through the node's link; the rest moves inside it.
-double flat_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N,
-                    int64_t min_numel) {
+double flat_sync_ms(int64_t numel, WeightKind kind, const CodecProfile& c, const Link& l, int N, int64_t min_numel) {
   const double fp32 = 4.0 * static_cast<double>(numel), lat = l.latency_us * 1e-3, n = N;
   const double L = std::min(std::max(l.ranks_per_node, 1), N);
   // ms for `bytes` sent by every rank to peers spread evenly over the job: the node's link, or inside the node.
@@ -43,8 +42,7 @@ double median(std::vector<double>& v) {
   return v[v.size() / 2];
 }
 
-double tensor_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N,
-                      int64_t min_numel) {
+double tensor_sync_ms(int64_t numel, WeightKind kind, const CodecProfile& c, const Link& l, int N, int64_t min_numel) {
   const int L = std::min(std::max(l.ranks_per_node, 1), N);
   if (!l.two_level || L <= 1 || N / L <= 1 || numel < min_numel) return flat_sync_ms(numel, kind, c, l, N, min_numel);
   // The node steps: (L-1) messages each way, (L-1)/L of the fp32 tensor each way inside the node.

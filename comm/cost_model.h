@@ -8,10 +8,11 @@
 #include <vector>
 
 #include "comm/world.h"
+#include "layers/layer.h"
 
 namespace octet {
 
-// A codec's cost as measured on this model's gradients.
+// A codec's cost as measured on this model's gradients (the ratios by the tensors' WeightKind, layers/layer.h).
 struct CodecProfile {
   std::string name;
   std::string algorithm = "scatter_allgather";  // scatter_allgather | allgather (what octet's default picks)
@@ -19,8 +20,8 @@ struct CodecProfile {
   // activations at the conv->FC boundary (< 0: the codec does not suit activations, e.g. the error-feedback ones).
   double ratio_conv = 1, ratio_fc = 1, ratio_other = 1, ratio_act = -1;
   double encode_gbs = 0, decode_gbs = 0;  // GB/s of fp32 values; 0 = free
-  double ratio_for(const std::string& kind) const {
-    return kind == "conv" ? ratio_conv : kind == "fc" ? ratio_fc : ratio_other;
+  double ratio_for(WeightKind k) const {
+    return k == WeightKind::Conv ? ratio_conv : k == WeightKind::Fc ? ratio_fc : ratio_other;
   }
 };
 
@@ -40,12 +41,11 @@ struct Link {
   bool two_level = false;
 };
 
-// One data-parallel sync of one tensor of numel values in a layer of the given kind (ms), flat or (l.two_level) two
-// levels: the node's fp32 reduce-scatter and all-gather ((L-1)/L of the tensor each way at the node bandwidth), the
+// One data-parallel sync of one tensor of numel values in a layer of the given weight kind (ms), flat or (l.two_level)
+// two levels: the node's fp32 reduce-scatter and all-gather ((L-1)/L of the tensor each way at the node bandwidth), the
 // codec's exchange of the 1/L shard among the N/L nodes (every local rank beside the others, the node's link carrying
 // all of them), codec work on the shard.
-double tensor_sync_ms(int64_t numel, const std::string& kind, const CodecProfile& c, const Link& l, int N,
-                      int64_t min_numel);
+double tensor_sync_ms(int64_t numel, WeightKind kind, const CodecProfile& c, const Link& l, int N, int64_t min_numel);
 // The link as octet's collectives see it, all ranks taking part (collective): codec-none scatter-allgather of 1K values
 // (latency) and of `probe` values (bandwidth), each the median of several; with compute_ms > 0 also the ranks' arrival
 // skew after that much compute (sync_us); with act_probe > 0 the bandwidth at that exchange size (act_bandwidth_gbs).

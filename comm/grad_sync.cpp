@@ -55,7 +55,7 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
       pol = fp32_policy();
       pol.algorithm = "allreduce";  // small: one latency-bound call instead of the four of scatter_allgather
     }
-    e.codec = make_codec(params_for_layer(pol.codec, e.t.convolutional));
+    e.codec = make_codec(params_for_layer(pol.codec, e.t.weights == WeightKind::Conv));
     e.opt.codec = e.codec.get();
     e.opt.exec = &exec_;
     e.opt.error_feedback = pol.codec.error_feedback;

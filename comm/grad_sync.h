@@ -20,10 +20,10 @@ namespace octet {
 
 struct SyncTensor {
   Param param;
-  std::string layer;           // layer name (matches overrides)
-  std::string kind;            // layer kind (conv, fc, ...): traffic is reported per kind
-  bool convolutional = false;  // the layer's trait: picks codec defaults (params_for_layer)
-  size_t layer_index = 0;      // position in the model: the overlap plan orders buckets by it
+  std::string layer;                       // layer name (matches overrides)
+  std::string kind;                        // layer kind (conv, fc, ...): traffic is reported per kind
+  WeightKind weights = WeightKind::Other;  // from the layer's traits: codec defaults (params_for_layer), cost ratios
+  size_t layer_index = 0;                  // position in the model: the overlap plan orders buckets by it
 };
 
 class GradSync {

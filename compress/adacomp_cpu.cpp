@@ -114,6 +114,7 @@ AdacompParams adacomp_params(const CodecParams& p) { return {.bin = p.bin}; }
 }  // namespace
 
 std::optional<CodecKeyError> check_adacomp(const CodecParams& p) { return adacomp_params(p).check(); }
+void read_adacomp(KeySource& s, CodecParams& p) { p.bin = s.integer("bin", p.bin); }
 CodecPtr make_adacomp(const CodecParams& p) { return std::make_unique<AdacompCodec>(adacomp_params(p)); }
 
 }  // namespace octet

@@ -261,6 +261,11 @@ Codebook8Params book_params(const CodecParams& p, bool mantissa) {
 
 std::optional<CodecKeyError> check_codebook8(const CodecParams& p) { return book_params(p, false).check(); }
 std::optional<CodecKeyError> check_mantissa8(const CodecParams& p) { return book_params(p, true).check(); }
+void read_codebook8(KeySource& s, CodecParams& p) { p.block = s.integer("block", p.block); }
+void read_mantissa8(KeySource& s, CodecParams& p) {
+  read_codebook8(s, p);
+  p.mantissa_offset = s.small_integer("mantissa_offset", p.mantissa_offset);
+}
 
 CodecPtr make_linear8(const CodecParams& p) {
   return std::make_unique<Codebook8Codec>("linear8", book_params(p, false));

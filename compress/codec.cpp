@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "compress/codec_device.h"
 #include "compress/simd.h"
@@ -12,9 +13,10 @@
 namespace octet {
 
 // The factories and key checks of codec_table.inc's rows (each defined in its codec's x_cpu.cpp).
-#define OCTET_CODEC(name, make, check, traits, description, ...) \
-  CodecPtr make(const CodecParams& p);                           \
-  std::optional<CodecKeyError> check(const CodecParams& p);
+#define OCTET_CODEC(name, make, check, read, traits, description, ...) \
+  CodecPtr make(const CodecParams& p);                                 \
+  std::optional<CodecKeyError> check(const CodecParams& p);            \
+  void read(KeySource& s, CodecParams& p);
 #include "compress/codec_table.inc"
 #undef OCTET_CODEC
 
@@ -31,8 +33,8 @@ const std::vector<CodecEntry>& codec_registry() {
   std::vector<AutoCandidate> { __VA_ARGS__ }
 #define NOT_AUTO \
   std::vector<AutoCandidate> {}
-#define OCTET_CODEC(name, make, check, traits, description, candidates) \
-  {name, make, check, traits, description, candidates},
+#define OCTET_CODEC(name, make, check, read, traits, description, candidates) \
+  {name, make, check, read, traits, description, candidates},
 #include "compress/codec_table.inc"
 #undef OCTET_CODEC
 #undef NOT_AUTO
@@ -42,6 +44,14 @@ const std::vector<CodecEntry>& codec_registry() {
 }
 
 std::optional<CodecKeyError> no_keys(const CodecParams&) { return std::nullopt; }
+void read_no_keys(KeySource&, CodecParams&) {}
+
+int KeySource::small_integer(const char* key, int dflt) {
+  const int64_t v = integer(key, dflt);
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+    fail(key, "must fit a 32-bit integer, got " + std::to_string(v));
+  return static_cast<int>(v);
+}
 
 const char* policy_name(Policy p) {
   return p == Policy::Lossless ? "lossless" : p == Policy::Balanced ? "balanced" : "aggressive";

@@ -115,8 +115,24 @@ struct CodecKeyError {
   std::string key, message;
 };
 using CodecKeyCheck = std::optional<CodecKeyError> (*)(const CodecParams& p);
-// The check of a codec that reads no key (none, fp16): nothing to reject.
+
+// Where a codec reads its keys from (the config's compression section and its overrides, trainer/config.cpp): the
+// value given for a key, or dflt where none is. A malformed value fails there, naming the key; the codec's key check
+// then judges the values.
+class KeySource {
+ public:
+  virtual ~KeySource() = default;
+  virtual int64_t integer(const char* key, int64_t dflt) = 0;
+  virtual double number(const char* key, double dflt) = 0;
+  int small_integer(const char* key, int dflt);  // an integer that must fit an int (fails naming the key otherwise)
+  [[noreturn]] virtual void fail(const char* key, const std::string& message) = 0;
+};
+// A codec's key reader: reads the keys the codec uses into p, each defaulting to p's value (a row of codec_table.inc;
+// several codecs may read one key, such as block, alike).
+using CodecKeyRead = void (*)(KeySource& s, CodecParams& p);
+// The check and the reader of a codec that reads no key (none, fp16): nothing to reject, nothing to read.
 std::optional<CodecKeyError> no_keys(const CodecParams& p);
+void read_no_keys(KeySource& s, CodecParams& p);
 
 // compression.method auto's policies, from the most careful; a policy admits every candidate of the ones before it.
 enum class Policy { Lossless, Balanced, Aggressive };
@@ -135,6 +151,7 @@ struct CodecEntry {
   const char* name;
   CodecPtr (*make)(const CodecParams& p);
   CodecKeyCheck check;  // the keys the codec reads, checked before make
+  CodecKeyRead read;    // reads them from the config
   CodecTraits traits;
   const char* description;
   std::vector<AutoCandidate> candidates;  // what it offers compression.method auto (none: auto never picks it)

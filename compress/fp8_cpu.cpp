@@ -170,6 +170,7 @@ std::optional<CodecKeyError> Fp8Params::check() const {
 }
 
 std::optional<CodecKeyError> check_fp8(const CodecParams& p) { return Fp8Params{.block = p.block}.check(); }
+void read_fp8(KeySource& s, CodecParams& p) { p.block = s.integer("block", p.block); }
 CodecPtr make_fp8_e4m3(const CodecParams& p) { return std::make_unique<Fp8Codec>(kE4M3, Fp8Params{.block = p.block}); }
 CodecPtr make_fp8_e5m2(const CodecParams& p) { return std::make_unique<Fp8Codec>(kE5M2, Fp8Params{.block = p.block}); }
 

@@ -137,6 +137,7 @@ OnebitParams onebit_params(const CodecParams& p) { return {.block = p.block}; }
 }  // namespace
 
 std::optional<CodecKeyError> check_onebit(const CodecParams& p) { return onebit_params(p).check(); }
+void read_onebit(KeySource& s, CodecParams& p) { p.block = s.integer("block", p.block); }
 CodecPtr make_onebit(const CodecParams& p) { return std::make_unique<OnebitCodec>(onebit_params(p)); }
 
 }  // namespace octet

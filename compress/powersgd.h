@@ -16,6 +16,11 @@ namespace octet {
 constexpr const char* kPowerSgd = "powersgd";
 // Every name compression.method accepts: the codec table's rows, then powersgd.
 std::vector<std::string> compression_methods();
+// Reads the keys of every method into p, each defaulting to p's value: each codec row's reader, then powersgd's
+// (for_activations: only the codecs fit for model parallelism's activations). check_method_keys: the first key any of
+// them rejects (the config checks each key once, whatever the method: overrides may change it).
+void read_method_keys(KeySource& s, CodecParams& p, bool for_activations = false);
+std::optional<CodecKeyError> check_method_keys(const CodecParams& p);
 bool is_low_rank(const std::string& method);
 // compression.method auto's candidates, ordered by slot: the codec table's column (compress/codec_table.inc), and
 // powersgd (slot 11, from the aggressive policy). method: the codec or powersgd; bits: a variant's (0: the default).

@@ -55,6 +55,20 @@ std::optional<CodecKeyError> PowerSgdParams::check() const {
 
 std::optional<CodecKeyError> check_powersgd(const CodecParams& p) { return PowerSgdParams::from(p).check(); }
 
+void read_method_keys(KeySource& s, CodecParams& p, bool for_activations) {
+  for (const auto& e : codec_registry())
+    if (!for_activations || e.traits.for_activations) e.read(s, p);
+  if (for_activations) return;
+  p.rank = s.small_integer("rank", p.rank);
+  p.start_step = s.integer("start_step", p.start_step);
+  p.min_compression_rate = s.number("min_compression_rate", p.min_compression_rate);
+}
+
+std::optional<CodecKeyError> check_method_keys(const CodecParams& p) {
+  if (auto bad = check_codec_keys(p, true)) return bad;
+  return check_powersgd(p);
+}
+
 LowRankShape low_rank_shape(const Shape& s, const PowerSgdParams& p) {
   if (s.size() < 2) return {};
   int64_t cols = 1;

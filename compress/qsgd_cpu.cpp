@@ -300,6 +300,10 @@ QsgdParams qsgd_params(const CodecParams& p) { return {.bits = p.bits, .bucket =
 }  // namespace
 
 std::optional<CodecKeyError> check_qsgd(const CodecParams& p) { return qsgd_params(p).check(); }
+void read_qsgd(KeySource& s, CodecParams& p) {
+  p.bits = s.small_integer("bits", p.bits);
+  p.bucket = s.integer("bucket", p.bucket);
+}
 CodecPtr make_qsgd(const CodecParams& p) { return std::make_unique<QsgdCodec>(qsgd_params(p)); }
 
 }  // namespace octet

@@ -134,6 +134,7 @@ TopkParams topk_params(const CodecParams& p) { return {.fraction = p.fraction}; 
 }  // namespace
 
 std::optional<CodecKeyError> check_topk(const CodecParams& p) { return topk_params(p).check(); }
+void read_topk(KeySource& s, CodecParams& p) { p.fraction = s.number("fraction", p.fraction); }
 CodecPtr make_topk(const CodecParams& p) { return std::make_unique<TopkCodec>(topk_params(p)); }
 
 }  // namespace octet

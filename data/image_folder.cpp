@@ -17,17 +17,13 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/fileio.h"
 #include "core/log.h"
 #include "data/image_codec.h"
 
 namespace octet {
 
 namespace {
-
-bool is_dir(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 // The entries of a folder, sorted by name (byte order, as Python's sorted()); "." and ".." left out.
 std::vector<std::string> list_dir(const std::string& dir) {
@@ -123,6 +119,18 @@ ImageFolderDataset::ImageFolderDataset(const ImageFolderOptions& o) : o_(o) {
   OCTET_CHECK(o.augment.crop_padding == 0, o.root << ": data.augment.crop_padding is for in-memory datasets; "
                                                   << "image_folder crops with scale and ratio (random-resized crop)");
   const std::string train_dir = o.root + "/train", split = o.root + (o.train ? "/train" : "/val");
+  if (!o.files.empty()) {
+    OCTET_CHECK(!o.augmenting, "image_folder: explicit files take the evaluation pipeline");
+    if (is_dir(train_dir))
+      for (const std::string& n : list_dir(train_dir))
+        if (is_dir(train_dir + "/" + n)) classes_.push_back(n);
+    for (const std::string& f : o.files) OCTET_CHECK(path_exists(f) && !is_dir(f), f << ": no such image file");
+    files_ = o.files;
+    labels_.assign(files_.size(), 0);
+    affine_ = ChannelAffine(o.norm, 3, o.root);
+    description_ = std::to_string(files_.size()) + " image files (" + std::to_string(o.image_size) + "px)";
+    return;
+  }
   OCTET_CHECK(is_dir(train_dir), o.root << ": no train/ folder (image_folder expects train/<class>/... and val/)");
   OCTET_CHECK(is_dir(split), o.root << ": no " << (o.train ? "train" : "val") << "/ folder");
   for (const std::string& n : list_dir(train_dir))

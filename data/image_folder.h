@@ -23,6 +23,9 @@ struct ImageFolderOptions {
   Normalize norm;
   Augment augment;          // training: flip, scale, ratio (crop_padding is refused)
   bool augmenting = false;  // train split with augmentation on (else the evaluation pipeline for both)
+  // Explicit image files (octet classify): no scan, every label 0, the evaluation pipeline; the classes are train/'s
+  // folders when root has them.
+  std::vector<std::string> files;
 };
 
 // Extensions read, case-insensitive (torchvision's list).

@@ -44,6 +44,14 @@ struct LayerTraits {
   }
 };
 
+// A layer's weights as the exchange's cost model and codec defaults class them, by its traits: convolutional
+// (shared over positions: sparse codecs select in smaller bins), fully connected (split by output neurons in FC model
+// parallelism), or any other layer's. Codecs' payload ratios are measured per kind (comm/cost_model.h).
+enum class WeightKind { Conv, Fc, Other };
+inline WeightKind weight_kind(const LayerTraits& t) {
+  return t.convolutional ? WeightKind::Conv : t.split_outputs ? WeightKind::Fc : WeightKind::Other;
+}
+
 // Which activation layouts (core/layout.h) a layer takes and produces on the CPU and the simulated device (a trait,
 // though it may depend on the layer's configuration): Plain only; Same: any, as long as its input, output (and skip
 // input) share it (elementwise and per-channel passes); Free: either layout on either side, each chosen alone (a

@@ -49,7 +49,7 @@ std::vector<SyncTensor> sync_tensors(Model& model, size_t end) {
   std::vector<SyncTensor> out;
   for (size_t i = 0; i < end; ++i)
     for (auto& p : model.layer(i).params())
-      out.push_back({p, model.layer(i).name(), model.layer(i).kind(), model.layer(i).traits().convolutional, i});
+      out.push_back({p, model.layer(i).name(), model.layer(i).kind(), weight_kind(model.layer(i).traits()), i});
   return out;
 }
 

@@ -2,12 +2,12 @@
 # Builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan) and runs each for a bounded time, starting from seeds
 # of real payloads. Exit 77 (CTest: skipped) when clang or libFuzzer is missing; 1 when a target finds a crash (its
 # input is kept under BUILD/artifacts/).
-# Usage: scripts/fuzz.sh [--seconds 300] [--build-dir build-fuzz] [--targets codec_decode,checkpoint,idx,jpeg_header]
+# Usage: scripts/fuzz.sh [--seconds 300] [--build-dir build-fuzz] [--targets codec_decode,checkpoint,idx,jpeg_header,safetensors]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=300
 build=build-fuzz
-targets=codec_decode,checkpoint,idx,jpeg_header
+targets=codec_decode,checkpoint,idx,jpeg_header,safetensors
 while (($#)); do
   case $1 in
     --seconds) seconds=$2; shift 2 ;;

@@ -203,4 +203,25 @@ if mpirun -np 2 --oversubscribe "$octet" predict "$tmp/bad.yaml" --bandwidth mea
 else
   echo "FAIL: mpirun -np 2 octet predict"; cat "$tmp/pred3"; fail=1
 fi
+# Weights in and out: bad files and names get one line.
+expect_error "octet export: $tmp/none: no such file or directory" export "$tmp/none"
+expect_error "$tmp/ckpt.bin: neither an octet checkpoint" eval "$tmp/bad.yaml" --weights "$tmp/ckpt.bin"
+expect_error "model.init_from: '$tmp/nothing.safetensors': no such file" train "$tmp/bad.yaml" \
+  --set model.init_from="$tmp/nothing.safetensors"
+expect_error "model.init_skip: names layers model.init_from leaves as initialized; no init_from" train "$tmp/bad.yaml" \
+  --set model.init_skip=[fc1]
+expect_error "model.naming: unknown value 'caffe' (known: octet, torchvision_resnet)" model "$tmp/bad.yaml" \
+  --set model.naming=caffe
+"$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/wruns" --set run.max_steps=1 --set model.input=[1,28,28] \
+  --set data.synthetic_shape=[1,28,28] >/dev/null 2>&1 || { echo "FAIL: a 1-step run for export"; fail=1; }
+expect_error "declares no torchvision naming (model.naming: torchvision_resnet" export "$tmp/wruns/x" --names torchvision
+expect_error "octet export: --names: unknown value 'caffe' (known: octet, torchvision)" export "$tmp/wruns/x" --names caffe
+printf '\x14\x00\x00\x00\x00\x00\x00\x00{"w":{"dtype":"Q4"}}' >"$tmp/q4.safetensors"
+expect_error "$tmp/q4.safetensors: tensor 'w': dtype Q4 is not one octet reads" eval "$tmp/bad.yaml" \
+  --weights "$tmp/q4.safetensors"
+"$octet" export "$tmp/wruns/x" --out "$tmp/w.safetensors" >/dev/null 2>&1 || { echo "FAIL: octet export"; fail=1; }
+sed 's/out_features: 10/out_features: 5/' "$tmp/bad.yaml" >"$tmp/five.yaml"
+expect_error "model.init_from: $tmp/w.safetensors: tensor 'fc1.bias' has shape [10], the model's fc1.bias [5]" \
+  train "$tmp/five.yaml" --set run.out_dir="$tmp/wruns2" --set model.init_from="$tmp/w.safetensors" \
+  --set model.input=[1,28,28] --set data.synthetic_shape=[1,28,28] --set data.synthetic_classes=5
 exit $fail

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # The image_folder loader on real images: Fashion-MNIST written as an ImageNet-style JPEG tree
 # (scripts/convert_idx.py --jpeg-tree: train/<class>/*.JPEG, val/<class>/*.JPEG, RGB 28x28, quality 90) trains Caffe's
-# LeNet for two epochs, decoded by OpenCV on two threads, to within a point of the same net trained on the IDX files.
+# LeNet for two epochs, decoded by OpenCV on two threads, to within a point of the same net trained on the IDX files;
+# then the run's weights through octet eval (its own test accuracy, the classes named by the tree's folders) and octet
+# classify (val images of two classes, named and mostly right).
 set -u
 octet=$1
 src=$2
 source "$src/scripts/lib.sh"  # require_fashion, field, within_a_point
 require_fashion
-/usr/bin/python3 "$src/scripts/convert_idx.py" --jpeg-tree --size 28 "$fm" "$tmp/jpeg" || { echo "FAIL: convert_idx.py"; exit 1; }
+/usr/bin/python3 "$src/scripts/convert_idx.py" --jpeg-tree --size 28 --names fashion "$fm" "$tmp/jpeg" || { echo "FAIL: convert_idx.py"; exit 1; }
 common=(--set run.epochs=2 --set run.log_every=1000 --set run.out_dir="$tmp" --set run.threads=2)
 timeout 600 "$octet" train "$src/configs/fashion-mnist/lenet.yaml" "${common[@]}" --set run.name=idx >"$tmp/idx.log" 2>&1 ||
   { tail "$tmp/idx.log"; echo "FAIL: the IDX run"; exit 1; }
-timeout 600 "$octet" train "$src/configs/fashion-mnist/lenet.yaml" "${common[@]}" --set run.name=jpeg \
-  --set data.dataset=image_folder --set data.path="$tmp/jpeg" --set data.image_size=28 --set data.resize=28 \
-  --set data.decode_threads=2 --set model.input=[3,28,28] >"$tmp/jpeg.log" 2>&1 ||
+jpeg=(--set data.dataset=image_folder --set data.path="$tmp/jpeg" --set data.image_size=28 --set data.resize=28
+      --set data.decode_threads=2 --set model.input=[3,28,28])
+timeout 600 "$octet" train "$src/configs/fashion-mnist/lenet.yaml" "${common[@]}" --set run.name=jpeg "${jpeg[@]}" \
+  >"$tmp/jpeg.log" 2>&1 ||
   { tail "$tmp/jpeg.log"; echo "FAIL: the image_folder run"; exit 1; }
 grep "^octet: " "$tmp/jpeg.log"
 a=$(field "$tmp/idx/summary.json" test_accuracy)
@@ -22,3 +25,24 @@ echo "two epochs of LeNet: IDX 1x28x28 $a, image_folder JPEG 3x28x28 $b"
 within_a_point "$a" "$b" 0.85 ||
   { echo "FAIL: the image_folder run is not within a point of the IDX run"; exit 1; }
 echo "ok: within a point"
+# octet eval of the run directory: the run's own test accuracy, each class named by its folder.
+"$octet" eval "$src/configs/fashion-mnist/lenet.yaml" "${jpeg[@]}" --weights "$tmp/jpeg" --out "$tmp/eval.json" \
+  >"$tmp/eval.log" 2>&1 || { cat "$tmp/eval.log"; echo "FAIL: octet eval"; exit 1; }
+/usr/bin/python3 - "$tmp/eval.json" "$b" <<'PY' || { cat "$tmp/eval.log"; echo "FAIL: octet eval's report"; exit 1; }
+import json, sys
+e = json.load(open(sys.argv[1]))
+assert e["count"] == 10000 and round(e["top1"] * 1e4) == round(float(sys.argv[2]) * 1e4), (e["top1"], sys.argv[2])
+assert [c["name"] for c in e["per_class"]][9] == "c9_ankle_boot" and len(e["confusion"]) == 10
+assert sum(map(sum, e["confusion"])) == 10000 and e["top5"] >= e["top1"]
+PY
+echo "ok: octet eval gives the run's test accuracy $b, with per-class accuracy and the confusion matrix"
+# octet classify: ten val images of two classes each; the classes come from the run directory's classes.txt.
+mapfile -t boots < <(ls "$tmp/jpeg/val/c9_ankle_boot"/* | head -10)
+mapfile -t trousers < <(ls "$tmp/jpeg/val/c1_trouser"/* | head -10)
+"$octet" classify "$src/configs/fashion-mnist/lenet.yaml" "${jpeg[@]}" --weights "$tmp/jpeg" --top 3 "${boots[@]}" \
+  "${trousers[@]}" >"$tmp/classify.txt" 2>"$tmp/classify.err" || { cat "$tmp/classify.err"; echo "FAIL: classify"; exit 1; }
+right=$(( $(grep -c "^  1\. c9_ankle_boot" "$tmp/classify.txt") + $(grep -c "^  1\. c1_trouser" "$tmp/classify.txt") ))
+lines=$(grep -c "^  [123]\. c[0-9]_" "$tmp/classify.txt")
+head -4 "$tmp/classify.txt"
+((lines == 60 && right >= 16)) || { cat "$tmp/classify.txt"; echo "FAIL: classify: $right of 20 right, $lines lines"; exit 1; }
+echo "ok: octet classify: $right of 20 val images right, each with its 3 top classes by name"

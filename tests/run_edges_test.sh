@@ -180,7 +180,7 @@ grep -q "at the run's start: the initialization (init, std, bias_value)" "$tmp/g
   ok "a huge initialization is named at the first steps" || { bad "init blow-up hint"; grep error "$tmp/g"; }
 
 # [D25] predict --plan with nodes plans their exchange and names the node link as such.
-"$octet" predict "$src/configs/fashion-mnist/lenet.yaml" --ranks 4 --ranks-per-node 2 --bandwidth 1 --latency 10 \
+"$octet" predict "$src/configs/fashion-mnist/lenet.yaml" --ranks 4 --node-ranks 2 --bandwidth 1 --latency 10 \
   --plan lossless >"$tmp/q" 2>&1
 grep -q "auto plan (policy lossless, 4 ranks: 2 nodes x 2; link 1 GB/s per node, .* exchange two_level)" "$tmp/q" &&
   ok "predict --plan with 2 nodes x 2 ranks: $(grep -o '2 nodes x 2; link 1 GB/s per node' "$tmp/q")" ||

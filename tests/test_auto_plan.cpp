@@ -18,19 +18,19 @@ namespace {
 // A LeNet-shaped net's tensors: conv 20x1x5x5 (+20), conv 50x20x5x5 (+50), fc 500x800 (+500), fc 10x500 (+10).
 struct Net {
   Net() {
-    add("conv1", "conv", true, {20, 1, 5, 5}, {20});
-    add("conv2", "conv", true, {50, 20, 5, 5}, {50});
-    add("fc1", "fc", false, {500, 800}, {500});
-    add("fc2", "fc", false, {10, 500}, {10});
+    add("conv1", "conv", WeightKind::Conv, {20, 1, 5, 5}, {20});
+    add("conv2", "conv", WeightKind::Conv, {50, 20, 5, 5}, {50});
+    add("fc1", "fc", WeightKind::Fc, {500, 800}, {500});
+    add("fc2", "fc", WeightKind::Fc, {10, 500}, {10});
   }
-  void add(const std::string& layer, const std::string& kind, bool conv, Shape w, Shape b) {
+  void add(const std::string& layer, const std::string& kind, WeightKind weights, Shape w, Shape b) {
     for (const Shape& s : {w, b}) {
       values.push_back(std::make_unique<Tensor>(s));
       grads.push_back(std::make_unique<Tensor>(s));
       tensors.push_back({{layer + (s.size() > 1 ? ".weight" : ".bias"), values.back().get(), grads.back().get()},
                          layer,
                          kind,
-                         conv,
+                         weights,
                          tensors.size() / 2});
     }
   }

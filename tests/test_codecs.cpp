@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "compress/adacomp_math.h"
 #include "compress/codebook8.h"
+#include "compress/powersgd.h"
 #include "compress/exact_sum.h"
 #include "compress/bf16.h"
 #include "core/half_math.h"
@@ -131,6 +133,61 @@ TEST_CASE("each codec checks the keys it reads, make_codec names the key", "[cod
   CHECK_NOTHROW(make_codec({.method = "fp16", .bits = 3, .fraction = 7}));
   CHECK_FALSE(check_codec_keys({}, true));
   for (const CodecCase& k : codec_cases()) CHECK_FALSE(check_codec_keys(k.params, true));
+}
+
+// A key source over a map, recording what was asked.
+class MapKeys final : public KeySource {
+ public:
+  explicit MapKeys(std::map<std::string, double> v = {}) : v_(std::move(v)) {}
+  int64_t integer(const char* key, int64_t dflt) override { return static_cast<int64_t>(get(key, dflt)); }
+  double number(const char* key, double dflt) override { return get(key, dflt); }
+  [[noreturn]] void fail(const char* key, const std::string& message) override { OCTET_THROW(key << ": " << message); }
+  std::set<std::string> asked;
+
+ private:
+  double get(const char* key, double dflt) {
+    asked.insert(key);
+    const auto it = v_.find(key);
+    return it == v_.end() ? dflt : it->second;
+  }
+  std::map<std::string, double> v_;
+};
+
+TEST_CASE("each codec row reads its own keys, and its check judges every key it reads", "[codec][keys]") {
+  for (const CodecEntry& e : codec_registry()) {
+    INFO(e.name);
+    MapKeys probe;
+    CodecParams p;
+    e.read(probe, p);
+    CHECK_FALSE(e.check(p));  // the defaults pass
+    for (const std::string& key : probe.asked) {
+      INFO(key);
+      MapKeys bad({{key, -5}});  // no key a codec reads takes -5
+      CodecParams q;
+      e.read(bad, q);
+      const auto err = e.check(q);
+      REQUIRE(err);
+      CHECK(err->key == key);
+    }
+  }
+  // A value read goes where the codec takes it from: qsgd built with bits 4 from a reader writes 4-bit payloads.
+  MapKeys four({{"bits", 4}, {"bucket", 64}});
+  CodecParams q{.method = "qsgd"};
+  read_method_keys(four, q);
+  CHECK(q.bits == 4);
+  CHECK(q.bucket == 64);
+  CHECK(make_codec(q)->max_bytes(6400) == kHeaderBytes + 100 * 4 + 6400 / 2);
+  // Model parallelism's activations: only the codecs fit for them read (topk's fraction, powersgd's rank are not
+  // theirs).
+  MapKeys acts;
+  CodecParams a;
+  read_method_keys(acts, a, true);
+  CHECK(acts.asked.count("block"));
+  CHECK_FALSE(acts.asked.count("fraction"));
+  CHECK_FALSE(acts.asked.count("rank"));
+  // An integer past an int's range fails naming the key (it would wrap to a valid one).
+  MapKeys wide({{"bits", 4294967304.0}});
+  CHECK_THROWS_WITH(read_method_keys(wide, q), Catch::Contains("bits: must fit a 32-bit integer, got 4294967304"));
 }
 
 TEST_CASE("8-bit code books: 128 magnitudes with exact 0 and 1", "[codec][codebook]") {

@@ -74,6 +74,23 @@ TEST_CASE("a valid config resolves every key with defaults", "[config]") {
   CHECK(m.num_params() == 3 * 9 + 3 + 27 * 4 + 4);
 }
 
+TEST_CASE("every config of the repository, resolved as a run's config.yaml writes it, loads again to the same",
+          "[config]") {
+  TempDir d;
+  int n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(source_dir() + "/configs")) {
+    if (e.path().extension() != ".yaml" || e.path().parent_path().filename() == "predict") continue;
+    INFO(e.path().string());
+    const Config c = load_config(e.path().string(), {}, false);
+    const std::string once = to_yaml(c.resolved), f = d.file("config.yaml");
+    std::ofstream(f) << once;
+    const Config again = load_config(f, {}, false);
+    CHECK(to_yaml(again.resolved) == once);
+    ++n;
+  }
+  CHECK(n >= 12);
+}
+
 TEST_CASE("config errors name file, line and key", "[config]") {
   TempDir d;
   SECTION("unknown key") {

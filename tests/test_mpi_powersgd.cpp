@@ -146,9 +146,9 @@ TEST_CASE("GradSync with powersgd: DDP's rule picks the tensors, fp32 before sta
   MpiTransport t(g_world);
   Tensor gw({20, 1, 5, 5}), gb({20}), gsq({10, 10});
   GradSync sync(t, cfg,
-                {{{"conv.weight", &w, &gw}, "conv", "conv", true},
-                 {{"conv.bias", &b, &gb}, "conv", "conv"},
-                 {{"sq.weight", &sq, &gsq}, "sq", "fc"}});
+                {{{"conv.weight", &w, &gw}, "conv", "conv", WeightKind::Conv},
+                 {{"conv.bias", &b, &gb}, "conv", "conv", WeightKind::Conv},
+                 {{"sq.weight", &sq, &gsq}, "sq", "fc", WeightKind::Fc}});
   const std::string plan = sync.plan();
   INFO(plan);
   CHECK_THAT(plan, Catch::Contains("conv.weight") && Catch::Contains("powersgd rank 4 (20 x 25: P and Q 180 values)") &&
@@ -185,9 +185,9 @@ TEST_CASE("GradSync with powersgd: DDP's rule picks the tensors, fp32 before sta
 TEST_CASE("auto: every rank takes rank 0's plan, measured over the real transport", "[mpi][auto]") {
   Tensor w1 = random_tensor({50, 20, 5, 5}, 1), w2 = random_tensor({500, 800}, 2), b2 = random_tensor({500}, 3);
   Tensor g1({50, 20, 5, 5}), g2({500, 800}), gb2({500});
-  const std::vector<SyncTensor> tensors = {{{"conv.weight", &w1, &g1}, "conv", "conv", true},
-                                           {{"fc.weight", &w2, &g2}, "fc", "fc"},
-                                           {{"fc.bias", &b2, &gb2}, "fc", "fc"}};
+  const std::vector<SyncTensor> tensors = {{{"conv.weight", &w1, &g1}, "conv", "conv", WeightKind::Conv},
+                                           {{"fc.weight", &w2, &g2}, "fc", "fc", WeightKind::Fc},
+                                           {{"fc.bias", &b2, &gb2}, "fc", "fc", WeightKind::Fc}};
   for (const char* policy : {"lossless", "aggressive"}) {
     CompressionConfig cfg;
     cfg.base.codec.method = "auto";

@@ -14,7 +14,7 @@ namespace {
 LayerProfile layer(const std::string& name, const std::string& kind, double f, double b, int64_t params, int64_t in = 0,
                    int64_t out = 0) {
   LayerProfile L;
-  L.name = name, L.kind = kind, L.forward_ms = f, L.backward_ms = b, L.params = params, L.in_per_sample = in,
+  L.name = name, L.set_kind(kind), L.forward_ms = f, L.backward_ms = b, L.params = params, L.in_per_sample = in,
   L.out_per_sample = out;
   return L;
 }
@@ -92,16 +92,16 @@ TEST_CASE("predict: nodes of several ranks, flat vs two-level exchange, by hand"
   // 4 ranks as 2 nodes x 2, a 1e6-value tensor (4e6 fp32 bytes, 1e6 payload). Flat: each rank sends 2(N-1)/N = 1.5e6
   // payload bytes, 2/3 of them off the node, both ranks' through the link: 2e6 bytes = 2 ms (inside: 0.5e6 at
   // 10 GB/s = 0.05 ms, beside it).
-  CHECK(tensor_sync_ms(1000000, "fc", c8, l, 4, 0) == Approx(2.0));
+  CHECK(tensor_sync_ms(1000000, WeightKind::Fc, c8, l, 4, 0) == Approx(2.0));
   // Two levels: the node's reduce-scatter and all-gather move (L-1)/L = 2e6 fp32 bytes each at 10 GB/s (0.4 ms);
   // the 5e5-value shard's payload (5e5 bytes) between 2 nodes, 2(M-1)/M = 1 of it per rank, at half the link each
   // (the two local ranks share it): 1 ms.
   l.two_level = true;
-  CHECK(tensor_sync_ms(1000000, "fc", c8, l, 4, 0) == Approx(0.4 + 1.0));
+  CHECK(tensor_sync_ms(1000000, WeightKind::Fc, c8, l, 4, 0) == Approx(0.4 + 1.0));
   // One rank per node: the same as flat.
   Link one{1.0, 0.0};
   one.two_level = true;
-  CHECK(tensor_sync_ms(1000000, "fc", c8, one, 4, 0) == Approx(1.5));
+  CHECK(tensor_sync_ms(1000000, WeightKind::Fc, c8, one, 4, 0) == Approx(1.5));
   // The table adds the two-level columns and names the best.
   Profile p;
   p.batch = 32;
@@ -195,6 +195,9 @@ TEST_CASE("predict: a bad profile file names the file, line and key", "[predict]
   CHECK_THROWS_WITH(read_profile(f), Catch::Contains(f + ":3: layers[0].forward_ms: must be >= 0"));
   write("batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: 1, fwd: 2}\ncodecs:\n  - {name: none}\n");
   CHECK_THROWS_WITH(read_profile(f), Catch::Contains("layers[0].fwd: unknown key"));
+  write("batch: 8\nlayers:\n  - {name: a, kind: dense, forward_ms: 1}\ncodecs:\n  - {name: none}\n");
+  CHECK_THROWS_WITH(read_profile(f),
+                    Catch::Contains(f + ":3: layers[0].kind: unknown value 'dense' (known: conv, maxpool"));
   write(
       "batch: 8\nlayers:\n  - {name: a, kind: conv, forward_ms: 1, params: 10, tensors: [4, 5]}\ncodecs:\n  - {name: "
       "none}\n");
@@ -212,6 +215,8 @@ TEST_CASE("predict: a bad profile file names the file, line and key", "[predict]
   const Profile q = read_profile(f);
   CHECK(q.layers.size() == 1);
   CHECK(q.layers[0].backward_ms == 2.5);
+  CHECK(q.layers[0].kind == "conv");
+  CHECK(weight_kind(q.layers[0].traits) == WeightKind::Conv);  // the type's traits, from the registry
   CHECK(q.layers[0].params == 500);
   CHECK(q.layers[0].tensors == std::vector<int64_t>{480, 20});
   CHECK(q.codecs[0].ratio_act == Approx(0.252));

@@ -225,7 +225,7 @@ Flags allreduce_flags() {
         "the codecs' exchange: every rank a peer of every other, or node reduce-scatter, the codec between nodes "
         "(each local rank its shard), node all-gather",
         "flat"},
-       {"ranks-per-node", "K", "lay the ranks out K to a node (0: the nodes MPI sees)", "0"},
+       {"ranks-per-node", "K", "lay the ranks out K to a node in rank order, as parallel.ranks_per_node (0: the nodes MPI sees)", "0"},
        {"chunk-mb", "MB|auto", "pipelined pieces of the codecs' exchanges (parallel.chunk_mb; 0: off)", "auto"},
        {"link", "RATE",
         "each node's network link (100mbit, 1gbit, 10gbit; none): adds the share of the wire ideal, the bytes a "

@@ -11,16 +11,19 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/config_reader.h"
+#include "layers/layer_def.h"
 
 namespace octet {
+
+void LayerProfile::set_kind(const std::string& type) { kind = type, traits = find_layer(type).traits; }
 
 namespace {
 
 double sync_ms(const LayerProfile& L, const CodecProfile& c, const Link& l, int N, int64_t min_numel) {
   if (N <= 1 || L.params == 0) return 0;
-  if (L.tensors.empty()) return tensor_sync_ms(L.params, L.kind, c, l, N, min_numel);
+  if (L.tensors.empty()) return tensor_sync_ms(L.params, weight_kind(L.traits), c, l, N, min_numel);
   double t = 0;
-  for (int64_t n : L.tensors) t += tensor_sync_ms(n, L.kind, c, l, N, min_numel);
+  for (int64_t n : L.tensors) t += tensor_sync_ms(n, weight_kind(L.traits), c, l, N, min_numel);
   return t;
 }
 
@@ -58,20 +61,21 @@ double Terms::speedup() const {
 
 int mp_exchanges_per_sub_batch(const Profile& p) {
   int fcs = 0;
-  for (size_t i = fc_start(p); i < p.layers.size(); ++i) fcs += p.layers[i].kind == "fc";
+  for (size_t i = fc_start(p); i < p.layers.size(); ++i) fcs += p.layers[i].traits.split_outputs;
   return 2 * fcs + 1;
 }
 
 int64_t largest_activation_exchange(const Profile& p, int ranks, int sub_batches) {
   int64_t most = 0;
   for (size_t i = fc_start(p); i < p.layers.size(); ++i)
-    if (p.layers[i].kind == "fc") most = std::max(most, ranks * (p.batch / sub_batches) * p.layers[i].in_per_sample);
+    if (p.layers[i].traits.split_outputs)
+      most = std::max(most, ranks * (p.batch / sub_batches) * p.layers[i].in_per_sample);
   return most;
 }
 
 size_t fc_start(const Profile& p) {
   for (size_t i = 0; i < p.layers.size(); ++i)
-    if (p.layers[i].kind == "fc") return i;
+    if (p.layers[i].traits.split_outputs) return i;
   return p.layers.size();
 }
 
@@ -119,12 +123,12 @@ Terms predict_model_parallel(const Profile& p, const CodecProfile& c, const Link
     // An FC layer's 1/N slice on N*B/K samples is the work of the whole layer on B/K; the layers between the FC
     // layers (relu, dropout) run whole on all N*B/K samples, on every rank.
     // Each rank updates only its rows: 1/N of an FC layer's update once per step.
-    const bool fc = L.kind == "fc";
+    const bool fc = L.traits.split_outputs;
     const double share = fc ? 1.0 / K : static_cast<double>(ranks) / K;
     comp_f += L.slice_forward_ms >= 0 ? L.slice_forward_ms : L.forward_ms * share;
     comp_b +=
         L.slice_backward_ms >= 0 ? L.slice_backward_ms : L.backward_ms * share + L.update_ms / (fc ? ranks : 1) / K;
-    if (L.kind != "fc") continue;
+    if (!fc) continue;
     // Each FC layer's input is gathered whole forward (what this rank contributes: its B/K samples of the first
     // layer's input, its slice of the later ones), and its partial input gradient reduce-scattered backward.
     (i == s ? xfer_in : inside) += act_gather_ms(per_rank * static_cast<double>(L.in_per_sample), c, l, ranks);
@@ -179,8 +183,9 @@ Profile read_profile(const std::string& file) {
     LayerProfile L;
     L.name = s.get<std::string>("name");
     if (L.name.empty()) s.fail("name", "must not be empty");
-    L.kind = s.get<std::string>("kind");
-    if (L.kind.empty()) s.fail("kind", "must not be empty");
+    std::vector<std::string> types;
+    for (const LayerDef& d : layer_registry()) types.push_back(d.type);
+    L.set_kind(s.choice("kind", std::string(), types));
     L.forward_ms = nonneg(s, "forward_ms", s.get<double>("forward_ms"));
     L.backward_ms = nonneg(s, "backward_ms", s.get<double>("backward_ms", 0.0));
     L.update_ms = nonneg(s, "update_ms", s.get<double>("update_ms", 0.0));
@@ -303,7 +308,7 @@ std::string prediction_table(const Profile& p, const Link& l, int ranks, int sub
   for (const auto& c : p.codecs) {
     double fp32 = 0, sent = 0;
     for (const auto& L : p.layers)
-      fp32 += static_cast<double>(L.params), sent += static_cast<double>(L.params) * c.ratio_for(L.kind);
+      fp32 += static_cast<double>(L.params), sent += static_cast<double>(L.params) * c.ratio_for(weight_kind(L.traits));
     const Terms dp = predict_data_parallel(p, c, l, ranks, false), ov = predict_data_parallel(p, c, l, ranks, true);
     const bool mp_ok = fc_start(p) < p.layers.size() && (c.ratio_act > 0 || p.given.count(c.name));
     const Terms mp = mp_ok ? predict_model_parallel(p, c, l, ranks, sub_batches) : Terms{};

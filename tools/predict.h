@@ -16,6 +16,8 @@ namespace octet {
 // One layer's compute per step at the profiled per-rank batch B (ms), and the sizes that decide its traffic.
 struct LayerProfile {
   std::string name, kind;  // kind: the registry type (conv, fc, relu, ...)
+  LayerTraits traits;      // the type's (set_kind): FC model parallelism splits the split_outputs layers; weight_kind
+  void set_kind(const std::string& type);  // kind and traits from the layer registry; unknown: error naming the known
   double forward_ms = 0, backward_ms = 0, update_ms = 0;
   int64_t params = 0;            // gradient values this layer exchanges in data parallelism
   std::vector<int64_t> tensors;  // their split into tensors (weight, bias), each synced alone; empty = one tensor

@@ -96,7 +96,7 @@ CodecProfile profile_codec(const std::string& method, const Config& cfg, Model& 
   std::vector<float> y, residual, scratch;
   for (size_t li = 0; li < model.size(); ++li) {
     const LayerTraits lt = model.layer(li).traits();
-    const int k = lt.convolutional ? 0 : lt.split_outputs ? 1 : 2;  // the ratios by conv, fc and other layers
+    const int k = static_cast<int>(weight_kind(lt));  // the ratios by WeightKind: conv, fc, other
     for (const Param& p : model.layer(li).params()) {
       const int64_t n = p.grad->numel();
       if (n < cfg.compression.min_numel) continue;
@@ -179,7 +179,7 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
   for (size_t i = 0; i < run.model().size(); ++i) {
     Layer& layer = run.model().layer(i);
     LayerProfile L;
-    L.name = layer.name(), L.kind = layer.kind();
+    L.name = layer.name(), L.kind = layer.kind(), L.traits = layer.traits();
     for (const Param& q : layer.params()) L.params += q.value->numel(), L.tensors.push_back(q.value->numel());
     L.in_per_sample = shape_numel(shape);
     shape = layer.output_shape(shape);
@@ -196,7 +196,7 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
   const int64_t samples = std::max<int64_t>(1, (static_cast<int64_t>(ranks) * p.batch + sub_batches - 1) / sub_batches);
   for (size_t i = s; i < p.layers.size(); ++i) {
     LayerProfile& L = p.layers[i];
-    if (L.kind != "fc") continue;
+    if (!L.traits.split_outputs) continue;
     const int64_t out = (L.out_per_sample + ranks - 1) / ranks;
     auto [f, b] = time_slice(w, L.name, L.in_per_sample, out, samples, std::max(3, steps / 2));
     L.slice_forward_ms = mean_over_ranks(w, f);
@@ -215,30 +215,29 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
 }  // namespace
 
 int cmd_predict(const std::vector<std::string>& args, const World& w) {
-  Flags f(
-      "[mpirun -np N] octet predict", "CONFIG.yaml | --profile FILE",
-      {{"ranks", "N", "ranks to predict for (default: the mpirun world when it has >= 2)"},
-       {"bandwidth", "GB/s|measure",
-        "link bandwidth per rank and direction, or measure it with the collectives (mpirun, one rank per host)"},
-       {"act-bandwidth", "GB/s",
-        "bandwidth of model parallelism's activation exchanges (default: measured, or --bandwidth)"},
-       {"latency", "us|measure", "per-message latency, or measure it (also measures the arrival skew)"},
-       {"skew", "us", "ranks' arrival skew per exchange that follows compute", "0"},
-       {"ranks-per-node", "L",
-        "ranks per node: --bandwidth is then each node's network link, and the table adds the two-level "
-        "exchange (parallel.hierarchy two_level)",
-        "1"},
-       {"node-bandwidth", "GB/s", "between the ranks of a node, per rank and direction (with --ranks-per-node)", "10"},
-       {"sub-batches", "K", "model parallelism's sub-batches", "4"},
-       {"steps", "N", "profiled steps", "20"},
-       {"codecs", "a,b,...", "codecs to predict", codec_list(CodecList::Predict)},
-       {"profile", "FILE", "read a saved profile instead of profiling a config"},
-       {"save-profile", "FILE", "write the profile (YAML) for later --profile runs"},
-       {"plan", "POLICY",
-        "also print the plan compression.method auto would train with on this link (policy lossless, balanced or "
-        "aggressive; needs a config)"},
-       {"set", "key=value", "override one config key", "", true}},
-      1);
+  Flags f("[mpirun -np N] octet predict", "CONFIG.yaml | --profile FILE",
+          {{"ranks", "N", "ranks to predict for (default: the mpirun world when it has >= 2)"},
+           {"bandwidth", "GB/s|measure",
+            "link bandwidth per rank and direction, or measure it with the collectives (mpirun, one rank per host)"},
+           {"act-bandwidth", "GB/s",
+            "bandwidth of model parallelism's activation exchanges (default: measured, or --bandwidth)"},
+           {"latency", "us|measure", "per-message latency, or measure it (also measures the arrival skew)"},
+           {"skew", "us", "ranks' arrival skew per exchange that follows compute", "0"},
+           {"node-ranks", "L",
+            "the predicted cluster's ranks per node: --bandwidth is then each node's network link, and the table adds "
+            "the two-level exchange (parallel.hierarchy two_level)",
+            "1"},
+           {"node-bandwidth", "GB/s", "between the ranks of a node, per rank and direction (with --node-ranks)", "10"},
+           {"sub-batches", "K", "model parallelism's sub-batches", "4"},
+           {"steps", "N", "profiled steps", "20"},
+           {"codecs", "a,b,...", "codecs to predict", codec_list(CodecList::Predict)},
+           {"profile", "FILE", "read a saved profile instead of profiling a config"},
+           {"save-profile", "FILE", "write the profile (YAML) for later --profile runs"},
+           {"plan", "POLICY",
+            "also print the plan compression.method auto would train with on this link (policy lossless, balanced or "
+            "aggressive; needs a config)"},
+           {"set", "key=value", "override one config key", "", true}},
+          1);
   f.parse(args);
   if (f.help()) {
     if (w.rank == 0) std::fputs(f.usage().c_str(), stdout);
@@ -263,10 +262,10 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
   if (!measure_lat) link.latency_us = f.number("latency", 0, 1e9);
   if (f.given("act-bandwidth")) link.act_bandwidth_gbs = f.number("act-bandwidth", 1e-9, 1e9);
   link.sync_us = f.number("skew", 0, 1e9);
-  link.ranks_per_node = static_cast<int>(f.integer("ranks-per-node", 1, 1 << 20));
+  link.ranks_per_node = static_cast<int>(f.integer("node-ranks", 1, 1 << 20));
   if (ranks % link.ranks_per_node != 0)
-    f.fail("ranks-per-node", std::to_string(link.ranks_per_node) + " does not divide the " + std::to_string(ranks) +
-                                 " ranks into whole nodes");
+    f.fail("node-ranks", std::to_string(link.ranks_per_node) + " does not divide the " + std::to_string(ranks) +
+                             " ranks into whole nodes");
   link.node_bandwidth_gbs = f.number("node-bandwidth", 1e-9, 1e9);
   if (measure_bw || measure_lat)
     OCTET_CHECK(w.size >= 2,

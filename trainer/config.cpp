@@ -1,5 +1,7 @@
 // load_config: the one place where YAML becomes typed structs; every range and cross-key rule is checked here.
 #include "trainer/config.h"
+
+#include "core/fileio.h"
 #include "trainer/blocks.h"
 
 #include <sys/stat.h>
@@ -57,6 +59,9 @@ void read_data(Section s, DataConfig& d, bool check_path) {
     if (check_path && (::stat(d.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
       s.fail("path", "'" + d.path + "' is not a folder");
   }
+  d.class_names = s.get<std::string>("class_names", "");
+  if (!d.class_names.empty() && !path_exists(d.class_names))
+    s.fail("class_names", "'" + d.class_names + "' does not exist");
   const bool folder = d.dataset == "image_folder";
   if (folder) {
     d.val_labels = s.get<std::string>("val_labels", d.val_labels);
@@ -84,6 +89,7 @@ void read_data(Section s, DataConfig& d, bool check_path) {
     n.fail("mean_image", "is computed from mnist_idx and cifar10_bin training files only (give per-channel means)");
   if (d.normalize.mean_image && n.has("mean")) n.fail("mean", "excludes mean_image: give one or the other");
   for (const char* key : {"mean", "std"}) {
+    if (d.normalize.mean_image && std::string(key) == "mean") continue;  // (not read: config.yaml must not hold it)
     std::vector<float>& v = std::string(key) == "mean" ? d.normalize.mean : d.normalize.std;
     if (n.is_list(key)) {
       const std::vector<double> got = n.get<std::vector<double>>(key);
@@ -152,6 +158,15 @@ void read_model(Section s, ModelConfig& m, const std::vector<std::string>& origi
   m.precision = *precision_named(s.choice("precision", "fp32", {"fp32", "tf32", "bf16", "fp16"}));
   m.fuse = s.get<bool>("fuse", true);
   m.blocked_layout = s.choice("layout", "auto", {"auto", "plain"}) == "auto";
+  m.naming = naming_named(s.choice("naming", "octet", naming_names()));
+  m.init_from = s.get<std::string>("init_from", "");
+  if (!m.init_from.empty() && !path_exists(m.init_from)) s.fail("init_from", "'" + m.init_from + "': no such file");
+  if (s.has("init_skip")) {
+    m.init_skip = s.get<std::vector<std::string>>("init_skip");
+    if (m.init_from.empty()) s.fail("init_skip", "names layers model.init_from leaves as initialized; no init_from");
+    for (const std::string& p : m.init_skip)
+      if (p.empty()) s.fail("init_skip", "an empty pattern");
+  }
   if (s.has("loss_scale")) {
     Section ls = s.section("loss_scale");
     if (m.precision != Precision::Fp16)
@@ -285,6 +300,18 @@ void read_parallel(Section s, ParallelConfig& p) {
   s.finish();
 }
 
+// A config section as the codecs' key readers see it.
+class SectionKeys final : public KeySource {
+ public:
+  explicit SectionKeys(Section& s) : s_(s) {}
+  int64_t integer(const char* key, int64_t dflt) override { return s_.get<int64_t>(key, dflt); }
+  double number(const char* key, double dflt) override { return s_.get<double>(key, dflt); }
+  [[noreturn]] void fail(const char* key, const std::string& message) override { s_.fail(key, message); }
+
+ private:
+  Section& s_;
+};
+
 // One codec policy; keys absent here take the values of `base` (the section defaults, or the top level for overrides).
 // top: the section's own policy, where method may be auto (planned for the whole net at start-up).
 TensorPolicy read_policy(Section& s, const TensorPolicy& base, bool top) {
@@ -297,20 +324,11 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base, bool top) {
   std::vector<std::string> algorithms = {"auto"};
   for (const std::string& a : algorithm_names()) algorithms.push_back(a);
   t.algorithm = s.choice("algorithm", base.algorithm, algorithms);
-  t.codec.block = at_least(s, "block", base.codec.block, 0);
-  t.codec.bits = static_cast<int>(s.get<int64_t>("bits", base.codec.bits));
-  t.codec.bucket = at_least(s, "bucket", base.codec.bucket, 1);
-  t.codec.fraction = s.get<double>("fraction", base.codec.fraction);
-  t.codec.bin = at_least(s, "bin", base.codec.bin, 0);
-  t.codec.mantissa_offset = static_cast<int>(s.get<int64_t>("mantissa_offset", base.codec.mantissa_offset));
-  const int64_t rank = s.get<int64_t>("rank", base.codec.rank);
-  if (rank < 1 || rank > 1024) s.fail("rank", "must be in [1, 1024], got " + std::to_string(rank));
-  t.codec.rank = static_cast<int>(rank);
-  t.codec.start_step = s.get<int64_t>("start_step", base.codec.start_step);
-  t.codec.min_compression_rate = s.get<double>("min_compression_rate", base.codec.min_compression_rate);
-  // Each key by the rule of the codecs that read it (their key checks), whatever the method: overrides may change it.
-  if (const auto bad = check_codec_keys(t.codec, true)) s.fail(bad->key, bad->message);
-  if (const auto bad = check_powersgd(t.codec)) s.fail(bad->key, bad->message);
+  // Each method reads its own keys (compress/codec_table.inc's readers, powersgd's), and each key is judged by the
+  // rule of the codecs that read it, whatever the method: overrides may change it.
+  SectionKeys keys(s);
+  read_method_keys(keys, t.codec);
+  if (const auto bad = check_method_keys(t.codec)) s.fail(bad->key, bad->message);
   t.codec.error_feedback = s.get<bool>("error_feedback", base.codec.error_feedback);
   if (!top && s.has("min_numel")) t.min_numel = at_least(s, "min_numel", 0, 0);  // an override's own floor
   if (t.codec.method == "auto") return t;  // the policy's codecs are checked against the algorithm by the caller
@@ -333,18 +351,20 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base, bool top) {
 
 void read_compression(Section s, CompressionConfig& c, const ModelConfig& model) {
   c.base = read_policy(s, c.base, true);
-  c.policy = s.choice("policy", c.policy, policies());
-  c.plan = s.get<std::string>("plan", c.plan);
-  c.replan = s.get<double>("replan", c.replan);
-  if (!(c.replan >= 0 && c.replan <= 100))
-    s.fail("replan", "must be a fraction in [0, 100] (0: never), got " + std::to_string(c.replan));
-  c.replan_every = at_least(s, "replan_every", c.replan_every, 1);
-  if (c.base.codec.method != "auto")  // auto's own keys: with another method they would be ignored
+  if (c.base.codec.method == "auto") {  // auto's own keys (read only then: a run's config.yaml holds what was read)
+    c.policy = s.choice("policy", c.policy, policies());
+    c.plan = s.get<std::string>("plan", c.plan);
+    c.replan = s.get<double>("replan", c.replan);
+    if (!(c.replan >= 0 && c.replan <= 100))
+      s.fail("replan", "must be a fraction in [0, 100] (0: never), got " + std::to_string(c.replan));
+    c.replan_every = at_least(s, "replan_every", c.replan_every, 1);
+  } else {  // with another method they would be ignored
     for (const char* key : {"policy", "plan", "replan", "replan_every"})
       if (s.has(key))
         s.fail(key, std::string(key == std::string("plan") ? "a plan is what compression.method auto trains with"
                                                            : "belongs to compression.method auto") +
                         "; method is " + c.base.codec.method);
+  }
   if (c.base.codec.method == "auto")
     for (const std::string& cand : policy_candidates(c.policy))
       if (!candidate_fits(cand, c.base.algorithm))
@@ -364,10 +384,8 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
   for (const auto& e : codec_registry())
     if (e.traits.for_activations) fit.push_back(e.name);
   c.activations.method = a.choice("method", c.activations.method, fit);
-  c.activations.block = at_least(a, "block", c.activations.block, 0);
-  c.activations.bits = static_cast<int>(a.get<int64_t>("bits", c.activations.bits));
-  c.activations.bucket = at_least(a, "bucket", c.activations.bucket, 1);
-  c.activations.mantissa_offset = static_cast<int>(a.get<int64_t>("mantissa_offset", c.activations.mantissa_offset));
+  SectionKeys keys(a);
+  read_method_keys(keys, c.activations, true);
   if (const auto bad = check_codec_keys(c.activations, true)) a.fail(bad->key, bad->message);
   a.finish();
   s.finish();
@@ -417,6 +435,9 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
       if (auto* add = std::any_cast<AddParams>(&l.params)) add->bn.sync = true;
     }
   check_precision(c);
+  OCTET_CHECK(c.model.init_from.empty() || !c.parallel.model_parallel_fc,
+              file << ": model.init_from with parallel.model_parallel_fc is not supported (each rank holds a slice of "
+                      "the fc layers); start from the weights without it");
   if (c.parallel.model_parallel_fc) {
     bool has_fc = false;
     for (const auto& l : c.model.layers) {

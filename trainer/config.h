@@ -12,6 +12,7 @@
 #include "layers/layer_def.h"
 #include "optim/loss_scale.h"
 #include "optim/optimizer.h"
+#include "trainer/weights.h"
 
 namespace octet {
 
@@ -44,7 +45,8 @@ struct DataConfig {
   Normalize normalize;   // per channel or one value
   Augment augment;       // training only
   // image_folder only
-  std::string val_labels;  // a flat val/ with "<file> <class>" lines ("" : val/<class>/...)
+  std::string val_labels;   // a flat val/ with "<file> <class>" lines ("" : val/<class>/...)
+  std::string class_names;  // a file of class names, one a line in label order ("": image_folder's folder names)
   int64_t image_size = 224, resize = 256;
   int64_t decode_threads = 4;
   bool skip_bad = false;
@@ -62,8 +64,11 @@ struct ModelConfig {
   Precision precision = Precision::Fp32;  // convolutions and matrix products (core/precision.h)
   LossScaleConfig loss_scale;             // fp16's dynamic loss scaling
   bool fuse = true;                       // a ReLU taken into the batchnorm or add before it (Model::set_fusion)
-  bool blocked_layout = true;  // model.layout: auto (runs of layers in oneDNN's channel-blocked layout on the CPU,
-                               // Model::set_layout) | plain
+  bool blocked_layout = true;     // model.layout: auto (runs of layers in oneDNN's channel-blocked layout on the CPU,
+                                  // Model::set_layout) | plain
+  Naming naming = Naming::Octet;  // the reference's tensor names this config's layers follow (trainer/weights.h)
+  std::string init_from;          // weights to start from (safetensors, checkpoint or run directory; "": none)
+  std::vector<std::string> init_skip;  // layers (names or globs) init_from leaves as initialized
 };
 
 struct ParallelConfig {

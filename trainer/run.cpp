@@ -10,6 +10,7 @@
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/trace.h"
+#include "data/image_folder.h"
 #include "layers/add.h"
 #include "layers/batchnorm.h"
 #include "comm/control.h"
@@ -180,6 +181,12 @@ static std::map<std::string, ParamMult> param_mults(const Config& cfg, Model& mo
 
 void Run::build_step() {
   model_->init_params(cfg_.run.seed);
+  // model.init_from: a fresh run starts from those weights (a resumed one from its checkpoint's), every rank alike.
+  if (!cfg_.model.init_from.empty() && resume_from_.empty()) {
+    const WeightsLoad w = load_weights(*model_, cfg_.model.init_from, cfg_.model.naming, cfg_.model.init_skip,
+                                       cfg_.file + ": model.init_from");
+    OCTET_LOG("model.init_from: " << describe_load(w));
+  }
   optimizer_ = std::make_unique<Optimizer>(cfg_.optimizer, model_->params(), *exec_, param_mults(cfg_, *model_));
   const Topology* two_level = hierarchy();
   if (world_) transports_ = make_transports(cfg_.parallel.transport, *world_, *exec_, two_level);
@@ -299,6 +306,12 @@ void Run::open_outputs() {
       for (const auto& f : earlier_) remove_file(result.run_dir + "/" + f);
     if (!resume_from_.empty()) truncate_metrics(result.run_dir + "/metrics.jsonl", pos.global_step);
     write_file_atomic(result.run_dir + "/config.yaml", to_yaml(cfg_.resolved));
+    // The classes by label (an image_folder's folder names): octet classify and eval name them.
+    if (const auto* folder = dynamic_cast<const ImageFolderDataset*>(train_set_.get())) {
+      std::string names;
+      for (const std::string& c : folder->classes()) names += c + "\n";
+      write_file_atomic(result.run_dir + "/classes.txt", names);
+    }
     if (!auto_plan_.empty())
       write_file_atomic(result.run_dir + "/plan.yaml", auto_plan_);
     else if (resume_from_.empty())

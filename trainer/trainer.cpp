@@ -52,13 +52,46 @@ std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t se
   return ds;
 }
 
+namespace {
+
+// One batch's predictions into the confusion matrix, and the first samples kept (rank 0).
+void note_detail(EvalDetail& d, const Tensor& logits, const Tensor& x, const int32_t* labels, int rank) {
+  Tensor ycopy, xcopy;
+  const Tensor& y = logits.on_host(ycopy);
+  const int64_t b = y.dim(0), k = d.classes;
+  OCTET_CHECK(y.numel() == b * k, "evaluation: the model gives " << y.numel() / std::max<int64_t>(b, 1)
+                                                                 << " outputs a sample, expected " << k);
+  for (int64_t i = 0; i < b; ++i) {
+    const float* row = y.data() + i * k;
+    const int64_t pred = std::max_element(row, row + k) - row;
+    if (labels[i] >= 0 && labels[i] < k) ++d.confusion[static_cast<size_t>(labels[i] * k + pred)];
+  }
+  const int64_t kept = static_cast<int64_t>(d.labels.size());
+  if (rank != 0 || kept >= d.keep) return;
+  const Tensor& xh = x.on_host(xcopy);
+  const int64_t take = std::min(d.keep - kept, b), per = xh.numel() / std::max<int64_t>(b, 1);
+  d.sample.assign(xh.shape().begin() + 1, xh.shape().end());
+  d.inputs.insert(d.inputs.end(), xh.data(), xh.data() + take * per);
+  d.logits.insert(d.logits.end(), y.data(), y.data() + take * k);
+  d.labels.insert(d.labels.end(), labels, labels + take);
+}
+
+}  // namespace
+
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const World* world, int loader_nice,
-                    int64_t step) {
+                    int64_t step, EvalDetail* detail) {
   const int rank = world ? world->rank : 0, size = world ? world->size : 1;
   SoftmaxCrossEntropy loss;
   StepContext ctx;
   ctx.train = false;
   double sums[4] = {0, 0, 0, 0};  // loss, correct, count, correct in the top 5
+  if (detail) {  // the model's outputs a sample, from its input shape (every rank alike, batches or not)
+    Shape s = model.input_shape();
+    s.insert(s.begin(), 1);
+    for (size_t i = 0; i < model.size(); ++i) s = model.layer(i).output_shape(s);
+    detail->classes = shape_numel(s);
+    detail->confusion.assign(static_cast<size_t>(detail->classes * detail->classes), 0);
+  }
   if (data.size() >= size) {
     Sampler sampler(data.size(), std::max<int64_t>(1, std::min(batch_size, data.size() / size)), rank, size, 0, false,
                     false);
@@ -75,7 +108,9 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
         to_device(batch, dev, ex, ex.compute());
         x = &dev.x, labels = dev.labels.data();
       }
-      LossResult lr = loss.forward(model.forward(*x, ctx), labels, ex);
+      const Tensor& logits = model.forward(*x, ctx);
+      if (detail) note_detail(*detail, logits, *x, batch.labels.data(), rank);
+      LossResult lr = loss.forward(logits, labels, ex);
       sums[0] += lr.loss_sum;
       sums[1] += static_cast<double>(lr.correct);
       sums[2] += static_cast<double>(lr.count);
@@ -83,6 +118,11 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
     }
   }
   if (world) sum_all(*world, sums, 4, {"MPI_Iallreduce (evaluation)", step});
+  if (detail && world) {  // (counts far below 2^53: exact as doubles)
+    std::vector<double> c(detail->confusion.begin(), detail->confusion.end());
+    sum_all(*world, c.data(), static_cast<int>(c.size()), {"MPI_Iallreduce (confusion matrix)", step});
+    for (size_t i = 0; i < c.size(); ++i) detail->confusion[i] = static_cast<int64_t>(c[i]);
+  }
   EvalResult r;
   r.count = static_cast<int64_t>(sums[2]);
   OCTET_CHECK(r.count > 0, "evaluation over an empty dataset");

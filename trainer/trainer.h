@@ -22,6 +22,18 @@ struct EvalResult {
   int64_t count = 0;
 };
 
+// What octet eval reports beyond EvalResult (evaluate fills it when given one): the confusion matrix and the first
+// samples' inputs and logits (rank 0's, as the model saw them: parity checks against another framework).
+struct EvalDetail {
+  int64_t keep = 0;                // samples to keep
+  int64_t classes = 0;             // set by evaluate: the model's outputs
+  std::vector<int64_t> confusion;  // classes x classes: [label][prediction], summed over the ranks
+  Shape sample;                    // the kept inputs' per-sample shape
+  std::vector<float> inputs;       // kept x numel(sample)
+  std::vector<float> logits;       // kept x classes
+  std::vector<int32_t> labels;     // kept
+};
+
 struct TrainResult {
   EvalResult test;
   int64_t steps = 0;         // global steps at the end
@@ -54,7 +66,7 @@ std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t se
 // loader_nice below the caller, as training's: data.loader_nice) while the model runs on the one before. step: the
 // training step evaluated after, named by a timed-out wait (-1: none).
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const World* world = nullptr,
-                    int loader_nice = 19, int64_t step = -1);
+                    int loader_nice = 19, int64_t step = -1, EvalDetail* detail = nullptr);
 
 // Trains per the config. world == nullptr: one process without MPI. Otherwise data-parallel over the world's ranks
 // (gradients averaged through the compression config); rank 0 writes the run directory.

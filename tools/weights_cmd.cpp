@@ -1,0 +1,265 @@
+// octet export (a run's weights as safetensors, under octet's or the reference's names) and octet eval (a config's
+// test split through given weights: top-1, top-5, per-class accuracy and the confusion matrix, on any number of ranks).
+#include "tools/weights_cmd.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/fileio.h"
+#include "core/log.h"
+#include "core/safetensors.h"
+#include "data/image_folder.h"
+#include "tools/flags.h"
+#include "trainer/checkpoint_format.h"
+#include "trainer/trainer.h"
+#include "trainer/weights.h"
+
+namespace octet {
+
+namespace {
+
+using json = nlohmann::json;
+
+// The per-sample input of a config's model: model.input, synthetic data's shape, or the data's own.
+Shape model_input(const Config& cfg) {
+  if (!cfg.model.input.empty()) return cfg.model.input;
+  if (cfg.data.dataset == "synthetic") return cfg.data.synthetic_shape;
+  return load_split(cfg.data, true, cfg.run.seed)->sample_shape();
+}
+
+Model config_model(const Config& cfg, Exec& ex) {
+  Model m = build_model(cfg.model.layers, model_input(cfg), ex);
+  m.set_math({cfg.model.precision, cfg.parallel.deterministic});
+  m.set_fusion(cfg.model.fuse);
+  m.set_layout(cfg.model.blocked_layout);
+  return m;
+}
+
+// The classes' names by label: data.class_names (one a line), else the run directory's classes.txt (an image_folder
+// run writes it) beside the weights, else the dataset's folder names; empty when none says.
+std::vector<std::string> class_names(const Config& cfg, const std::string& weights, const Dataset* data) {
+  std::string file = cfg.data.class_names;
+  if (file.empty()) {
+    const std::string dir = is_dir(weights) ? weights : parent_dir(weights);
+    if (path_exists(dir + "/classes.txt")) file = dir + "/classes.txt";
+  }
+  std::vector<std::string> out;
+  if (!file.empty()) {
+    std::istringstream in(read_file(file));
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) out.push_back(line);
+    return out;
+  }
+  if (const auto* folder = dynamic_cast<const ImageFolderDataset*>(data)) return folder->classes();
+  return out;
+}
+
+std::string class_name(const std::vector<std::string>& names, int64_t c) {
+  return c < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(c)] : std::to_string(c);
+}
+
+int print_help(const Flags& f) {
+  std::fputs(f.usage().c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+int cmd_export(const std::vector<std::string>& args) {
+  Flags f("octet export", "RUN_DIR|CHECKPOINT",
+          {{"out", "FILE", "the safetensors file to write (default: RUN_DIR/weights.safetensors)"},
+           {"names", "octet|torchvision",
+            "tensor names: octet's layer names, or torchvision's state_dict keys (a config with model.naming "
+            "torchvision_resnet)",
+            "octet"},
+           {"config", "CFG", "the run's config (default: RUN_DIR/config.yaml, which every run writes)"}},
+          1);
+  f.parse(args);
+  if (f.help()) return print_help(f);
+  OCTET_CHECK(!f.positionals().empty(),
+              "octet export needs a run directory or checkpoint (usage: octet export "
+              "RUN_DIR|CHECKPOINT [--out FILE] [--names octet|torchvision])");
+  const std::string src = f.positionals()[0];
+  OCTET_CHECK(path_exists(src), "octet export: " << src << ": no such file or directory");
+  const std::string dir = is_dir(src) ? src : parent_dir(src);
+  const std::string ckpt = is_dir(src) ? src + "/checkpoint.bin" : src;
+  const std::string cfg_file = f.given("config") ? f.str("config") : dir + "/config.yaml";
+  OCTET_CHECK(path_exists(cfg_file),
+              "octet export: " << cfg_file << ": no such file (give the run's config with --config)");
+  const Config cfg = load_config(cfg_file, {}, false);
+  const std::string names = f.str("names");
+  OCTET_CHECK(names == "octet" || names == "torchvision",
+              "octet export: --names: unknown value '" << names << "' (known: octet, torchvision)");
+  const Naming naming = names == "octet" ? Naming::Octet : cfg.model.naming;
+  OCTET_CHECK(names == "octet" || naming != Naming::Octet,
+              "octet export: --names torchvision: " << cfg_file << " declares no torchvision naming (model.naming: "
+                                                    << "torchvision_resnet, for the configs that follow torchvision's "
+                                                    << "ResNets)");
+  Model model = config_model(cfg, Exec::host());
+  const WeightsLoad w = load_weights(model, ckpt, Naming::Octet, {}, "octet export");
+  std::map<std::string, std::string> meta = {{"format", "pt"},
+                                             {"producer", "octet"},
+                                             {"naming", names == "octet" ? "octet" : naming_name(naming)},
+                                             {"config", read_file(cfg_file)}};
+  if (w.step >= 0) meta["step"] = std::to_string(w.step);
+  if (const std::string summary = dir + "/summary.json"; path_exists(summary)) {
+    try {
+      const json s = json::parse(read_file(summary));
+      if (s.contains("test_accuracy") && s["test_accuracy"].is_number())
+        meta["test_accuracy"] = json(s["test_accuracy"].get<double>()).dump();
+    } catch (const json::exception& e) {
+      OCTET_THROW("octet export: " << summary << ": does not parse as JSON (" << e.what() << ")");
+    }
+  }
+  const std::string out = f.given("out") ? f.str("out") : dir + "/weights.safetensors";
+  export_weights(model, out, naming, w.step, meta);
+  std::printf("octet export: %zu tensors of %s (step %lld) -> %s (%s names)\n", w.loaded.size(), ckpt.c_str(),
+              static_cast<long long>(w.step), out.c_str(), meta["naming"].c_str());
+  return 0;
+}
+
+int cmd_eval(const std::vector<std::string>& args, const World& world) {
+  Flags f("[mpirun -np N] octet eval", "CONFIG.yaml",
+          {{"weights", "FILE|RUN_DIR",
+            "the weights: safetensors (octet's or the config's reference names), an octet "
+            "checkpoint, or a run directory"},
+           {"out", "FILE", "the report (JSON)", "eval.json"},
+           {"logits", "FILE", "also write the first --keep test samples' inputs, labels and logits (safetensors)"},
+           {"keep", "N", "samples --logits keeps", "8"},
+           {"set", "key.path=value", "override one config key", "", true}},
+          1);
+  f.parse(args);
+  if (f.help()) return print_help(f);
+  OCTET_CHECK(!f.positionals().empty() && f.given("weights"),
+              "octet eval needs a config and weights (usage: octet eval CONFIG.yaml --weights FILE|RUN_DIR)");
+  set_log_rank(world.rank);
+  const Config cfg = load_config(f.positionals()[0], f.all("set"));
+  const std::unique_ptr<Dataset> train =
+      cfg.data.normalize.mean_image ? load_split(cfg.data, true, cfg.run.seed) : nullptr;
+  const std::unique_ptr<Dataset> test = load_split(cfg.data, false, cfg.run.seed, train.get());
+  Exec& ex = select_device(cfg.parallel.device, &world);
+  Model model = config_model(cfg, ex);
+  OCTET_CHECK(model.input_shape() == test->sample_shape(),
+              cfg.file << ": model.input " << shape_str(model.input_shape()) << " does not match the data's "
+                       << shape_str(test->sample_shape()));
+  const WeightsLoad w = load_weights(model, f.str("weights"), cfg.model.naming, {}, "--weights");
+  OCTET_LOG("eval: " << describe_load(w));
+  EvalDetail d;
+  d.keep = f.given("logits") ? f.integer("keep", 1, 1 << 20) : 0;
+  const EvalResult r =
+      evaluate(model, *test, cfg.data.eval_batch_size, world.size > 1 ? &world : nullptr, cfg.data.loader_nice, -1, &d);
+  if (world.rank != 0) return 0;
+  const int64_t k = d.classes;
+  const std::vector<std::string> names = class_names(cfg, f.str("weights"), test.get());
+  json per_class = json::array();
+  std::string table;
+  for (int64_t c = 0; c < k; ++c) {
+    int64_t n = 0;
+    for (int64_t p = 0; p < k; ++p) n += d.confusion[static_cast<size_t>(c * k + p)];
+    if (n == 0) continue;
+    const double acc = static_cast<double>(d.confusion[static_cast<size_t>(c * k + c)]) / static_cast<double>(n);
+    per_class.push_back({{"class", c}, {"name", class_name(names, c)}, {"count", n}, {"accuracy", acc}});
+    char line[160];
+    std::snprintf(line, sizeof line, "  class %4lld %-24s %6lld images, top-1 %.4f\n", static_cast<long long>(c),
+                  class_name(names, c).c_str(), static_cast<long long>(n), acc);
+    table += line;
+  }
+  json confusion = json::array();
+  for (int64_t c = 0; c < k; ++c)
+    confusion.push_back(std::vector<int64_t>(d.confusion.begin() + c * k, d.confusion.begin() + (c + 1) * k));
+  const json report = {{"config", cfg.file},     {"weights", w.file},     {"step", w.step}, {"ranks", world.size},
+                       {"count", r.count},       {"top1", r.accuracy},    {"top5", r.top5}, {"loss", r.loss},
+                       {"per_class", per_class}, {"confusion", confusion}};
+  write_file_atomic(f.str("out"), report.dump(1) + "\n");
+  if (f.given("logits")) {
+    const int64_t kept = static_cast<int64_t>(d.labels.size());
+    Shape xs = d.sample;
+    xs.insert(xs.begin(), kept);
+    std::vector<int64_t> labels(d.labels.begin(), d.labels.end());
+    write_safetensors(f.str("logits"),
+                      {{"inputs", xs, d.inputs, {}, false},
+                       {"logits", {kept, k}, d.logits, {}, false},
+                       {"labels", {kept}, {}, labels, true}},
+                      {{"config", cfg.file}, {"weights", w.file}});
+  }
+  std::printf("octet eval: %lld images of %s: top-1 %.4f, top-5 %.4f, loss %.4f -> %s\n%s",
+              static_cast<long long>(r.count), cfg.file.c_str(), r.accuracy, r.top5, r.loss, f.str("out").c_str(),
+              table.c_str());
+  return 0;
+}
+
+int cmd_classify(const std::vector<std::string>& args) {
+  Flags f("octet classify", "CONFIG.yaml IMAGE...",
+          {{"weights", "FILE|RUN_DIR", "the weights (safetensors, a checkpoint or a run directory)"},
+           {"top", "K", "classes printed per image", "5"},
+           {"set", "key.path=value", "override one config key", "", true}},
+          1 << 20);
+  f.parse(args);
+  if (f.help()) return print_help(f);
+  OCTET_CHECK(f.positionals().size() >= 2 && f.given("weights"),
+              "octet classify needs a config, weights and images (usage: octet classify CONFIG.yaml --weights "
+              "FILE|RUN_DIR IMAGE...)");
+  const Config cfg = load_config(f.positionals()[0], f.all("set"), false);
+  OCTET_CHECK(cfg.data.dataset == "image_folder",
+              cfg.file << ": octet classify reads image files through data.dataset image_folder's evaluation "
+                       << "pipeline (decode, resize, centre crop, normalize); this config's dataset is "
+                       << cfg.data.dataset);
+  ImageFolderOptions o;
+  o.root = cfg.data.path, o.train = false, o.image_size = cfg.data.image_size, o.resize = cfg.data.resize;
+  o.threads = static_cast<int>(cfg.data.decode_threads), o.norm = cfg.data.normalize;
+  o.files.assign(f.positionals().begin() + 1, f.positionals().end());
+  const ImageFolderDataset images(o);
+  Model model = config_model(cfg, Exec::host());
+  OCTET_CHECK(model.input_shape() == images.sample_shape(),
+              cfg.file << ": model.input " << shape_str(model.input_shape()) << " does not match data.image_size's "
+                       << shape_str(images.sample_shape()));
+  const WeightsLoad w = load_weights(model, f.str("weights"), cfg.model.naming, {}, "--weights");
+  const std::vector<std::string> names = class_names(cfg, f.str("weights"), &images);
+  const int64_t top = f.integer("top", 1, 1 << 20), n = images.size();
+  StepContext ctx;
+  ctx.train = false;
+  for (int64_t b = 0; b < n; b += 16) {  // batches of 16 images
+    const int64_t m = std::min<int64_t>(16, n - b);
+    Shape xs = images.sample_shape();
+    xs.insert(xs.begin(), m);
+    Tensor x(xs);
+    std::vector<int64_t> idx(static_cast<size_t>(m));
+    std::iota(idx.begin(), idx.end(), b);
+    std::vector<int32_t> labels(static_cast<size_t>(m));
+    images.copy_samples(idx.data(), static_cast<size_t>(m), x.data(), labels.data(), nullptr);
+    Tensor copy;
+    const Tensor& y = model.forward(x, ctx).on_host(copy);
+    const int64_t k = y.numel() / m;
+    for (int64_t i = 0; i < m; ++i) {  // softmax in double, then the top classes
+      const float* row = y.data() + i * k;
+      const double mx = *std::max_element(row, row + k);
+      std::vector<double> p(static_cast<size_t>(k));
+      double sum = 0;
+      for (int64_t c = 0; c < k; ++c) sum += p[static_cast<size_t>(c)] = std::exp(row[c] - mx);
+      std::vector<int64_t> order(static_cast<size_t>(k));
+      std::iota(order.begin(), order.end(), 0);
+      const int64_t shown = std::min(top, k);
+      std::partial_sort(order.begin(), order.begin() + shown, order.end(), [&](int64_t a, int64_t c) {
+        return p[static_cast<size_t>(a)] != p[static_cast<size_t>(c)]
+                   ? p[static_cast<size_t>(a)] > p[static_cast<size_t>(c)]
+                   : a < c;
+      });
+      std::printf("%s\n", images.file(b + i).c_str());
+      for (int64_t r = 0; r < shown; ++r) {
+        const int64_t c = order[static_cast<size_t>(r)];
+        std::printf("  %lld. %-24s %.4f  (class %lld)\n", static_cast<long long>(r + 1), class_name(names, c).c_str(),
+                    p[static_cast<size_t>(c)] / sum, static_cast<long long>(c));
+      }
+    }
+  }
+  std::fprintf(stderr, "octet classify: %lld images through %s\n", static_cast<long long>(n), w.file.c_str());
+  return 0;
+}
+
+}  // namespace octet
