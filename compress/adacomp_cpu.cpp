@@ -22,44 +22,99 @@ std::optional<CodecKeyError> AdacompParams::check() const {
 
 AdacompCodec::AdacompCodec(const AdacompParams& p) : bin_(p.bin > 0 ? p.bin : 500) { throw_key_error(p.check()); }
 
-size_t AdacompCodec::encode_cpu(const float* g, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
-  // Pass 1: each bin's max |G| on the bit patterns (non-negative floats order like them; NaN and infinity last).
-  const int64_t nbins = (n + bin_ - 1) / bin_;
-  std::vector<uint32_t> bin_max(static_cast<size_t>(nbins));
-  uint32_t all = 0;
-  for (int64_t k = 0; k < nbins; ++k) {
-    uint32_t gbits = 0;
-    for (int64_t i = k * bin_, hi = std::min(n, i + bin_); i < hi; ++i) gbits = std::max(gbits, abs_bits(g[i]));
-    bin_max[k] = gbits;
-    all = std::max(all, gbits);
-  }
-  if (all >= 0x7f800000u) throw_nonfinite_input("adacomp", g, n);
-  // Pass 2: selection; the scale's sum is exact and order-independent (exact_sum.h), as the CUDA twin's.
-  const int shift = exact_sum_shift(all, n);
-  const double term_scale = std::ldexp(1.0, shift);
-  uint8_t* p = out + kHeaderBytes + 4;
-  uint32_t count = 0;
+namespace {
+
+// Emits the sent values of one bin as varints, in index order, and keeps their |G| for the scale.
+struct Emitter {
+  uint8_t* p;
   int64_t prev = -1;
-  double sent_abs = 0;
-  for (int64_t k = 0; k < nbins; ++k) {
-    if (bin_max[k] == 0) continue;
-    const float gmax = f32_from_bits(bin_max[k]);
-    for (int64_t i = k * bin_, hi = std::min(n, i + bin_); i < hi; ++i) {
-      const float h = ctx.fresh ? g[i] + ctx.fresh[i] : g[i];
-      if (adacomp_selected(h, gmax)) {
-        p = put_varint(p, adacomp_varint(i - prev - 1, g[i]));
-        prev = i;
-        sent_abs += exact_sum_term(std::fabs(g[i]), term_scale);
-        ++count;
-      }
+  uint32_t count = 0;
+  std::vector<float>& sent;
+  void emit(int64_t i, float g) {
+    p = put_varint(p, adacomp_varint(i - prev - 1, g));
+    prev = i;
+    sent.push_back(std::fabs(g));
+    ++count;
+  }
+};
+
+// The bin g[0..m)'s selection against gmax (H = G + fresh where given), sent values emitted with their indices offset
+// by lo. The scalar loop: the reference.
+void bin_select_scalar(const float* g, const float* fresh, int64_t m, int64_t lo, float gmax, Emitter& e) {
+  for (int64_t i = 0; i < m; ++i)
+    if (adacomp_selected(fresh ? g[i] + fresh[i] : g[i], gmax)) e.emit(lo + i, g[i]);
+}
+
+#ifdef __AVX2__
+// Eight values at a time: |H| >= gmax as a movemask (ordered compares, as the scalar one), set lanes emitted in order.
+void bin_select_avx2(const float* g, const float* fresh, int64_t m, int64_t lo, float gmax, Emitter& e) {
+  const __m256 gv = _mm256_set1_ps(gmax), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  int64_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    __m256 h = _mm256_loadu_ps(g + i);
+    if (fresh) h = _mm256_add_ps(h, _mm256_loadu_ps(fresh + i));
+    for (unsigned sel = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(h, abs), gv, _CMP_GE_OQ)));
+         sel; sel &= sel - 1) {
+      const int j = __builtin_ctz(sel);
+      e.emit(lo + i + j, g[i + j]);
     }
   }
+  bin_select_scalar(g + i, fresh ? fresh + i : nullptr, m - i, lo + i, gmax, e);
+}
+#endif
+
+#ifdef OCTET_AVX512
+// Sixteen values at a time: |H| >= gmax as a mask (ordered: a NaN is not selected, as fabsf(NaN) >= gmax is false),
+// each set lane emitted in order.
+void bin_select_avx512(const float* g, const float* fresh, int64_t m, int64_t lo, float gmax, Emitter& e) {
+  const __m512 gv = _mm512_set1_ps(gmax);
+  for (int64_t i = 0; i < m; i += 16) {
+    const __mmask16 lanes = m - i >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (m - i)) - 1);
+    __m512 h = _mm512_maskz_loadu_ps(lanes, g + i);
+    if (fresh) h = _mm512_add_ps(h, _mm512_maskz_loadu_ps(lanes, fresh + i));
+    for (unsigned sel = _mm512_mask_cmp_ps_mask(lanes, _mm512_abs_ps(h), gv, _CMP_GE_OQ); sel; sel &= sel - 1) {
+      const int j = __builtin_ctz(sel);
+      e.emit(lo + i + j, g[i + j]);
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+// One pass, a bin at a time while it is in cache: its max |G| (bit patterns: non-negative floats order like them; NaN
+// and infinity last, which fail), then its selection. The scale's sum is exact and order-independent (exact_sum.h,
+// as the CUDA twin's), so it is taken after the pass, from the kept |G| of the sent values and the tensor's max.
+size_t AdacompCodec::encode_cpu(const float* g, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
+  std::vector<float> sent;
+  Emitter e{out + kHeaderBytes + 4, -1, 0, sent};
+  uint32_t all = 0;
+  // The level's loops (the scalar ones the reference).
+  uint32_t (*bin_max)(const float*, int64_t) = abs_max_bits;
+  void (*bin_select)(const float*, const float*, int64_t, int64_t, float, Emitter&) = bin_select_scalar;
+#ifdef __AVX2__
+  if (isa() >= Isa::avx2) bin_max = abs_max_bits_avx2, bin_select = bin_select_avx2;
+#endif
+#ifdef OCTET_AVX512
+  if (isa() == Isa::avx512) bin_max = abs_max_bits_avx512, bin_select = bin_select_avx512;
+#endif
+  for (int64_t lo = 0; lo < n; lo += bin_) {
+    const int64_t m = std::min(n - lo, bin_);
+    const uint32_t gbits = bin_max(g + lo, m);
+    if (gbits >= 0x7f800000u) throw_nonfinite_input("adacomp", g, n);
+    all = std::max(all, gbits);
+    if (gbits > 0) bin_select(g + lo, ctx.fresh ? ctx.fresh + lo : nullptr, m, lo, f32_from_bits(gbits), e);
+  }
+  const int shift = exact_sum_shift(all, n);
+  const double term_scale = std::ldexp(1.0, shift);
+  double sent_abs = 0;
+  for (float a : sent) sent_abs += exact_sum_term(a, term_scale);
   // Ternary values: one scale per tensor, the mean |G| of the selected values (the least-squares choice for them;
   // the mean of all bins' maxima over-corrects small bins and makes the residue oscillate).
-  const float scale = count ? exact_sum_mean(sent_abs, shift, count) : 0.f;
-  write_header(out, {codec_id("adacomp"), 1, 0, static_cast<uint32_t>(n), count});
+  const float scale = e.count ? exact_sum_mean(sent_abs, shift, e.count) : 0.f;
+  write_header(out, {codec_id("adacomp"), 1, 0, static_cast<uint32_t>(n), e.count});
   std::memcpy(out + kHeaderBytes, &scale, 4);
-  return static_cast<size_t>(p - out);
+  return static_cast<size_t>(e.p - out);
 }
 
 uint32_t AdacompCodec::check(const uint8_t* header, size_t size, int64_t n) const {

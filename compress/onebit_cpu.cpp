@@ -1,4 +1,5 @@
-// 1-bit SGD's CPU loops (AVX2 where built), the host side of its device kernels, its parameters' check and factory.
+// 1-bit SGD's CPU loops (AVX2 and AVX-512 where built), the host side of its device kernels, its parameters' check and
+// factory.
 #include "compress/onebit.h"
 
 #include <algorithm>
@@ -28,16 +29,44 @@ size_t OnebitCodec::encode_cpu(const float* __restrict x, int64_t n, uint8_t* ou
   for (int64_t k = 0; k < nb; ++k) {
     const int64_t lo = k * b, hi = std::min(n, lo + b);
     // The block's largest magnitude (bit patterns: NaN and infinity are the largest) picks the exact sums' shift.
-    uint32_t mbits = 0;
-    for (int64_t i = lo; i < hi; ++i) mbits = std::max(mbits, abs_bits(x[i]));
+#ifdef OCTET_AVX512
+    const uint32_t mbits = isa() == Isa::avx512 ? abs_max_bits_avx512(x + lo, hi - lo) : abs_max_bits(x + lo, hi - lo);
+#else
+    const uint32_t mbits = abs_max_bits(x + lo, hi - lo);
+#endif
     if (mbits >= 0x7f800000u) throw_nonfinite_input("onebit", x, n);
     const int shift = exact_sum_shift(mbits, hi - lo);
     const double scale = std::ldexp(1.0, shift);
     double pos = 0, neg = 0;  // exact integer sums (exact_sum.h): any order gives these bits
     int64_t np = 0;
     int64_t i = lo;
+#ifdef OCTET_AVX512
+    if (isa() == Isa::avx512 && lo % 8 == 0) {  // 16 values -> two sign bytes (a compare mask); terms 8-wide doubles
+      const __m512d vscale = _mm512_set1_pd(scale);
+      __m512d vpos = _mm512_setzero_pd(), vpos2 = _mm512_setzero_pd(), vall = _mm512_setzero_pd();
+      auto terms = [&](__m256 a) {
+        return _mm512_roundscale_pd(_mm512_mul_pd(_mm512_cvtps_pd(a), vscale), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      };
+      for (; i + 16 <= hi; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        const __mmask16 ge = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GE_OQ);
+        const uint16_t mask = static_cast<uint16_t>(ge);
+        std::memcpy(bits + (i >> 3), &mask, 2);
+        np += __builtin_popcount(mask);
+        const __m512 a = _mm512_abs_ps(v);
+        const __m512d lo8 = terms(_mm512_castps512_ps256(a));
+        const __m512d hi8 = terms(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+        // The non-negative ones' terms, in two sums so that neither waits on the other (exact: any order).
+        vpos = _mm512_mask_add_pd(vpos, static_cast<__mmask8>(mask), vpos, lo8);
+        vpos2 = _mm512_mask_add_pd(vpos2, static_cast<__mmask8>(mask >> 8), vpos2, hi8);
+        vall = _mm512_add_pd(vall, _mm512_add_pd(lo8, hi8));
+      }
+      pos = _mm512_reduce_add_pd(_mm512_add_pd(vpos, vpos2));
+      neg = _mm512_reduce_add_pd(vall) - pos;
+    } else
+#endif
 #ifdef __AVX2__
-    if (lo % 8 == 0) {  // 8 values -> one sign byte via movemask; terms in 4-wide doubles
+        if (lo % 8 == 0) {  // 8 values -> one sign byte via movemask; terms in 4-wide doubles
       const __m256d vscale = _mm256_set1_pd(scale);
       const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
       __m256d vpos = _mm256_setzero_pd(), vall = _mm256_setzero_pd();

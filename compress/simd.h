@@ -50,6 +50,12 @@ Isa parse_isa(const std::string& s);
 // |f|'s bits: non-negative floats order like them, and NaN and infinity are the largest (the abs-max and selection
 // passes of onebit, topk and adacomp).
 inline uint32_t abs_bits(float f) { return f32_bits(f) & 0x7fffffffu; }
+// The largest |x[i]| bits of x[0..n): the scalar reference of abs_max_bits_avx512.
+inline uint32_t abs_max_bits(const float* x, int64_t n) {
+  uint32_t b = 0;
+  for (int64_t i = 0; i < n; ++i) b = std::max(b, abs_bits(x[i]));
+  return b;
+}
 
 }  // namespace octet
 
@@ -96,12 +102,54 @@ struct PackOrder {
 inline constexpr PackOrder kPackOrder{};
 inline __m512i pack_order() { return _mm512_load_si512(kPackOrder.pos); }
 
+// The largest |x[i]| bits of x[0..n) (NaN and infinity largest): a block's or bin's maximum for onebit and adacomp.
+inline uint32_t abs_max_bits_avx512(const float* x, int64_t n) {
+  const __m512i abs = _mm512_set1_epi32(0x7fffffff);
+  __m512i b = _mm512_setzero_si512();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) b = _mm512_max_epu32(b, _mm512_and_si512(_mm512_loadu_si512(x + i), abs));
+  if (i < n) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1);
+    b = _mm512_max_epu32(b, _mm512_and_si512(_mm512_maskz_loadu_epi32(tail, x + i), abs));
+  }
+  return static_cast<uint32_t>(_mm512_reduce_max_epu32(b));
+}
+
 // Four vectors of 16 dwords in [0, 255] -> 64 bytes in value order.
 inline __m512i pack_bytes64(__m512i order, const __m512i* r) {
   return _mm512_permutexvar_epi8(order,
                                  _mm512_packus_epi16(_mm512_packus_epi32(r[0], r[1]), _mm512_packus_epi32(r[2], r[3])));
 }
 #endif
+
+// The largest |x[i]| bits of x[0..n), eight at a time (abs_max_bits_avx512's AVX2 twin).
+inline uint32_t abs_max_bits_avx2(const float* x, int64_t n) {
+  const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+  __m256i b = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    b = _mm256_max_epu32(b, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), abs));
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), b);
+  uint32_t m = abs_max_bits(x + i, n - i);
+  for (uint32_t v : lanes) m = std::max(m, v);
+  return m;
+}
+
+// For each 8-bit mask, the lanes it sets in order, then the rest: _mm256_permutevar8x32 by row mask packs the set
+// lanes to the front (AVX2 has no compress instruction).
+struct LeftPack {
+  alignas(32) uint32_t lane[256][8];
+  constexpr LeftPack() : lane() {
+    for (int m = 0; m < 256; ++m) {
+      int k = 0;
+      for (int b = 0; b < 8; ++b)
+        if (m >> b & 1) lane[m][k++] = static_cast<uint32_t>(b);
+      for (int b = 0; k < 8; ++b) lane[m][k++] = static_cast<uint32_t>(b);  // (unread: past the count kept)
+    }
+  }
+};
+inline constexpr LeftPack kLeftPack{};
 
 // 8 bytes -> 8 int32.
 inline __m256i load_bytes8(const uint8_t* p) {

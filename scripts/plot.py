@@ -1,11 +1,16 @@
 #!/usr/bin/python3
 # Plots that compare octet runs (Debian's python3-matplotlib): training loss and test accuracy against step and
 # against training time, one line per run labelled by its codec; bytes sent per step; and a stacked bar of each
-# run's phase times per step. Reads each run directory's metrics.jsonl, summary.json and config.yaml.
+# run's phase times per step. Reads each run directory's metrics.jsonl, summary.json and config.yaml. With --confusion,
+# the confusion matrix of an `octet eval` report instead.
 # Usage: scripts/plot.py RUN_DIR [RUN_DIR...] [--out DIR] [--labels a,b,...] [--title TEXT]
-#   --out     where the PNGs go (default: the current folder): loss.png, accuracy.png, bytes.png, phases.png
-#   --labels  one label per run (default: the codec, e.g. "dynamic_tree8", with the run's name when two share one)
+#        scripts/plot.py --confusion EVAL_JSON [--out DIR] [--title TEXT]
+#   --out        where the PNGs go (default: the current folder): loss.png, accuracy.png, bytes.png, phases.png
+#   --labels     one label per run (default: the codec, e.g. "dynamic_tree8", with the run's name when two share one)
+#   --confusion  octet eval's eval.json: confusion.png, each row (a true class) as shares of its images, the classes
+#                named as the report names them
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -82,13 +87,68 @@ def import_pyplot():
     return plt
 
 
+def confusion(path, out, title):
+    """confusion.png from an octet eval report: rows the true classes, columns the predictions, each row as shares of
+    its images (a class with no image stays blank)."""
+    try:
+        with open(path) as f:
+            e = json.load(f)
+        m = e["confusion"]
+        names = {c["class"]: c.get("name", str(c["class"])) for c in e.get("per_class", [])}
+    except OSError as err:
+        fail(f"--confusion: {path}: {err.strerror}")
+    except (ValueError, KeyError, TypeError) as err:
+        fail(f"--confusion: {path}: not an octet eval report ({err!r})")
+    k = len(m)
+    if k == 0 or any(not isinstance(r, list) or len(r) != k for r in m):
+        fail(f"--confusion: {path}: confusion is not a square matrix")
+    # Only the classes that occur (as labels or predictions): 1000 ImageNet outputs on a 10-class test set stay 10.
+    used = [c for c in range(k) if sum(m[c]) > 0 or sum(m[r][c] for r in range(k)) > 0] or list(range(k))
+    shares = [[m[r][c] / sum(m[r]) if sum(m[r]) else float("nan") for c in used] for r in used]
+    plt = import_pyplot()
+    n = len(used)
+    fig, ax = plt.subplots(figsize=(min(4 + 0.45 * n, 24), min(3.5 + 0.45 * n, 24)))
+    im = ax.imshow(shares, cmap="Blues", vmin=0, vmax=1)
+    labels = [names.get(c, str(c)) for c in used]
+    if n <= 40:
+        ax.set_xticks(range(n))
+        ax.set_yticks(range(n))
+        ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=8)
+        ax.set_yticklabels(labels, fontsize=8)
+    if n <= 20:
+        for r in range(n):
+            for c in range(n):
+                v = m[used[r]][used[c]]
+                if v:
+                    ax.text(c, r, str(v), ha="center", va="center", fontsize=7,
+                            color="white" if shares[r][c] > 0.5 else "black")
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    fig.colorbar(im, ax=ax, label="share of the true class's images")
+    top1 = e.get("top1")
+    fig.suptitle(f"{title + ': ' if title else ''}confusion matrix, {e.get('count', '?')} images"
+                 + (f", top-1 {100 * top1:.2f}%" if isinstance(top1, (int, float)) else ""), fontsize=11)
+    print(save(fig, out, "confusion.png"))
+    plt.close(fig)
+
+
 def main():
-    ap = argparse.ArgumentParser(description="Plots that compare octet runs.")
-    ap.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    ap = argparse.ArgumentParser(description="Plots that compare octet runs, or an octet eval confusion matrix.")
+    ap.add_argument("runs", nargs="*", metavar="RUN_DIR")
     ap.add_argument("--out", default=".")
     ap.add_argument("--labels", default="")
     ap.add_argument("--title", default="")
+    ap.add_argument("--confusion", default="", metavar="EVAL_JSON")
     a = ap.parse_args()
+    if a.confusion:
+        if a.runs:
+            fail("--confusion plots one octet eval report; give run directories without it")
+        if not os.path.isdir(a.out):
+            fail(f"--out: {a.out} is not a folder")
+        confusion(a.confusion, a.out, a.title)
+        return
+    if not a.runs:
+        fail("give one or more run directories, or --confusion EVAL_JSON")
     plt = import_pyplot()
     runs = [load_run(p) for p in a.runs]
     if a.labels:

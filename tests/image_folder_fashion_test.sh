@@ -36,6 +36,17 @@ assert [c["name"] for c in e["per_class"]][9] == "c9_ankle_boot" and len(e["conf
 assert sum(map(sum, e["confusion"])) == 10000 and e["top5"] >= e["top1"]
 PY
 echo "ok: octet eval gives the run's test accuracy $b, with per-class accuracy and the confusion matrix"
+# On two ranks (each its shard of the test split): the same report; and the matrix as a picture.
+mpirun -np 2 --oversubscribe "$octet" eval "$src/configs/fashion-mnist/lenet.yaml" "${jpeg[@]}" --set run.threads=1 \
+  --weights "$tmp/jpeg" --out "$tmp/eval2.json" >"$tmp/eval2.log" 2>&1 || { cat "$tmp/eval2.log"; echo "FAIL: eval on 2 ranks"; exit 1; }
+/usr/bin/python3 - "$tmp/eval.json" "$tmp/eval2.json" <<'PY' || { echo "FAIL: 2 ranks' report differs from 1 rank's"; exit 1; }
+import json, sys
+one, two = (json.load(open(f)) for f in sys.argv[1:])
+assert two["ranks"] == 2 and one["confusion"] == two["confusion"] and one["top5"] == two["top5"], (one["top1"], two["top1"])
+PY
+/usr/bin/python3 "$src/scripts/plot.py" --confusion "$tmp/eval.json" --out "$tmp" >/dev/null &&
+  [[ $(head -c 4 "$tmp/confusion.png" | tail -c 3) == PNG ]] || { echo "FAIL: plot.py --confusion"; exit 1; }
+echo "ok: the same report from 2 ranks, and confusion.png"
 # octet classify: ten val images of two classes each; the classes come from the run directory's classes.txt.
 mapfile -t boots < <(ls "$tmp/jpeg/val/c9_ankle_boot"/* | head -10)
 mapfile -t trousers < <(ls "$tmp/jpeg/val/c1_trouser"/* | head -10)

@@ -442,6 +442,93 @@ TEST_CASE("hostile payloads are rejected, never read out of bounds", "[codec][ho
                     Catch::Contains("out of range"));
 }
 
+TEST_CASE("topk: the k largest magnitudes, ties to the lower index, on the sampled path and where the sample misleads",
+          "[codec][topk]") {
+  // The reference: every index ordered by magnitude bits (descending), then index; the first k, in index order.
+  auto reference = [](const std::vector<float>& x, int64_t k) {
+    std::vector<uint32_t> order(x.size());
+    for (size_t i = 0; i < x.size(); ++i) order[i] = static_cast<uint32_t>(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return abs_bits(x[a]) > abs_bits(x[b]); });
+    order.resize(static_cast<size_t>(k));
+    std::sort(order.begin(), order.end());
+    return order;
+  };
+  Rng r(5);
+  const int64_t n = 300000;
+  std::vector<std::pair<std::string, std::vector<float>>> inputs;
+  std::vector<float> normal(n), ties(n), rising(n), hidden(n, 0.f), few(n, 0.f);
+  for (int64_t i = 0; i < n; ++i) {
+    normal[i] = r.normal();
+    ties[i] = std::round(r.normal() * 4.f) / 4.f;              // 30-odd distinct magnitudes: T has thousands of ties
+    rising[i] = static_cast<float>(i) * (i % 2 ? 1.f : -1.f);  // the largest all at the end
+    if (i % 8192 != 0) hidden[i] = 1.f + static_cast<float>(i % 5);  // the sample (stride 36) sees mostly zeros...
+  }
+  for (int64_t i = 0; i < n; i += 36) hidden[i] = 0.f;  // ... every one of its points a zero: tau 0, the full select
+  for (int64_t i = 0; i < 500; ++i) few[(i * 7919) % n] = static_cast<float>(i + 1);  // fewer non-zeros than k
+  inputs = {{"normal", normal}, {"ties", ties}, {"rising", rising}, {"hidden", hidden}, {"few", few}};
+  for (double fraction : {0.001, 0.01, 0.1}) {
+    CodecParams p{.method = "topk"};
+    p.fraction = fraction;
+    CodecPtr c = make_codec(p);
+    for (const auto& [name, x] : inputs) {
+      INFO(name << ", fraction " << fraction);
+      const Coded got = roundtrip(*c, x);
+      const int64_t k = std::llround(fraction * static_cast<double>(n));
+      const std::vector<uint32_t> want = reference(x, k);
+      REQUIRE(got.bytes.size() == kHeaderBytes + 8 * static_cast<size_t>(k));
+      bool same = true;
+      for (int64_t j = 0; j < k && same; ++j) {
+        uint32_t i;
+        float v;
+        std::memcpy(&i, got.bytes.data() + kHeaderBytes + 8 * j, 4);
+        std::memcpy(&v, got.bytes.data() + kHeaderBytes + 8 * j + 4, 4);
+        same = i == want[static_cast<size_t>(j)] && f32_bits(v) == f32_bits(x[i]);
+      }
+      CHECK(same);
+      for (Isa level : built_levels()) {  // and every level the same bytes
+        IsaCap cap(level);
+        CHECK(roundtrip(*c, x).bytes == got.bytes);
+      }
+    }
+  }
+  // A NaN anywhere still fails, on either path.
+  std::vector<float> bad = normal;
+  bad[123457] = std::nanf("");
+  std::vector<uint8_t> buf(codec("topk")->max_bytes(n));
+  CHECK_THROWS_AS(codec("topk")->encode(bad.data(), n, buf.data(), {1, nullptr}), NonFiniteError);
+  bad = hidden;
+  bad[7] = INFINITY;
+  CHECK_THROWS_AS(codec("topk")->encode(bad.data(), n, buf.data(), {1, nullptr}), NonFiniteError);
+}
+
+TEST_CASE("adacomp selects on H = G + fresh the same at every level, bins and tails alike", "[codec][adacomp][isa]") {
+  Rng r(11);
+  for (int64_t bin : {50, 500, 16, 7}) {
+    CodecParams p{.method = "adacomp"};
+    p.bin = bin;
+    CodecPtr c = make_codec(p);
+    for (int64_t n : {1, 49, 1000, 20011}) {
+      std::vector<float> g(static_cast<size_t>(n)), fresh(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) g[i] = r.normal() * 1e-3f, fresh[i] = r.normal() * 5e-4f;
+      for (int64_t i = 0; i < n; i += 37) g[i] = 0.f;  // zeros, and whole zero bins where bin < 37
+      std::vector<uint8_t> ref(c->max_bytes(n)), got(c->max_bytes(n));
+      size_t ref_size;
+      {
+        IsaCap cap(Isa::scalar);
+        ref_size = c->encode(g.data(), n, ref.data(), {1, fresh.data()});
+      }
+      for (Isa level : built_levels()) {
+        INFO("bin " << bin << ", " << n << " values, level " << isa_name(level));
+        IsaCap cap(level);
+        const size_t size = c->encode(g.data(), n, got.data(), {1, fresh.data()});
+        REQUIRE(size == ref_size);
+        CHECK(std::memcmp(got.data(), ref.data(), size) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("bf16 conversions: nearest even against a reference in double, saturation, every finite value round-trips",
           "[codec][bf16]") {
   // The reference: the two bf16 neighbours of f (truncated, and one step away from zero), the nearer in double

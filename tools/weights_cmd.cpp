@@ -167,7 +167,8 @@ int cmd_eval(const std::vector<std::string>& args, const World& world) {
     per_class.push_back({{"class", c}, {"name", class_name(names, c)}, {"count", n}, {"accuracy", acc}});
     char line[160];
     std::snprintf(line, sizeof line, "  class %4lld %-24s %6lld images, top-1 %.4f\n", static_cast<long long>(c),
-                  class_name(names, c).c_str(), static_cast<long long>(n), acc);
+                  c < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(c)].c_str() : "",
+                  static_cast<long long>(n), acc);
     table += line;
   }
   json confusion = json::array();
