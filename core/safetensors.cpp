@@ -41,8 +41,9 @@ std::string u64_bytes(uint64_t v) {
 
 // A JSON value as a size (a non-negative integer that fits size_t); what: for the error.
 uint64_t as_size(const json& v, const std::string& at) {
+  // (a nested value is named by its type: dumping it would recurse once a level, as deep as a hostile file nests)
   OCTET_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0),
-              at << ": expected a non-negative integer, got " << v.dump());
+              at << ": expected a non-negative integer, got " << (v.is_primitive() ? v.dump() : v.type_name()));
   return v.get<uint64_t>();
 }
 
@@ -84,13 +85,17 @@ SafeTensorsFile parse_safetensors(const std::string& path, std::string bytes) {
               path << ": offset 0: header length " << n << " bytes is past the limit of " << kSafeTensorsMaxHeader);
   OCTET_CHECK(n <= b.size() - 8,
               path << ": offset 0: header length " << n << " runs past the end of the file (" << b.size() << " bytes)");
-  // Names at the top level must be unique: the parser's callback sees each key before the object keeps one.
-  std::set<std::string> seen;
+  // Names must be unique, at the top level and inside each tensor's object (and the metadata): the parser's callback
+  // sees each key before an object keeps one of two.
+  std::set<std::string> seen, inner;
   std::string duplicate;
   const json::parser_callback_t unique = [&](int depth, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::key && depth == 1 && !seen.insert(parsed.get<std::string>()).second &&
-        duplicate.empty())
-      duplicate = parsed.get<std::string>();
+    if (ev == json::parse_event_t::object_start && depth == 1) inner.clear();
+    if (ev == json::parse_event_t::key && duplicate.empty()) {
+      const std::string k = parsed.get<std::string>();
+      if (depth == 1 && !seen.insert(k).second) duplicate = "tensor '" + k + "' is named twice in the header";
+      if (depth == 2 && !inner.insert(k).second) duplicate = "key '" + k + "' appears twice in one entry";
+    }
     return true;
   };
   json header;
@@ -102,7 +107,7 @@ SafeTensorsFile parse_safetensors(const std::string& path, std::string bytes) {
   } catch (const json::exception& e) {  // (a number past every type's range, ...)
     OCTET_THROW(path << ": offset 8: the JSON header does not parse (" << e.what() << ")");
   }
-  OCTET_CHECK(duplicate.empty(), path << ": tensor '" << duplicate << "' is named twice in the header");
+  OCTET_CHECK(duplicate.empty(), path << ": " << duplicate);
   OCTET_CHECK(header.is_object(), path << ": offset 8: the header is not a JSON object");
   const size_t data_start = 8 + n, data_bytes = b.size() - data_start;
   for (const auto& [name, v] : header.items()) {
@@ -133,8 +138,9 @@ SafeTensorsFile parse_safetensors(const std::string& path, std::string bytes) {
     uint64_t count = 1;
     for (const json& d : v["shape"]) {
       const uint64_t s = as_size(d, at + ": shape");
-      OCTET_CHECK(s <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), at << ": shape size " << s);
-      OCTET_CHECK(s == 0 || count <= std::numeric_limits<uint64_t>::max() / s, at << ": shape overflows");
+      // Every prefix's product fits int64, as Shape's element count is computed.
+      constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+      OCTET_CHECK(s <= kMax && (s == 0 || count <= kMax / s), at << ": shape overflows");
       count *= s;
       t.shape.push_back(static_cast<int64_t>(s));
     }
@@ -216,8 +222,11 @@ std::string encode_safetensors(const std::vector<SafeTensorOut>& tensors,
                                const std::map<std::string, std::string>& metadata) {
   std::vector<const SafeTensorOut*> order;
   for (const SafeTensorOut& t : tensors) order.push_back(&t);
-  std::sort(order.begin(), order.end(),
-            [](const SafeTensorOut* a, const SafeTensorOut* b) { return a->name < b->name; });
+  // 8-byte elements first, so that every tensor starts aligned to its element (the data buffer starts at a multiple of
+  // 8), then by name, as the reference writer orders them.
+  std::sort(order.begin(), order.end(), [](const SafeTensorOut* a, const SafeTensorOut* b) {
+    return a->is_i64 != b->is_i64 ? a->is_i64 : a->name < b->name;
+  });
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string data;

@@ -29,6 +29,11 @@ struct SafeTensor {
 };
 
 struct SafeTensorsFile {
+  SafeTensorsFile() = default;
+  SafeTensorsFile(const SafeTensorsFile&) = delete;  // (a copy's tensors would point into the original's bytes)
+  SafeTensorsFile& operator=(const SafeTensorsFile&) = delete;
+  SafeTensorsFile(SafeTensorsFile&&) = default;
+  SafeTensorsFile& operator=(SafeTensorsFile&&) = default;
   std::string path;
   std::string bytes;                                      // the whole file (the tensors point into it)
   std::map<std::string, std::string> metadata;            // "__metadata__"
@@ -61,8 +66,8 @@ struct SafeTensorOut {
   bool is_i64 = false;
 };
 
-// The file's bytes: the header (names sorted, as the reference writer does; padded with spaces to a multiple of 8) and
-// the tensors' data in that order.
+// The file's bytes: the header (padded with spaces to a multiple of 8) and the tensors' data, the 8-byte ones first
+// (each aligned), each group by name.
 std::string encode_safetensors(const std::vector<SafeTensorOut>& tensors,
                                const std::map<std::string, std::string>& metadata);
 // Written atomically (core/fileio.h).

@@ -99,6 +99,8 @@ def confusion(path, out, title):
         fail(f"--confusion: {path}: {err.strerror}")
     except (ValueError, KeyError, TypeError) as err:
         fail(f"--confusion: {path}: not an octet eval report ({err!r})")
+    if m is None:
+        fail(f"--confusion: {path}: the report holds no confusion matrix (a model of more than 1,000 outputs)")
     k = len(m)
     if k == 0 or any(not isinstance(r, list) or len(r) != k for r in m):
         fail(f"--confusion: {path}: confusion is not a square matrix")

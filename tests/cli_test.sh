@@ -206,8 +206,8 @@ fi
 # Weights in and out: bad files and names get one line.
 expect_error "octet export: $tmp/none: no such file or directory" export "$tmp/none"
 expect_error "$tmp/ckpt.bin: neither an octet checkpoint" eval "$tmp/bad.yaml" --weights "$tmp/ckpt.bin"
-expect_error "model.init_from: '$tmp/nothing.safetensors': no such file" train "$tmp/bad.yaml" \
-  --set model.init_from="$tmp/nothing.safetensors"
+expect_error "model.init_from: $tmp/nothing.safetensors: no such file" train "$tmp/bad.yaml" \
+  --set run.out_dir="$tmp/wruns0" --set model.init_from="$tmp/nothing.safetensors"
 expect_error "model.init_skip: names layers model.init_from leaves as initialized; no init_from" train "$tmp/bad.yaml" \
   --set model.init_skip=[fc1]
 expect_error "model.naming: unknown value 'caffe' (known: octet, torchvision_resnet)" model "$tmp/bad.yaml" \

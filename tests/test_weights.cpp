@@ -73,6 +73,11 @@ TEST_CASE("safetensors: what octet writes it reads back, names sorted, header pa
   CHECK(f.find("m.empty")->bytes == 0);
   // The names come sorted in the header (as the reference writer orders them) and their data in that order.
   CHECK(bytes.find("\"a.count\"") < bytes.find("\"m.empty\""));
+  // 8-byte elements first: each tensor starts aligned to its element, whatever the names and sizes before it.
+  const SafeTensorsFile al = parse_safetensors(
+      "mem", encode_safetensors({{"a.odd", {3}, {1.f, 2.f, 3.f}, {}, false}, {"b.count", {}, {}, {5}, true}}, {}));
+  for (const SafeTensor& t : al.tensors) CHECK((t.offset - (al.bytes.size() - 20)) % safe_dtype_bytes(t.dtype) == 0);
+  CHECK(al.find("b.count")->offset % 8 == 0);
   // F16, BF16 and F64 convert to fp32.
   const std::string h = raw_file(
       R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},"b":{"dtype":"BF16","shape":[1],"data_offsets":[4,6]},)"
@@ -124,6 +129,14 @@ TEST_CASE("safetensors: a hostile file gets one line naming the culprit", "[weig
        "f: __metadata__.step is not a string"},
       {raw_file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"extra":1}})", eight),
        "f: tensor 'w': unknown key 'extra'"},
+      {raw_file(R"({"w":{"dtype":"F32","shape":[2],"dtype":"F16","data_offsets":[0,8]}})", eight),
+       "f: key 'dtype' appears twice in one entry"},
+      {raw_file(R"({"w":{"dtype":"F32","shape":[4611686018427387904,3,0],"data_offsets":[0,0]}})", ""),
+       "f: tensor 'w': shape overflows"},  // (0 values, but Shape's count would overflow on the way)
+      {raw_file(R"({"w":{"dtype":"F32","shape":[)" + std::string(200000, '[') + std::string(200000, ']') +
+                    R"(],"data_offsets":[0,8]}})",
+                eight),
+       "f: tensor 'w': shape: expected a non-negative integer, got array"},  // (deep nesting, named by its type)
   };
   for (const Bad& b : bad) {
     INFO(b.error);
@@ -145,6 +158,10 @@ TEST_CASE("torchvision ResNet names: octet's block names to torchvision's state_
   CHECK(to_reference_name(t, "bn1.bias") == "bn1.bias");
   CHECK(to_reference_name(t, "fc.weight") == "fc.weight");
   CHECK(to_reference_name(Naming::Octet, "s1b1_conv1.weight") == "s1b1_conv1.weight");
+  // A hostile file's names: numbers past any block's are left as they are (unused), not parsed into an overflow.
+  CHECK(from_reference_name(t, "layer1.99999999999999999999.conv1.weight") ==
+        "layer1.99999999999999999999.conv1.weight");
+  CHECK(from_reference_name(t, "layer1.9223372036854775807.x") == "layer1.9223372036854775807.x");
   // Every tensor of the ResNet-50 config maps to a torchvision key and back to itself.
   Config cfg = load_config(source_dir() + "/configs/imagenet/resnet50.yaml", {"model.input=[3,32,32]"}, false);
   CHECK(cfg.model.naming == Naming::TorchvisionResnet);

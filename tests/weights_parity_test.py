@@ -4,8 +4,8 @@
 # here: Debian has no Python safetensors) load into octet (octet eval --weights), and octet's eval-mode logits on the
 # inputs it saw (--logits) agree with torch's on the same inputs to 1e-4 relative; the other way, weights octet trained
 # and exported (octet export, torchvision names for the ResNets) load into the torch model with
-# load_state_dict(strict=True) and give octet's logits; and a run's own test accuracy comes back exactly from its
-# exported weights. This also holds the configs to their references layer for layer: strides, padding, ceil-mode
+# load_state_dict(strict=True) and give octet's logits; a run's own test accuracy comes back exactly from its exported
+# weights; and (ResNet-20) weights loaded onto the simulated device give the CPU's logits bit for bit. This also holds the configs to their references layer for layer: strides, padding, ceil-mode
 # pooling, LRN's constants, option A's shortcut, batchnorm's eps.
 # Usage: /usr/bin/python3 tests/weights_parity_test.py OCTET SOURCE_DIR   (Debian's Python, where apt puts torch; exit 77 without)
 import json
@@ -234,6 +234,14 @@ for name, config, make, shape, classes, count, tv in nets:
     got = read_safetensors(logits)
     with torch.no_grad():
         compare(f"{name}: torch's weights in octet", got["logits"], model(got["inputs"]))
+    if name == "resnet20":  # the weights into device tensors: the simulated device's logits are the CPU's bits
+        sim = os.path.join(work, name + ".sim.safetensors")
+        run("eval", cfg, "--weights", w, "--logits", sim, "--keep", str(count), "--set", "parallel.device=sim",
+            "--out", os.path.join(work, "e.json"))
+        same = torch.equal(read_safetensors(sim)["logits"], got["logits"])
+        print(f"{'ok' if same else 'FAIL'}: {name}: the simulated device's logits are the CPU's, bit for bit")
+        if not same:
+            bad.append(name + " sim")
     # octet -> torch: two training steps, exported (torchvision's names for the ResNets), strict load.
     run("train", cfg)
     run_dir = os.path.join(work, "runs", name)

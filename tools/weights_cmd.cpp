@@ -35,7 +35,9 @@ Shape model_input(const Config& cfg) {
 
 Model config_model(const Config& cfg, Exec& ex) {
   Model m = build_model(cfg.model.layers, model_input(cfg), ex);
-  m.set_math({cfg.model.precision, cfg.parallel.deterministic});
+  // A GPU config's tf32 or fp16 on the host (export, classify): fp32, what its master weights are.
+  const bool gpu_math_on_host = ex.device() == Device::CPU && cfg.parallel.device != Device::CPU;
+  m.set_math({gpu_math_on_host ? Precision::Fp32 : cfg.model.precision, cfg.parallel.deterministic});
   m.set_fusion(cfg.model.fuse);
   m.set_layout(cfg.model.blocked_layout);
   return m;
@@ -160,10 +162,9 @@ int cmd_eval(const std::vector<std::string>& args, const World& world) {
   json per_class = json::array();
   std::string table;
   for (int64_t c = 0; c < k; ++c) {
-    int64_t n = 0;
-    for (int64_t p = 0; p < k; ++p) n += d.confusion[static_cast<size_t>(c * k + p)];
+    const int64_t n = d.count[static_cast<size_t>(c)];
     if (n == 0) continue;
-    const double acc = static_cast<double>(d.confusion[static_cast<size_t>(c * k + c)]) / static_cast<double>(n);
+    const double acc = static_cast<double>(d.right[static_cast<size_t>(c)]) / static_cast<double>(n);
     per_class.push_back({{"class", c}, {"name", class_name(names, c)}, {"count", n}, {"accuracy", acc}});
     char line[160];
     std::snprintf(line, sizeof line, "  class %4lld %-24s %6lld images, top-1 %.4f\n", static_cast<long long>(c),
@@ -171,8 +172,8 @@ int cmd_eval(const std::vector<std::string>& args, const World& world) {
                   static_cast<long long>(n), acc);
     table += line;
   }
-  json confusion = json::array();
-  for (int64_t c = 0; c < k; ++c)
+  json confusion = d.confusion.empty() ? json(nullptr) : json::array();  // (null past kConfusionMax classes)
+  for (int64_t c = 0; c < k && !d.confusion.empty(); ++c)
     confusion.push_back(std::vector<int64_t>(d.confusion.begin() + c * k, d.confusion.begin() + (c + 1) * k));
   const json report = {{"config", cfg.file},     {"weights", w.file},     {"step", w.step}, {"ranks", world.size},
                        {"count", r.count},       {"top1", r.accuracy},    {"top5", r.top5}, {"loss", r.loss},

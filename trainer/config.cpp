@@ -60,7 +60,7 @@ void read_data(Section s, DataConfig& d, bool check_path) {
       s.fail("path", "'" + d.path + "' is not a folder");
   }
   d.class_names = s.get<std::string>("class_names", "");
-  if (!d.class_names.empty() && !path_exists(d.class_names))
+  if (check_path && !d.class_names.empty() && !path_exists(d.class_names))
     s.fail("class_names", "'" + d.class_names + "' does not exist");
   const bool folder = d.dataset == "image_folder";
   if (folder) {
@@ -159,8 +159,8 @@ void read_model(Section s, ModelConfig& m, const std::vector<std::string>& origi
   m.fuse = s.get<bool>("fuse", true);
   m.blocked_layout = s.choice("layout", "auto", {"auto", "plain"}) == "auto";
   m.naming = naming_named(s.choice("naming", "octet", naming_names()));
+  // (its file is checked where a fresh run reads it: a resume, octet model and export never do)
   m.init_from = s.get<std::string>("init_from", "");
-  if (!m.init_from.empty() && !path_exists(m.init_from)) s.fail("init_from", "'" + m.init_from + "': no such file");
   if (s.has("init_skip")) {
     m.init_skip = s.get<std::vector<std::string>>("init_skip");
     if (m.init_from.empty()) s.fail("init_skip", "names layers model.init_from leaves as initialized; no init_from");

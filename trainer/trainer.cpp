@@ -64,7 +64,10 @@ void note_detail(EvalDetail& d, const Tensor& logits, const Tensor& x, const int
   for (int64_t i = 0; i < b; ++i) {
     const float* row = y.data() + i * k;
     const int64_t pred = std::max_element(row, row + k) - row;
-    if (labels[i] >= 0 && labels[i] < k) ++d.confusion[static_cast<size_t>(labels[i] * k + pred)];
+    if (labels[i] < 0 || labels[i] >= k) continue;
+    ++d.count[static_cast<size_t>(labels[i])];
+    d.right[static_cast<size_t>(labels[i])] += pred == labels[i];
+    if (!d.confusion.empty()) ++d.confusion[static_cast<size_t>(labels[i] * k + pred)];
   }
   const int64_t kept = static_cast<int64_t>(d.labels.size());
   if (rank != 0 || kept >= d.keep) return;
@@ -90,7 +93,9 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
     s.insert(s.begin(), 1);
     for (size_t i = 0; i < model.size(); ++i) s = model.layer(i).output_shape(s);
     detail->classes = shape_numel(s);
-    detail->confusion.assign(static_cast<size_t>(detail->classes * detail->classes), 0);
+    const size_t k = static_cast<size_t>(detail->classes);
+    detail->count.assign(k, 0), detail->right.assign(k, 0);
+    detail->confusion.assign(detail->classes <= EvalDetail::kConfusionMax ? k * k : 0, 0);
   }
   if (data.size() >= size) {
     Sampler sampler(data.size(), std::max<int64_t>(1, std::min(batch_size, data.size() / size)), rank, size, 0, false,
@@ -118,11 +123,12 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, const
     }
   }
   if (world) sum_all(*world, sums, 4, {"MPI_Iallreduce (evaluation)", step});
-  if (detail && world) {  // (counts far below 2^53: exact as doubles)
-    std::vector<double> c(detail->confusion.begin(), detail->confusion.end());
-    sum_all(*world, c.data(), static_cast<int>(c.size()), {"MPI_Iallreduce (confusion matrix)", step});
-    for (size_t i = 0; i < c.size(); ++i) detail->confusion[i] = static_cast<int64_t>(c[i]);
-  }
+  if (detail && world)  // (counts far below 2^53: exact as doubles)
+    for (std::vector<int64_t>* v : {&detail->count, &detail->right, &detail->confusion}) {
+      std::vector<double> c(v->begin(), v->end());
+      sum_all(*world, c.data(), static_cast<int>(c.size()), {"MPI_Iallreduce (per-class counts)", step});
+      for (size_t i = 0; i < c.size(); ++i) (*v)[i] = static_cast<int64_t>(c[i]);
+    }
   EvalResult r;
   r.count = static_cast<int64_t>(sums[2]);
   OCTET_CHECK(r.count > 0, "evaluation over an empty dataset");

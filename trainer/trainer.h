@@ -25,13 +25,17 @@ struct EvalResult {
 // What octet eval reports beyond EvalResult (evaluate fills it when given one): the confusion matrix and the first
 // samples' inputs and logits (rank 0's, as the model saw them: parity checks against another framework).
 struct EvalDetail {
-  int64_t keep = 0;                // samples to keep
-  int64_t classes = 0;             // set by evaluate: the model's outputs
-  std::vector<int64_t> confusion;  // classes x classes: [label][prediction], summed over the ranks
-  Shape sample;                    // the kept inputs' per-sample shape
-  std::vector<float> inputs;       // kept x numel(sample)
-  std::vector<float> logits;       // kept x classes
-  std::vector<int32_t> labels;     // kept
+  int64_t keep = 0;                   // samples to keep
+  int64_t classes = 0;                // set by evaluate: the model's outputs
+  std::vector<int64_t> count, right;  // per class (label): images, and those whose top-1 is right; over the ranks
+  // classes x classes, [label][prediction], over the ranks; empty past kConfusionMax classes (its sum would move
+  // classes^2 values)
+  std::vector<int64_t> confusion;
+  static constexpr int64_t kConfusionMax = 1000;
+  Shape sample;                 // the kept inputs' per-sample shape
+  std::vector<float> inputs;    // kept x numel(sample)
+  std::vector<float> logits;    // kept x classes
+  std::vector<int32_t> labels;  // kept
 };
 
 struct TrainResult {

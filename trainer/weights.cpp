@@ -27,7 +27,7 @@ constexpr NamingRow kNamings[] = {{Naming::Octet, "octet"}, {Naming::Torchvision
 // torchvision's ResNet: stage S block B (from 1) is layerS.(B-1); a block's projection shortcut (octet's add with
 // shortcut conv_bn) is its downsample.0 (the conv) and downsample.1 (the batchnorm).
 std::string resnet_to_torch(const std::string& n) {
-  static const std::regex block(R"(^s(\d+)b(\d+)_(.*)$)");
+  static const std::regex block(R"(^s(\d{1,6})b(\d{1,6})_(.*)$)");  // (bounded: no stol overflow)
   std::smatch m;
   if (!std::regex_match(n, m, block)) return n;
   const long b = std::stol(m[2].str());
@@ -39,7 +39,7 @@ std::string resnet_to_torch(const std::string& n) {
 }
 
 std::string resnet_from_torch(const std::string& n) {
-  static const std::regex block(R"(^layer(\d+)\.(\d+)\.(.*)$)");
+  static const std::regex block(R"(^layer(\d{1,6})\.(\d{1,6})\.(.*)$)");  // (a file's names: bounded digits)
   std::smatch m;
   if (!std::regex_match(n, m, block)) return n;
   std::string rest = m[3].str();
