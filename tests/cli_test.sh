@@ -224,4 +224,8 @@ sed 's/out_features: 10/out_features: 5/' "$tmp/bad.yaml" >"$tmp/five.yaml"
 expect_error "model.init_from: $tmp/w.safetensors: tensor 'fc1.bias' has shape [10], the model's fc1.bias [5]" \
   train "$tmp/five.yaml" --set run.out_dir="$tmp/wruns2" --set model.init_from="$tmp/w.safetensors" \
   --set model.input=[1,28,28] --set data.synthetic_shape=[1,28,28] --set data.synthetic_classes=5
+expect_error "$tmp/ckpt.bin: cannot decode" classify "$tmp/bad.yaml" --set model.input=[1,28,28] \
+  --set data.synthetic_shape=[1,28,28] --weights "$tmp/w.safetensors" "$tmp/ckpt.bin"
+expect_error "$tmp/none.png: no such image file" classify "$tmp/bad.yaml" --set model.input=[1,28,28] \
+  --set data.synthetic_shape=[1,28,28] --weights "$tmp/w.safetensors" "$tmp/none.png"
 exit $fail

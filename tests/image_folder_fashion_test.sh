@@ -3,7 +3,7 @@
 # (scripts/convert_idx.py --jpeg-tree: train/<class>/*.JPEG, val/<class>/*.JPEG, RGB 28x28, quality 90) trains Caffe's
 # LeNet for two epochs, decoded by OpenCV on two threads, to within a point of the same net trained on the IDX files;
 # then the run's weights through octet eval (its own test accuracy, the classes named by the tree's folders) and octet
-# classify (val images of two classes, named and mostly right).
+# classify (val images of two classes, named and mostly right, through the image_folder run and the IDX run).
 set -u
 octet=$1
 src=$2
@@ -57,3 +57,11 @@ lines=$(grep -c "^  [123]\. c[0-9]_" "$tmp/classify.txt")
 head -4 "$tmp/classify.txt"
 ((lines == 60 && right >= 16)) || { cat "$tmp/classify.txt"; echo "FAIL: classify: $right of 20 right, $lines lines"; exit 1; }
 echo "ok: octet classify: $right of 20 val images right, each with its 3 top classes by name"
+# Through the IDX run (mnist_idx, 1x28x28): each file decoded, resized whole and made grey; names from data.class_names.
+printf '%s\n' tshirt trouser pullover dress coat sandal shirt sneaker bag ankle_boot >"$tmp/names.txt"
+"$octet" classify "$src/configs/fashion-mnist/lenet.yaml" --set data.class_names="$tmp/names.txt" --weights "$tmp/idx" \
+  "${boots[@]}" "${trousers[@]}" >"$tmp/classify_idx.txt" 2>"$tmp/classify_idx.err" ||
+  { cat "$tmp/classify_idx.err"; echo "FAIL: classify through the IDX config"; exit 1; }
+right=$(( $(grep -c "^  1\. ankle_boot " "$tmp/classify_idx.txt") + $(grep -c "^  1\. trouser " "$tmp/classify_idx.txt") ))
+((right >= 16)) || { cat "$tmp/classify_idx.txt"; echo "FAIL: classify through the IDX config: $right of 20 right"; exit 1; }
+echo "ok: octet classify through the IDX run: $right of 20 right, named by data.class_names"

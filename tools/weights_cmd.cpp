@@ -14,6 +14,7 @@
 #include "core/fileio.h"
 #include "core/log.h"
 #include "core/safetensors.h"
+#include "data/image_codec.h"
 #include "data/image_folder.h"
 #include "tools/flags.h"
 #include "trainer/checkpoint_format.h"
@@ -64,6 +65,54 @@ std::vector<std::string> class_names(const Config& cfg, const std::string& weigh
 
 std::string class_name(const std::vector<std::string>& names, int64_t c) {
   return c < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(c)] : std::to_string(c);
+}
+
+// Image files as the config's data would hand them to the model. image_folder: its evaluation pipeline (decode, the
+// shorter side resized, the centre crop, normalize). The in-memory datasets (mnist_idx, cifar10_bin, synthetic), whose
+// images are whole and small: each file decoded, resized whole to the model's H x W, made grey (PIL's luma weights)
+// for one channel or RGB for three, normalized by data.normalize.
+std::unique_ptr<Dataset> image_files(const Config& cfg, const std::vector<std::string>& files, const Shape& sample) {
+  if (cfg.data.dataset == "image_folder") {
+    ImageFolderOptions o;
+    o.root = cfg.data.path, o.train = false, o.image_size = cfg.data.image_size, o.resize = cfg.data.resize;
+    o.threads = static_cast<int>(cfg.data.decode_threads), o.norm = cfg.data.normalize;
+    o.files = files;
+    return std::make_unique<ImageFolderDataset>(o);
+  }
+  OCTET_CHECK(
+      !cfg.data.normalize.mean_image,
+      cfg.file << ": data.normalize.mean_image: octet classify has no training set to take the mean image from");
+  OCTET_CHECK(sample.size() == 3 && (sample[0] == 1 || sample[0] == 3),
+              cfg.file << ": octet classify reads images for models of 1 or 3 input channels, this one takes "
+                       << shape_str(sample));
+  const int64_t C = sample[0], H = sample[1], W = sample[2];
+  const ImageCodec& codec = image_codec();
+  std::vector<uint8_t> px(files.size() * static_cast<size_t>(C * H * W));
+  std::vector<uint8_t> bgr(static_cast<size_t>(3 * H * W));
+  char err[256];
+  for (size_t k = 0; k < files.size(); ++k) {
+    OCTET_CHECK(path_exists(files[k]) && !is_dir(files[k]), files[k] << ": no such image file");
+    const std::string bytes = read_file(files[k]);
+    OctetImage img{};
+    OCTET_CHECK(
+        codec.decode(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 1, &img, err, sizeof err) == 0,
+        files[k] << ": cannot decode (" << err << ")");
+    const int rc =
+        codec.resize(&img, 0, 0, img.w, img.h, bgr.data(), static_cast<int>(W), static_cast<int>(H), err, sizeof err);
+    codec.free(&img);
+    OCTET_CHECK(rc == 0, files[k] << ": cannot resize to " << W << "x" << H << " (" << err << ")");
+    uint8_t* out = px.data() + k * static_cast<size_t>(C * H * W);
+    for (int64_t p = 0; p < H * W; ++p) {
+      const uint32_t b = bgr[3 * p], g = bgr[3 * p + 1], r = bgr[3 * p + 2];
+      if (C == 1)
+        out[p] = static_cast<uint8_t>((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16);  // ITU-R 601 luma, as PIL's L
+      else
+        out[p] = static_cast<uint8_t>(r), out[H * W + p] = static_cast<uint8_t>(g),
+        out[2 * H * W + p] = static_cast<uint8_t>(b);
+    }
+  }
+  return std::make_unique<U8ImageDataset>(std::to_string(files.size()) + " image files", sample, std::move(px),
+                                          std::vector<int32_t>(files.size(), 0), 2, cfg.data.normalize);
 }
 
 int print_help(const Flags& f) {
@@ -208,33 +257,26 @@ int cmd_classify(const std::vector<std::string>& args) {
               "octet classify needs a config, weights and images (usage: octet classify CONFIG.yaml --weights "
               "FILE|RUN_DIR IMAGE...)");
   const Config cfg = load_config(f.positionals()[0], f.all("set"), false);
-  OCTET_CHECK(cfg.data.dataset == "image_folder",
-              cfg.file << ": octet classify reads image files through data.dataset image_folder's evaluation "
-                       << "pipeline (decode, resize, centre crop, normalize); this config's dataset is "
-                       << cfg.data.dataset);
-  ImageFolderOptions o;
-  o.root = cfg.data.path, o.train = false, o.image_size = cfg.data.image_size, o.resize = cfg.data.resize;
-  o.threads = static_cast<int>(cfg.data.decode_threads), o.norm = cfg.data.normalize;
-  o.files.assign(f.positionals().begin() + 1, f.positionals().end());
-  const ImageFolderDataset images(o);
   Model model = config_model(cfg, Exec::host());
-  OCTET_CHECK(model.input_shape() == images.sample_shape(),
+  const std::vector<std::string> files(f.positionals().begin() + 1, f.positionals().end());
+  const std::unique_ptr<Dataset> images = image_files(cfg, files, model.input_shape());
+  OCTET_CHECK(model.input_shape() == images->sample_shape(),
               cfg.file << ": model.input " << shape_str(model.input_shape()) << " does not match data.image_size's "
-                       << shape_str(images.sample_shape()));
+                       << shape_str(images->sample_shape()));
   const WeightsLoad w = load_weights(model, f.str("weights"), cfg.model.naming, {}, "--weights");
-  const std::vector<std::string> names = class_names(cfg, f.str("weights"), &images);
-  const int64_t top = f.integer("top", 1, 1 << 20), n = images.size();
+  const std::vector<std::string> names = class_names(cfg, f.str("weights"), images.get());
+  const int64_t top = f.integer("top", 1, 1 << 20), n = images->size();
   StepContext ctx;
   ctx.train = false;
   for (int64_t b = 0; b < n; b += 16) {  // batches of 16 images
     const int64_t m = std::min<int64_t>(16, n - b);
-    Shape xs = images.sample_shape();
+    Shape xs = images->sample_shape();
     xs.insert(xs.begin(), m);
     Tensor x(xs);
     std::vector<int64_t> idx(static_cast<size_t>(m));
     std::iota(idx.begin(), idx.end(), b);
     std::vector<int32_t> labels(static_cast<size_t>(m));
-    images.copy_samples(idx.data(), static_cast<size_t>(m), x.data(), labels.data(), nullptr);
+    images->copy_samples(idx.data(), static_cast<size_t>(m), x.data(), labels.data(), nullptr);
     Tensor copy;
     const Tensor& y = model.forward(x, ctx).on_host(copy);
     const int64_t k = y.numel() / m;
@@ -252,11 +294,15 @@ int cmd_classify(const std::vector<std::string>& args) {
                    ? p[static_cast<size_t>(a)] > p[static_cast<size_t>(c)]
                    : a < c;
       });
-      std::printf("%s\n", images.file(b + i).c_str());
+      std::printf("%s\n", files[static_cast<size_t>(b + i)].c_str());
       for (int64_t r = 0; r < shown; ++r) {
         const int64_t c = order[static_cast<size_t>(r)];
-        std::printf("  %lld. %-24s %.4f  (class %lld)\n", static_cast<long long>(r + 1), class_name(names, c).c_str(),
-                    p[static_cast<size_t>(c)] / sum, static_cast<long long>(c));
+        if (names.empty())
+          std::printf("  %lld. class %-18lld %.4f\n", static_cast<long long>(r + 1), static_cast<long long>(c),
+                      p[static_cast<size_t>(c)] / sum);
+        else
+          std::printf("  %lld. %-24s %.4f  (class %lld)\n", static_cast<long long>(r + 1), class_name(names, c).c_str(),
+                      p[static_cast<size_t>(c)] / sum, static_cast<long long>(c));
       }
     }
   }
