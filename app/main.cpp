@@ -131,13 +131,10 @@ int cmd_model(const std::vector<std::string>& args) {
               "octet model needs a config file (usage: octet model CONFIG.yaml [--set k=v]...)");
   const octet::Config cfg = octet::load_config(f.positionals()[0], f.all("set"), false);
   // The input: model.input, or synthetic data's own shape.
-  const octet::Shape input =
-      cfg.model.input.empty() && cfg.data.dataset == "synthetic" ? cfg.data.synthetic_shape : cfg.model.input;
+  const octet::Shape input = octet::declared_input(cfg);
   OCTET_CHECK(!input.empty(),
               cfg.file << ": model.input: octet model needs the input shape (give it, or --set model.input=[C,H,W])");
-  octet::Model model = octet::build_model(cfg.model.layers, input);
-  model.set_fusion(cfg.model.fuse);
-  model.set_layout(cfg.model.blocked_layout);
+  octet::Model model = octet::build_config_model(cfg, input, octet::Exec::host());
   std::printf("%s: %zu layers, input %s\n%s\n", cfg.file.c_str(), cfg.model.layers.size(),
               octet::shape_str(input).c_str(), model.summary().c_str());
   return 0;

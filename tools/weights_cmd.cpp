@@ -27,21 +27,11 @@ namespace {
 
 using json = nlohmann::json;
 
-// The per-sample input of a config's model: model.input, synthetic data's shape, or the data's own.
-Shape model_input(const Config& cfg) {
-  if (!cfg.model.input.empty()) return cfg.model.input;
-  if (cfg.data.dataset == "synthetic") return cfg.data.synthetic_shape;
-  return load_split(cfg.data, true, cfg.run.seed)->sample_shape();
-}
-
+// The config's model on ex; its per-sample input: the one the config declares, else the data's own.
 Model config_model(const Config& cfg, Exec& ex) {
-  Model m = build_model(cfg.model.layers, model_input(cfg), ex);
-  // A GPU config's tf32 or fp16 on the host (export, classify): fp32, what its master weights are.
-  const bool gpu_math_on_host = ex.device() == Device::CPU && cfg.parallel.device != Device::CPU;
-  m.set_math({gpu_math_on_host ? Precision::Fp32 : cfg.model.precision, cfg.parallel.deterministic});
-  m.set_fusion(cfg.model.fuse);
-  m.set_layout(cfg.model.blocked_layout);
-  return m;
+  Shape input = declared_input(cfg);
+  if (input.empty()) input = load_split(cfg.data, true, cfg.run.seed)->sample_shape();
+  return build_config_model(cfg, input, ex);
 }
 
 // The classes' names by label: data.class_names (one a line), else the run directory's classes.txt (an image_folder
@@ -73,9 +63,8 @@ std::string class_name(const std::vector<std::string>& names, int64_t c) {
 // for one channel or RGB for three, normalized by data.normalize.
 std::unique_ptr<Dataset> image_files(const Config& cfg, const std::vector<std::string>& files, const Shape& sample) {
   if (cfg.data.dataset == "image_folder") {
-    ImageFolderOptions o;
-    o.root = cfg.data.path, o.train = false, o.image_size = cfg.data.image_size, o.resize = cfg.data.resize;
-    o.threads = static_cast<int>(cfg.data.decode_threads), o.norm = cfg.data.normalize;
+    ImageFolderOptions o = folder_options(cfg.data, false);
+    o.skip_bad = false;  // (an unreadable file is the user's to hear about)
     o.files = files;
     return std::make_unique<ImageFolderDataset>(o);
   }

@@ -82,10 +82,7 @@ void Run::load_data_and_model() {
                                                              << " does not match the data's "
                                                              << shape_str(train_set_->sample_shape()));
   exec_ = &select_device(cfg_.parallel.device, world_);
-  model_ = std::make_unique<Model>(build_model(cfg_.model.layers, input, *exec_));
-  model_->set_math({cfg_.model.precision, cfg_.parallel.deterministic});
-  model_->set_fusion(cfg_.model.fuse);
-  model_->set_layout(cfg_.model.blocked_layout);
+  model_ = std::make_unique<Model>(build_config_model(cfg_, input, *exec_));
   if (world_ && world_->size > 1) {  // synchronized batchnorm layers exchange their sums over the world
     stat_exchange_ = std::make_unique<WorldStatExchange>(*world_);
     model_->use_stat_exchange(stat_exchange_.get());

@@ -17,13 +17,31 @@
 
 namespace octet {
 
+Model build_config_model(const Config& cfg, const Shape& input, Exec& ex) {
+  Model m = build_model(cfg.model.layers, input, ex);
+  const bool gpu_math_on_host = ex.device() == Device::CPU && cfg.parallel.device != Device::CPU;
+  m.set_math({gpu_math_on_host ? Precision::Fp32 : cfg.model.precision, cfg.parallel.deterministic});
+  m.set_fusion(cfg.model.fuse);
+  m.set_layout(cfg.model.blocked_layout);
+  return m;
+}
+
+Shape declared_input(const Config& cfg) {
+  if (!cfg.model.input.empty()) return cfg.model.input;
+  return cfg.data.dataset == "synthetic" ? cfg.data.synthetic_shape : Shape{};
+}
+
+ImageFolderOptions folder_options(const DataConfig& d, bool train) {
+  ImageFolderOptions o;
+  o.root = d.path, o.train = train, o.val_labels = d.val_labels;
+  o.image_size = d.image_size, o.resize = d.resize, o.threads = static_cast<int>(d.decode_threads);
+  o.skip_bad = d.skip_bad, o.norm = d.normalize, o.augment = d.augment, o.augmenting = train;
+  return o;
+}
+
 std::unique_ptr<Dataset> load_split(const DataConfig& d, bool train, uint64_t seed, const Dataset* train_split) {
   if (d.dataset == "image_folder") {
-    ImageFolderOptions o;
-    o.root = d.path, o.train = train, o.val_labels = d.val_labels;
-    o.image_size = d.image_size, o.resize = d.resize, o.threads = static_cast<int>(d.decode_threads);
-    o.skip_bad = d.skip_bad, o.norm = d.normalize, o.augment = d.augment, o.augmenting = train;
-    auto ds = std::make_unique<ImageFolderDataset>(o);
+    auto ds = std::make_unique<ImageFolderDataset>(folder_options(d, train));
     ds->truncate(train ? d.train_limit : d.test_limit);
     return ds;
   }

@@ -5,6 +5,7 @@
 
 #include "comm/world.h"
 #include "data/dataset.h"
+#include "data/image_folder.h"
 #include "layers/model.h"
 #include "trainer/config.h"
 
@@ -60,6 +61,14 @@ struct TrainResult {
 // from OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID, else the ranks sharing its node), modulo the GPUs it sees.
 // Throws naming what is missing (no CUDA build, driver or device).
 Exec& select_device(Device d, const World* world);
+
+// The config's model on ex for a per-sample input: built, with its math (precision and determinism; a GPU config's on
+// the host is fp32, its master weights' precision), fusion and layout. declared_input: the per-sample input the config
+// gives (model.input, or synthetic data's shape; empty when it comes from the data).
+Model build_config_model(const Config& cfg, const Shape& input, Exec& ex);
+Shape declared_input(const Config& cfg);
+// image_folder's options for a split as the data config sets them.
+ImageFolderOptions folder_options(const DataConfig& d, bool train);
 
 // Loads the train and test splits named by the data config (limits applied). train_split: the loaded training split,
 // which the test split takes data.normalize.mean_image's mean from (required then).
