@@ -92,9 +92,9 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
   OCTET_CHECK(!(opts.overwrite && !opts.resume.empty()), "octet train: --overwrite and --resume exclude each other");
   std::vector<std::string> sets = f.all("set");
   if (f.on("trace")) sets.push_back("run.trace=true");
-  octet::MpiSession mpi(argc, argv);
+  const octet::MpiSession mpi(argc, argv, true);  // a process no launcher started runs as one rank without MPI
   const octet::Config cfg = on_every_rank(mpi.world(), [&] { return octet::load_config(f.positionals()[0], sets); });
-  const octet::TrainResult r = octet::train(cfg, opts, &mpi.world());
+  const octet::TrainResult r = octet::train(cfg, opts, mpi.world_if_mpi());
   return r.stopped_by ? octet::kExitPreempted : 0;
 }
 
@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
     if (cmd == "export") return octet::cmd_export(args);
     if (cmd == "classify") return octet::cmd_classify(args);
     if (cmd == "eval") {
-      octet::MpiSession mpi(&argc, &argv);
+      const octet::MpiSession mpi(&argc, &argv, true);
       return octet::cmd_eval(args, mpi.world());
     }
     OCTET_THROW("unknown command '" << cmd << "' (known: train, eval, export, classify, bench, predict, model, "

@@ -83,11 +83,12 @@ std::vector<std::string> gather_bytes(const World& w, const std::string& mine, i
   return out;
 }
 
-int node_local_rank(const World& w) {
+NodeLocal node_local(const World& w) {
   MPI_Comm node;
   CHECK_MPI(MPI_Comm_split_type(w.comm, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &node));
-  int local = 0;
-  CHECK_MPI(MPI_Comm_rank(node, &local));
+  NodeLocal local;
+  CHECK_MPI(MPI_Comm_rank(node, &local.rank));
+  CHECK_MPI(MPI_Comm_size(node, &local.size));
   MPI_Comm_free(&node);
   return local;
 }

@@ -21,7 +21,10 @@ void send_bytes(const World& w, const std::string& bytes, int to, const WaitOpti
 std::string recv_bytes(const World& w, int from, const WaitOptions& o);
 // Every rank's string to root, in rank order (other ranks get none); under 2 GB in all.
 std::vector<std::string> gather_bytes(const World& w, const std::string& mine, int root, const WaitOptions& o);
-// This rank's index among the ranks that share its node, in rank order (collective).
-int node_local_rank(const World& w);
+// This rank's index among the ranks that share its node, in rank order, and how many share it (collective).
+struct NodeLocal {
+  int rank = 0, size = 1;
+};
+NodeLocal node_local(const World& w);
 
 }  // namespace octet

@@ -1,13 +1,22 @@
 // Implementation of the MPI session.
 #include "comm/world.h"
 
+#include <cstdlib>
 #include <exception>
 
 #include "core/error.h"
 
 namespace octet {
 
-MpiSession::MpiSession(int* argc, char*** argv) {
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (std::getenv(var)) return true;
+  return false;
+}
+
+MpiSession::MpiSession(int* argc, char*** argv, bool launched_only) {
+  if (launched_only && !launched_by_mpi()) return;
+  active_ = true;
   int provided = 0;
   CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
   world_.thread_level = provided;
@@ -18,7 +27,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 }
 
 MpiSession::~MpiSession() {
-  if (std::uncaught_exceptions() > 0) return;
+  if (!active_ || std::uncaught_exceptions() > 0) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();

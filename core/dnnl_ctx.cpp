@@ -2,6 +2,9 @@
 #include "core/dnnl_ctx.h"
 
 #include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include "core/sim.h"
 
@@ -38,7 +41,15 @@ dnnl::memory wrap(const dnnl::memory::desc& md, const float* p) {
   return dnnl::memory(md, dnnl_engine(), const_cast<float*>(p));
 }
 
-void set_cpu_threads(int threads) { omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs()); }
+void set_cpu_threads(int threads, int node_ranks) {
+  if (threads <= 0) {
+    const int usable = usable_cores();
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = usable >= online && node_ranks > 1 ? std::max(1, usable / node_ranks) : usable;
+  }
+  omp_set_num_threads(threads);
+}
 int cpu_threads() { return omp_get_max_threads(); }
+int usable_cores() { return omp_get_num_procs(); }
 
 }  // namespace octet

@@ -19,8 +19,11 @@ dnnl::memory::desc act_md(const dnnl::memory::dims& dims, int block);
 // Wraps a raw pointer as oneDNN memory of the given descriptor (no copy).
 dnnl::memory wrap(const dnnl::memory::desc& md, const float* p);
 
-// Sets the number of threads for oneDNN and octet's own OpenMP loops (0 = all cores).
-void set_cpu_threads(int threads);
+// Sets the number of threads for oneDNN and octet's own OpenMP loops. 0 = the cores this process may run on; where
+// those are all the machine's (no launcher bound the process), shared out among the node_ranks processes that run on
+// it, at least one each (4 ranks of 2 threads each on 2 cores would spin against each other).
+void set_cpu_threads(int threads, int node_ranks = 1);
 int cpu_threads();
+int usable_cores();  // the cores this process may run on (its affinity: a launcher may have bound it to fewer)
 
 }  // namespace octet

@@ -13,7 +13,8 @@
 # val/<index>.JPEG flat instead, with OUT_DIR/val_labels.txt ("<file name> <class index>" a line), as ImageNet's
 # official validation layout. A non-empty train/ or val/ is refused unless --overwrite (which removes them first).
 #   scripts/convert_idx.py --jpeg-tree IDX_DIR OUT_DIR [--size 32] [--quality 90] [--limit-train N] [--limit-test N]
-#                          [--names index|fashion|digits] [--flat-val] [--overwrite]
+#                          [--names index|fashion|digits] [--flat-val] [--overwrite] [--jobs N]  (N processes, default one
+#                          a core)
 import argparse
 import gzip
 import os
@@ -67,6 +68,22 @@ def write_batches(out, names, images, labels):
         os.replace(tmp, path)  # whole files only
 
 
+def _write_one(task):
+    write_jpeg(*task)
+
+
+def write_jpegs(tasks, jobs):
+    """write_jpeg over (path, gray, size, quality) tasks, on jobs processes."""
+    if jobs <= 1:
+        for t in tasks:
+            write_jpeg(*t)
+        return
+    import multiprocessing
+    with multiprocessing.Pool(jobs) as pool:
+        for _ in pool.imap_unordered(_write_one, tasks, chunksize=256):
+            pass
+
+
 CLASS_NAMES = {
     "fashion": ["tshirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "ankle_boot"],
     "digits": ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"],
@@ -110,11 +127,15 @@ def jpeg_tree(argv):
                     help="class folder names: class_00.. (default), c0_tshirt.. or c0_zero..")
     ap.add_argument("--flat-val", action="store_true", help="val/ flat plus OUT_DIR/val_labels.txt")
     ap.add_argument("--overwrite", action="store_true", help="remove an existing train/, val/ and val_labels.txt first")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="processes encoding the JPEGs (default: one a core)")
     a = ap.parse_args(argv)
     if not 1 <= a.size <= 4096:
         fail(f"--size {a.size}: must be in [1, 4096]")
     if not 1 <= a.quality <= 95:
         fail(f"--quality {a.quality}: must be in [1, 95]")
+    if a.jobs < 1:
+        fail(f"--jobs {a.jobs}: must be >= 1")
     if a.limit_train < 0 or a.limit_test < 0:
         fail("--limit-train and --limit-test must be >= 0")
     tr_x, tr_y = read_idx(a.idx_dir, "train-images-idx3-ubyte"), read_idx(a.idx_dir, "train-labels-idx1-ubyte")
@@ -143,14 +164,15 @@ def jpeg_tree(argv):
         if not a.flat_val:
             os.makedirs(os.path.join(val_dir, n), exist_ok=True)
     os.makedirs(val_dir, exist_ok=True)
-    for i, (img, lab) in enumerate(zip(tr_x, tr_y)):
-        write_jpeg(os.path.join(train_dir, names[lab], f"{i:05d}.JPEG"), img, a.size, a.quality)
+    tasks = [(os.path.join(train_dir, names[lab], f"{i:05d}.JPEG"), img, a.size, a.quality)
+             for i, (img, lab) in enumerate(zip(tr_x, tr_y))]
     lines = []
     for i, (img, lab) in enumerate(zip(te_x, te_y)):
         fname = f"{i:05d}.JPEG"
-        write_jpeg(os.path.join(val_dir, fname if a.flat_val else os.path.join(names[lab], fname)), img, a.size,
-                   a.quality)
+        tasks.append((os.path.join(val_dir, fname if a.flat_val else os.path.join(names[lab], fname)), img, a.size,
+                      a.quality))
         lines.append(f"{fname} {int(lab)}\n")
+    write_jpegs(tasks, a.jobs)
     if a.flat_val:
         tmp = labels_file + f".tmp.{os.getpid()}"
         with open(tmp, "w") as f:

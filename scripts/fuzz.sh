@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan) and runs each for a bounded time, starting from seeds
-# of real payloads. Exit 77 (CTest: skipped) when clang or libFuzzer is missing; 1 when a target finds a crash (its
-# input is kept under BUILD/artifacts/).
+# Builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan) and runs each for a bounded time (as many at once as
+# there are cores), starting from seeds of real payloads. Exit 77 (CTest: skipped) when clang or libFuzzer is missing;
+# 1 when a target finds a crash (its input is kept under BUILD/artifacts/).
 # Usage: scripts/fuzz.sh [--seconds 300] [--build-dir build-fuzz] [--targets codec_decode,checkpoint,idx,jpeg_header,safetensors]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,18 +30,31 @@ cmake -S fuzz -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWit
 rm -f "$build.configure.log"
 cmake --build "$build" -j "$(nproc)" >"$probe/build.log" 2>&1 || { tail -40 "$probe/build.log"; exit 1; }
 mkdir -p "$build/artifacts"
-status=0
-for t in ${targets//,/ }; do
-  corpus=$build/corpus/$t
+# fuzz_one T: one target for the given time; its verdict line goes to $build/T.verdict (0 or 1 in $build/T.status).
+fuzz_one() {
+  local t=$1 corpus=$build/corpus/$1
   mkdir -p "$corpus"
   if OCTET_FUZZ_SEEDS=$corpus "$build/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
        -artifact_prefix="$build/artifacts/$t-" "$corpus" >"$build/$t.log" 2>&1; then
     echo "ok: fuzz_$t: $(grep -o 'stat::number_of_executed_units: [0-9]*' "$build/$t.log" | grep -o '[0-9]*$') inputs in ${seconds} s, no crash" \
-         "($(ls "$corpus" | wc -l) in the corpus)"
+         "($(ls "$corpus" | wc -l) in the corpus)" >"$build/$t.verdict"
+    echo 0 >"$build/$t.status"
   else
-    echo "FAIL: fuzz_$t found a crash; input in $build/artifacts/:"
-    grep -E "ERROR|SUMMARY|runtime error" "$build/$t.log" | head -5
-    status=1
+    { echo "FAIL: fuzz_$t found a crash; input in $build/artifacts/:"
+      grep -E "ERROR|SUMMARY|runtime error" "$build/$t.log" | head -5; } >"$build/$t.verdict"
+    echo 1 >"$build/$t.status"
   fi
+}
+# One target a core at a time (each fuzzer is one process on one core), the verdicts then in the targets' order.
+slots=$(nproc)
+for t in ${targets//,/ }; do
+  while (($(jobs -rp | wc -l) >= slots)); do wait -n; done
+  fuzz_one "$t" &
+done
+wait
+status=0
+for t in ${targets//,/ }; do
+  cat "$build/$t.verdict"
+  [[ $(cat "$build/$t.status" 2>/dev/null) == 0 ]] || status=1
 done
 exit $status

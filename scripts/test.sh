@@ -7,4 +7,4 @@ bash scripts/install_deps.sh
 bash scripts/build.sh "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cd build
-ctest --output-on-failure --timeout 900 -j 1
+ctest --output-on-failure --timeout 900 -j "$(nproc)"  # (the entries that need the whole machine run alone)

@@ -150,8 +150,29 @@ if "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.epochs
 else
   echo "FAIL: --overwrite"; cat "$tmp/ow"; fail=1
 fi
+# Without a launcher, train and eval run as one rank without MPI: under an MCA setting that makes MPI_Init fail (no
+# such point-to-point layer), both still work.
+small=(--set run.out_dir="$tmp/runs" --set run.epochs=1 --set data.synthetic_train=256 --set data.synthetic_test=64
+  --set data.batch_size=32)
+if OMPI_MCA_pml=octet_none "$octet" train "$tmp/bad.yaml" "${small[@]}" --set run.name=nompi >"$tmp/nompi" 2>&1 &&
+   OMPI_MCA_pml=octet_none "$octet" eval "$tmp/bad.yaml" "${small[@]}" --weights "$tmp/runs/nompi" >>"$tmp/nompi" 2>&1; then
+  echo "ok: octet train and eval without mpirun start no MPI"
+else
+  echo "FAIL: octet train or eval without mpirun needs MPI"; tail -5 "$tmp/nompi"; fail=1
+fi
 # Data parallel through the command line: 2 ranks with a codec, both ranks agree (checksum every step).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# run.threads 0 shares the cores out among unbound ranks: 4 ranks on N cores get max(1, N / 4) threads each; one
+# unbound rank gets all N.
+cores=$(nproc)
+if mpirun -np 4 --oversubscribe --bind-to none "$octet" train "$tmp/bad.yaml" "${small[@]}" --set run.name=t4 \
+     --set run.max_steps=2 >"$tmp/t4" 2>&1 && grep -q "4 ranks x batch 32, .*, $(( cores / 4 > 1 ? cores / 4 : 1 )) threads/rank" "$tmp/t4" &&
+   mpirun -np 1 --bind-to none "$octet" train "$tmp/bad.yaml" "${small[@]}" --set run.name=t1 --set run.max_steps=2 \
+     >"$tmp/t1" 2>&1 && grep -q "1 rank x batch 32, .*, $cores threads/rank" "$tmp/t1"; then
+  echo "ok: run.threads 0: the $cores cores shared out among 4 unbound ranks, all of them for one"
+else
+  echo "FAIL: run.threads 0 among unbound ranks"; grep "threads/rank" "$tmp/t4" "$tmp/t1"; tail -3 "$tmp/t4"; fail=1
+fi
 if mpirun -np 2 --oversubscribe "$octet" train "$tmp/bad.yaml" --set run.out_dir="$tmp/runs" --set run.name=mpi --set run.epochs=1 \
      --set data.synthetic_train=512 --set data.synthetic_test=64 --set data.batch_size=32 --set run.threads=1 \
      --set compression.method=dynamic_tree8 --set compression.min_numel=1 --set parallel.checksum_every=1 >"$tmp/mpilog" 2>&1 &&

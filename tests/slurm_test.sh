@@ -46,12 +46,12 @@ out=$(cat "$dir/gpu-$jid.out" 2>/dev/null)
 grep -q "^octet: error: .*parallel.device: cuda, but no CUDA device can be used here" <<<"$out" ||
   fail "train_gpu: no error line naming parallel.device: $(echo "$out" | tail -3)"
 echo "train_gpu: job $jid failed as it must without a GPU: $(grep '^octet: error' <<<"$out" | head -1 | cut -c1-90)"
-# Preemption: a job signalled mid-epoch as Slurm does before its time limit (--signal=B:USR1: the batch shell) stops
-# after a step with a checkpoint, exits 75, requeues itself, resumes (--resume auto) and ends in the checkpoint bytes of
-# the same run left alone.
+# Preemption: a job signalled mid-epoch (after step 100 of 250) as Slurm does before its time limit (--signal=B:USR1:
+# the batch shell) stops after a step with a checkpoint, exits 75, requeues itself, resumes (--resume auto) and ends in
+# the checkpoint bytes of the same run left alone.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-pre=(configs/fashion-mnist/lenet.yaml --set run.epochs=1 --set run.log_every=25 --set run.out_dir="$dir/runs"
-  --set compression.method=dynamic_tree8 --set run.threads=1)
+pre=(configs/fashion-mnist/lenet.yaml --set run.epochs=1 --set data.train_limit=32000 --set run.log_every=25
+  --set run.out_dir="$dir/runs" --set compression.method=dynamic_tree8 --set run.threads=1)
 timeout 300 mpirun -np 2 --oversubscribe "$octet" train "${pre[@]}" --set run.name=whole >"$dir/whole.log" 2>&1 ||
   { tail -5 "$dir/whole.log"; fail "the uninterrupted run"; }
 jid=$(OCTET_BIN=$octet sbatch --parsable --output="$dir/pre-%j.out" scripts/slurm/train_mpirun.sbatch "${pre[@]}" \
@@ -63,7 +63,7 @@ scancel --signal=USR1 --batch "$jid" || fail "scancel --signal=USR1 --batch $jid
 finish "$jid"
 out=$(cat "$dir/pre-$jid.out" 2>/dev/null)
 [[ $state == JobState=COMPLETED ]] || { echo "$out" | tail -8; scancel "$jid"; fail "the preempted job ended in ${state:-an unknown state}"; }
-for want in "^stopped by SIGUSR1 after step " "stopped with a checkpoint; requeueing it" "^resumed from .* at epoch 1 batch " "^done: 468 steps"; do
+for want in "^stopped by SIGUSR1 after step " "stopped with a checkpoint; requeueing it" "^resumed from .* at epoch 1 batch " "^done: 250 steps"; do
   grep -q "$want" <<<"$out" || { echo "$out" | tail -8; fail "the preempted job's output lacks '$want'"; }
 done
 cmp -s "$dir/runs/pre/checkpoint.bin" "$dir/runs/whole/checkpoint.bin" ||

@@ -66,11 +66,14 @@ void Run::join(const World* world_in) {
     rank_ = world_->rank, size_ = world_->size;
   }
   set_log_rank(rank_);
-  set_cpu_threads(cfg_.run.threads);
-  const unsigned cores = std::thread::hardware_concurrency();
-  if (cfg_.run.threads > 0 && cores > 0 && static_cast<unsigned>(cfg_.run.threads) > cores)
-    OCTET_LOG("warning: run.threads " << cfg_.run.threads << " exceeds the " << cores
-                                      << " cores of this machine: threads will share cores");
+  set_cpu_threads(cfg_.run.threads, world_ && size_ > 1 ? node_local(*world_).size : 1);
+  const int cores = usable_cores();
+  if (cfg_.run.threads > cores)
+    OCTET_LOG("warning: run.threads " << cfg_.run.threads << " exceeds the " << cores << " core"
+                                      << (cores == 1 ? "" : "s") << " this process may run on: threads will share cores"
+                                      << (static_cast<unsigned>(cores) < std::thread::hardware_concurrency()
+                                              ? " (the launcher bound it; mpirun --bind-to none lifts that)"
+                                              : ""));
 }
 
 void Run::load_data_and_model() {

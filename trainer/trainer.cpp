@@ -167,7 +167,7 @@ Exec& select_device(Device d, const World* world) {
       local = std::atoi(v);
       break;
     }
-  if (local < 0 && world && world->size > 1) local = node_local_rank(*world);
+  if (local < 0 && world && world->size > 1) local = node_local(*world).rank;
   return Exec::cuda(std::max(local, 0) % cuda_device_count());
 }
 

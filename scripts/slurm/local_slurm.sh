@@ -39,7 +39,8 @@ up() {
   cpus=$(nproc)
   mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))
   cat >"$dir/slurm.conf" <<CONF
-# Written by scripts/slurm/local_slurm.sh: one node, no cgroups, state under $dir.
+# Written by scripts/slurm/local_slurm.sh: one node, no cgroups, state under $dir; credentials expire after 10 s
+# (a requeued job waits that long) and the schedulers pass every 2 s (a test does not wait out their minute).
 ClusterName=octet
 SlurmctldHost=$host
 SlurmUser=root
@@ -59,6 +60,7 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=2,bf_interval=2
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
