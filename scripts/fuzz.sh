@@ -3,18 +3,21 @@
 # there are cores), starting from seeds of real payloads. Exit 77 (CTest: skipped) when clang or libFuzzer is missing;
 # 1 when a target finds a crash (its input is kept under BUILD/artifacts/).
 # Usage: scripts/fuzz.sh [--seconds 300] [--build-dir build-fuzz] [--targets codec_decode,checkpoint,idx,jpeg_header,safetensors]
+#                       [--build-only]   (build the targets and stop)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=300
 build=build-fuzz
 targets=codec_decode,checkpoint,idx,jpeg_header,safetensors
+build_only=0
 while (($#)); do
   case $1 in
     --seconds) seconds=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
     --targets) targets=$2; shift 2 ;;
-    -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "fuzz.sh: unknown argument '$1' (known: --seconds, --build-dir, --targets)" >&2; exit 2 ;;
+    --build-only) build_only=1; shift ;;
+    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "fuzz.sh: unknown argument '$1' (known: --seconds, --build-dir, --targets, --build-only)" >&2; exit 2 ;;
   esac
 done
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: --seconds expects a positive integer, got '$seconds'" >&2; exit 2; }
@@ -29,6 +32,10 @@ cmake -S fuzz -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWit
   { cat "$build.configure.log"; exit 1; }
 rm -f "$build.configure.log"
 cmake --build "$build" -j "$(nproc)" >"$probe/build.log" 2>&1 || { tail -40 "$probe/build.log"; exit 1; }
+if ((build_only)); then
+  echo "ok: the fuzz targets are built in $build"
+  exit 0
+fi
 mkdir -p "$build/artifacts"
 # fuzz_one T: one target for the given time; its verdict line goes to $build/T.verdict (0 or 1 in $build/T.status).
 fuzz_one() {

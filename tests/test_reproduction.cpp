@@ -209,11 +209,12 @@ TEST_CASE("model.blocks: instances expand to named layers, parameters substitute
 
 TEST_CASE("block expansion grows linearly with the instances (ResNet-1202 in well under a second)",
           "[config][blocks]") {
-  // The ratio of two expansions' times in the same run: 4x the instances must cost about 4x, not 16x or 64x.
+  // The ratio of two expansions' times in the same run (the best of 5 each): 8x the instances must cost about 8x, not
+  // 64x; the bar, 20x, sits between the two on a log scale, so a busy machine's noise does not cross it.
   auto expand_s = [](int repeat) {
     const std::string r = std::to_string(repeat);
     double best = 1e9;
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < 5; ++k) {
       const double t0 = now_seconds();
       const Config c = load_config(
           source_dir() + "/configs/cifar10/resnet20.yaml",
@@ -223,9 +224,9 @@ TEST_CASE("block expansion grows linearly with the instances (ResNet-1202 in wel
     }
     return best;
   };
-  const double small = expand_s(50), large = expand_s(200);
-  INFO("3x50 blocks: " << small << " s, 3x200 (ResNet-1202): " << large << " s");
-  CHECK(large / small < 8);
+  const double small = expand_s(25), large = expand_s(200);
+  INFO("3x25 blocks: " << small << " s, 3x200 (ResNet-1202): " << large << " s");
+  CHECK(large / small < 20);
   CHECK(count(load_config(source_dir() + "/configs/cifar10/resnet20.yaml",
                           {"model.layers.3.repeat=200", "model.layers.4.repeat=200", "model.layers.5.repeat=200"},
                           false)) == 19421274);  // ResNet-1202 (He et al.: 19.4M)
