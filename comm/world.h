@@ -16,7 +16,8 @@ struct World {
 // lifetime; finalizes on destruction, except while an error unwinds: MPI_Finalize would then wait for ranks that may
 // themselves wait for this one, so main() takes the job down with MPI_Abort instead.
 // With launched_only, a process that no MPI launcher started (mpirun, srun --mpi, mpiexec) stays one rank without
-// MPI: it skips the singleton start-up (about half a second of Open MPI starting a helper daemon) and world() is null.
+// MPI: it skips the singleton start-up (about half a second of Open MPI starting a helper daemon); world() is then rank
+// 0 of 1, on which no MPI call may be made, and world_if_mpi() null.
 class MpiSession {
  public:
   MpiSession(int* argc, char*** argv, bool launched_only = false);

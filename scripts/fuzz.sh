@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan) and runs each for a bounded time (as many at once as
-# there are cores), starting from seeds of real payloads. Exit 77 (CTest: skipped) when clang or libFuzzer is missing;
-# 1 when a target finds a crash (its input is kept under BUILD/artifacts/).
+# Builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan) and runs each for --seconds of a core, starting from
+# seeds of real payloads: all at once, for --seconds x targets / cores of wall time where the targets outnumber the
+# cores. Exit 77 (CTest: skipped) when clang or libFuzzer is missing; 1 when a target finds a crash (its input is kept
+# under BUILD/artifacts/).
 # Usage: scripts/fuzz.sh [--seconds 300] [--build-dir build-fuzz] [--targets codec_decode,checkpoint,idx,jpeg_header,safetensors]
 #                       [--build-only]   (build the targets and stop)
 set -uo pipefail
@@ -16,7 +17,7 @@ while (($#)); do
     --build-dir) build=$2; shift 2 ;;
     --targets) targets=$2; shift 2 ;;
     --build-only) build_only=1; shift ;;
-    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fuzz.sh: unknown argument '$1' (known: --seconds, --build-dir, --targets, --build-only)" >&2; exit 2 ;;
   esac
 done
@@ -41,9 +42,9 @@ mkdir -p "$build/artifacts"
 fuzz_one() {
   local t=$1 corpus=$build/corpus/$1
   mkdir -p "$corpus"
-  if OCTET_FUZZ_SEEDS=$corpus "$build/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  if OCTET_FUZZ_SEEDS=$corpus "$build/fuzz_$t" -max_total_time="$wall" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
        -artifact_prefix="$build/artifacts/$t-" "$corpus" >"$build/$t.log" 2>&1; then
-    echo "ok: fuzz_$t: $(grep -o 'stat::number_of_executed_units: [0-9]*' "$build/$t.log" | grep -o '[0-9]*$') inputs in ${seconds} s, no crash" \
+    echo "ok: fuzz_$t: $(grep -o 'stat::number_of_executed_units: [0-9]*' "$build/$t.log" | grep -o '[0-9]*$') inputs in ${wall} s, no crash" \
          "($(ls "$corpus" | wc -l) in the corpus)" >"$build/$t.verdict"
     echo 0 >"$build/$t.status"
   else
@@ -52,12 +53,12 @@ fuzz_one() {
     echo 1 >"$build/$t.status"
   fi
 }
-# One target a core at a time (each fuzzer is one process on one core), the verdicts then in the targets' order.
-slots=$(nproc)
-for t in ${targets//,/ }; do
-  while (($(jobs -rp | wc -l) >= slots)); do wait -n; done
-  fuzz_one "$t" &
-done
+# Every target at once (a fuzzer is one process), each for its share of the cores; the verdicts in the targets' order.
+count=$(wc -w <<<"${targets//,/ }")
+cores=$(nproc)
+wall=$seconds
+((count > cores)) && wall=$(((seconds * count + cores - 1) / cores))
+for t in ${targets//,/ }; do fuzz_one "$t" & done
 wait
 status=0
 for t in ${targets//,/ }; do
