@@ -69,6 +69,12 @@ void Add::set_math(const LayerMath& m) {
   if (proj_bn_) proj_bn_->set_math(m);
 }
 
+void Add::set_layout(const IoLayout& l) {
+  Layer::set_layout(l);
+  if (proj_) proj_->set_layout({l.skip, l.in, 0});  // skip -> the sum's layout
+  if (proj_bn_) proj_bn_->set_layout({l.in, l.in, 0});
+}
+
 void Add::bound(Exec& exec) {
   if (proj_) proj_->bind(exec);
   if (proj_bn_) proj_bn_->bind(exec);

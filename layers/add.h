@@ -64,8 +64,14 @@ class Add : public Layer {
   }
   int64_t stride() const { return stride_; }
   bool can_fuse_relu() const override { return true; }
-  // Identity and option A add in any layout the skip input shares; a projection's 1x1 convolution runs plain.
-  LayoutRule layout_rule() const override { return proj_ ? LayoutRule::Plain : LayoutRule::Same; }
+  // Identity and option A add in any layout the skip input shares. With a projection, the sum (and the projection's
+  // batchnorm) run in the input's layout and the 1x1 convolution reads the skip input in its own, where that
+  // convolution takes blocked layouts (the CPU's; plain on a GPU).
+  LayoutRule layout_rule() const override {
+    if (!proj_) return LayoutRule::Same;
+    return proj_->layout_rule() == LayoutRule::Free ? LayoutRule::SameSkipFree : LayoutRule::Plain;
+  }
+  void set_layout(const IoLayout& l) override;
 
  protected:
   // One orchestration on every device (add.cpp): the projection is a Conv2d bound where this layer runs, the sums and

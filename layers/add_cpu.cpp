@@ -17,10 +17,13 @@ namespace {
 
 // Option A tile by tile (a sample's block of L channels: one channel plain, B blocked), without a division per value:
 // output position (r, q) of channel c0 + k reads skip channel k at (r * stride, q * stride); the other channels pass
-// x through. read(i, j) for each output value i that reads skip value j, pass(i) for the others. pad_source says the
-// same value by value (the CUDA kernels; a test holds the two together).
-template <typename Read, typename Pass>
-void pad_tiles(const PadGeom& g, Read read, Pass pass) {
+// x through. For each output position p (its L values from p) with the skip values its lanes [lo, hi) read starting at
+// j (contiguous: a plain plane, or lanes within one skip block), position(p, j, lo, hi), lo and hi compile-time
+// constants in the usual cases (all lanes, none, either half: c0 a multiple of half a block) so that the lane loops
+// vectorize; where a tile's lanes span two skip blocks, read(i, j) for each output value i that reads skip value j,
+// pass(i) for the others. pad_source says the same value by value (the CUDA kernels; a test holds them together).
+template <typename Position, typename Read, typename Pass>
+void pad_tiles(const PadGeom& g, Position position, Read read, Pass pass) {
   with_block(static_cast<int>(g.blk), "add (pad)", [&](auto lanes) {
     constexpr int L = decltype(lanes)::value;
     const int64_t per_sample = g.c / L, hw = g.h * g.w;
@@ -31,21 +34,36 @@ void pad_tiles(const PadGeom& g, Read read, Pass pass) {
       const int lo = static_cast<int>(std::clamp<int64_t>(-k0, 0, L)),
                 hi = static_cast<int>(std::clamp<int64_t>(g.cs - k0, lo, L));
       int64_t src[L] = {};
-      for (int l = lo; l < hi; ++l) src[l] = nchw_offset(b, k0 + l, 0, g.cs, g.hs * g.ws, g.blk);
-      for (int64_t r = 0; r < g.h; ++r)
-        for (int64_t q = 0; q < g.w; ++q) {
-          const int64_t p = o + (r * g.w + q) * L, sp = (r * g.stride * g.ws + q * g.stride) * L;
-          if constexpr (L == 1) {  // (a plane: all read or none)
-            if (lo < hi)
-              read(p, src[0] + sp);
-            else
-              pass(p);
-            continue;
+      bool together = true;  // the read lanes' skip values adjacent
+      for (int l = lo; l < hi; ++l) {
+        src[l] = nchw_offset(b, k0 + l, 0, g.cs, g.hs * g.ws, g.blk);
+        together = together && src[l] == src[lo] + (l - lo);
+      }
+      auto positions = [&](auto a, auto z) {  // the tile's positions, lanes [a, z) reading
+        for (int64_t r = 0; r < g.h; ++r)
+          for (int64_t q = 0; q < g.w; ++q)
+            position(o + (r * g.w + q) * L, src[lo] + (r * g.stride * g.ws + q * g.stride) * L, a, z);
+      };
+      using std::integral_constant;
+      constexpr int H = L / 2;
+      if (together && lo == hi)
+        positions(integral_constant<int, 0>{}, integral_constant<int, 0>{});
+      else if (together && lo == 0 && hi == L)
+        positions(integral_constant<int, 0>{}, integral_constant<int, L>{});
+      else if (together && lo == 0 && hi == H)
+        positions(integral_constant<int, 0>{}, integral_constant<int, H>{});
+      else if (together && lo == H && hi == L)
+        positions(integral_constant<int, H>{}, integral_constant<int, L>{});
+      else if (together)
+        positions(lo, hi);
+      else
+        for (int64_t r = 0; r < g.h; ++r)
+          for (int64_t q = 0; q < g.w; ++q) {
+            const int64_t p = o + (r * g.w + q) * L, sp = (r * g.stride * g.ws + q * g.stride) * L;
+            for (int l = 0; l < lo; ++l) pass(p + l);
+            for (int l = lo; l < hi; ++l) read(p + l, src[l] + sp);
+            for (int l = hi; l < L; ++l) pass(p + l);
           }
-          for (int l = 0; l < lo; ++l) pass(p + l);
-          for (int l = lo; l < hi; ++l) read(p + l, src[l] + sp);
-          for (int l = hi; l < L; ++l) pass(p + l);
-        }
     }
   });
 }
@@ -53,14 +71,28 @@ void pad_tiles(const PadGeom& g, Read read, Pass pass) {
 }  // namespace
 
 void add_pad_forward_cpu(const float* x, const float* s, float* y, PadGeom g, float neg, const Stream&) {
-  pad_tiles(
-      g, [=](int64_t i, int64_t j) { y[i] = relu_slope(x[i] + s[j], neg); },
-      [=](int64_t i) { y[i] = relu_slope(x[i], neg); });
+  with_block(static_cast<int>(g.blk), "add (pad)", [&](auto lanes) {
+    constexpr int L = decltype(lanes)::value;
+    pad_tiles(
+        g,
+        [=](int64_t p, int64_t j, auto lo, auto hi) {
+          const float* xs = x + p;
+          float* ys = y + p;
+          for (int l = 0; l < L; ++l)  // (s read only for the lanes in [lo, hi))
+            ys[l] = relu_slope(l >= lo && l < hi ? xs[l] + s[j + l - lo] : xs[l], neg);
+        },
+        [=](int64_t i, int64_t j) { y[i] = relu_slope(x[i] + s[j], neg); },
+        [=](int64_t i) { y[i] = relu_slope(x[i], neg); });
+  });
 }
 
 void add_pad_backward_cpu(const float* dy, float* ds, PadGeom g, const Stream&) {
   pad_tiles(
-      g, [=](int64_t i, int64_t j) { ds[j] = dy[i]; }, [](int64_t) {});
+      g,
+      [=](int64_t p, int64_t j, auto lo, auto hi) {
+        for (int l = lo; l < hi; ++l) ds[j + l - lo] = dy[p + l];
+      },
+      [=](int64_t i, int64_t j) { ds[j] = dy[i]; }, [](int64_t) {});
 }
 
 }  // namespace octet

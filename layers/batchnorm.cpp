@@ -150,13 +150,13 @@ void BatchNorm::backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy,
   const int64_t m = x.dim(0) * plane(x), C = channels_;
   host_.resize(static_cast<size_t>(2 * C));
   sim::Queue* q = sim_queue(exec().compute());
-  sim::run(q, op("backward (local sums)"), [&] { grad_sums_cpu(x, y, dy, host_.data()); });
+  sim::run(q, op("backward (local sums)"), [&] { grad_sums_cpu(x, dy, host_.data()); });
   const int64_t M = exchange_grads(host_, m);
   const std::vector<double> g(host_.begin(), host_.begin() + 2 * C);
-  const KernelRef xr(&x), yr(&y), dyr(&dy), dxr(dx);
-  sim::launch(q, op("backward"), [this, xr, yr, dyr, dxr, g, M] {
-    Tensor xv = xr.view(), yv = yr.view(), dyv = dyr.view(), dxv = dxr.view();
-    input_grad_cpu(xv, yv, dyv, g.data(), M, dxv);
+  const KernelRef xr(&x), dyr(&dy), dxr(dx);
+  sim::launch(q, op("backward"), [this, xr, dyr, dxr, g, M] {
+    Tensor xv = xr.view(), dyv = dyr.view(), dxv = dxr.view();
+    input_grad_cpu(xv, dyv, g.data(), M, dxv);
   });
 }
 

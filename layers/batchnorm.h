@@ -57,10 +57,11 @@ class BatchNorm : public Layer {
   void eval_apply_cpu(const Tensor& x, Tensor& y);
   void apply_cpu(const Tensor& x, Tensor& y);  // y from x by coef_
   // backward: this rank's [2C] sums of dy and dy * xhat (dbeta, dgamma: this rank's gradient), made global over every
-  // rank's M values (exchange_grads), then dx. A fused ReLU: dy where the output y is positive, else 0.
-  void grad_sums_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, double* s);
+  // rank's M values (exchange_grads), then dx. A fused ReLU: dy where the output is positive, else 0 (recomputed from
+  // x by coef_, so the output is not read).
+  void grad_sums_cpu(const Tensor& x, const Tensor& dy, double* s);
   int64_t exchange_grads(std::vector<double>& s, int64_t m);
-  void input_grad_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, const double* g, int64_t M, Tensor& dx);
+  void input_grad_cpu(const Tensor& x, const Tensor& dy, const double* g, int64_t M, Tensor& dx);
 
   BatchNormParams p_;
   int64_t channels_;

@@ -6,8 +6,8 @@
 namespace octet {
 
 // The CPU memory layout of a convolution: plain NCHW (oneDNN's gemm-based kernels), oneDNN's channel-blocked layouts
-// (its direct JIT kernels, behind reorders), or the rule measured for this machine class (docs/design_notes.md):
-// blocked for 3x3 kernels over 3 to 128 input channels.
+// (its direct JIT kernels, behind reorders where the activations around it are plain), or the rule measured for this
+// machine class (docs/design_notes.md): blocked for 1x1 kernels and for 3x3 kernels over 3 or more input channels.
 enum class ConvLayout { Auto, Plain, Blocked };
 
 struct Conv2dParams {
@@ -43,7 +43,8 @@ class Conv2d : public Layer {
   // beside cuDNN's calls) but gains nothing by it, so a GPU model keeps the ReLU as its own layer.
   bool can_fuse_relu() const override { return device() != Device::CUDA && cpu_blocked(); }
   // A convolution that runs in oneDNN's blocked layouts (cpu_blocked, or bf16 on the CPU) reads and writes blocked
-  // activations as they are, each side chosen alone (model.layout); a GPU convolution keeps the plain layout.
+  // activations as they are, each side chosen alone (model.layout), and reorders plain ones; a GPU convolution keeps
+  // the plain layout. (One kernel per convolution whatever its neighbours: model.layout changes no bits.)
   LayoutRule layout_rule() const override {
     const bool blocked = cpu_blocked() || (device() == Device::CPU && precision() == Precision::Bf16);
     return device() != Device::CUDA && blocked ? LayoutRule::Free : LayoutRule::Plain;

@@ -96,7 +96,7 @@ WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache
 
 bool Conv2d::cpu_blocked() const {
   if (p_.cpu_layout != ConvLayout::Auto) return p_.cpu_layout == ConvLayout::Blocked;
-  return p_.kernel == 3 && p_.in_channels >= 3 && p_.in_channels <= 128;
+  return p_.kernel == 1 || (p_.kernel == 3 && p_.in_channels >= 3);
 }
 
 void Conv2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {

@@ -54,9 +54,10 @@ inline WeightKind weight_kind(const LayerTraits& t) {
 
 // Which activation layouts (core/layout.h) a layer takes and produces on the CPU and the simulated device (a trait,
 // though it may depend on the layer's configuration): Plain only; Same: any, as long as its input, output (and skip
-// input) share it (elementwise and per-channel passes); Free: either layout on either side, each chosen alone (a
-// blocked convolution, pooling).
-enum class LayoutRule { Plain, Same, Free };
+// input) share it (elementwise and per-channel passes); SameSkipFree: its input and output share one, its skip input
+// may have another (an add whose projection convolution reads the skip input); Free: either layout on either side,
+// each chosen alone (a blocked convolution, pooling).
+enum class LayoutRule { Plain, Same, SameSkipFree, Free };
 // The layouts a layer runs with (Model::set_layout): block sizes, 0 for plain NCHW, else nChw{B}c.
 struct IoLayout {
   int in = 0, out = 0, skip = 0;
@@ -120,7 +121,7 @@ class Layer {
   // Layouts (Model::set_layout): what the layer can take, and what it is given to run with (its output gradient in the
   // output's layout, its input gradient in the input's). Set before the layer runs; plain until then.
   virtual LayoutRule layout_rule() const { return LayoutRule::Plain; }
-  void set_layout(const IoLayout& l) { io_ = l; }
+  virtual void set_layout(const IoLayout& l) { io_ = l; }  // (a layer that owns sub-layers hands theirs on)
   const IoLayout& io_layout() const { return io_; }
   // Whether this build has the layer's CUDA kernels.
   virtual bool has_cuda() const { return false; }

@@ -53,7 +53,8 @@ void Model::set_fusion(bool on) {
 void Model::set_layout(bool on, int block) {
   const size_t n = layers_.size();
   const int B = !on || exec_->device() == Device::CUDA ? 0 : block > 0 ? block : cpu_channel_block();
-  // Activations that must share a layout (a Same layer's input, output and skip input) form groups; a group is blocked
+  // Activations that must share a layout (a Same layer's input, output and skip input; a SameSkipFree layer's input
+  // and output) form groups; a group is blocked
   // when every member's shape fits and no member is read or written by a layer that only takes the plain layout.
   std::vector<size_t> group(n);
   std::iota(group.begin(), group.end(), size_t{0});
@@ -76,10 +77,10 @@ void Model::set_layout(bool on, int block) {
       can[i] = false;
       if (i > 0) can[i - 1] = false;
       if (k >= 0) can[static_cast<size_t>(k)] = false;
-    } else if (r == LayoutRule::Same) {
+    } else if (r == LayoutRule::Same || r == LayoutRule::SameSkipFree) {
       if (i == 0) can[i] = false;  // (its input, the batch, is plain)
       if (i > 0) join(i, i - 1);
-      if (k >= 0) join(i, static_cast<size_t>(k));
+      if (k >= 0 && r == LayoutRule::Same) join(i, static_cast<size_t>(k));
     }
   }
   std::vector<bool> ok(n, true);

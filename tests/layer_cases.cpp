@@ -215,6 +215,12 @@ const std::vector<LayerCase>& layer_cases() {
                                     "{type: conv, out_channels: 32, kernel: 3, stride: 2, padding: 1, bias: false}",
                                     random_input({2, 16, 6, 6}, 32), 9}),
                            1e-4));
+    c.push_back(fused_relu(
+        library({"conv 16->32 channels, k1, stride 2 (channel blocks: a bottleneck's 1x1)",
+                 "{type: conv, out_channels: 32, kernel: 1, stride: 2, init: he}", random_input({2, 16, 5, 5}, 37), 9}),
+        1e-4));
+    add_case("add, 1x1 projection + batchnorm, stride 2, 16 -> 32 channels (channel blocks)",
+             "{type: add, from: src, shortcut: conv_bn}", {2, 32, 3, 3}, {2, 16, 6, 6});
     c.push_back({"maxpool k3 s2 pad 1, 16 channels (channel blocks)",
                  "{type: maxpool, kernel: 3, stride: 2, padding: 1}", distinct_input({2, 16, 5, 5}, 33)});
     c.push_back(

@@ -97,8 +97,8 @@ TEST_CASE("a model with residual blocks: gradients through both paths of every a
 }
 
 // conv -> bn -> relu -> conv -> bn -> add(r1) -> relu (r2) -> conv -> bn -> relu -> conv -> add(r2, option A) -> relu
-// -> conv -> relu -> conv (1x1) -> relu -> global average pool -> fc: each batchnorm, add and the last two convs are
-// followed by a ReLU (the 3x3 conv runs in oneDNN's blocked layout, the 1x1 in the plain one, which keeps its ReLU),
+// -> conv -> relu -> conv (5x5) -> relu -> global average pool -> fc: each batchnorm, add and the last two convs are
+// followed by a ReLU (the 3x3 conv runs in oneDNN's blocked layout, the 5x5 in the plain one, which keeps its ReLU),
 // r1 and r2 are read again by an add.
 static Model fusable_net() {
   std::vector<LayerPtr> L;
@@ -113,7 +113,7 @@ static Model fusable_net() {
   L.push_back(std::make_unique<Relu>("r4"));
   L.push_back(std::make_unique<Conv2d>("c5", Conv2dParams{8, 8, 3, 1, 1, true, Init::He}));  // (blocked layout)
   L.push_back(std::make_unique<Relu>("r5"));
-  L.push_back(std::make_unique<Conv2d>("c6", Conv2dParams{8, 8, 1, 1, 0, true, Init::He}));  // (plain: not fused)
+  L.push_back(std::make_unique<Conv2d>("c6", Conv2dParams{8, 8, 5, 1, 2, true, Init::He}));  // (plain: not fused)
   L.push_back(std::make_unique<Relu>("r6"));
   L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 3, 3, 0}));
   L.push_back(std::make_unique<FullyConnected>("fc", FcParams{8, 3, true, Init::Xavier}));
@@ -210,6 +210,37 @@ static Model blockable_net() {
   return m;
 }
 
+// torchvision's bottlenecks in miniature: conv (3 -> 16) -> bn -> relu (r0) -> [1x1 -> bn -> relu -> 3x3 s2 -> bn ->
+// relu -> 1x1 (32) -> bn -> add(r0: a 1x1 s2 projection + batchnorm) -> relu (r1)] -> [1x1 (16) -> bn -> relu -> 3x3
+// -> bn -> relu -> 1x1 (32) -> bn -> add(r1, identity) -> relu] -> global average pool -> fc: every activation but
+// the pool's and fc's outputs can stay channel-blocked (ResNet-50's 1x1 convolutions and projections).
+static Model bottleneck_net() {
+  std::vector<LayerPtr> L;
+  auto conv_bn_relu = [&](const std::string& n, int64_t in, int64_t out, int64_t k, int64_t s, bool relu) {
+    L.push_back(std::make_unique<Conv2d>(n + "c", Conv2dParams{in, out, k, s, k / 2, false, Init::He}));
+    L.push_back(std::make_unique<BatchNorm>(n + "bn", BatchNormParams{}, out));
+    if (relu) L.push_back(std::make_unique<Relu>(n + "r"));
+  };
+  conv_bn_relu("s", 3, 16, 3, 1, true);
+  conv_bn_relu("a1", 16, 16, 1, 1, true);
+  conv_bn_relu("a2", 16, 16, 3, 2, true);
+  conv_bn_relu("a3", 16, 32, 1, 1, false);
+  L.push_back(
+      std::make_unique<Add>("a", AddParams{"sr", Shortcut::ConvBn, {1, 16, 8, 8}, Init::He, {}}, Shape{1, 32, 4, 4}));
+  L.push_back(std::make_unique<Relu>("ar"));
+  conv_bn_relu("b1", 32, 16, 1, 1, true);
+  conv_bn_relu("b2", 16, 16, 3, 1, true);
+  conv_bn_relu("b3", 16, 32, 1, 1, false);
+  L.push_back(
+      std::make_unique<Add>("b", AddParams{"ar", Shortcut::Identity, {1, 32, 4, 4}, Init::He, {}}, Shape{1, 32, 4, 4}));
+  L.push_back(std::make_unique<Relu>("br"));
+  L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 4, 4, 0}));
+  L.push_back(std::make_unique<FullyConnected>("fc", FcParams{32, 3, true, Init::Xavier}));
+  Model m({3, 8, 8}, std::move(L));
+  m.init_params(5);
+  return m;
+}
+
 // Activation i of m in the plain layout (a copy; empty where a fused ReLU holds it).
 static std::vector<float> plain_activation(const Model& m, size_t i) {
   Tensor t;
@@ -223,61 +254,67 @@ TEST_CASE(
     "evaluated, fused or not",
     "[layers][model][layout]") {
   const Tensor x = random_tensor({3, 3, 8, 8}, 31), r = random_tensor({3, 3}, 32);
-  for (int block : {8, 16})
-    for (bool fuse : {false, true}) {
-      INFO("block " << block << ", fuse " << fuse);
-      Model plain = blockable_net(), blocked = blockable_net();
-      plain.set_fusion(fuse), blocked.set_fusion(fuse);
-      blocked.set_layout(true, block);
-      for (size_t i = 0; i < blocked.size(); ++i) {
-        const std::string n = blocked.layer(i).name();
-        INFO("layer " << n);
-        CHECK(blocked.layout(i) == (n == "gap" || n == "fc" ? 0 : block));
-        CHECK(plain.layout(i) == 0);
+  for (auto net : {blockable_net, bottleneck_net})
+    for (int block : {8, 16})
+      for (bool fuse : {false, true}) {
+        INFO("block " << block << ", fuse " << fuse << (net == bottleneck_net ? ", bottlenecks" : ", basic blocks"));
+        Model plain = net(), blocked = net();
+        plain.set_fusion(fuse), blocked.set_fusion(fuse);
+        blocked.set_layout(true, block);
+        for (size_t i = 0; i < blocked.size(); ++i) {
+          const std::string n = blocked.layer(i).name();
+          INFO("layer " << n);
+          CHECK(blocked.layout(i) == (n == "gap" || n == "fc" ? 0 : block));
+          CHECK(plain.layout(i) == 0);
+        }
+        CHECK_THAT(blocked.summary(), Catch::Contains(layout_name(block)));
+        CHECK_THAT(plain.summary(), !Catch::Contains("nChw"));
+        check_same_bits(plain, blocked, x, r, plain_activation);
+        const StepContext train{true, 7, 3};
+        auto sp = plain.state(), sb = blocked.state();
+        for (size_t k = 0; k < sp.size(); ++k) CHECK(to_vector(*sb[k].second) == to_vector(*sp[k].second));
+        blocked.set_layout(false);
+        CHECK(blocked.layout(1) == 0);
+        CHECK(to_vector(blocked.forward(x, train)) == to_vector(plain.forward(x, train)));
       }
-      CHECK_THAT(blocked.summary(), Catch::Contains(layout_name(block)));
-      CHECK_THAT(plain.summary(), !Catch::Contains("nChw"));
-      check_same_bits(plain, blocked, x, r, plain_activation);
-      const StepContext train{true, 7, 3};
-      auto sp = plain.state(), sb = blocked.state();
-      for (size_t k = 0; k < sp.size(); ++k) CHECK(to_vector(*sb[k].second) == to_vector(*sp[k].second));
-      blocked.set_layout(false);
-      CHECK(blocked.layout(1) == 0);
-      CHECK(to_vector(blocked.forward(x, train)) == to_vector(plain.forward(x, train)));
-    }
 }
 
 TEST_CASE("option A's plane loops read what pad_source (the CUDA kernels') names, in both layouts", "[layers][add]") {
-  for (int64_t blk : {0, 8, 16}) {
-    const PadGeom g{2, 32, 3, 4, 16, 6, 8, 8, 2, blk};  // skip [2,16,6,8] -> [2,32,3,4], channels 8..23
-    const int64_t n = g.n * g.c * g.h * g.w;
-    const Tensor x = random_tensor({n}, 3), s = random_tensor({g.n * g.cs * g.hs * g.ws}, 4);
-    Tensor y({n}), ds({s.numel()});
-    add_pad_forward_cpu(x.data(), s.data(), y.data(), g, 1.f, Exec::host().compute());
-    add_pad_backward_cpu(x.data(), ds.data(), g, Exec::host().compute());
-    std::vector<float> want(static_cast<size_t>(n)), want_ds(static_cast<size_t>(s.numel()), 0.f);
-    int64_t read = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t j = pad_source(g, i);
-      want[i] = j < 0 ? x.data()[i] : x.data()[i] + s.data()[j];
-      if (j >= 0) want_ds[j] = x.data()[i], ++read;
+  // skip [2,16,6,8] -> [2,32,3,4], channels 8..23 (tiles read half their lanes); skip [2,16,6,8] -> [2,24,3,4],
+  // channels 4..19 (blocks of 8: a tile reading its last 4 lanes, one whose lanes read two skip blocks)
+  for (const PadGeom& geom : {PadGeom{2, 32, 3, 4, 16, 6, 8, 8, 2, 0}, PadGeom{2, 24, 3, 4, 16, 6, 8, 4, 2, 0}})
+    for (int64_t blk : {0, 8, 16}) {
+      if (blk && geom.c % blk) continue;
+      PadGeom g = geom;
+      g.blk = blk;
+      const int64_t n = g.n * g.c * g.h * g.w;
+      const Tensor x = random_tensor({n}, 3), s = random_tensor({g.n * g.cs * g.hs * g.ws}, 4);
+      Tensor y({n}), ds({s.numel()});
+      add_pad_forward_cpu(x.data(), s.data(), y.data(), g, 1.f, Exec::host().compute());
+      add_pad_backward_cpu(x.data(), ds.data(), g, Exec::host().compute());
+      std::vector<float> want(static_cast<size_t>(n)), want_ds(static_cast<size_t>(s.numel()), 0.f);
+      int64_t read = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t j = pad_source(g, i);
+        want[i] = j < 0 ? x.data()[i] : x.data()[i] + s.data()[j];
+        if (j >= 0) want_ds[j] = x.data()[i], ++read;
+      }
+      INFO("block " << blk << ", " << g.c << " channels");
+      CHECK(read == g.n * g.cs * g.h * g.w);
+      CHECK(to_vector(y) == want);
+      CHECK(to_vector(ds) == want_ds);
     }
-    INFO("block " << blk);
-    CHECK(read == g.n * g.cs * g.h * g.w);
-    CHECK(to_vector(y) == want);
-    CHECK(to_vector(ds) == want_ds);
-  }
 }
 
 TEST_CASE("model.layout: a layer that takes only the plain layout keeps every activation it shares plain",
           "[layers][model][layout]") {
-  // relu r1's output reaches the fc (plain only): the conv writes plain; 5 channels fit no block; a 1x1 conv is plain.
+  // relu r1's output reaches the fc (plain only): the conv writes plain; 5 channels fit no block; a 5x5 conv is plain.
   std::vector<LayerPtr> L;
   L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{3, 16, 3, 1, 1, false, Init::He}));
   L.push_back(std::make_unique<Relu>("r1"));
   L.push_back(std::make_unique<Conv2d>("c2", Conv2dParams{16, 16, 3, 1, 1, false, Init::He}));  // blocked in, out
   L.push_back(std::make_unique<Relu>("r2"));
-  L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{16, 16, 1, 1, 0, false, Init::He}));  // plain
+  L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{16, 16, 5, 1, 2, false, Init::He}));  // plain
   L.push_back(std::make_unique<Conv2d>("c4", Conv2dParams{16, 5, 3, 1, 1, false, Init::He}));   // 5 channels
   L.push_back(std::make_unique<Flatten>("flat"));
   L.push_back(std::make_unique<FullyConnected>("fc", FcParams{5 * 4 * 4, 2, true, Init::Xavier}));
@@ -326,6 +363,10 @@ TEST_CASE(
         if (fits(x.shape())) ios.push_back({B, 0, 0});
         if (fits(out)) ios.push_back({0, B, 0});
         if (fits(x.shape()) && fits(out)) ios.push_back({B, B, 0});
+      }
+      if (rule == LayoutRule::SameSkipFree && fits(x.shape()) && fits(out)) {  // (the skip input either way)
+        ios.push_back({B, B, 0});
+        if (fits(s.shape())) ios.push_back({B, B, B});
       }
       for (const IoLayout& io : ios) {
         INFO(c.name << ": block " << B << ", input " << io.in << ", output " << io.out);

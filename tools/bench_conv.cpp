@@ -1,8 +1,10 @@
 // `octet bench conv`: one convolution's training work (forward, backward data, backward weights) on the CPU in the
-// plain layout and in oneDNN's blocked layouts behind reorders, timed in the same run: the measurement behind
-// conv's cpu_layout rule (docs/design_notes.md).
+// plain layout, in oneDNN's blocked layouts behind reorders (plain activations around it), and on channel-blocked
+// activations (model.layout: its neighbours keep them blocked, no reorders), timed in the same run: the measurement
+// behind conv's cpu_layout rule (docs/design_notes.md).
 #include <cstdio>
 
+#include "core/layout.h"
 #include "core/rng.h"
 #include "core/timer.h"
 #include "layers/conv2d.h"
@@ -41,31 +43,40 @@ int bench_conv(const std::vector<std::string>& args) {
     for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = rng.normal();
     return t;
   }();
-  double best[2] = {1e30, 1e30};
-  const char* names[2] = {"plain", "blocked"};
+  // Variants: plain; blocked behind reorders; blocked activations (where the channels fill this CPU's blocks).
+  const int B = cpu_channel_block();
+  const Shape out_shape = Conv2d("shape", p).output_shape(x.shape());
+  const bool acts = p.in_channels % B == 0 && p.out_channels % B == 0;
+  const int variants = acts ? 3 : 2;
+  Tensor xb;
+  if (acts) from_plain(x, B, xb);
+  double best[3] = {1e30, 1e30, 1e30};
+  const char* names[3] = {"plain", "blocked", "blocked activations"};
   for (int r = 0; r < reps; ++r)
-    for (int b = 0; b < 2; ++b) {  // alternating, so that a drifting machine affects both alike
+    for (int b = 0; b < variants; ++b) {  // alternating, so that a drifting machine affects all alike
       p.cpu_layout = b ? ConvLayout::Blocked : ConvLayout::Plain;
       Conv2d conv(names[b], p);
       Rng rng(2);
       conv.init_params(rng);
-      Tensor y(conv.output_shape(x.shape())), dx(x.shape());
+      if (b == 2) conv.set_layout({B, B, 0});
+      const Tensor& in = b == 2 ? xb : x;
+      Tensor y(out_shape), dx(x.shape());
       const Tensor dy = y;  // zeros: the work does not depend on the values
-      conv.forward(x, y, StepContext{});
-      conv.backward(x, y, dy, &dx);  // primitives built and memory touched outside the timing
+      conv.forward(in, y, StepContext{});
+      conv.backward(in, y, dy, &dx);  // primitives built and memory touched outside the timing
       const double t0 = now_seconds();
-      conv.forward(x, y, StepContext{});
-      conv.backward(x, y, dy, &dx);
+      conv.forward(in, y, StepContext{});
+      conv.backward(in, y, dy, &dx);
       best[b] = std::min(best[b], now_seconds() - t0);
     }
   Conv2d rule("auto", Conv2dParams{p.in_channels, p.out_channels, p.kernel, p.stride, p.padding, false});
-  std::printf(
-      "conv %lld->%lld k%lld s%lld p%lld on %lldx%lld, batch %lld: plain %.2f ms, blocked %.2f ms (%.2fx); "
-      "cpu_layout auto picks %s\n",
-      static_cast<long long>(p.in_channels), static_cast<long long>(p.out_channels), static_cast<long long>(p.kernel),
-      static_cast<long long>(p.stride), static_cast<long long>(p.padding), static_cast<long long>(h),
-      static_cast<long long>(h), static_cast<long long>(n), 1e3 * best[0], 1e3 * best[1], best[0] / best[1],
-      rule.cpu_blocked() ? "blocked" : "plain");
+  std::printf("conv %lld->%lld k%lld s%lld p%lld on %lldx%lld, batch %lld: plain %.2f ms, blocked %.2f ms (%.2fx)",
+              static_cast<long long>(p.in_channels), static_cast<long long>(p.out_channels),
+              static_cast<long long>(p.kernel), static_cast<long long>(p.stride), static_cast<long long>(p.padding),
+              static_cast<long long>(h), static_cast<long long>(h), static_cast<long long>(n), 1e3 * best[0],
+              1e3 * best[1], best[0] / best[1]);
+  if (acts) std::printf(", blocked activations (nChw%dc) %.2f ms (%.2fx)", B, 1e3 * best[2], best[0] / best[2]);
+  std::printf("; cpu_layout auto picks %s\n", rule.cpu_blocked() ? "blocked" : "plain");
   return 0;
 }
 

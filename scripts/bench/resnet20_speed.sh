@@ -26,20 +26,7 @@ trap 'rm -rf "$out"' EXIT
 steps=${STEPS:-20}
 gflop_step=31.0  # 3 x 40.55M multiply-adds x 2 FLOP x 128 images, less the stem's input gradient
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1); $(grep -q avx512f /proc/cpuinfo && echo AVX-512 || echo no AVX-512)"
-# The precisions to run, fp32 first (vs_fp32 divides by it); bf16 only where the CPU has bf16 instructions.
-for p in ${PRECISIONS:-fp32 bf16}; do
-  [[ $p == fp32 || $p == bf16 ]] || { echo "PRECISIONS: $p is not fp32 or bf16" >&2; exit 2; }
-done
-precisions=()
-for p in fp32 bf16; do
-  [[ " ${PRECISIONS:-fp32 bf16} " == *" $p "* ]] || continue
-  if [[ $p == bf16 ]] && ! grep -qw avx512_bf16 /proc/cpuinfo && ! grep -qw amx_bf16 /proc/cpuinfo; then
-    echo "note: skipping bf16 (this CPU has neither AVX512-BF16 nor AMX: no avx512_bf16 or amx_bf16 in /proc/cpuinfo)"
-    continue
-  fi
-  precisions+=("$p")
-done
-((${#precisions[@]})) || { echo "nothing to run (PRECISIONS=${PRECISIONS:-fp32 bf16})"; exit 0; }
+source scripts/bench/cpu_precisions.sh  # sets precisions (fp32 first; bf16 where the CPU has it)
 run() {  # run THREADS PRECISION FUSE LAYOUT NAME [env...]: octet's ResNet-20 on synthetic data
   local t=$1 p=$2 fuse=$3 layout=$4 name=$5
   shift 5

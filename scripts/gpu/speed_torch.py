@@ -11,7 +11,8 @@
 # mode (cuDNN picks its fastest algorithms during the warm-up steps, as octet picks its own before the timed steps).
 # Usage: speed_torch.py MODEL MODE BATCH STEPS WARMUP      MODEL: resnet50 | resnet18 | alexnet | lenet
 #   prints {"model":..., "mode":..., "batch":..., "images_per_s":..., "peak_mem_mib":..., "params":...}
-#   --device cpu (hidden): a smoke test on the CPU (no timing worth reading; checks the nets and their parameter counts)
+#   --device cpu: the same steps on the CPU (scripts/bench/imagenet_cpu_speed.sh; bf16 is CPU autocast bfloat16,
+#   channels_last)
 import argparse
 import contextlib
 import json
@@ -171,7 +172,7 @@ def main():
     ap.add_argument("batch", type=int)
     ap.add_argument("steps", type=int)
     ap.add_argument("warmup", type=int)
-    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help=argparse.SUPPRESS)
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="where to train (default cuda)")
     a = ap.parse_args()
     dev = a.device
     if a.batch < 1 or a.steps < 1 or a.warmup < 0:
