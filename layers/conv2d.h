@@ -7,7 +7,8 @@ namespace octet {
 
 // The CPU memory layout of a convolution: plain NCHW (oneDNN's gemm-based kernels), oneDNN's channel-blocked layouts
 // (its direct JIT kernels, behind reorders where the activations around it are plain), or the rule measured for this
-// machine class (docs/design_notes.md): blocked for 1x1 kernels and for 3x3 kernels over 3 or more input channels.
+// machine class (docs/design_notes.md): blocked for 1x1 kernels, for 3x3 kernels over 3 or more input channels and for
+// 7x7 kernels over 3 (the ResNets' stem).
 enum class ConvLayout { Auto, Plain, Blocked };
 
 struct Conv2dParams {

@@ -96,7 +96,8 @@ WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache
 
 bool Conv2d::cpu_blocked() const {
   if (p_.cpu_layout != ConvLayout::Auto) return p_.cpu_layout == ConvLayout::Blocked;
-  return p_.kernel == 1 || (p_.kernel == 3 && p_.in_channels >= 3);
+  // 1x1; 3x3 over 3+ channels; the ImageNet ResNets' stem (7x7 over the RGB batch, whose input gradient no one asks).
+  return p_.kernel == 1 || (p_.kernel == 3 && p_.in_channels >= 3) || (p_.kernel == 7 && p_.in_channels == 3);
 }
 
 void Conv2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {

@@ -219,6 +219,9 @@ const std::vector<LayerCase>& layer_cases() {
         library({"conv 16->32 channels, k1, stride 2 (channel blocks: a bottleneck's 1x1)",
                  "{type: conv, out_channels: 32, kernel: 1, stride: 2, init: he}", random_input({2, 16, 5, 5}, 37), 9}),
         1e-4));
+    c.push_back(library({"conv 3->16 channels, k7, stride 2, pad 3, no bias (the ResNets' stem: blocked output)",
+                         "{type: conv, out_channels: 16, kernel: 7, stride: 2, padding: 3, bias: false, init: he}",
+                         random_input({2, 3, 9, 9}, 38), 9}));
     add_case("add, 1x1 projection + batchnorm, stride 2, 16 -> 32 channels (channel blocks)",
              "{type: add, from: src, shortcut: conv_bn}", {2, 32, 3, 3}, {2, 16, 6, 6});
     c.push_back({"maxpool k3 s2 pad 1, 16 channels (channel blocks)",
