@@ -18,7 +18,8 @@ namespace {
 // Option A tile by tile (a sample's block of L channels: one channel plain, B blocked), without a division per value:
 // output position (r, q) of channel c0 + k reads skip channel k at (r * stride, q * stride); the other channels pass
 // x through. For each output position p (its L values from p) with the skip values its lanes [lo, hi) read starting at
-// j (contiguous: a plain plane, or lanes within one skip block), position(p, j, lo, hi), lo and hi compile-time
+// j (contiguous: a plain plane, or lanes within one skip block), position(lanes, p, j, lo, hi) (lanes: L as an
+// integral_constant), lo and hi compile-time
 // constants in the usual cases (all lanes, none, either half: c0 a multiple of half a block) so that the lane loops
 // vectorize; where a tile's lanes span two skip blocks, read(i, j) for each output value i that reads skip value j,
 // pass(i) for the others. pad_source says the same value by value (the CUDA kernels; a test holds them together).
@@ -42,7 +43,7 @@ void pad_tiles(const PadGeom& g, Position position, Read read, Pass pass) {
       auto positions = [&](auto a, auto z) {  // the tile's positions, lanes [a, z) reading
         for (int64_t r = 0; r < g.h; ++r)
           for (int64_t q = 0; q < g.w; ++q)
-            position(o + (r * g.w + q) * L, src[lo] + (r * g.stride * g.ws + q * g.stride) * L, a, z);
+            position(lanes, o + (r * g.w + q) * L, src[lo] + (r * g.stride * g.ws + q * g.stride) * L, a, z);
       };
       using std::integral_constant;
       constexpr int H = L / 2;
@@ -71,25 +72,22 @@ void pad_tiles(const PadGeom& g, Position position, Read read, Pass pass) {
 }  // namespace
 
 void add_pad_forward_cpu(const float* x, const float* s, float* y, PadGeom g, float neg, const Stream&) {
-  with_block(static_cast<int>(g.blk), "add (pad)", [&](auto lanes) {
-    constexpr int L = decltype(lanes)::value;
-    pad_tiles(
-        g,
-        [=](int64_t p, int64_t j, auto lo, auto hi) {
-          const float* xs = x + p;
-          float* ys = y + p;
-          for (int l = 0; l < L; ++l)  // (s read only for the lanes in [lo, hi))
-            ys[l] = relu_slope(l >= lo && l < hi ? xs[l] + s[j + l - lo] : xs[l], neg);
-        },
-        [=](int64_t i, int64_t j) { y[i] = relu_slope(x[i] + s[j], neg); },
-        [=](int64_t i) { y[i] = relu_slope(x[i], neg); });
-  });
+  pad_tiles(
+      g,
+      [=](auto lanes, int64_t p, int64_t j, auto lo, auto hi) {
+        const float* xs = x + p;
+        float* ys = y + p;
+        for (int l = 0; l < decltype(lanes)::value; ++l)  // (s read only for the lanes in [lo, hi))
+          ys[l] = relu_slope(l >= lo && l < hi ? xs[l] + s[j + l - lo] : xs[l], neg);
+      },
+      [=](int64_t i, int64_t j) { y[i] = relu_slope(x[i] + s[j], neg); },
+      [=](int64_t i) { y[i] = relu_slope(x[i], neg); });
 }
 
 void add_pad_backward_cpu(const float* dy, float* ds, PadGeom g, const Stream&) {
   pad_tiles(
       g,
-      [=](int64_t p, int64_t j, auto lo, auto hi) {
+      [=](auto, int64_t p, int64_t j, auto lo, auto hi) {
         for (int l = lo; l < hi; ++l) ds[j + l - lo] = dy[p + l];
       },
       [=](int64_t i, int64_t j) { ds[j] = dy[i]; }, [](int64_t) {});

@@ -54,8 +54,8 @@ void Model::set_layout(bool on, int block) {
   const size_t n = layers_.size();
   const int B = !on || exec_->device() == Device::CUDA ? 0 : block > 0 ? block : cpu_channel_block();
   // Activations that must share a layout (a Same layer's input, output and skip input; a SameSkipFree layer's input
-  // and output) form groups; a group is blocked
-  // when every member's shape fits and no member is read or written by a layer that only takes the plain layout.
+  // and output) form groups; a group is blocked when every member's shape fits and no member is read or written by a
+  // layer that only takes the plain layout.
   std::vector<size_t> group(n);
   std::iota(group.begin(), group.end(), size_t{0});
   auto find = [&](size_t a) {
