@@ -55,9 +55,10 @@ struct ReduceOptions {
   bool average = true;         // false: leave the sum (model parallelism sums partial input gradients)
   const char* what = nullptr;  // the tensor's name in the trace's encode / transport / decode spans
   Exec* exec = nullptr;        // where the values are and the codecs run (null: the host); a GPU's comm stream
-  // Pipelined chunks (host buffers): the tensor goes in pieces of this many values (0: one piece), each piece's
-  // encoding, transfers and decoding a stage of a software pipeline; with a courier, piece k's bytes move on its
-  // thread while piece k+1 encodes and piece k-1 decodes. One piece gives the unpipelined reduction, bytes and all.
+  // Pipelined chunks (where the transport pipelines the buffers: Transport::pieces_on): the tensor goes in pieces of
+  // this many values (0: one piece), each piece's encoding, transfers and decoding a stage of a software pipeline; with
+  // a courier, piece k's bytes move on its thread while piece k+1 encodes and piece k-1 decodes. One piece gives the
+  // unpipelined reduction, bytes and all.
   int64_t piece = 0;
   class Courier* courier = nullptr;
 };

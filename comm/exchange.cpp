@@ -19,11 +19,11 @@ std::string codec_line(const Codec& c, const ReduceOptions& opt, const char* whe
   return buf;
 }
 
-// Pipelined pieces of the n values this rank compresses (host buffers: a device's codecs and staged copies share its
-// comm stream) and its error-feedback residuals over them, among `across` ranks.
+// Pipelined pieces of the n values this rank compresses (where `across` pipelines the buffers: host memory, and a
+// device's staged through it; NCCL's stay whole) and its error-feedback residuals over them, among `across` ranks.
 size_t prepare(ReduceOptions& opt, const ExchangeSetup& s, int64_t n, const Transport& across, ReduceState& st) {
   size_t pieces = 1;
-  if (opt.algorithm != Algorithm::Allreduce && s.exec->device() == Device::CPU) {
+  if (opt.algorithm != Algorithm::Allreduce && across.pieces_on(s.exec->device())) {
     opt.piece = pipeline_piece(n, s.chunk_mb);
     pieces = piece_bounds(n, opt.piece).size() - 1;
     if (opt.piece > 0) opt.courier = s.courier();

@@ -179,6 +179,27 @@ void check_device(Device d, Device want, const char* op) {
   OCTET_CHECK(d == want,
               op << " over NCCL: a " << device_name(d) << " buffer where " << device_name(want) << " was expected");
 }
+
+// What one rank sends to or receives from one peer: count elements of the group's type at p (0: nothing).
+struct Part {
+  const void* p = nullptr;
+  size_t count = 0;
+};
+
+// One group of sends and receives with every other rank on stream s: to(j) goes to rank j, from(j) comes from it
+// (ranks in order, a send before a receive, empty parts skipped); the caller waits for it (NcclTransport::finish).
+template <class To, class From>
+void grouped_send_recv(const NcclApi& a, ncclComm_t c, int me, int size, ncclDataType_t type, cudaStream_t s, To to,
+                       From from) {
+  CHECK_NCCL(a.group_start());
+  for (int j = 0; j < size; ++j) {
+    if (j == me) continue;
+    const Part out = to(j), in = from(j);
+    if (out.count) CHECK_NCCL(a.send(out.p, out.count, type, j, c, s));
+    if (in.count) CHECK_NCCL(a.recv(const_cast<void*>(in.p), in.count, type, j, c, s));
+  }
+  CHECK_NCCL(a.group_end());
+}
 }  // namespace
 
 void NcclTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_counts, const int* send_displs,
@@ -187,19 +208,19 @@ void NcclTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_co
   if (send.device == Device::CPU && recv.device == Device::CPU)
     return mpi_.alltoallv_bytes(send, send_counts, send_displs, recv, recv_counts, recv_displs, p);
   check_device(send.device, ex_.device(), "alltoallv"), check_device(recv.device, ex_.device(), "alltoallv");
-  const NcclApi& a = api();
   const cudaStream_t s = cuda_stream(ex_.comm());
   const int me = rank();
   if (recv_counts[me])
     CHECK_CUDA(cudaMemcpyAsync(recv.data + recv_displs[me], send.data + send_displs[me],
                                static_cast<size_t>(recv_counts[me]), cudaMemcpyDeviceToDevice, s));
-  CHECK_NCCL(a.group_start());
-  for (int j = 0; j < size(); ++j) {
-    if (j == me) continue;
-    if (send_counts[j]) CHECK_NCCL(a.send(send.data + send_displs[j], send_counts[j], ncclUint8, j, comm_->c, s));
-    if (recv_counts[j]) CHECK_NCCL(a.recv(recv.data + recv_displs[j], recv_counts[j], ncclUint8, j, comm_->c, s));
-  }
-  CHECK_NCCL(a.group_end());
+  grouped_send_recv(
+      api(), comm_->c, me, size(), ncclUint8, s,
+      [&](int j) {
+        return Part{send.data + send_displs[j], static_cast<size_t>(send_counts[j])};
+      },
+      [&](int j) {
+        return Part{recv.data + recv_displs[j], static_cast<size_t>(recv_counts[j])};
+      });
   finish("ncclSend/ncclRecv (scatter-reduce payloads)", p);
 }
 
@@ -208,17 +229,17 @@ void NcclTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all
   if (mine.device == Device::CPU && all.device == Device::CPU)
     return mpi_.allgatherv_bytes(mine, all, counts, displs, p);
   check_device(mine.device, ex_.device(), "allgatherv"), check_device(all.device, ex_.device(), "allgatherv");
-  const NcclApi& a = api();
   const cudaStream_t s = cuda_stream(ex_.comm());
   const int me = rank();
   if (mine.size) CHECK_CUDA(cudaMemcpyAsync(all.data + displs[me], mine.data, mine.size, cudaMemcpyDeviceToDevice, s));
-  CHECK_NCCL(a.group_start());
-  for (int j = 0; j < size(); ++j) {
-    if (j == me) continue;
-    if (mine.size) CHECK_NCCL(a.send(mine.data, mine.size, ncclUint8, j, comm_->c, s));
-    if (counts[j]) CHECK_NCCL(a.recv(all.data + displs[j], counts[j], ncclUint8, j, comm_->c, s));
-  }
-  CHECK_NCCL(a.group_end());
+  grouped_send_recv(
+      api(), comm_->c, me, size(), ncclUint8, s,
+      [&](int) {
+        return Part{mine.data, mine.size};
+      },
+      [&](int j) {
+        return Part{all.data + displs[j], static_cast<size_t>(counts[j])};
+      });
   finish("ncclSend/ncclRecv (gathered payloads)", p);
 }
 
@@ -232,16 +253,10 @@ void NcclTransport::allreduce_sum(Span<float> x, const Progress& p) {
 void NcclTransport::allgatherv_floats(Span<float> x, const int* counts, const int* displs, const Progress& p) {
   if (x.device == Device::CPU) return mpi_.allgatherv_floats(x, counts, displs, p);
   check_device(x.device, ex_.device(), "allgatherv");
-  const NcclApi& a = api();
-  const cudaStream_t s = cuda_stream(ex_.comm());
   const int me = rank();
-  CHECK_NCCL(a.group_start());
-  for (int j = 0; j < size(); ++j) {
-    if (j == me) continue;
-    if (counts[me]) CHECK_NCCL(a.send(x.data + displs[me], counts[me], ncclFloat32, j, comm_->c, s));
-    if (counts[j]) CHECK_NCCL(a.recv(x.data + displs[j], counts[j], ncclFloat32, j, comm_->c, s));
-  }
-  CHECK_NCCL(a.group_end());
+  auto part = [&](int j) { return Part{x.data + displs[j], static_cast<size_t>(counts[j])}; };
+  grouped_send_recv(
+      api(), comm_->c, me, size(), ncclFloat32, cuda_stream(ex_.comm()), [&](int) { return part(me); }, part);
   finish("ncclSend/ncclRecv (model parallelism: gathering the FC rows)", p);
 }
 

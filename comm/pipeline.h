@@ -1,6 +1,8 @@
 // A reduction in pipelined pieces (ReduceOptions::piece): the pieces of a tensor and the stages each goes through, in
 // the order data moves: piece k encodes while piece k-1's bytes move (on the courier's thread) and piece k-2 decodes,
-// over a ring of three buffer states. Internal to comm/ (the algorithms' own files run their stages through it).
+// over a ring of three buffer states. On a device the codecs run on the comm stream and a staged transport copies on
+// its staging stream, ordered by events: a piece's transfer starts once its encoding is done (not the next one's), and
+// its decoding waits for its bytes. Internal to comm/ (the algorithms' own files run their stages through it).
 #pragma once
 #include <functional>
 #include <vector>
@@ -13,7 +15,8 @@
 namespace octet {
 
 // One piece of a pipelined reduction: its values x[off, off + n), its chunks' bounds, where its owned chunk's error
-// feedback starts, its seed, and its transfers' ticket and time.
+// feedback starts, its seed, its transfers' ticket and time, and on a device the events that order its latest
+// transfer: encoded (recorded on the comm stream when it was handed over) and received (its bytes in device memory).
 struct Piece {
   int64_t off = 0, n = 0, own_off = 0;
   std::vector<int64_t> lo;
@@ -21,17 +24,18 @@ struct Piece {
   size_t bytes = 0;  // this rank's payload (allgather: the piece's; scatter-allgather: the owned chunk's)
   uint64_t ticket = 0;
   double transfer_s = 0;
+  Event encoded, received;
 };
 
-// The pieces of x and the transfers' runner: pieces when opt.piece splits x (host buffers only: a device's codecs
-// and staged copies share its comm stream), a ring of three states for them (a piece encodes while the one before it
-// moves and the one before that decodes), and the courier or, without one, the calling thread.
+// The pieces of x and the transfers' runner: pieces when opt.piece splits x and the transport pipelines buffers
+// where x is (Transport::pieces_on), a ring of three states for them (a piece encodes while the one before it moves
+// and the one before that decodes), and the courier or, without one, the calling thread.
 class Pipeline {
  public:
   Pipeline(Transport& tr, Span<float> xs, const ReduceOptions& opt, ReduceState& st, bool scatter)
-      : options_(opt), st_(st) {
-    const Device d = kit::exec_of(opt).device();
-    const std::vector<int64_t> pb = piece_bounds(static_cast<int64_t>(xs.size), d == Device::CPU ? opt.piece : 0);
+      : options_(opt), st_(st), ex_(kit::exec_of(opt)) {
+    const Device d = ex_.device();
+    const std::vector<int64_t> pb = piece_bounds(static_cast<int64_t>(xs.size), tr.pieces_on(d) ? opt.piece : 0);
     const int P = static_cast<int>(pb.size()) - 1;
     int64_t own = 0;
     for (int k = 0; k < P; ++k) {
@@ -46,19 +50,35 @@ class Pipeline {
     courier_ = P > 1 ? opt.courier : nullptr;
     progress = opt.progress;
     if (courier_) progress.yield = true;  // beside the caller's encoding: sleep between polls
+    device_ = courier_ && d != Device::CPU;
   }
   std::vector<Piece> pieces;
   int64_t owned = 0;
   Progress progress;
   ReduceState& state(size_t k) { return pieces.size() == 1 ? st_ : st_.pieces[k % 3]; }
-  void hand(Piece& p, std::function<void()> transfer) {
-    if (courier_)
-      p.ticket = courier_->send(std::move(transfer));
-    else
-      transfer();
+  // What piece p's transfer waits and reports with: on a device, after its encoding and into p.received.
+  Progress progress_of(Piece& p) const {
+    Progress q = progress;
+    if (device_) q.after = &p.encoded, q.done = &p.received;
+    return q;
   }
+  // Runs p's transfer (built on progress_of(p)) on the courier, or here without one.
+  void hand(Piece& p, std::function<void()> transfer) {
+    if (!courier_) return transfer();
+    if (device_) {
+      p.encoded = ex_.record(ex_.comm());  // the comm stream's work so far: this piece's encoding
+      transfer = [this, t = std::move(transfer)] {
+        ex_.bind_thread();
+        t();
+      };
+    }
+    p.ticket = courier_->send(std::move(transfer));
+  }
+  // Until p's latest transfer is done; on a device, the comm stream's later work waits for its bytes.
   void await(const Piece& p) {
-    if (courier_) courier_->wait(p.ticket);
+    if (!courier_) return;
+    courier_->wait(p.ticket);
+    if (device_) ex_.wait(ex_.comm(), p.received);
   }
   // Runs stage s(k) for k = 0.. in the software pipeline's order: stages[0] of piece k, then stages[1] of piece k-1,
   // ...; on an error, waits for the transfers in flight before the buffers they use can go.
@@ -81,7 +101,7 @@ class Pipeline {
     const Device d = s.recv.device();
     hand(p, [&tr, &s, &p, this, payload, d] {
       TraceSpan sp("transport", options_.what, &p.transfer_s);
-      allgather_payloads(tr, {payload, p.bytes, d}, s, progress);
+      allgather_payloads(tr, {payload, p.bytes, d}, s, progress_of(p));
     });
   }
   double transfer_seconds() const {
@@ -93,7 +113,9 @@ class Pipeline {
  private:
   const ReduceOptions& options_;
   ReduceState& st_;
+  Exec& ex_;
   Courier* courier_ = nullptr;
+  bool device_ = false;  // transfers on the courier over device buffers: ordered by the pieces' events
 };
 
 }  // namespace octet

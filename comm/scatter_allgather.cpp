@@ -26,7 +26,8 @@ void scatter_allgather_run(Transport& tr, Span<float> xs, const ReduceOptions& o
     Piece& p = pl.pieces[k];
     ReduceState& s = pl.state(k);
     scatter_encode(N, r, xs.data + p.off, p.lo, ef ? st.residual.data() + p.off : nullptr, p.seed, opt, s, stats);
-    pl.hand(p, [&tr, &s, &p, &pl, what = opt.what] { scatter_transfer(tr, s, pl.progress, what, &p.transfer_s); });
+    pl.hand(p,
+            [&tr, &s, &p, &pl, what = opt.what] { scatter_transfer(tr, s, pl.progress_of(p), what, &p.transfer_s); });
   };
   auto owner_piece = [&](size_t k) {
     Piece& p = pl.pieces[k];

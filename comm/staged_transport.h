@@ -1,6 +1,8 @@
 // A Transport for device buffers (a GPU's, or the simulated device's) over a host-memory transport (MPI): device
-// payloads are copied to page-locked host buffers on the exec's comm stream, moved by the inner transport once that
+// payloads are copied to page-locked host buffers on the exec's staging stream, moved by the inner transport once that
 // copy is complete, and copied back, so only what the codecs produced crosses PCIe. Host buffers pass straight through.
+// Each call orders itself with the comm stream (or with Progress's events, as a pipelined exchange asks), so a courier
+// thread can stage one piece while the caller encodes the next.
 // (Debian's Open MPI is not CUDA-aware; NCCL moves device buffers itself: comm/nccl_transport.h.)
 #pragma once
 #include "comm/topology.h"
@@ -17,6 +19,7 @@ class StagedTransport : public Transport {
   int rank() const override { return in_.rank(); }
   int size() const override { return in_.size(); }
   bool accepts(Device d) const override { return d == Device::CPU || d == ex_.device(); }
+  bool pieces_on(Device d) const override { return d == Device::CPU || d == ex_.device(); }
   void alltoall_ints(const int* send, int* recv, const Progress& p) override { in_.alltoall_ints(send, recv, p); }
   void alltoallv_bytes(Span<const uint8_t> send, const int* send_counts, const int* send_displs, Span<uint8_t> recv,
                        const int* recv_counts, const int* recv_displs, const Progress& p) override;
@@ -32,8 +35,12 @@ class StagedTransport : public Transport {
  private:
   // Page-locked staging areas, grown on demand (never shrunk).
   uint8_t* stage(int which, size_t bytes);
+  // The staging stream waits for p.after (else for the comm stream's work so far) before a call's first copy; after
+  // its last, p.done is set to that point (else the comm stream waits for it).
+  void begin(const Progress& p);
+  void end(const Progress& p);
   void to_host(void* dst, const void* src, size_t bytes);    // device -> host, complete when it returns
-  void to_device(void* dst, const void* src, size_t bytes);  // host -> device, queued on the comm stream
+  void to_device(void* dst, const void* src, size_t bytes);  // host -> device, queued on the staging stream
   void check(Device d, const char* op) const;                // a device buffer must be on the exec's device
   Transport& in_;
   Exec& ex_;

@@ -14,11 +14,17 @@
 namespace octet {
 
 // What a waiting rank needs beyond the data: the step (for the timeout error), whether to sleep between polls (a
-// communication thread beside compute) and a flag that cancels the wait (its owner is shutting down).
+// communication thread beside compute), a flag that cancels the wait (its owner is shutting down), and how a call
+// that stages device buffers through host memory orders itself with the device's work (StagedTransport):
+// - after: the device work its send buffers wait for (null: everything queued on the exec's comm stream so far);
+// - done: set to the point after which its received bytes are in device memory (null: the comm stream waits for it).
+// A pipelined exchange sets both, so one piece's copies need not wait for the next piece's encoding (comm/pipeline.h).
 struct Progress {
   int64_t step = -1;
   bool yield = false;
   const std::atomic<bool>* cancel = nullptr;
+  const Event* after = nullptr;
+  Event* done = nullptr;
 };
 
 class Transport {
@@ -29,6 +35,9 @@ class Transport {
   virtual int size() const = 0;
   // Whether buffers on device d can be handed over as they are.
   virtual bool accepts(Device d) const = 0;
+  // Whether a reduction over buffers on device d may run in pipelined pieces here, its transfers on a courier thread
+  // beside the caller's encoding (host buffers; a staged transport's device buffers too, ordered by Progress's events).
+  virtual bool pieces_on(Device d) const { return d == Device::CPU; }
 
   // send[j] goes to rank j, recv[i] comes from rank i (one int each).
   virtual void alltoall_ints(const int* send, int* recv, const Progress& p) = 0;

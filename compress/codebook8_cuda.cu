@@ -76,28 +76,13 @@ __global__ void reduce_encode_kernel(CodebookDevice book, Parts parts, int npart
   load_magnitudes(mag, book.magnitudes);
   put_header(out, h);
   const int64_t k = blockIdx.x, lo = k * block, len = min(block, n - lo);
-  uint32_t m = 0;
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
-    float sum = 0.f;
-    for (int q = 0; q < nparts; ++q) {
-      const float s = reinterpret_cast<const float*>(parts.p[q] + kHeaderBytes)[k];
-      if (!(isfinite(s) && s >= 0.f)) {
-        if (j == 0) cuda_report(st, CodecFault::BadScale, kHeaderBytes + 4 * k);
-        continue;
-      }
-      const float v = value_of(mag, (parts.p[q] + kHeaderBytes + 4 * nb)[lo + j], s);
-      sum = q == 0 ? v : __fadd_rn(sum, v);
-    }
-    const float yj = residual ? __fadd_rn(sum, residual[lo + j]) : sum;
-    y[j] = yj;
-    const uint32_t a = f32_bits(yj) & 0x7fffffffu;
-    // Ranked after any bad scale (the unfused path decodes, and fails, before it encodes): kNonFiniteSum marks it.
-    if (a >= 0x7f800000u) cuda_report(st, CodecFault::NonFiniteInput, kNonFiniteSum | static_cast<uint64_t>(lo + j));
-    m = max(m, a);
-  }
-  m = block_max_u32(m);  // (its __syncthreads also orders this block's fault reports before the read below)
-  // A fault this block found leaves the residual as it was, as the CPU's encoder throws before touching it.
-  if (st->key != ~0ull) residual = nullptr;
+  const uint8_t* const* p = parts.p;
+  const uint32_t m =
+      owner_block_sum(parts, nparts, k, lo, len, residual, y, st, [&](int q, int64_t i, float s, float& v) {
+        v = value_of(mag, (p[q] + kHeaderBytes + 4 * nb)[i], s);
+        return true;
+      });
+  if (st->key != ~0ull) residual = nullptr;  // a fault leaves the residual as it was (the CPU throws first)
   const float amax = f32_from_bits(m);
   if (threadIdx.x == 0) reinterpret_cast<float*>(out + kHeaderBytes)[k] = amax;
   const Factors f = factors(amax);

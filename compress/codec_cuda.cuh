@@ -53,6 +53,38 @@ __device__ inline uint32_t block_max_u32(uint32_t v) {
   return m;
 }
 
+// The first half of the block-scaled codecs' fused owner step (codebook8, fp8, qsgd: one thread block per scale block
+// k, its values [lo, lo + len)): y[j] = the parts' values summed in rank order, plus the residual, in shared memory.
+// A part whose block scale is not a finite non-negative float is reported (by the thread of j = 0) and left out;
+// value(q, i, scale, v) reads part q's value i into v, or reports a fault and returns false (left out too). A
+// non-finite sum is ranked after those (kNonFiniteSum: the unfused path decodes, and fails, before it encodes).
+// Returns the block's abs-max bits once every thread's y and reports are in (block_max_u32 syncs the block); a
+// caller that then sees a fault leaves the residual as it was, as the CPU's encoder throws before touching it.
+template <class Value>
+__device__ uint32_t owner_block_sum(const Parts& parts, int nparts, int64_t k, int64_t lo, int64_t len,
+                                    const float* residual, float* y, CodecStatus* st, Value value) {
+  uint32_t m = 0;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+    float sum = 0.f;
+    for (int q = 0; q < nparts; ++q) {
+      const float s = reinterpret_cast<const float*>(parts.p[q] + kHeaderBytes)[k];
+      if (!(isfinite(s) && s >= 0.f)) {
+        if (j == 0) cuda_report(st, CodecFault::BadScale, kHeaderBytes + 4 * k);
+        continue;
+      }
+      float v;
+      if (!value(q, lo + j, s, v)) continue;
+      sum = q == 0 ? v : __fadd_rn(sum, v);
+    }
+    const float yj = residual ? __fadd_rn(sum, residual[lo + j]) : sum;
+    y[j] = yj;
+    const uint32_t a = f32_bits(yj) & 0x7fffffffu;
+    if (a >= 0x7f800000u) cuda_report(st, CodecFault::NonFiniteInput, kNonFiniteSum | static_cast<uint64_t>(lo + j));
+    m = max(m, a);
+  }
+  return block_max_u32(m);
+}
+
 // maxima[k] = max |x| bits over x[k * block, +block) for the nb blocks (NaN and infinity reported as NonFiniteInput);
 // queued on the comm stream.
 void block_max_cuda(const float* x, int64_t n, int64_t block, uint32_t* maxima, int64_t nb, CodecStatus* st, Exec& ex);

@@ -52,32 +52,18 @@ __global__ void fp8_reduce_encode_kernel(Fp8Format f, Parts parts, int nparts, i
   extern __shared__ float y[];
   put_header(out, h);
   const int64_t k = blockIdx.x, lo = k * block, len = min(block, n - lo);
-  uint32_t m = 0;
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
-    float sum = 0.f;
-    for (int q = 0; q < nparts; ++q) {
-      const float s = reinterpret_cast<const float*>(parts.p[q] + kHeaderBytes)[k];
-      if (!(isfinite(s) && s >= 0.f)) {
-        if (j == 0) cuda_report(st, CodecFault::BadScale, kHeaderBytes + 4 * k);
-        continue;
-      }
-      const uint8_t c = (parts.p[q] + kHeaderBytes + 4 * nb)[lo + j];
-      if (f.nonfinite(c)) {
-        cuda_report(st, CodecFault::NonFiniteValue, kHeaderBytes + 4 * nb + lo + j);
-        continue;
-      }
-      const float v = __fmul_rn(f.value(c), s);
-      sum = q == 0 ? v : __fadd_rn(sum, v);
-    }
-    const float yj = residual ? __fadd_rn(sum, residual[lo + j]) : sum;
-    y[j] = yj;
-    const uint32_t a = f32_bits(yj) & 0x7fffffffu;
-    // Ranked after any payload fault (the unfused path decodes, and fails, before it encodes): kNonFiniteSum marks it.
-    if (a >= 0x7f800000u) cuda_report(st, CodecFault::NonFiniteInput, kNonFiniteSum | static_cast<uint64_t>(lo + j));
-    m = max(m, a);
-  }
-  m = block_max_u32(m);  // (its __syncthreads also orders this block's fault reports before the read below)
-  if (st->key != ~0ull) residual = nullptr;  // a fault leaves the residual as it was, as the CPU's encoder does
+  const uint8_t* const* p = parts.p;
+  const uint32_t m =
+      owner_block_sum(parts, nparts, k, lo, len, residual, y, st, [&](int q, int64_t i, float s, float& v) {
+        const uint8_t c = (p[q] + kHeaderBytes + 4 * nb)[i];
+        if (f.nonfinite(c)) {
+          cuda_report(st, CodecFault::NonFiniteValue, kHeaderBytes + 4 * nb + i);
+          return false;
+        }
+        v = __fmul_rn(f.value(c), s);
+        return true;
+      });
+  if (st->key != ~0ull) residual = nullptr;  // a fault leaves the residual as it was (the CPU throws first)
   const int e = f.scale_exp(m);
   const float scale = Fp8Format::pow2(e), inv = Fp8Format::pow2(-e);
   if (threadIdx.x == 0) reinterpret_cast<float*>(out + kHeaderBytes)[k] = scale;

@@ -62,27 +62,13 @@ __global__ void qsgd_reduce_encode_kernel(Parts parts, int nparts, int64_t n, in
   const uint32_t mask = (1u << bits) - 1;
   const float s = static_cast<float>((1 << (bits - 1)) - 1);
   const int64_t k = blockIdx.x, lo = k * bucket, len = min(bucket, n - lo);
-  uint32_t m = 0;
-  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
-    const int64_t i = lo + j;
-    float sum = 0.f;
-    for (int q = 0; q < nparts; ++q) {
-      const float amax = reinterpret_cast<const float*>(parts.p[q] + kHeaderBytes)[k];
-      if (!(isfinite(amax) && amax >= 0.f)) {
-        if (j == 0) cuda_report(st, CodecFault::BadScale, kHeaderBytes + 4 * k);
-        continue;
-      }
-      const uint8_t* codes = parts.p[q] + kHeaderBytes + 4 * nb;
-      const float v = qsgd_value((codes[i / per_byte] >> ((i % per_byte) * bits)) & mask, amax / s, bits);
-      sum = q == 0 ? v : __fadd_rn(sum, v);
-    }
-    const float yj = residual ? __fadd_rn(sum, residual[i]) : sum;
-    y[j] = yj;
-    const uint32_t a = f32_bits(yj) & 0x7fffffffu;
-    if (a >= 0x7f800000u) cuda_report(st, CodecFault::NonFiniteInput, kNonFiniteSum | static_cast<uint64_t>(i));
-    m = max(m, a);
-  }
-  m = block_max_u32(m);  // its __syncthreads also makes y whole and this block's fault reports visible
+  const uint8_t* const* p = parts.p;
+  const uint32_t m =
+      owner_block_sum(parts, nparts, k, lo, len, residual, y, st, [&](int q, int64_t i, float amax, float& v) {
+        const uint8_t* codes = p[q] + kHeaderBytes + 4 * nb;
+        v = qsgd_value((codes[i / per_byte] >> ((i % per_byte) * bits)) & mask, amax / s, bits);
+        return true;
+      });
   if (st->key != ~0ull) residual = nullptr;  // a fault leaves the residual as it was (the CPU throws first)
   const float amax = f32_from_bits(m);
   if (threadIdx.x == 0) reinterpret_cast<float*>(out + kHeaderBytes)[k] = amax;

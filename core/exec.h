@@ -1,10 +1,10 @@
-// The execution context every op runs in: the device, its compute, copy and communication streams, the library handles
-// (cuDNN and cuBLAS, typed in CUDA files and opaque here; oneDNN's CPU engine and stream) and events that order work
-// across streams without waiting on the host. Kernels and launchers take their stream as an argument
-// (as llm.c does): a layer's on its Exec's compute stream, a codec's and a collective's on its comm stream (the callers
-// pass `ex`, and the launcher reads ex.comm()); on the CPU
-// an op has finished when it returns (oneDNN's CPU stream runs in order and synchronously), so CPU streams are empty
-// handles and CPU events are always reached. The simulated device's streams are queues (core/sim.h).
+// The execution context every op runs in: the device, its compute, copy, communication and staging streams, the library
+// handles (cuDNN and cuBLAS, typed in CUDA files and opaque here; oneDNN's CPU engine and stream) and events that order
+// work across streams without waiting on the host. Kernels and launchers take their stream as an argument (as llm.c
+// does): a layer's on its Exec's compute stream, a codec's and a collective's on its comm stream (the callers pass
+// `ex`, and the launcher reads ex.comm()); on the CPU an op has finished when it returns (oneDNN's CPU stream runs in
+// order and synchronously), so CPU streams are empty handles and CPU events are always reached. The simulated device's
+// streams are queues (core/sim.h).
 #pragma once
 #include <memory>
 
@@ -12,7 +12,9 @@
 
 namespace octet {
 
-enum class StreamKind { Compute = 0, Copy = 1, Comm = 2 };
+// Copy: the loader's batches; Comm: the codecs and collectives; Stage: a staged transport's copies between device and
+// page-locked host memory (its own, so a pipelined exchange copies one piece while the comm stream encodes the next).
+enum class StreamKind { Compute = 0, Copy = 1, Comm = 2, Stage = 3 };
 
 struct Stream {
   Device device = Device::CPU;
@@ -54,6 +56,7 @@ class Exec {
   Stream compute() const { return stream(StreamKind::Compute); }
   Stream copy() const { return stream(StreamKind::Copy); }
   Stream comm() const { return stream(StreamKind::Comm); }
+  Stream stage() const { return stream(StreamKind::Stage); }
 
   // Makes this context's device the current one of the calling thread (CUDA: per thread; the communication and
   // loader threads call it before they queue work or allocate page-locked memory). No-op on the CPU.
@@ -77,7 +80,7 @@ class Exec {
   Exec() = default;
   Device device_ = Device::CPU;
   int ordinal_ = -1;
-  Stream streams_[3];
+  Stream streams_[4];
   void* cudnn_ = nullptr;
   void* cublas_ = nullptr;
 };

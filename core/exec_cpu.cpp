@@ -22,8 +22,8 @@ Exec& Exec::sim() {
     auto* x = new Exec();
     x->device_ = Device::Sim;
     x->ordinal_ = 0;
-    const char* names[] = {"compute", "copy", "comm"};
-    for (int k = 0; k < 3; ++k) x->streams_[k] = {Device::Sim, sim::make_queue(names[k])};
+    const char* names[] = {"compute", "copy", "comm", "stage"};
+    for (int k = 0; k < 4; ++k) x->streams_[k] = {Device::Sim, sim::make_queue(names[k])};
     return x;
   }();
   sim::bind_thread();

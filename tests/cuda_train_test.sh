@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU training end to end (exit 77, skipped, where this octet has no usable GPU): LeNet on real MNIST with
 # parallel.device: cuda reaches the CPU's 97% bar in one epoch; two ranks sharing one GPU keep bit-identical replicas
-# (checksum every step) through a compressed exchange, and four as 2 nodes x 2 through the two-level one; a GPU run resumed on the GPU ends in the very checkpoint of the
+# (checksum every step) through a compressed exchange in pipelined pieces, and four as 2 nodes x 2 through the two-level one; a GPU run resumed on the GPU ends in the very checkpoint of the
 # uninterrupted run, and a checkpoint moves GPU -> CPU -> GPU; FC model parallelism on the GPU converges; NCCL and MPI
 # staging end in the same checkpoint; a residual net with batchnorm learns on 2 ranks and resumes exactly on the GPU;
 # gradient buckets exchanged on the communication stream beside backward (parallel.overlap) end in the blocking run's
@@ -36,11 +36,13 @@ else
   else bad "one epoch on the GPU: test accuracy $acc < 0.97"; fi
 fi
 
-# 2. Two ranks on one GPU (or two), dynamic_tree8 with error feedback, replicas compared every step.
+# 2. Two ranks on one GPU (or two), dynamic_tree8 with error feedback, replicas compared every step; fc1 in pipelined
+#    pieces of 0.1 MB (encoded on the comm stream while the courier stages the piece before on the staging stream).
 if timeout 600 mpirun -np 2 "$octet" train "$src/configs/mnist/lenet.yaml" --set data.path="$data" \
   --set run.out_dir="$tmp/two" --set parallel.device=cuda --set run.max_steps=200 --set parallel.checksum_every=1 \
-  --set compression.method=dynamic_tree8 --set data.batch_size=32 >"$tmp/log2" 2>&1; then
-  echo "ok: 2 ranks on the GPU, 200 steps with dynamic_tree8, replicas bit-identical at every step"
+  --set compression.method=dynamic_tree8 --set data.batch_size=32 --set parallel.chunk_mb=0.1 >"$tmp/log2" 2>&1; then
+  echo "ok: 2 ranks on the GPU, 200 steps with dynamic_tree8 in pipelined pieces, replicas bit-identical at every step"
+  grep -q "fc1.weight .* in 14 pipelined pieces" "$tmp/log2" || bad "the GPU run's fc1 is not in pieces"
   grep "^done:" "$tmp/log2"
 else
   tail -20 "$tmp/log2"; bad "2 ranks on the GPU with checksums every step"

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The GPU training cases of cuda_train_test.sh that need no NCCL, on the simulated device (parallel.device: sim) in every
-# CI run: the GPU path's orchestration (device buffers, copy/compute/comm streams, staged payloads, device codecs with
-# the fused owner step and error feedback, FC model parallelism, overlap, checkpoints moved between devices) with the
-# CPU twins as kernels, guarded memory and queued streams. Each sim run must end in the checkpoint bytes of the same run
-# on the CPU: LeNet on real MNIST for one epoch (97%); 2 ranks with dynamic_tree8 and checksums every step; exact resume
-# and a checkpoint moved sim -> CPU -> sim; 4 ranks as 2 nodes x 2 through the two-level exchange; powersgd on 2
-# ranks; FC model parallelism on 4 ranks; a residual net with batchnorm on 2 ranks (its resume, and the same bytes
-# with its ReLUs unfused); a channel-blocked net (model.layout; the same bytes in the plain layout); overlap with a lossy codec and checksums every step.
+# CI run: the GPU path's orchestration (device buffers, copy/compute/comm/staging streams, staged payloads, device codecs
+# with the fused owner step and error feedback, FC model parallelism, overlap, checkpoints moved between devices) with
+# the CPU twins as kernels, guarded memory and queued streams. Each sim run must end in the checkpoint bytes of the same
+# run on the CPU: LeNet on real MNIST for one epoch (97%); 2 ranks with dynamic_tree8 in pipelined pieces and checksums
+# every step; exact resume and a checkpoint moved sim -> CPU -> sim; 4 ranks as 2 nodes x 2 through the two-level
+# exchange; powersgd on 2 ranks; FC model parallelism on 4 ranks; a residual net with batchnorm on 2 ranks (its resume,
+# and the same bytes with its ReLUs unfused); a channel-blocked net (model.layout; the same bytes in the plain layout);
+# overlap with a lossy codec and checksums every step.
 set -u
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -49,15 +50,27 @@ if want 1 && same one "one epoch of LeNet" 1 "${lenet[@]}" --set run.epochs=1; t
     bad "one epoch on sim: test accuracy $acc < 0.97"
 fi
 
-# 2. Two ranks, dynamic_tree8 (error feedback, the fused owner step), replicas compared every step.
-want 2 && same two "2 ranks, 200 steps of dynamic_tree8 with checksums every step" 2 "${lenet[@]}" --set run.max_steps=200 \
-  --set parallel.checksum_every=1 --set compression.method=dynamic_tree8 --set data.batch_size=32
+# 2. Two ranks, dynamic_tree8 (error feedback, the fused owner step), replicas compared every step; fc1 (400,000
+#    values) in pipelined pieces of 0.1 MB, their transfers on the courier thread, staged on the device's own stream.
+want 2 && same two "2 ranks, 200 steps of dynamic_tree8 in pipelined pieces with checksums every step" 2 "${lenet[@]}" \
+  --set run.max_steps=200 --set parallel.checksum_every=1 --set compression.method=dynamic_tree8 \
+  --set data.batch_size=32 --set parallel.chunk_mb=0.1 &&
+  { grep -q "fc1.weight .* in 14 pipelined pieces" "$tmp/two_sim.log" || bad "the sim run's fc1 is not in pieces"; }
+# ... and octet bench allreduce takes device buffers in pieces too (the GPU bundle's check times them against one).
+if want 2; then
+  timeout 300 mpirun -np 2 "$octet" bench allreduce --device sim --min 1M --max 1M --codecs dynamic_tree8 \
+    --chunk-mb 0.1 --iters 1 >"$tmp/bench_pieces.txt" 2>&1 &&
+    grep -q "dynamic_tree8  scatter_allgather x10 " "$tmp/bench_pieces.txt" &&
+    echo "ok: octet bench allreduce --device sim runs 1 MB of dynamic_tree8 in 10 pipelined pieces" ||
+    { cat "$tmp/bench_pieces.txt"; bad "octet bench allreduce --device sim --chunk-mb 0.1"; }
+fi
 
 # 2b. Four ranks as 2 nodes x 2 (parallel.hierarchy: two_level): the node steps and the cross-node exchange on device
-#     buffers, replicas compared every step.
+#     buffers (fc1's shard in pipelined pieces), replicas compared every step.
 want 2 && same two_level "4 ranks as 2 nodes x 2, two-level dynamic_tree8 with checksums every step" 4 "${lenet[@]}" \
   --set run.max_steps=100 --set parallel.checksum_every=1 --set compression.method=dynamic_tree8 \
-  --set data.batch_size=16 --set parallel.hierarchy=two_level --set parallel.ranks_per_node=2
+  --set data.batch_size=16 --set parallel.hierarchy=two_level --set parallel.ranks_per_node=2 --set parallel.chunk_mb=0.1 &&
+  { grep -q "fc1.weight .* in 7 pipelined pieces" "$tmp/two_level_sim.log" || bad "the sim run's fc1 shard is not in pieces"; }
 
 # 2c. Two ranks with powersgd at rank 2 from step 20 (fp32 before): the products, Gram-Schmidt and error feedback on
 #     device buffers, P and Q staged through the transport, replicas compared every step.

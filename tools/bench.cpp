@@ -225,7 +225,8 @@ Flags allreduce_flags() {
         "the codecs' exchange: every rank a peer of every other, or node reduce-scatter, the codec between nodes "
         "(each local rank its shard), node all-gather",
         "flat"},
-       {"ranks-per-node", "K", "lay the ranks out K to a node in rank order, as parallel.ranks_per_node (0: the nodes MPI sees)", "0"},
+       {"ranks-per-node", "K",
+        "lay the ranks out K to a node in rank order, as parallel.ranks_per_node (0: the nodes MPI sees)", "0"},
        {"chunk-mb", "MB|auto", "pipelined pieces of the codecs' exchanges (parallel.chunk_mb; 0: off)", "auto"},
        {"link", "RATE",
         "each node's network link (100mbit, 1gbit, 10gbit; none): adds the share of the wire ideal, the bytes a "
@@ -319,7 +320,7 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       const bool two_level = !dense && levels.node;
       const std::vector<int64_t> sh = node_shards(n, L);
       const int64_t mine = two_level ? sh[tp.local_rank + 1] - sh[tp.local_rank] : n;  // the tensor, or its node shard
-      if (!on_dev) {  // pipelined pieces of what this rank compresses
+      if ((two_level ? *levels.cross : transport).pieces_on(d)) {  // pipelined pieces of what this rank compresses
         opt.piece = pipeline_piece(mine, chunk_mb);
         opt.courier = &courier;
       }

@@ -162,5 +162,15 @@ for via in mpi nccl; do
     sed 's/^/  /' "$tmp/allreduce.txt" | tee -a "$sum" >/dev/null
   else bad "octet bench allreduce --device cuda --transport $via (see check.log)"; fi
 done
+# The staged exchange in pipelined pieces (piece k encodes on the comm stream while piece k-1 is copied and moves on
+# the courier thread) against one piece, 2 ranks sharing the GPU, 64 MB of dynamic_tree8 (issue target: >= 1.3x).
+for c in 0 auto; do
+  timeout 300 mpirun -np 2 octet bench allreduce --device cuda --transport mpi --min 64M --max 64M \
+    --codecs dynamic_tree8 --chunk-mb $c --iters 10 >"$tmp/pieces_$c.txt" 2>>"$log" ||
+    bad "octet bench allreduce --device cuda --chunk-mb $c (see check.log)"
+done
+one=$(awk '$2 == "dynamic_tree8" { print $(NF - 4) }' "$tmp/pieces_0.txt")
+piped=$(awk '$2 == "dynamic_tree8" { print $(NF - 4) }' "$tmp/pieces_auto.txt")
+say "64 MB dynamic_tree8 staged over MPI, 2 ranks sharing the GPU: one piece ${one:-?} us, pipelined pieces ${piped:-?} us: x$(ratio "${one:-0}" "${piped:-0}")"
 [[ $fail -eq 0 ]] && say "all GPU checks passed" || say "some GPU checks FAILED (see $log)"
 exit $fail
