@@ -14,7 +14,10 @@ void add_into(Tensor& acc, const Tensor& x, const Exec& exec);
 void scale_into(Tensor& dst, const Tensor& src, float s, const Exec& exec);
 
 // The raw twins (stream: where the CUDA kernel is queued; the CPU loops run at once). scale_into's dst may equal src.
+// add_into_cpu runs on the calling thread (the exchange's, beside compute); add_into_threads_cpu on the run's OpenMP
+// threads (add_into's: the compute stream's twin).
 void add_into_cpu(float* acc, const float* x, int64_t n, const Stream& stream);
+void add_into_threads_cpu(float* acc, const float* x, int64_t n, const Stream& stream);
 void scale_into_cpu(float* dst, const float* src, float s, int64_t n, const Stream& stream);
 void add_into_cuda(float* acc, const float* x, int64_t n, const Stream& stream);
 void scale_into_cuda(float* dst, const float* src, float s, int64_t n, const Stream& stream);

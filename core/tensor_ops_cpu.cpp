@@ -26,9 +26,14 @@ void scale_into_cpu(float* dst, const float* src, float s, int64_t n, const Stre
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * s;
 }
 
+void add_into_threads_cpu(float* acc, const float* x, int64_t n, const Stream&) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+}
+
 void add_into(Tensor& acc, const Tensor& x, const Exec& exec) {
   check_pair(acc, x, exec, "add_into");
-  launch_twin("add_into", add_into_cpu, OCTET_CUDA_TWIN(add_into_cuda), exec.compute(), acc.data(), x.data(),
+  launch_twin("add_into", add_into_threads_cpu, OCTET_CUDA_TWIN(add_into_cuda), exec.compute(), acc.data(), x.data(),
               x.numel());
 }
 

@@ -64,6 +64,7 @@ class Add : public Layer {
   }
   int64_t stride() const { return stride_; }
   bool can_fuse_relu() const override { return true; }
+  bool skip_grad_is_input_grad() const override { return p_.shortcut == Shortcut::Identity; }
   // Identity and option A add in any layout the skip input shares. With a projection, the sum (and the projection's
   // batchnorm) run in the input's layout and the 1x1 convolution reads the skip input in its own, where that
   // convolution takes blocked layouts (the CPU's; plain on a GPU).

@@ -104,6 +104,9 @@ class Layer {
   // where its gradient goes before each pass. skip_dx is written (not accumulated) by backward.
   virtual const std::string& skip_from() const;
   void bind_skip(const Tensor* skip_x, Tensor* skip_dx) { skip_x_ = skip_x, skip_dx_ = skip_dx; }
+  // The gradient routed to the skip input is the input gradient itself, value for value (an identity add): the model
+  // then binds no skip_dx and reads the input gradient where it would have read the copy.
+  virtual bool skip_grad_is_input_grad() const { return false; }
   virtual void init_params(Rng&) {}  // parameters on the host (Model::init_params moves them where the layer runs)
   // The cross-rank exchange for layers configured to normalize over every rank's batch (batchnorm's sync); others
   // ignore it. nullptr: one process.
