@@ -40,6 +40,9 @@ size_t OnebitCodec::encode_cpu(const float* __restrict x, int64_t n, uint8_t* ou
     double pos = 0, neg = 0;  // exact integer sums (exact_sum.h): any order gives these bits
     int64_t np = 0;
     int64_t i = lo;
+    // The next block's lines are prefetched as this one is read, so its abs-max pass reads from cache (as fp8's and
+    // the code books' encoders do): without it that pass waits on DRAM while the cores' arithmetic waits on it.
+    const int64_t next_len = std::max<int64_t>(0, std::min(b, n - hi));  // the next block's values at x + hi
 #ifdef OCTET_AVX512
     if (isa() == Isa::avx512 && lo % 8 == 0) {  // 16 values -> two sign bytes (a compare mask); terms 8-wide doubles
       const __m512d vscale = _mm512_set1_pd(scale);
@@ -48,6 +51,7 @@ size_t OnebitCodec::encode_cpu(const float* __restrict x, int64_t n, uint8_t* ou
         return _mm512_roundscale_pd(_mm512_mul_pd(_mm512_cvtps_pd(a), vscale), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
       };
       for (; i + 16 <= hi; i += 16) {
+        if (i - lo < next_len) _mm_prefetch(reinterpret_cast<const char*>(x + hi + (i - lo)), _MM_HINT_T0);
         const __m512 v = _mm512_loadu_ps(x + i);
         const __mmask16 ge = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GE_OQ);
         const uint16_t mask = static_cast<uint16_t>(ge);
@@ -74,6 +78,8 @@ size_t OnebitCodec::encode_cpu(const float* __restrict x, int64_t n, uint8_t* ou
         return _mm256_round_pd(_mm256_mul_pd(_mm256_cvtps_pd(a), vscale), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
       };
       for (; i + 8 <= hi; i += 8) {
+        if ((i & 15) == 0 && i - lo < next_len)
+          _mm_prefetch(reinterpret_cast<const char*>(x + hi + (i - lo)), _MM_HINT_T0);
         const __m256 v = _mm256_loadu_ps(x + i);
         const __m256 ge = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GE_OQ);
         const int mask = _mm256_movemask_ps(ge);
