@@ -1,5 +1,5 @@
-// Implementation of the staged transport: each device buffer goes through a page-locked host area on the staging
-// stream.
+// Implementation of the staged transport: each device buffer goes through a page-locked host area, on the comm stream
+// (or a pipelined piece's on the staging stream).
 #include "comm/staged_transport.h"
 
 #include <cstring>
@@ -12,7 +12,8 @@ namespace octet {
 
 StagedTransport::~StagedTransport() {
   try {
-    ex_.sync(ex_.stage());  // copies queued from the areas must finish before they are freed
+    ex_.sync(ex_.comm());  // copies queued from the areas must finish before they are freed
+    ex_.sync(ex_.stage());
   } catch (...) {
   }
   for (Area& a : areas_) pinned_free(a.p);
@@ -21,7 +22,8 @@ StagedTransport::~StagedTransport() {
 uint8_t* StagedTransport::stage(int which, size_t bytes) {
   Area& a = areas_[which];
   if (bytes > a.size) {
-    ex_.sync(ex_.stage());  // a copy queued from the old area may still be reading it
+    ex_.sync(ex_.comm());  // a copy queued from the old area may still be reading it
+    ex_.sync(ex_.stage());
     const size_t size = std::max(bytes, a.size * 3 / 2);
     uint8_t* p = static_cast<uint8_t*>(pinned_alloc(size));
     pinned_free(a.p);
@@ -30,23 +32,24 @@ uint8_t* StagedTransport::stage(int which, size_t bytes) {
   return a.p;
 }
 
-void StagedTransport::begin(const Progress& p) { ex_.wait(ex_.stage(), p.after ? *p.after : ex_.record(ex_.comm())); }
+Stream StagedTransport::begin(const Progress& p) {
+  OCTET_CHECK(!p.after == !p.done, "a staged transfer ordered by events needs both of them (Progress::after, done)");
+  if (!p.after) return ex_.comm();  // in order with the codecs' kernels queued there: no events needed
+  ex_.wait(ex_.stage(), *p.after);
+  return ex_.stage();
+}
 
 void StagedTransport::end(const Progress& p) {
-  const Event e = ex_.record(ex_.stage());
-  if (p.done)
-    *p.done = e;
-  else
-    ex_.wait(ex_.comm(), e);
+  if (p.done) *p.done = ex_.record(ex_.stage());
 }
 
-void StagedTransport::to_host(void* dst, const void* src, size_t bytes) {
-  copy_async(dst, src, bytes, CopyKind::DeviceToHost, ex_.stage());
-  ex_.sync(ex_.stage());
+void StagedTransport::to_host(void* dst, const void* src, size_t bytes, Stream s) {
+  copy_async(dst, src, bytes, CopyKind::DeviceToHost, s);
+  ex_.sync(s);
 }
 
-void StagedTransport::to_device(void* dst, const void* src, size_t bytes) {
-  copy_async(dst, src, bytes, CopyKind::HostToDevice, ex_.stage());
+void StagedTransport::to_device(void* dst, const void* src, size_t bytes, Stream s) {
+  copy_async(dst, src, bytes, CopyKind::HostToDevice, s);
 }
 
 void StagedTransport::check(Device d, const char* op) const {
@@ -73,16 +76,16 @@ void StagedTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_
   const size_t sb = extent(send_counts, send_displs, size()), rb = extent(recv_counts, recv_displs, size());
   uint8_t* hs = stage(0, sb);
   uint8_t* hr = stage(1, rb);
-  begin(p);
+  const Stream s = begin(p);
   // Only the payload bytes cross PCIe, not the alignment gaps between them (one copy per rank's payload).
   for (int j = 0; j < size(); ++j)
     copy_async(hs + send_displs[j], send.data + send_displs[j], static_cast<size_t>(send_counts[j]),
-               CopyKind::DeviceToHost, ex_.stage());
-  ex_.sync(ex_.stage());  // the host reads the staged payloads only once they are there
+               CopyKind::DeviceToHost, s);
+  ex_.sync(s);  // the host reads the staged payloads only once they are there
   in_.alltoallv_bytes({hs, sb, Device::CPU}, send_counts, send_displs, {hr, rb, Device::CPU}, recv_counts, recv_displs,
                       p);
   for (int i = 0; i < size(); ++i)
-    to_device(recv.data + recv_displs[i], hr + recv_displs[i], static_cast<size_t>(recv_counts[i]));
+    to_device(recv.data + recv_displs[i], hr + recv_displs[i], static_cast<size_t>(recv_counts[i]), s);
   end(p);
 }
 
@@ -94,10 +97,10 @@ void StagedTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> a
   const size_t ab = extent(counts, displs, size());
   uint8_t* hm = stage(0, mine.size);
   uint8_t* ha = stage(1, ab);
-  begin(p);
-  to_host(hm, mine.data, mine.size);
+  const Stream s = begin(p);
+  to_host(hm, mine.data, mine.size, s);
   in_.allgatherv_bytes({hm, mine.size, Device::CPU}, {ha, ab, Device::CPU}, counts, displs, p);
-  for (int i = 0; i < size(); ++i) to_device(all.data + displs[i], ha + displs[i], static_cast<size_t>(counts[i]));
+  for (int i = 0; i < size(); ++i) to_device(all.data + displs[i], ha + displs[i], static_cast<size_t>(counts[i]), s);
   end(p);
 }
 
@@ -106,10 +109,10 @@ void StagedTransport::allreduce_sum(Span<float> x, const Progress& p) {
   check(x.device, "allreduce");
   const size_t bytes = x.size * 4;
   float* h = reinterpret_cast<float*>(stage(0, bytes));
-  begin(p);
-  to_host(h, x.data, bytes);
+  const Stream s = begin(p);
+  to_host(h, x.data, bytes, s);
   in_.allreduce_sum({h, x.size, Device::CPU}, p);
-  to_device(x.data, h, bytes);
+  to_device(x.data, h, bytes, s);
   end(p);
 }
 
@@ -118,10 +121,10 @@ void StagedTransport::allgatherv_floats(Span<float> x, const int* counts, const 
   check(x.device, "allgatherv");
   const size_t bytes = x.size * 4;
   float* h = reinterpret_cast<float*>(stage(0, bytes));
-  begin(p);
-  to_host(h, x.data, bytes);
+  const Stream s = begin(p);
+  to_host(h, x.data, bytes, s);
   in_.allgatherv_floats({h, x.size, Device::CPU}, counts, displs, p);
-  to_device(x.data, h, bytes);
+  to_device(x.data, h, bytes, s);
   end(p);
 }
 
@@ -130,10 +133,10 @@ void StagedTransport::broadcast_floats(Span<float> x, int root, const Progress& 
   check(x.device, "broadcast");
   const size_t bytes = x.size * 4;
   float* h = reinterpret_cast<float*>(stage(0, bytes));
-  begin(p);
-  to_host(h, x.data, bytes);
+  const Stream s = begin(p);
+  to_host(h, x.data, bytes, s);
   in_.broadcast_floats({h, x.size, Device::CPU}, root, p);
-  to_device(x.data, h, bytes);
+  to_device(x.data, h, bytes, s);
   end(p);
 }
 

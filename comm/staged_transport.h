@@ -1,8 +1,8 @@
 // A Transport for device buffers (a GPU's, or the simulated device's) over a host-memory transport (MPI): device
-// payloads are copied to page-locked host buffers on the exec's staging stream, moved by the inner transport once that
+// payloads are copied to page-locked host buffers on the exec's comm stream, moved by the inner transport once that
 // copy is complete, and copied back, so only what the codecs produced crosses PCIe. Host buffers pass straight through.
-// Each call orders itself with the comm stream (or with Progress's events, as a pipelined exchange asks), so a courier
-// thread can stage one piece while the caller encodes the next.
+// A pipelined piece's copies go on the staging stream instead, ordered by Progress's events, so a courier thread can
+// stage one piece while the caller encodes the next on the comm stream.
 // (Debian's Open MPI is not CUDA-aware; NCCL moves device buffers itself: comm/nccl_transport.h.)
 #pragma once
 #include "comm/topology.h"
@@ -35,13 +35,13 @@ class StagedTransport : public Transport {
  private:
   // Page-locked staging areas, grown on demand (never shrunk).
   uint8_t* stage(int which, size_t bytes);
-  // The staging stream waits for p.after (else for the comm stream's work so far) before a call's first copy; after
-  // its last, p.done is set to that point (else the comm stream waits for it).
-  void begin(const Progress& p);
+  // The stream a call's copies go on: the comm stream, in order with the codecs' kernels, or for a pipelined piece
+  // (p.after and p.done set) the staging stream, after p.after; end() then sets p.done after its last copy.
+  Stream begin(const Progress& p);
   void end(const Progress& p);
-  void to_host(void* dst, const void* src, size_t bytes);    // device -> host, complete when it returns
-  void to_device(void* dst, const void* src, size_t bytes);  // host -> device, queued on the staging stream
-  void check(Device d, const char* op) const;                // a device buffer must be on the exec's device
+  void to_host(void* dst, const void* src, size_t bytes, Stream s);    // device -> host, complete when it returns
+  void to_device(void* dst, const void* src, size_t bytes, Stream s);  // host -> device, queued on s
+  void check(Device d, const char* op) const;                          // a device buffer must be on the exec's device
   Transport& in_;
   Exec& ex_;
   struct Area {

@@ -15,9 +15,12 @@ namespace octet {
 
 // What a waiting rank needs beyond the data: the step (for the timeout error), whether to sleep between polls (a
 // communication thread beside compute), a flag that cancels the wait (its owner is shutting down), and how a call
-// that stages device buffers through host memory orders itself with the device's work (StagedTransport):
-// - after: the device work its send buffers wait for (null: everything queued on the exec's comm stream so far);
-// - done: set to the point after which its received bytes are in device memory (null: the comm stream waits for it).
+// that stages device buffers through host memory orders itself with the device's work (StagedTransport), both or
+// neither set:
+// - after: the device work its send buffers wait for (null: its copies go on the exec's comm stream, after what was
+//   queued there);
+// - done: set to the point after which its received bytes are in device memory (null: they are, for the comm
+//   stream's later work).
 // A pipelined exchange sets both, so one piece's copies need not wait for the next piece's encoding (comm/pipeline.h).
 struct Progress {
   int64_t step = -1;

@@ -12,8 +12,8 @@
 
 namespace octet {
 
-// Copy: the loader's batches; Comm: the codecs and collectives; Stage: a staged transport's copies between device and
-// page-locked host memory (its own, so a pipelined exchange copies one piece while the comm stream encodes the next).
+// Copy: the loader's batches; Comm: the codecs and collectives; Stage: a pipelined exchange's copies between device and
+// page-locked host memory (its own, so that one piece is copied while the comm stream encodes the next).
 enum class StreamKind { Compute = 0, Copy = 1, Comm = 2, Stage = 3 };
 
 struct Stream {

@@ -66,7 +66,7 @@ mutation dact_on_the_host_unchecked 4 parallel/fc_model_parallel_step.cpp ", dac
   " {" parallel/fc_model_parallel.cpp "  OCTET_CHECK(a.device() == ex_.device() && da.device() == ex_.device()," \
   "  OCTET_CHECK(a.device() == ex_.device(),"
 mutation no_sync_before_mpi_reads_staged_bytes 2 comm/staged_transport.cpp \
-  "  ex_.sync(ex_.stage());  // the host reads the staged payloads only once they are there" ""
+  "  ex_.sync(s);  // the host reads the staged payloads only once they are there" ""
 # Pipelined pieces on the device: a piece decoded before the courier's copies of its bytes have run, and the courier
 # thread staging through page-locked memory without being bound to the device.
 mutation piece_decoded_before_its_bytes_arrived 2 comm/pipeline.h "    if (device_) ex_.wait(ex_.comm(), p.received);" ""
