@@ -25,7 +25,6 @@ Model::Model(Shape input, std::vector<LayerPtr> layers, Exec& exec)
   skip_grads_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));
   skip_.assign(layers_.size(), -1);
   skip_source_.assign(layers_.size(), false);
-  skip_grad_in_.assign(layers_.size(), false);
   layout_.assign(layers_.size(), 0);
   for (auto& t : eval_) t = Tensor(Shape{0}, exec.device());
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -153,23 +152,27 @@ void Model::backward_range(const Tensor& x, size_t begin, size_t end, const Tens
     if (dx) dx->resize(in.shape());
     if (skip_[i] >= 0) {
       const Tensor& from = acts_[static_cast<size_t>(skip_[i])];
-      // An identity add's skip gradient is its input gradient: read from grads_[i-1] (no layer below writes it this
-      // pass) rather than copied (not where the skip input is that very output: the sum would read what it writes).
-      skip_grad_in_[i] = layers_[i]->skip_grad_is_input_grad() && i > begin && skip_[i] != static_cast<int64_t>(i) - 1;
-      if (!skip_grad_in_[i]) skip_grads_[i].resize(from.shape());
-      layers_[i]->bind_skip(&from, skip_grad_in_[i] ? nullptr : &skip_grads_[i]);
+      const bool in_place = skip_grad_in_place(i, begin);
+      if (!in_place) skip_grads_[i].resize(from.shape());
+      layers_[i]->bind_skip(&from, in_place ? nullptr : &skip_grads_[i]);
     }
     if (!run || !run(i, in, acts_[o], dy, dx)) layers_[i]->backward(in, acts_[o], dy, dx);
     // grads_[i-1] is written: add what the add layers at or above i routed to layer i-1's output.
     for (size_t a = i; i > begin && a < end; ++a)
       if (skip_[a] == static_cast<int64_t>(i) - 1)
-        add_into(grads_[i - 1], skip_grad_in_[a] ? grads_[a - 1] : skip_grads_[a], *exec_);
+        add_into(grads_[i - 1], skip_grad_in_place(a, begin) ? grads_[a - 1] : skip_grads_[a], *exec_);
     if (times_) {
       exec_->sync(exec_->compute());
       times_->backward_s[i] += now_seconds() - t0;
     }
     if (hook_) hook_(i, exec_->record(exec_->compute()));
   }
+}
+
+bool Model::skip_grad_in_place(size_t i, size_t begin) const {
+  // Not where the skip input is that very output (the sum would read what it writes), nor at a range's first layer
+  // (its input gradient is the caller's, or none).
+  return layers_[i]->skip_grad_is_input_grad() && i > begin && skip_[i] != static_cast<int64_t>(i) - 1;
 }
 
 void Model::set_layer_times(LayerTimes* t) {

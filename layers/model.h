@@ -102,11 +102,13 @@ class Model {
   std::vector<Tensor> grads_;       // grads_[i]: gradient w.r.t. the output of layer i
   std::vector<int64_t> skip_;       // skip_[i]: the layer whose output layer i also reads (add), or -1
   std::vector<Tensor> skip_grads_;  // skip_grads_[i]: layer i's gradient w.r.t. that output, added once it is written
-  std::vector<bool> skip_grad_in_;  // ... or, this pass, grads_[i - 1] itself (Layer::skip_grad_is_input_grad)
   std::vector<bool> skip_source_;   // layer i's output is read again by a later add
   std::vector<int> layout_;         // layout_[i]: activation i's layout (set_layout)
   Tensor eval_[2];                  // evaluation: outputs no backward and no add needs, in turn (two layers' worth)
   void check_range(size_t begin, size_t end, const char* pass) const;  // ranges keep fused pairs whole
+  // Layer i's skip gradient is read from grads_[i - 1] in a backward pass over [begin, ..) rather than copied
+  // (Layer::skip_grad_is_input_grad; no layer below i writes grads_[i - 1] in that pass).
+  bool skip_grad_in_place(size_t i, size_t begin) const;
   GradReadyHook hook_;
   LayerTimes* times_ = nullptr;
   Exec* exec_;
