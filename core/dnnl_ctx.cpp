@@ -25,20 +25,24 @@ dnnl::stream& dnnl_stream() {
   return s;
 }
 
-dnnl::memory::desc plain_md(const dnnl::memory::dims& dims) {
+dnnl::memory::data_type dnnl_type(DType t) {
+  return t == DType::F32 ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16;
+}
+
+dnnl::memory::desc plain_md(const dnnl::memory::dims& dims, DType t) {
   using tag = dnnl::memory::format_tag;
   static const tag tags[] = {tag::undef, tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde};
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tags[dims.size()]);
+  return dnnl::memory::desc(dims, dnnl_type(t), tags[dims.size()]);
 }
 
-dnnl::memory::desc act_md(const dnnl::memory::dims& dims, int block) {
-  if (block == 0) return plain_md(dims);
+dnnl::memory::desc act_md(const dnnl::memory::dims& dims, int block, DType t) {
+  if (block == 0) return plain_md(dims, t);
   using tag = dnnl::memory::format_tag;
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, block == 16 ? tag::nChw16c : tag::nChw8c);
+  return dnnl::memory::desc(dims, dnnl_type(t), block == 16 ? tag::nChw16c : tag::nChw8c);
 }
 
-dnnl::memory wrap(const dnnl::memory::desc& md, const float* p) {
-  return dnnl::memory(md, dnnl_engine(), const_cast<float*>(p));
+dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) {
+  return dnnl::memory(md, dnnl_engine(), const_cast<void*>(p));
 }
 
 void set_cpu_threads(int threads, int node_ranks) {

@@ -12,12 +12,13 @@ namespace octet {
 dnnl::engine& dnnl_engine();
 dnnl::stream& dnnl_stream();
 
-// A plain (row-major, NCHW-family) memory descriptor for the given dims.
-dnnl::memory::desc plain_md(const dnnl::memory::dims& dims);
+// A plain (row-major, NCHW-family) memory descriptor for the given dims (fp32 unless said).
+dnnl::memory::desc plain_md(const dnnl::memory::dims& dims, DType t = DType::F32);
 // An [N,C,H,W] activation's descriptor in layout `block` (core/layout.h): plain for 0, else nChw16c or nChw8c.
-dnnl::memory::desc act_md(const dnnl::memory::dims& dims, int block);
+dnnl::memory::desc act_md(const dnnl::memory::dims& dims, int block, DType t = DType::F32);
+dnnl::memory::data_type dnnl_type(DType t);  // f32, bf16
 // Wraps a raw pointer as oneDNN memory of the given descriptor (no copy).
-dnnl::memory wrap(const dnnl::memory::desc& md, const float* p);
+dnnl::memory wrap(const dnnl::memory::desc& md, const void* p);
 
 // Sets the number of threads for oneDNN and octet's own OpenMP loops. 0 = the cores this process may run on; where
 // those are all the machine's (no launcher bound the process), shared out among the node_ranks processes that run on

@@ -19,6 +19,8 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
+const char* dtype_name(DType t) { return t == DType::F32 ? "fp32" : "bf16"; }
+
 std::string shape_str(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) {
@@ -45,7 +47,7 @@ void Tensor::allocate(int64_t n) {
     capacity_ = 0;
     return;
   }
-  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype_);
   if (device_ == Device::CPU && pinned_) {
     float* p = static_cast<float*>(pinned_alloc(bytes));
     std::memset(p, 0, bytes);
@@ -59,15 +61,21 @@ void Tensor::allocate(int64_t n) {
     zero_sync(device_, p, bytes);
     data_ = {p, device_ == Device::CUDA ? cuda_free_floats : sim_free_floats};
   }
-  capacity_ = n;
+  capacity_ = static_cast<int64_t>(bytes);
 }
 
-Tensor::Tensor(Shape shape, Device device) : shape_(std::move(shape)), device_(device) {
+void Tensor::throw_dtype(const char* accessor) const {
+  OCTET_CHECK(false, "Tensor::" << accessor << " of a " << dtype_name(dtype_) << " tensor " << shape_str(shape_));
+  std::abort();  // (unreached)
+}
+
+Tensor::Tensor(Shape shape, Device device, DType dtype) : shape_(std::move(shape)), device_(device), dtype_(dtype) {
   numel_ = shape_numel(shape_);
   allocate(numel_);
 }
 
-Tensor::Tensor(const Tensor& other) : shape_(other.shape_), numel_(other.numel_), device_(other.device_) {
+Tensor::Tensor(const Tensor& other)
+    : shape_(other.shape_), numel_(other.numel_), device_(other.device_), dtype_(other.dtype_) {
   allocate(numel_);
   copy_from(other);
 }
@@ -75,12 +83,13 @@ Tensor::Tensor(const Tensor& other) : shape_(other.shape_), numel_(other.numel_)
 Tensor& Tensor::operator=(const Tensor& other) {
   if (this == &other) return *this;
   if (view_) {
-    OCTET_CHECK(other.numel_ == numel_ && other.device_ == device_,
+    OCTET_CHECK(other.numel_ == numel_ && other.device_ == device_ && other.dtype_ == dtype_,
                 "assignment of " << shape_str(other.shape_) << " into a view of " << shape_str(shape_));
-  } else if (device_ != other.device_ || capacity_ < other.numel_) {
-    device_ = other.device_;
+  } else if (device_ != other.device_ || capacity_ < static_cast<int64_t>(other.bytes())) {
+    device_ = other.device_, dtype_ = other.dtype_;
     allocate(other.numel_);
   }
+  dtype_ = other.dtype_;
   shape_ = other.shape_;
   numel_ = other.numel_;
   copy_from(other);
@@ -91,8 +100,8 @@ Tensor& Tensor::operator=(Tensor&& other) {
   if (this == &other) return *this;
   if (view_) return *this = static_cast<const Tensor&>(other);
   shape_ = std::move(other.shape_);
-  numel_ = other.numel_, capacity_ = other.capacity_, device_ = other.device_, view_ = other.view_,
-  pinned_ = other.pinned_;
+  numel_ = other.numel_, capacity_ = other.capacity_, device_ = other.device_, dtype_ = other.dtype_,
+  view_ = other.view_, pinned_ = other.pinned_;
   data_ = std::move(other.data_);
   other.numel_ = other.capacity_ = 0;
   other.shape_.clear();
@@ -111,7 +120,8 @@ Tensor Tensor::pinned(Shape shape) {
 Tensor Tensor::wrap(float* data, Shape shape, Device device) {
   Tensor t;
   t.shape_ = std::move(shape);
-  t.numel_ = t.capacity_ = shape_numel(t.shape_);
+  t.numel_ = shape_numel(t.shape_);
+  t.capacity_ = t.numel_ * static_cast<int64_t>(sizeof(float));
   t.device_ = device;
   t.view_ = true;
   t.data_ = {data, [](float*) {}};
@@ -125,12 +135,18 @@ Tensor Tensor::view(int64_t offset, Shape shape) const {
   return wrap(const_cast<float*>(data()) + offset, std::move(shape), device_);
 }
 
-void Tensor::resize(const Shape& shape) {
+void Tensor::resize(const Shape& shape) { resize(shape, dtype_); }
+
+void Tensor::resize(const Shape& shape, DType dtype) {
   const int64_t n = shape_numel(shape);
-  if (n > capacity_) {
+  OCTET_CHECK(!view_ || dtype == dtype_,
+              "a " << dtype_name(dtype_) << " view of " << shape_str(shape_) << " cannot hold " << dtype_name(dtype));
+  if (n * static_cast<int64_t>(dtype_size(dtype)) > capacity_) {
     OCTET_CHECK(!view_, "a view of " << shape_str(shape_) << " cannot grow to " << shape_str(shape));
+    dtype_ = dtype;
     allocate(n);
   }
+  dtype_ = dtype;
   shape_ = shape;
   numel_ = n;
 }
@@ -142,18 +158,18 @@ void Tensor::reshape(const Shape& shape) {
 }
 
 void Tensor::zero() {
-  if (numel_ > 0) zero_sync(device_, data(), bytes());
+  if (numel_ > 0) zero_sync(device_, raw(), bytes());
 }
 
 void Tensor::zero(const Stream& s) {
   if (numel_ == 0) return;
   if (device_ == Device::CPU) {
-    std::memset(data(), 0, bytes());
+    std::memset(raw(), 0, bytes());
     return;
   }
   OCTET_CHECK(s.device == device_,
               "zeroing a " << device_name(device_) << " tensor on a " << device_name(s.device) << " stream");
-  zero_async(data(), bytes(), s);
+  zero_async(raw(), bytes(), s);
 }
 
 void Tensor::fill(float v) {
@@ -163,21 +179,39 @@ void Tensor::fill(float v) {
 }
 
 Tensor Tensor::to(Device device) const {
-  Tensor out(shape_, device);
+  Tensor out(shape_, device, dtype_);
   out.copy_from(*this);
   return out;
 }
 
 void Tensor::copy_from(const Tensor& src) {
-  OCTET_CHECK(src.numel_ == numel_, "copy of " << shape_str(src.shape_) << " into " << shape_str(shape_));
+  OCTET_CHECK(src.numel_ == numel_ && src.dtype_ == dtype_,
+              "copy of " << dtype_name(src.dtype_) << " " << shape_str(src.shape_) << " into " << dtype_name(dtype_)
+                         << " " << shape_str(shape_));
   if (numel_ == 0) return;
   if (device_ == Device::CPU && src.device_ == Device::CPU) {
-    std::memcpy(data(), src.data(), bytes());
+    std::memcpy(raw(), src.raw(), bytes());
     return;
   }
   OCTET_CHECK(device_ == Device::CPU || src.device_ == Device::CPU || device_ == src.device_,
               "copy from a " << device_name(src.device_) << " tensor into a " << device_name(device_) << " one");
-  copy_sync(on_device(device_) ? device_ : src.device_, data(), src.data(), bytes(), copy_kind(device_, src.device_));
+  copy_sync(on_device(device_) ? device_ : src.device_, raw(), src.raw(), bytes(), copy_kind(device_, src.device_));
+}
+
+Tensor Tensor::as(DType dtype) const {
+  Tensor host;
+  const Tensor& h = on_host(host);
+  Tensor out(shape_, Device::CPU, dtype);
+  const auto* src = static_cast<const unsigned char*>(h.raw());
+  for (int64_t i = 0; i < numel_; ++i) {
+    const float v = dtype_ == DType::F32 ? load(reinterpret_cast<const float*>(src), i)
+                                         : load(reinterpret_cast<const bf16_t*>(src), i);
+    if (dtype == DType::F32)
+      store(out.data(), i, v);
+    else
+      store(out.bf16(), i, v);
+  }
+  return out;
 }
 
 namespace {
@@ -191,14 +225,16 @@ void check_copy_stream(Device dst, Device src, const Stream& s, const char* what
 }  // namespace
 
 void Tensor::copy_from(const Tensor& src, const Stream& s) {
-  OCTET_CHECK(src.numel_ == numel_, "copy of " << shape_str(src.shape_) << " into " << shape_str(shape_));
+  OCTET_CHECK(src.numel_ == numel_ && src.dtype_ == dtype_,
+              "copy of " << dtype_name(src.dtype_) << " " << shape_str(src.shape_) << " into " << dtype_name(dtype_)
+                         << " " << shape_str(shape_));
   if (numel_ == 0) return;
   if (device_ == Device::CPU && src.device_ == Device::CPU) {
-    std::memcpy(data(), src.data(), bytes());
+    std::memcpy(raw(), src.raw(), bytes());
     return;
   }
   check_copy_stream(device_, src.device_, s, "a tensor copy");
-  copy_async(data(), src.data(), bytes(), copy_kind(device_, src.device_), s);
+  copy_async(raw(), src.raw(), bytes(), copy_kind(device_, src.device_), s);
 }
 
 void copy_rows(Tensor& dst, int64_t doff, int64_t dpitch, const Tensor& src, int64_t soff, int64_t spitch, int64_t rows,

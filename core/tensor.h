@@ -1,6 +1,7 @@
-// Tensor: a dense fp32 array in NCHW order on an explicit device, owning (64-byte aligned, zero-filled) storage or
-// viewing another's; Buffer<T>: a device-tagged array of bytes or integers (payloads, labels). Copies and zeroing are
-// ordered on a stream (core/exec.h); on the CPU they are done when they return.
+// Tensor: a dense array of fp32 (or, for activations carried in bf16 between CPU layers, bf16) values in NCHW order (or
+// a layout, core/layout.h) on an explicit device, owning (64-byte aligned, zero-filled) storage or viewing another's;
+// Buffer<T>: a device-tagged array of bytes or integers (payloads, labels). Copies and zeroing are ordered on a stream
+// (core/exec.h); on the CPU they are done when they return.
 #pragma once
 #include <cstdint>
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/device.h"
 
 namespace octet {
@@ -19,12 +21,18 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& s);
 std::string shape_str(const Shape& s);  // "[64,1,28,28]"
 
+// A tensor's element type: fp32 (everything but activations in a 16-bit model), or bf16 (Model::set_layout's
+// activations of a bf16 model on the CPU).
+enum class DType : uint8_t { F32, Bf16 };
+inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+const char* dtype_name(DType t);  // "fp32", "bf16"
+
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(Shape shape, Device device = Device::CPU);  // zero-filled
-  Tensor(const Tensor& other);                                // deep copy, same device (a view's copy owns its data)
-  Tensor& operator=(const Tensor& other);                     // deep copy into this storage (a view writes through)
+  explicit Tensor(Shape shape, Device device = Device::CPU, DType dtype = DType::F32);  // zero-filled
+  Tensor(const Tensor& other);             // deep copy, same device (a view's copy owns its data)
+  Tensor& operator=(const Tensor& other);  // deep copy into this storage (a view writes through)
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&& other);  // takes the storage over; into a view: copies (writes through), like the above
 
@@ -40,40 +48,79 @@ class Tensor {
   int64_t dim(size_t i) const { return shape_.at(i); }
   size_t ndim() const { return shape_.size(); }
   int64_t numel() const { return numel_; }
-  int64_t capacity() const { return capacity_; }  // elements resize() can reach without reallocating
-  size_t bytes() const { return static_cast<size_t>(numel_) * sizeof(float); }
+  int64_t capacity() const { return capacity_ / static_cast<int64_t>(dtype_size(dtype_)); }  // without reallocating
+  size_t bytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   bool empty() const { return numel_ == 0; }
   bool is_view() const { return view_; }
   bool is_pinned() const { return pinned_; }
 
-  float* data() { return data_.get(); }
-  const float* data() const { return data_.get(); }
+  // The values of an fp32 tensor (checked: a bf16 one's are bf16()).
+  float* data() {
+    if (dtype_ != DType::F32) throw_dtype("data()");
+    return data_.get();
+  }
+  const float* data() const { return const_cast<Tensor*>(this)->data(); }
+  bf16_t* bf16() {
+    if (dtype_ != DType::Bf16) throw_dtype("bf16()");
+    return reinterpret_cast<bf16_t*>(data_.get());
+  }
+  const bf16_t* bf16() const { return const_cast<Tensor*>(this)->bf16(); }
+  void* raw() { return data_.get(); }  // either type's storage (copies, oneDNN memory)
+  const void* raw() const { return data_.get(); }
 
   // Changes the shape; reallocates (zero-filled) only when the capacity is too small (a view cannot grow).
   void resize(const Shape& shape);
+  // The same with the element type: a tensor reused for another type's values (a view's cannot change).
+  void resize(const Shape& shape, DType dtype);
   // Reinterprets the same elements under another shape with the same numel.
   void reshape(const Shape& shape);
   void zero();                     // host tensors; a device tensor on its device's default order
   void zero(const Stream& s);      // queued on s (a device tensor) or done now (host)
   void fill(float v);              // CPU only
-  Tensor to(Device device) const;  // a copy on device, complete when it returns
+  Tensor to(Device device) const;  // a copy on device (same type), complete when it returns
   // This tensor when it is on the host, else a host copy of it kept in `copy` (synchronous: set-up, checks and error
   // paths, never a step's inner loop).
   const Tensor& on_host(Tensor& copy) const { return device() == Device::CPU ? *this : (copy = to(Device::CPU)); }
-  void copy_from(const Tensor& src);                   // same numel; any devices; complete when it returns
+  void copy_from(const Tensor& src);                   // same numel and type; any devices; complete when it returns
   void copy_from(const Tensor& src, const Stream& s);  // queued on s when a device is involved
+  // A host copy in another element type (bf16 rounded to nearest even; fp32 exact): checks, tests, error paths.
+  Tensor as(DType dtype) const;
 
  private:
-  void allocate(int64_t n);
+  void allocate(int64_t n);  // n elements of dtype_
+  [[noreturn]] void throw_dtype(const char* accessor) const;
   Shape shape_;
   int64_t numel_ = 0;
-  int64_t capacity_ = 0;
+  int64_t capacity_ = 0;  // bytes
   Device device_ = Device::CPU;
+  DType dtype_ = DType::F32;
   bool view_ = false;
   bool pinned_ = false;  // host storage page-locked (reallocations stay so)
   std::unique_ptr<float, void (*)(float*)> data_{nullptr, [](float*) {}};
 };
+
+// The values of t as T (float: data(), bf16_t: bf16(); checked), for loops templated on the element type.
+template <typename T>
+T* values(Tensor& t);
+template <>
+inline float* values<float>(Tensor& t) {
+  return t.data();
+}
+template <>
+inline bf16_t* values<bf16_t>(Tensor& t) {
+  return t.bf16();
+}
+template <typename T>
+const T* values(const Tensor& t) {
+  return values<T>(const_cast<Tensor&>(t));
+}
+// fn(T{}) for the element type T of dtype (float or bf16_t): a loop template instantiated for the type it is given.
+template <typename Fn>
+decltype(auto) with_dtype(DType dtype, Fn fn) {
+  return dtype == DType::F32 ? fn(float{}) : fn(bf16_t{});
+}
 
 // A strided block copy between any devices: `rows` runs of `cols` floats, run i from src[soff + i * spitch] to
 // dst[doff + i * dpitch] (a column block of a row-major matrix to a dense block and back). Queued on s when a device is

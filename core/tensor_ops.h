@@ -8,7 +8,8 @@
 
 namespace octet {
 
-// acc[i] += x[i] (same numel, same device: exec's); queued on exec's compute stream on a GPU.
+// acc[i] += x[i] (same numel, type and device: exec's); queued on exec's compute stream on a GPU. (bf16: a bf16 model's
+// activation gradients on the CPU, summed in fp32 and rounded.)
 void add_into(Tensor& acc, const Tensor& x, const Exec& exec);
 // dst[i] = src[i] * s (same numel, same device: exec's; dst may be a view, and may be src itself).
 void scale_into(Tensor& dst, const Tensor& src, float s, const Exec& exec);

@@ -98,20 +98,25 @@ void Add::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
   const Tensor& s = skip(x);
   const Stream st = exec().compute();
   const float neg = relu_ ? 0.f : 1.f;
-  if (p_.shortcut == Shortcut::Pad)
+  const bool bf16 = x.dtype() == DType::Bf16;  // (a bf16 model's activations: CPU loops)
+  if (p_.shortcut == Shortcut::Pad) {
+    if (bf16) return add_pad_forward_bf16_cpu(x.bf16(), s.bf16(), y.bf16(), pad_geom(x), neg, st);
     return launch_twin("add (pad) forward", add_pad_forward_cpu, OCTET_CUDA_TWIN(add_pad_forward_cuda), st, x.data(),
                        s.data(), y.data(), pad_geom(x), neg);
-  const float* sp = s.data();
+  }
+  const Tensor* sp = &s;
   if (proj_) {
     for (Tensor* t : {&proj_y_, &proj_z_, &proj_dy_}) {
       if (t->device() != device()) *t = Tensor(Shape{0}, device());
-      if (t == &proj_y_ || proj_bn_) t->resize(x.shape());
+      if (t == &proj_y_ || proj_bn_) t->resize(x.shape(), x.dtype());  // (the sum's layout and type)
     }
     proj_->forward(s, proj_y_, ctx);
     if (proj_bn_) proj_bn_->forward(proj_y_, proj_z_, ctx);
-    sp = proj_bn_ ? proj_z_.data() : proj_y_.data();
+    sp = proj_bn_ ? &proj_z_ : &proj_y_;
   }
-  launch_twin("add forward", add_sum_cpu, OCTET_CUDA_TWIN(add_sum_cuda), st, x.data(), sp, y.data(), x.numel(), neg);
+  if (bf16) return add_sum_bf16_cpu(x.bf16(), sp->bf16(), y.bf16(), x.numel(), neg, st);
+  launch_twin("add forward", add_sum_cpu, OCTET_CUDA_TWIN(add_sum_cuda), st, x.data(), sp->data(), y.data(), x.numel(),
+              neg);
 }
 
 void Add::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy_out, Tensor* dx) {
@@ -121,9 +126,12 @@ void Add::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy_out, T
   if (relu_) {
     if (!dx && masked_.device() != device()) masked_ = Tensor(Shape{0}, device());
     Tensor& m = dx ? *dx : masked_;
-    m.resize(dy_out.shape());
-    launch_twin("add (relu) backward", relu_mask_cpu, OCTET_CUDA_TWIN(relu_mask_cuda), st, y.data(), dy_out.data(),
-                m.data(), dy_out.numel());
+    m.resize(dy_out.shape(), dy_out.dtype());
+    if (dy_out.dtype() == DType::Bf16)
+      relu_mask_any_cpu(y, dy_out, m);
+    else
+      launch_twin("add (relu) backward", relu_mask_cpu, OCTET_CUDA_TWIN(relu_mask_cuda), st, y.data(), dy_out.data(),
+                  m.data(), dy_out.numel());
     g = &m;
   } else if (dx) {
     dx->copy_from(dy_out, st);
@@ -137,6 +145,7 @@ void Add::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy_out, T
   if (!skip_dx_) return;
   if (p_.shortcut == Shortcut::Identity) return skip_dx_->copy_from(dy, st);
   skip_dx_->zero(st);  // positions the stride skips get no gradient
+  if (dy.dtype() == DType::Bf16) return add_pad_backward_bf16_cpu(dy.bf16(), skip_dx_->bf16(), pad_geom(x), st);
   launch_twin("add (pad) backward", add_pad_backward_cpu, OCTET_CUDA_TWIN(add_pad_backward_cuda), st, dy.data(),
               skip_dx_->data(), pad_geom(x));
 }

@@ -123,5 +123,10 @@ void add_pad_forward_cpu(const float* x, const float* s, float* y, PadGeom g, fl
 void add_pad_forward_cuda(const float* x, const float* s, float* y, PadGeom g, float neg, const Stream& st);
 void add_pad_backward_cpu(const float* dy, float* ds, PadGeom g, const Stream& st);
 void add_pad_backward_cuda(const float* dy, float* ds, PadGeom g, const Stream& st);
+// The CPU loops on bf16 activations (a bf16 model's on the CPU: Model::set_layout), the sums in fp32, rounded as
+// stored.
+void add_sum_bf16_cpu(const bf16_t* x, const bf16_t* s, bf16_t* y, int64_t n, float neg, const Stream& st);
+void add_pad_forward_bf16_cpu(const bf16_t* x, const bf16_t* s, bf16_t* y, PadGeom g, float neg, const Stream& st);
+void add_pad_backward_bf16_cpu(const bf16_t* dy, bf16_t* ds, PadGeom g, const Stream& st);
 
 }  // namespace octet

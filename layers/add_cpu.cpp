@@ -1,5 +1,5 @@
 // Add's CPU kernels: the sum (and a fused ReLU's clamp), option A's strided read into the middle channels, and its
-// gradient (OpenMP loops).
+// gradient (OpenMP loops), on fp32 or bf16 activations (read as fp32, rounded once as stored).
 #include <algorithm>
 
 #include "core/layout.h"
@@ -8,12 +8,13 @@
 
 namespace octet {
 
-void add_sum_cpu(const float* x, const float* s, float* y, int64_t n, float neg, const Stream&) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] = relu_slope(x[i] + s[i], neg);
-}
-
 namespace {
+
+template <typename T>
+void add_sum(const T* x, const T* s, T* y, int64_t n, float neg) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) store(y, i, relu_slope(load(x, i) + load(s, i), neg));
+}
 
 // Option A tile by tile (a sample's block of L channels: one channel plain, B blocked), without a division per value:
 // output position (r, q) of channel c0 + k reads skip channel k at (r * stride, q * stride); the other channels pass
@@ -69,22 +70,24 @@ void pad_tiles(const PadGeom& g, Position position, Read read, Pass pass) {
   });
 }
 
-}  // namespace
-
-void add_pad_forward_cpu(const float* x, const float* s, float* y, PadGeom g, float neg, const Stream&) {
+template <typename T>
+void add_pad_forward(const T* x, const T* s, T* y, PadGeom g, float neg) {
   pad_tiles(
       g,
       [=](auto lanes, int64_t p, int64_t j, auto lo, auto hi) {
-        const float* xs = x + p;
-        float* ys = y + p;
-        for (int l = 0; l < decltype(lanes)::value; ++l)  // (s read only for the lanes in [lo, hi))
-          ys[l] = relu_slope(l >= lo && l < hi ? xs[l] + s[j + l - lo] : xs[l], neg);
+        const T* xs = x + p;
+        T* ys = y + p;
+        const T* ss = s + j - static_cast<int>(lo);  // (s read only for the lanes in [lo, hi))
+        for (int l = 0; l < lo; ++l) store(ys, l, relu_slope(load(xs, l), neg));
+        for (int l = lo; l < hi; ++l) store(ys, l, relu_slope(load(xs, l) + load(ss, l), neg));
+        for (int l = hi; l < decltype(lanes)::value; ++l) store(ys, l, relu_slope(load(xs, l), neg));
       },
-      [=](int64_t i, int64_t j) { y[i] = relu_slope(x[i] + s[j], neg); },
-      [=](int64_t i) { y[i] = relu_slope(x[i], neg); });
+      [=](int64_t i, int64_t j) { store(y, i, relu_slope(load(x, i) + load(s, j), neg)); },
+      [=](int64_t i) { store(y, i, relu_slope(load(x, i), neg)); });
 }
 
-void add_pad_backward_cpu(const float* dy, float* ds, PadGeom g, const Stream&) {
+template <typename T>
+void add_pad_backward(const T* dy, T* ds, PadGeom g) {  // (copies: the same bits in either type)
   pad_tiles(
       g,
       [=](auto, int64_t p, int64_t j, auto lo, auto hi) {
@@ -92,5 +95,22 @@ void add_pad_backward_cpu(const float* dy, float* ds, PadGeom g, const Stream&) 
       },
       [=](int64_t i, int64_t j) { ds[j] = dy[i]; }, [](int64_t) {});
 }
+
+}  // namespace
+
+void add_sum_cpu(const float* x, const float* s, float* y, int64_t n, float neg, const Stream&) {
+  add_sum(x, s, y, n, neg);
+}
+void add_sum_bf16_cpu(const bf16_t* x, const bf16_t* s, bf16_t* y, int64_t n, float neg, const Stream&) {
+  add_sum(x, s, y, n, neg);
+}
+void add_pad_forward_cpu(const float* x, const float* s, float* y, PadGeom g, float neg, const Stream&) {
+  add_pad_forward(x, s, y, g, neg);
+}
+void add_pad_forward_bf16_cpu(const bf16_t* x, const bf16_t* s, bf16_t* y, PadGeom g, float neg, const Stream&) {
+  add_pad_forward(x, s, y, g, neg);
+}
+void add_pad_backward_cpu(const float* dy, float* ds, PadGeom g, const Stream&) { add_pad_backward(dy, ds, g); }
+void add_pad_backward_bf16_cpu(const bf16_t* dy, bf16_t* ds, PadGeom g, const Stream&) { add_pad_backward(dy, ds, g); }
 
 }  // namespace octet

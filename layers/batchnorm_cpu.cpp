@@ -3,7 +3,8 @@
 // nChw{B}c: L = B). Each tile is summed per channel in eight float lanes of positions (vectorized) added up in double,
 // and a channel's tiles in sample order in double, so both layouts give the same bits (two passes: the mean, then
 // squared deviations); the tiles run in parallel (OpenMP), the per-channel arithmetic is batchnorm_math.h's; a fused
-// ReLU clamps the output and masks the output gradient inside the same loops.
+// ReLU clamps the output and masks the output gradient inside the same loops. The activations are fp32, or bf16 (a
+// bf16 model's, Model::set_layout): read as fp32, the arithmetic fp32, each output rounded once as it is stored.
 // The passes run in stages (local sums, the cross-rank exchange of a synchronized batchnorm, the rest), so that the
 // simulated device can queue them around the exchange as the GPU does.
 #include <array>
@@ -86,13 +87,14 @@ void channel_sums(const Tiles& g, Make make, std::vector<double>& part, double* 
     }
 }
 
-// f(i, l) over every value of every tile, where make(base, c0) gives a tile's f.
-template <int L, typename Make>
-void each_value(const Tiles& g, Make make) {
+// out[base + i] = f(i, l) for every value of every tile, where make(base, c0) gives a tile's f.
+template <int L, typename T, typename Make>
+void each_output(const Tiles& g, T* out, Make make) {
   each_tile<L>(g, [&](int64_t, int64_t base, int64_t c0) {
     const auto f = make(base, c0);
+    T* o = out + base;
     for (int64_t i = 0; i < g.hw; ++i)
-      for (int l = 0; l < L; ++l) f(i * L + l, l);
+      for (int l = 0; l < L; ++l) store(o, i * L + l, f(i * L + l, l));
   });
 }
 
@@ -100,24 +102,27 @@ void each_value(const Tiles& g, Make make) {
 // mask is recomputed from x, which the loops read anyway, with the forward's coefficients: the ReLU's input x * scale +
 // shift in the forward's arithmetic (no contraction: this file is built without it), so that the output need not be
 // read (one stream fewer in each backward pass). at(base, c0) is the same for a tile's first value and channel.
+template <typename T>
 struct PlainDy {
-  const float* g;
-  float operator()(int64_t i, int) const { return g[i]; }
+  const T* g;
+  float operator()(int64_t i, int) const { return load(g, i); }
   template <int W>
   PlainDy at(int64_t base, int64_t) const {
     return {g + base};
   }
 };
-template <int W>
+template <typename T, int W>
 struct MaskedDy {
-  const float *g, *x;
+  const T *g, *x;
   Lanes<W> a, b;  // the tile's scale and shift
-  float operator()(int64_t i, int l) const { return relu_grad(g[i], x[i] * a[l] + b[l]); }
+  float operator()(int64_t i, int l) const { return relu_grad(load(g, i), load(x, i) * a[l] + b[l]); }
 };
+template <typename T>
 struct MaskFromX {
-  const float *g, *x, *scale, *shift;
+  const T *g, *x;
+  const float *scale, *shift;
   template <int W>
-  MaskedDy<W> at(int64_t base, int64_t c0) const {
+  MaskedDy<T, W> at(int64_t base, int64_t c0) const {
     return {g + base, x + base, Lanes<W>(scale, c0), Lanes<W>(shift, c0)};
   }
 };
@@ -126,25 +131,29 @@ struct MaskFromX {
 
 void BatchNorm::local_stats_cpu(const Tensor& x, double* s) {
   const int64_t hw = plane(x), n = x.dim(0), C = channels_, m = n * hw;
-  const float* xp = x.data();
   const Tiles g{n, C, hw};
-  with_block(io_.in, "batchnorm", [&](auto L) {
-    constexpr int W = decltype(L)::value;
-    channel_sums<L>(
-        g,
-        [xp](int64_t base, int64_t) { return [p = xp + base](int64_t i, int) { return std::array<float, 1>{p[i]}; }; },
-        part_, s + C);
-    std::vector<float> mean(static_cast<size_t>(C));  // the float mean: the reference the deviations are about
-    for (int64_t c = 0; c < C; ++c) s[c] = mean[c] = static_cast<float>(s[C + c] / static_cast<double>(m));
-    const float* a = mean.data();
-    channel_sums<L>(
-        g,
-        [xp, a](int64_t base, int64_t c0) {
-          return [p = xp + base, mean = Lanes<W>(a, c0)](int64_t i, int l) {
-            return std::array<float, 1>{(p[i] - mean[l]) * (p[i] - mean[l])};
-          };
-        },
-        part_, s + 2 * C);
+  with_dtype(x.dtype(), [&](auto tag) {
+    const auto* xp = values<decltype(tag)>(x);
+    with_block(io_.in, "batchnorm", [&](auto L) {
+      constexpr int W = decltype(L)::value;
+      channel_sums<L>(
+          g,
+          [xp](int64_t base, int64_t) {
+            return [p = xp + base](int64_t i, int) { return std::array<float, 1>{load(p, i)}; };
+          },
+          part_, s + C);
+      std::vector<float> mean(static_cast<size_t>(C));  // the float mean: the reference the deviations are about
+      for (int64_t c = 0; c < C; ++c) s[c] = mean[c] = static_cast<float>(s[C + c] / static_cast<double>(m));
+      const float* a = mean.data();
+      channel_sums<L>(
+          g,
+          [xp, a](int64_t base, int64_t c0) {
+            return [p = xp + base, mean = Lanes<W>(a, c0)](int64_t i, int l) {
+              return std::array<float, 1>{(load(p, i) - mean[l]) * (load(p, i) - mean[l])};
+            };
+          },
+          part_, s + 2 * C);
+    });
   });
 }
 
@@ -173,16 +182,19 @@ void BatchNorm::eval_apply_cpu(const Tensor& x, Tensor& y) {
 
 // y = x * scale + shift with coef_'s [scale | shift], negative values scaled by neg (0: a fused ReLU; 1: none).
 void BatchNorm::apply_cpu(const Tensor& x, Tensor& y) {
-  const float* xp = x.data();
-  float* yp = y.data();
   const float neg = relu_ ? 0.f : 1.f;
   const float *scale = coef_.data(), *shift = scale + channels_;
-  with_block(io_.in, "batchnorm", [&](auto L) {
-    constexpr int W = decltype(L)::value;
-    each_value<L>(Tiles{x.dim(0), channels_, plane(x)}, [=](int64_t base, int64_t c0) {
-      return [p = xp + base, q = yp + base, a = Lanes<W>(scale, c0), b = Lanes<W>(shift, c0), neg](int64_t i, int l) {
-        q[i] = relu_slope(p[i] * a[l] + b[l], neg);
-      };
+  with_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = values<T>(x);
+    T* yp = values<T>(y);
+    with_block(io_.in, "batchnorm", [&](auto L) {
+      constexpr int W = decltype(L)::value;
+      each_output<L>(Tiles{x.dim(0), channels_, plane(x)}, yp, [=](int64_t base, int64_t c0) {
+        return [p = xp + base, a = Lanes<W>(scale, c0), b = Lanes<W>(shift, c0), neg](int64_t i, int l) {
+          return relu_slope(load(p, i) * a[l] + b[l], neg);
+        };
+      });
     });
   });
 }
@@ -201,28 +213,31 @@ void BatchNorm::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) 
 
 void BatchNorm::grad_sums_cpu(const Tensor& x, const Tensor& dy, double* s) {
   const int64_t C = channels_;
-  const float* xp = x.data();
   const float *mean = mean_.data(), *invstd = invstd_.data();
   const Tiles g{x.dim(0), C, plane(x)};
-  auto sums = [&](auto L, auto d) {  // per channel, in one pass: sum dy, sum dy * xhat
-    constexpr int W = decltype(L)::value;
-    channel_sums<L>(
-        g,
-        [=](int64_t base, int64_t c0) {
-          return [dt = d.template at<W>(base, c0), p = xp + base, mu = Lanes<W>(mean, c0), is = Lanes<W>(invstd, c0)](
-                     int64_t i, int l) {
-            const float v = dt(i, l);
-            return std::array<float, 2>{v, v * ((p[i] - mu[l]) * is[l])};
-          };
-        },
-        part_, s);
-  };
-  const float* scale = coef_.data();  // (the forward's: a fused ReLU's mask, MaskFromX)
-  with_block(io_.in, "batchnorm", [&](auto L) {
-    if (relu_)
-      sums(L, MaskFromX{dy.data(), xp, scale, scale + C});
-    else
-      sums(L, PlainDy{dy.data()});
+  with_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = values<T>(x);
+    auto sums = [&](auto L, auto d) {  // per channel, in one pass: sum dy, sum dy * xhat
+      constexpr int W = decltype(L)::value;
+      channel_sums<L>(
+          g,
+          [=](int64_t base, int64_t c0) {
+            return [dt = d.template at<W>(base, c0), p = xp + base, mu = Lanes<W>(mean, c0), is = Lanes<W>(invstd, c0)](
+                       int64_t i, int l) {
+              const float v = dt(i, l);
+              return std::array<float, 2>{v, v * ((load(p, i) - mu[l]) * is[l])};
+            };
+          },
+          part_, s);
+    };
+    const float* scale = coef_.data();  // (the forward's: a fused ReLU's mask, MaskFromX)
+    with_block(io_.in, "batchnorm", [&](auto L) {
+      if (relu_)
+        sums(L, MaskFromX<T>{values<T>(dy), xp, scale, scale + C});
+      else
+        sums(L, PlainDy<T>{values<T>(dy)});
+    });
   });
   for (int64_t c = 0; c < C; ++c)
     dbeta_.data()[c] = static_cast<float>(s[c]), dgamma_.data()[c] = static_cast<float>(s[C + c]);
@@ -230,9 +245,7 @@ void BatchNorm::grad_sums_cpu(const Tensor& x, const Tensor& dy, double* s) {
 
 void BatchNorm::input_grad_cpu(const Tensor& x, const Tensor& dy, const double* g, int64_t M, Tensor& dx) {
   const int64_t C = channels_;
-  const float* xp = x.data();
   const float *mean = mean_.data(), *invstd = invstd_.data();
-  float* q = dx.data();
   gcoef_.resize(static_cast<size_t>(3 * C));  // [k | a | b]
   for (int64_t c = 0; c < C; ++c) {
     const BnGrad k = bn_grad_coeffs(g[c], g[C + c], M, gamma_.data()[c], invstd[c]);
@@ -240,20 +253,26 @@ void BatchNorm::input_grad_cpu(const Tensor& x, const Tensor& dy, const double* 
   }
   const float *kk = gcoef_.data(), *ka = kk + C, *kb = ka + C;
   const Tiles t{x.dim(0), C, plane(x)};
-  auto apply = [&](auto L, auto d) {  // dx = k * (dy - a - xhat * b)
-    constexpr int W = decltype(L)::value;
-    each_value<L>(t, [=](int64_t base, int64_t c0) {
-      return [dt = d.template at<W>(base, c0), p = xp + base, o = q + base, mu = Lanes<W>(mean, c0),
-              is = Lanes<W>(invstd, c0), k = Lanes<W>(kk, c0), a = Lanes<W>(ka, c0), b = Lanes<W>(kb, c0)](
-                 int64_t i, int l) { o[i] = k[l] * (dt(i, l) - a[l] - (p[i] - mu[l]) * is[l] * b[l]); };
+  with_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = values<T>(x);
+    T* q = values<T>(dx);
+    auto apply = [&](auto L, auto d) {  // dx = k * (dy - a - xhat * b)
+      constexpr int W = decltype(L)::value;
+      each_output<L>(t, q, [=](int64_t base, int64_t c0) {
+        return [dt = d.template at<W>(base, c0), p = xp + base, mu = Lanes<W>(mean, c0), is = Lanes<W>(invstd, c0),
+                k = Lanes<W>(kk, c0), a = Lanes<W>(ka, c0), b = Lanes<W>(kb, c0)](int64_t i, int l) {
+          return k[l] * (dt(i, l) - a[l] - (load(p, i) - mu[l]) * is[l] * b[l]);
+        };
+      });
+    };
+    const float* scale = coef_.data();
+    with_block(io_.in, "batchnorm", [&](auto L) {
+      if (relu_)
+        apply(L, MaskFromX<T>{values<T>(dy), xp, scale, scale + channels_});
+      else
+        apply(L, PlainDy<T>{values<T>(dy)});
     });
-  };
-  const float* scale = coef_.data();
-  with_block(io_.in, "batchnorm", [&](auto L) {
-    if (relu_)
-      apply(L, MaskFromX{dy.data(), xp, scale, scale + channels_});
-    else
-      apply(L, PlainDy{dy.data()});
   });
 }
 

@@ -19,14 +19,16 @@ struct Conv2d::CpuState {
 
 namespace {
 
-// The primitives for input shape in (output out), math m and activation layouts io, built on first use. bf16 runs in
-// oneDNN's blocked layouts (its bf16 kernels are direct JIT convolutions), its results in fp32. An argument whose
-// tensor is in the layout the primitive wants (a channel-blocked activation) passes without a reorder.
+// The primitives for input shape in (output out), math m, activation layouts io and activation types xt (the input and
+// its gradient) and yt (the output and its gradient), built on first use. bf16 runs in oneDNN's blocked layouts (its
+// bf16 kernels are direct JIT convolutions), its results in fp32, or in bf16 where the activation tensors are bf16
+// (Model::set_layout's compute_acts: rounded once, from the fp32 accumulators). An argument whose tensor is in the
+// layout and type the primitive wants (a channel-blocked activation) passes without a reorder.
 WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache, const Conv2dParams& p, bool blocked,
                           const Shape& in, const Shape& out, const Tensor& w, const CpuMath& m, bool relu,
-                          const IoLayout& io) {
+                          const IoLayout& io, DType xt, DType yt) {
   Shape key = in;
-  key.insert(key.end(), {m.key(), relu ? 1 : 0, io.in, io.out});
+  key.insert(key.end(), {m.key(), relu ? 1 : 0, io.in, io.out, static_cast<int>(xt), static_cast<int>(yt)});
   auto& slot = cache[key];
   if (slot) return *slot;
   blocked = blocked || m.bf16 || io.in || io.out;
@@ -35,18 +37,19 @@ WeightedPrims& conv_prims(std::map<Shape, std::unique_ptr<WeightedPrims>>& cache
                                    : dims{p.groups, p.out_channels / p.groups, w.dim(1), p.kernel, p.kernel};
   const dims src_d(in.begin(), in.end()), dst_d(out.begin(), out.end());
   // The tensors' own layouts: the activations' (Model::set_layout), the weights plain.
-  const dnnl::memory::desc psrc = act_md(src_d, io.in), pwei = plain_md(wei_d), pdst = act_md(dst_d, io.out);
+  const dnnl::memory::desc psrc = act_md(src_d, io.in, xt), pwei = plain_md(wei_d), pdst = act_md(dst_d, io.out, yt);
   const dnnl::memory::desc bias = p.bias ? plain_md({p.out_channels}) : dnnl::memory::desc();
   using dt = dnnl::memory::data_type;
-  const dt op = m.bf16 ? dt::bf16 : dt::f32;  // the operands' type; results stay fp32
+  const dt op = m.bf16 ? dt::bf16 : dt::f32;  // the operands' type; results fp32 but for bf16 activations
+  OCTET_CHECK(m.bf16 || (xt == DType::F32 && yt == DType::F32), "a bf16 activation for an fp32 convolution");
   auto any = [](const dims& d, dt t) { return dnnl::memory::desc(d, t, dnnl::memory::format_tag::any); };
   // Forward reads src, wei (op) and writes dst (fp32); backward data reads dst, wei (op) and writes src (fp32);
   // backward weights reads src, dst (op) and writes wei (fp32).
   const dnnl::memory::desc src = blocked ? any(src_d, op) : psrc, wei = blocked ? any(wei_d, op) : pwei,
                            dst = blocked ? any(dst_d, op) : pdst;
-  const dnnl::memory::desc src_out = blocked ? any(src_d, dt::f32) : psrc,
+  const dnnl::memory::desc src_out = blocked ? any(src_d, dnnl_type(xt)) : psrc,
                            wei_out = blocked ? any(wei_d, dt::f32) : pwei,
-                           dst_out = blocked ? any(dst_d, dt::f32) : pdst;
+                           dst_out = blocked ? any(dst_d, dnnl_type(yt)) : pdst;
   const dims strides = {p.stride, p.stride}, pad = {p.padding, p.padding};
   // Right padding so that (H + pl + pr - K) / S + 1 == OH exactly (floor semantics).
   const dims pad_r = {(out[2] - 1) * p.stride + p.kernel - in[2] - p.padding,
@@ -103,7 +106,9 @@ bool Conv2d::cpu_blocked() const {
 void Conv2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
   if (!cpu_) cpu_ = std::make_shared<CpuState>();
   const CpuMath m = cpu_math(precision(), x.device(), op("forward"));
-  weighted_forward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_, io_), x, w_, b_, y);
+  weighted_forward(
+      conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_, io_, x.dtype(), y.dtype()), x, w_,
+      b_, y);
 }
 
 // A fused ReLU: dy masked by its output y once, in host memory (on the simulated device this runs inside its
@@ -114,12 +119,13 @@ void Conv2d::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Te
   const Tensor* g = &dy;
   if (relu_) {
     if (masked_.device() != Device::CPU) masked_ = Tensor(Shape{0});
-    masked_.resize(dy.shape());
-    relu_mask_cpu(y.data(), dy.data(), masked_.data(), dy.numel(), Exec::host().compute());
+    masked_.resize(dy.shape(), dy.dtype());
+    relu_mask_any_cpu(y, dy, masked_);
     g = &masked_;
   }
-  weighted_backward(conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_, io_), x, w_, *g, dw_,
-                    db_, dx);
+  weighted_backward(
+      conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_, io_, x.dtype(), y.dtype()), x, w_,
+      *g, dw_, db_, dx);
 }
 
 }  // namespace octet

@@ -26,6 +26,7 @@ Model::Model(Shape input, std::vector<LayerPtr> layers, Exec& exec)
   skip_.assign(layers_.size(), -1);
   skip_source_.assign(layers_.size(), false);
   layout_.assign(layers_.size(), 0);
+  dtype_.assign(layers_.size(), DType::F32);
   for (auto& t : eval_) t = Tensor(Shape{0}, exec.device());
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::string& from = layers_[i]->skip_from();
@@ -50,7 +51,7 @@ void Model::set_fusion(bool on) {
   }
 }
 
-void Model::set_layout(bool on, int block) {
+void Model::set_layout(bool on, int block, bool compute_acts) {
   const size_t n = layers_.size();
   const int B = !on || exec_->device() == Device::CUDA ? 0 : block > 0 ? block : cpu_channel_block();
   // Activations that must share a layout (a Same layer's input, output and skip input; a SameSkipFree layer's input
@@ -87,6 +88,8 @@ void Model::set_layout(bool on, int block) {
   for (size_t i = 0; i < n; ++i)
     if (!can[i]) ok[find(i)] = false;
   for (size_t i = 0; i < n; ++i) layout_[i] = ok[find(i)] ? B : 0;
+  const bool bf16 = compute_acts && exec_->device() == Device::CPU && layers_.front()->precision() == Precision::Bf16;
+  for (size_t i = 0; i < n; ++i) dtype_[i] = bf16 && layout_[i] != 0 ? DType::Bf16 : DType::F32;
   for (size_t i = 0; i < n; ++i) {
     const int64_t k = skip_[i];
     layers_[i]->set_layout({i > 0 ? layout_[i - 1] : 0, layout_[i], k >= 0 ? layout_[static_cast<size_t>(k)] : 0});
@@ -115,7 +118,7 @@ const Tensor& Model::forward_range(const Tensor& x, size_t begin, size_t end, co
     const size_t o = fused(i) ? i + 1 : i;  // whose output this pass writes: a fused ReLU's is its producer's
     // Evaluation writes an output nothing reads after the next layer into the scratch pair (the input is the other).
     Tensor& out = ctx.train || skip_source_[o] || o + 1 == end ? acts_[o] : eval_[in == &eval_[0] ? 1 : 0];
-    out.resize(layers_[i]->output_shape(in->shape()));
+    out.resize(layers_[i]->output_shape(in->shape()), dtype_[o]);
     if (skip_[i] >= 0) {
       OCTET_CHECK(skip_[i] >= static_cast<int64_t>(begin) || begin == 0,
                   "layer " << layers_[i]->name() << " reads a layer below the range [" << begin << ", " << end << ")");
@@ -149,11 +152,11 @@ void Model::backward_range(const Tensor& x, size_t begin, size_t end, const Tens
     const double t0 = times_ ? now_seconds() : 0;
     TraceSpan span("backward", layers_[i]->name().c_str());
     Tensor* dx = i > begin ? &grads_[i - 1] : dx_first;
-    if (dx) dx->resize(in.shape());
+    if (dx) dx->resize(in.shape(), in.dtype());
     if (skip_[i] >= 0) {
       const Tensor& from = acts_[static_cast<size_t>(skip_[i])];
       const bool in_place = skip_grad_in_place(i, begin);
-      if (!in_place) skip_grads_[i].resize(from.shape());
+      if (!in_place) skip_grads_[i].resize(from.shape(), from.dtype());
       layers_[i]->bind_skip(&from, in_place ? nullptr : &skip_grads_[i]);
     }
     if (!run || !run(i, in, acts_[o], dy, dx)) layers_[i]->backward(in, acts_[o], dy, dx);
@@ -220,7 +223,7 @@ std::string Model::summary() {
   s.insert(s.end(), input_.begin(), input_.end());
   int w = 10;  // the name column fits the longest name
   for (auto& l : layers_) w = std::max(w, static_cast<int>(l->name().size()));
-  std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %-8s %10s\n", w, "layer", "kind", "output", "layout", "params");
+  std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %-12s %10s\n", w, "layer", "kind", "output", "layout", "params");
   out += buf;
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer* l = layers_[i].get();
@@ -230,8 +233,9 @@ std::string Model::summary() {
     Shape per(s.begin() + 1, s.end());
     std::string from = l->traits().reads_other ? "  + " + l->skip_from() : "";
     if (i > 0 && fused(i - 1)) from += "  (fused into " + layers_[i - 1]->name() + ")";
-    std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %-8s %10lld%s\n", w, l->name().c_str(), l->kind(),
-                  shape_str(per).c_str(), layout_name(layout_[i]), static_cast<long long>(n), from.c_str());
+    const std::string lay = std::string(layout_name(layout_[i])) + (dtype_[i] == DType::F32 ? "" : " bf16");
+    std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %-12s %10lld%s\n", w, l->name().c_str(), l->kind(),
+                  shape_str(per).c_str(), lay.c_str(), static_cast<long long>(n), from.c_str());
     out += buf;
   }
   std::snprintf(buf, sizeof buf, "  total parameters: %lld", static_cast<long long>(num_params()));
@@ -257,7 +261,7 @@ std::string Model::first_nonfinite(const Tensor* input) {
   std::ostringstream o;
   auto bad = [&](const Tensor& t, const std::string& what) {
     Tensor copy;
-    const Tensor& h = t.on_host(copy);  // an error path: copies are fine
+    const Tensor& h = t.dtype() == DType::F32 ? t.on_host(copy) : (copy = t.as(DType::F32));  // (an error path)
     const int64_t i = first_bad(h);
     if (i >= 0) o << what << " " << h.data()[i] << " at index " << i;
     return i >= 0;

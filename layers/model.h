@@ -40,8 +40,13 @@ class Model {
   // what a flatten or fc reads, a tensor whose channels are no multiple of the block). Off: all plain (the default of
   // a Model). Not on the GPU (its model stays plain). Results are the plain layout's bit for bit. Set before the first
   // pass, after set_math.
-  void set_layout(bool on, int block = 0);
+  // compute_acts (model.activations: auto): in a bf16 model on the CPU the blocked activations and their gradients are
+  // also kept in bf16, the precision the convolutions read them in, so that no conversion runs between those layers
+  // and every pass over them moves half the bytes (each layer computes in fp32 and rounds once as it stores; the
+  // batchnorm statistics, the loss and everything plain stay fp32). Off, or another precision or device: fp32.
+  void set_layout(bool on, int block = 0, bool compute_acts = false);
   int layout(size_t i) const { return layout_.at(i); }  // activation i's layout: its block, or 0 (plain)
+  DType dtype(size_t i) const { return dtype_.at(i); }  // activation i's element type (and its gradient's)
 
   // x: [N, input...]; returns the last layer's output (the logits). Evaluation (ctx.train false) keeps only the outputs
   // an add reads again and the last one: activation(i) of the others is not kept.
@@ -104,6 +109,7 @@ class Model {
   std::vector<Tensor> skip_grads_;  // skip_grads_[i]: layer i's gradient w.r.t. that output, added once it is written
   std::vector<bool> skip_source_;   // layer i's output is read again by a later add
   std::vector<int> layout_;         // layout_[i]: activation i's layout (set_layout)
+  std::vector<DType> dtype_;        // dtype_[i]: activation i's element type (set_layout)
   Tensor eval_[2];                  // evaluation: outputs no backward and no add needs, in turn (two layers' worth)
   void check_range(size_t begin, size_t end, const char* pass) const;  // ranges keep fused pairs whole
   // Layer i's skip gradient is read from grads_[i - 1] in a backward pass over [begin, ..) rather than copied

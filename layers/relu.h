@@ -8,6 +8,8 @@ namespace octet {
 // y being either side of the ReLU (n values; CPU loops at once, CUDA kernels queued on s).
 void relu_mask_cpu(const float* y, const float* dy, float* dx, int64_t n, const Stream& s);
 void relu_mask_cuda(const float* y, const float* dy, float* dx, int64_t n, const Stream& s);
+// The CPU loop on host tensors of one type, fp32 or bf16 (activations a bf16 model keeps in bf16).
+void relu_mask_any_cpu(const Tensor& y, const Tensor& dy, Tensor& dx);
 // The forward's twins for a layer whose library call cannot clamp its own result (conv on a GPU): y = max(x, 0) in
 // oneDNN's form (relu_math.h); y may be x.
 void relu_apply_cpu(const float* x, float* y, int64_t n, const Stream& s);
@@ -27,7 +29,7 @@ class Relu : public Layer {
   void backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
  private:
-  struct CpuState;  // oneDNN primitives per element count (relu_cpu.cpp)
+  struct CpuState;  // oneDNN primitives per element count and type (relu_cpu.cpp)
   std::shared_ptr<CpuState> cpu_;
 
   OCTET_LAYER_CUDA_TWIN  // the CUDA twin (relu_cuda.cu)

@@ -1,7 +1,9 @@
-// Relu on oneDNN's eltwise primitives (forward, backward) cached per element count; a fused ReLU's masking loop.
+// Relu on oneDNN's eltwise primitives (forward, backward) cached per element count and type (fp32, or a bf16 model's
+// bf16 activations); a fused ReLU's masking loop.
 #include <map>
 
 #include "core/dnnl_ctx.h"
+#include "core/error.h"
 #include "layers/relu.h"
 #include "layers/relu_math.h"
 
@@ -18,15 +20,15 @@ struct Prims {
 }  // namespace
 
 struct Relu::CpuState {
-  std::map<int64_t, std::unique_ptr<Prims>> prims;
-  Prims& get(int64_t numel);
+  std::map<std::pair<int64_t, DType>, std::unique_ptr<Prims>> prims;
+  Prims& get(int64_t numel, DType t);
 };
 
-Prims& Relu::CpuState::get(int64_t numel) {
-  auto& slot = prims[numel];
+Prims& Relu::CpuState::get(int64_t numel, DType t) {
+  auto& slot = prims[{numel, t}];
   if (slot) return *slot;
   auto P = std::make_unique<Prims>();
-  P->md = plain_md({numel});
+  P->md = plain_md({numel}, t);
   auto& eng = dnnl_engine();
   dnnl::eltwise_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, P->md, 0.f, 0.f);
   dnnl::eltwise_forward::primitive_desc fpd(fd, eng);
@@ -42,6 +44,23 @@ void relu_mask_cpu(const float* y, const float* dy, float* dx, int64_t n, const 
   for (int64_t i = 0; i < n; ++i) dx[i] = relu_grad(dy[i], y[i]);
 }
 
+namespace {
+template <typename T>
+void relu_mask_loop(const T* y, const T* dy, T* dx, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) store(dx, i, relu_grad(load(dy, i), load(y, i)));
+}
+}  // namespace
+
+void relu_mask_any_cpu(const Tensor& y, const Tensor& dy, Tensor& dx) {
+  OCTET_CHECK(
+      y.dtype() == dy.dtype() && dx.dtype() == dy.dtype() && y.numel() == dy.numel() && dx.numel() == dy.numel(),
+      "relu mask: " << dtype_name(y.dtype()) << " " << shape_str(y.shape()) << ", " << dtype_name(dy.dtype()) << " "
+                    << shape_str(dy.shape()));
+  if (dy.dtype() == DType::F32) return relu_mask_loop(y.data(), dy.data(), dx.data(), dy.numel());
+  relu_mask_loop(y.bf16(), dy.bf16(), dx.bf16(), dy.numel());
+}
+
 void relu_apply_cpu(const float* x, float* y, int64_t n, const Stream&) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] = relu_slope(x[i], 0.f);
@@ -49,18 +68,18 @@ void relu_apply_cpu(const float* x, float* y, int64_t n, const Stream&) {
 
 void Relu::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
   if (!cpu_) cpu_ = std::make_shared<CpuState>();
-  Prims& P = cpu_->get(x.numel());
-  P.fwd.execute(dnnl_stream(), {{DNNL_ARG_SRC, wrap(P.md, x.data())}, {DNNL_ARG_DST, wrap(P.md, y.data())}});
+  Prims& P = cpu_->get(x.numel(), x.dtype());
+  P.fwd.execute(dnnl_stream(), {{DNNL_ARG_SRC, wrap(P.md, x.raw())}, {DNNL_ARG_DST, wrap(P.md, y.raw())}});
   dnnl_stream().wait();
 }
 
 void Relu::backward_cpu(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
   if (!dx) return;
   if (!cpu_) cpu_ = std::make_shared<CpuState>();
-  Prims& P = cpu_->get(x.numel());
-  P.bwd.execute(dnnl_stream(), {{DNNL_ARG_SRC, wrap(P.md, x.data())},
-                                {DNNL_ARG_DIFF_DST, wrap(P.md, dy.data())},
-                                {DNNL_ARG_DIFF_SRC, wrap(P.md, dx->data())}});
+  Prims& P = cpu_->get(x.numel(), x.dtype());
+  P.bwd.execute(dnnl_stream(), {{DNNL_ARG_SRC, wrap(P.md, x.raw())},
+                                {DNNL_ARG_DIFF_DST, wrap(P.md, dy.raw())},
+                                {DNNL_ARG_DIFF_SRC, wrap(P.md, dx->raw())}});
   dnnl_stream().wait();
 }
 

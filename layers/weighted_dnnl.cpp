@@ -23,9 +23,10 @@ dnnl::memory scratch(Role r, const dnnl::memory::desc& want) {
   return dnnl::memory(want, dnnl_engine(), b.data());
 }
 
-// An operand as the primitives read it: t itself, or (CpuMath::round) a copy rounded to that precision.
-const float* operand(Precision round, Role r, const Tensor& t) {
-  if (round == Precision::Fp32) return t.data();
+// An operand as the primitives read it: t itself (fp32, or bf16 activations), or (CpuMath::round) a copy rounded to
+// that precision.
+const void* operand(Precision round, Role r, const Tensor& t) {
+  if (round == Precision::Fp32) return t.raw();
   thread_local std::vector<float> pool[kRoles];
   std::vector<float>& b = pool[r];
   if (b.size() < static_cast<size_t>(t.numel())) b.resize(static_cast<size_t>(t.numel()));
@@ -62,7 +63,7 @@ CpuMath cpu_math(Precision p, Device d, const std::string& op) {
 }
 
 void weighted_forward(const WeightedPrims& P, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-  const dnnl::memory ym = wrap(P.dst, y.data()), yo = out(P.f_dst, kDst, ym);
+  const dnnl::memory ym = wrap(P.dst, y.raw()), yo = out(P.f_dst, kDst, ym);
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_SRC, in(P.f_src, kSrc, wrap(P.src, operand(P.round, kRoundX, x)))},
       {DNNL_ARG_WEIGHTS, in(P.f_wei, kWei, wrap(P.wei, operand(P.round, kRoundW, w)))},
@@ -87,7 +88,7 @@ void weighted_backward(const WeightedPrims& P, const Tensor& x, const Tensor& w,
   P.bwd_weights.execute(dnnl_stream(), args);
   out_done(P.bw_wei, dwo, dwm);
   if (dx) {
-    const dnnl::memory dxm = wrap(P.src, dx->data()), dxo = out(P.bd_src, kBdSrc, dxm);
+    const dnnl::memory dxm = wrap(P.src, dx->raw()), dxo = out(P.bd_src, kBdSrc, dxm);
     // dy in the backward-data layout: the backward-weights copy when the layouts agree.
     const dnnl::memory dyb =
         P.bd_dst.on && P.bw_dst.on && P.bd_dst.want == P.bw_dst.want ? dyw : in(P.bd_dst, kBdDst, dym);

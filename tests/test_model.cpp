@@ -1,6 +1,8 @@
 // Models as a whole: residual nets' gradients through every path, ReLUs fused into the layer before them
 // (model.fuse) and activations kept in oneDNN's channel-blocked layouts (model.layout), each against the plain
-// model's bits, and the layer table's rows run in every layout their rule allows.
+// model's bits, the layer table's rows run in every layout their rule allows, and a bf16 model's activations kept in
+// bf16 (model.activations) against fp32 ones.
+#include <cmath>
 #include <functional>
 
 #include "core/layout.h"
@@ -343,6 +345,24 @@ static std::vector<float> plain_values(const Tensor& t, int block) {
   return to_vector(out);
 }
 
+// Every choice of blocks B that a layer's rule allows and its shapes fit (input x, output out, the skip input's when it
+// has one).
+static std::vector<IoLayout> blocked_ios(LayoutRule rule, int B, const Shape& x, const Shape& out, const Shape* skip) {
+  auto fits = [&](const Shape& sh) { return sh.size() == 4 && sh[1] % B == 0; };
+  std::vector<IoLayout> ios;
+  if (rule == LayoutRule::Same && fits(x) && fits(out) && (!skip || fits(*skip))) ios.push_back({B, B, skip ? B : 0});
+  if (rule == LayoutRule::Free) {
+    if (fits(x)) ios.push_back({B, 0, 0});
+    if (fits(out)) ios.push_back({0, B, 0});
+    if (fits(x) && fits(out)) ios.push_back({B, B, 0});
+  }
+  if (rule == LayoutRule::SameSkipFree && fits(x) && fits(out)) {  // (the skip input either way)
+    ios.push_back({B, B, 0});
+    if (skip && fits(*skip)) ios.push_back({B, B, B});
+  }
+  return ios;
+}
+
 TEST_CASE(
     "every case of the layer table that takes oneDNN's channel-blocked layouts gives the plain layout's bits in "
     "them, trained and evaluated",
@@ -355,19 +375,7 @@ TEST_CASE(
     const Shape out = c.make()->output_shape(x.shape());
     const Tensor dy = random_tensor(out, 41);
     for (int B : {8, 16}) {
-      auto fits = [&](const Shape& sh) { return sh.size() == 4 && sh[1] % B == 0; };
-      std::vector<IoLayout> ios;  // every choice the rule allows and the shapes fit
-      if (rule == LayoutRule::Same && fits(x.shape()) && fits(out) && (!c.skip_input || fits(s.shape())))
-        ios.push_back({B, B, c.skip_input ? B : 0});
-      if (rule == LayoutRule::Free) {
-        if (fits(x.shape())) ios.push_back({B, 0, 0});
-        if (fits(out)) ios.push_back({0, B, 0});
-        if (fits(x.shape()) && fits(out)) ios.push_back({B, B, 0});
-      }
-      if (rule == LayoutRule::SameSkipFree && fits(x.shape()) && fits(out)) {  // (the skip input either way)
-        ios.push_back({B, B, 0});
-        if (fits(s.shape())) ios.push_back({B, B, B});
-      }
+      const std::vector<IoLayout> ios = blocked_ios(rule, B, x.shape(), out, c.skip_input ? &s.shape() : nullptr);
       for (const IoLayout& io : ios) {
         INFO(c.name << ": block " << B << ", input " << io.in << ", output " << io.out);
         ++ran;
@@ -391,4 +399,124 @@ TEST_CASE(
     }
   }
   CHECK(ran >= 20);
+}
+
+// t's values as fp32 in the plain layout (t fp32 or bf16, in layout block).
+static std::vector<float> plain_f32(const Tensor& t, int block) {
+  return plain_values(t.dtype() == DType::F32 ? t : t.as(DType::F32), block);
+}
+// t (fp32) rounded to dtype once, read back as fp32 in the plain layout.
+static std::vector<float> rounded(const Tensor& t, DType dtype, int block) { return plain_f32(t.as(dtype), block); }
+static DType act_dtype(int block) { return block ? DType::Bf16 : DType::F32; }  // (a bf16 model's rule)
+
+TEST_CASE(
+    "every case of the layer table that takes channel-blocked layouts runs on a bf16 model's bf16 activations: the "
+    "results on fp32 activations holding the same values, each rounded once (an add's projection output too: there, to "
+    "that rounding)",
+    "[layers][layout][precision]") {
+  if (!cpu_has_bf16()) {
+    WARN("this CPU has no AVX512-BF16 or AMX: bf16 activations are not tested here");
+    return;
+  }
+  const int B = cpu_channel_block();
+  int ran = 0;
+  for (const LayerCase& c : layer_cases()) {
+    const LayoutRule rule = c.make()->layout_rule();
+    if (rule == LayoutRule::Plain) continue;
+    auto representable = [](const Tensor& t) { return t.as(DType::Bf16).as(DType::F32); };
+    const Tensor x = representable(c.input()), s = c.skip_input ? representable(c.skip_input()) : Tensor(Shape{0});
+    const Shape out = c.make()->output_shape(x.shape());
+    const Tensor dy = representable(random_tensor(out, 41));
+    // (bf16 wherever blocked)
+    const std::vector<IoLayout> ios = blocked_ios(rule, B, x.shape(), out, c.skip_input ? &s.shape() : nullptr);
+    // An add with a projection holds an activation of its own (the projection's output, bf16 as the model's are), so
+    // its results differ from the reference by that rounding carried through the sum (and batchnorm): compared to
+    // 1/64 of their largest magnitude; every other case exactly.
+    const bool inner = c.make()->traits().reads_other && !c.make()->params().empty();
+    auto same = [inner](const std::vector<float>& a, const std::vector<float>& b) {
+      if (!inner) return a == b;
+      double scale = 1e-30, worst = 0;
+      for (size_t i = 0; i < b.size(); ++i) scale = std::max(scale, std::abs(double(b[i])));
+      for (size_t i = 0; i < b.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+      return a.size() == b.size() && worst <= scale / 64;
+    };
+    for (const IoLayout& io : ios) {
+      INFO(c.name << ": input " << io.in << ", output " << io.out << ", skip " << io.skip);
+      ++ran;
+      LayerPtr full = c.make(), half = c.make();
+      for (Layer* l : {full.get(), half.get()}) l->set_math({Precision::Bf16}), l->set_layout(io);
+      const DType xt = act_dtype(io.in), yt = act_dtype(io.out), st = act_dtype(c.skip_input ? io.skip : 0);
+      const Tensor xf = in_layout(x, io.in), xh = xf.as(xt), dyf = in_layout(dy, io.out), dyh = dyf.as(yt);
+      Tensor sf = c.skip_input ? in_layout(s, io.skip) : s, sh = sf.as(st), dsf(s.shape()),
+             dsh(s.shape(), Device::CPU, st);
+      if (c.skip_input) full->bind_skip(&sf, &dsf), half->bind_skip(&sh, &dsh);
+      Tensor yf(out), yh(out, Device::CPU, yt), dxf(x.shape()), dxh(x.shape(), Device::CPU, xt);
+      const StepContext train{true, 7, 3}, eval{false, 7, 3};
+      full->forward(xf, yf, train), half->forward(xh, yh, train);
+      CHECK(yh.dtype() == yt);
+      CHECK(same(plain_f32(yh, io.out), rounded(yf, yt, io.out)));
+      full->backward(xf, yf, dyf, &dxf), half->backward(xh, yh, dyh, &dxh);
+      CHECK(plain_f32(dxh, io.in) == rounded(dxf, xt, io.in));
+      if (c.skip_input) CHECK(same(plain_f32(dsh, io.skip), rounded(dsf, st, io.skip)));
+      auto pf = full->params(), ph = half->params();
+      for (size_t k = 0; k < pf.size(); ++k) CHECK(same(to_vector(*ph[k].grad), to_vector(*pf[k].grad)));
+      full->forward(xf, yf, eval), half->forward(xh, yh, eval);
+      CHECK(same(plain_f32(yh, io.out), rounded(yf, yt, io.out)));
+    }
+  }
+  CHECK(ran >= 12);
+}
+
+// |a - b| / |b| in the L2 norm.
+static double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, n = 1e-30;
+  for (size_t i = 0; i < b.size(); ++i) d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), n += double(b[i]) * b[i];
+  return std::sqrt(d / n);
+}
+
+TEST_CASE(
+    "model.activations: a bf16 model on the CPU keeps its blocked activations and their gradients in bf16, and its "
+    "gradients stay as close to fp32 activations' as bf16 math itself is to fp32's",
+    "[layers][model][layout][precision]") {
+  if (!cpu_has_bf16()) {
+    WARN("this CPU has no AVX512-BF16 or AMX: bf16 activations are not tested here");
+    return;
+  }
+  // (The layer table's test above holds each layer's bf16 path to its fp32 one exactly; this one holds the model's
+  // part: which activations are bf16, the buffers, the skip sums and routes of their gradients, evaluation.)
+  const Tensor x = random_tensor({32, 3, 8, 8}, 31), r = random_tensor({32, 3}, 32);
+  for (auto net : {blockable_net, bottleneck_net}) {
+    INFO((net == &bottleneck_net ? "bottlenecks" : "basic blocks"));
+    Model half = net(), full = net(), fp32 = net();  // bf16 with bf16 activations; bf16 with fp32 ones; fp32
+    for (Model* m : {&half, &full}) m->set_math({Precision::Bf16});
+    for (Model* m : {&half, &full, &fp32}) m->set_fusion(true);
+    half.set_layout(true, 0, true), full.set_layout(true, 0, false), fp32.set_layout(true, 0, true);
+    size_t blocked = 0;
+    for (size_t i = 0; i < half.size(); ++i) {
+      INFO("layer " << half.layer(i).name());
+      CHECK(half.dtype(i) == act_dtype(half.layout(i)));
+      CHECK(full.dtype(i) == DType::F32);
+      CHECK(fp32.dtype(i) == DType::F32);  // (an fp32 model's stay fp32)
+      blocked += half.layout(i) != 0;
+    }
+    CHECK(blocked >= 10);
+    CHECK_THAT(half.summary(), Catch::Contains(std::string(layout_name(cpu_channel_block())) + " bf16"));
+    CHECK_THAT(full.summary(), !Catch::Contains("bf16"));
+    const StepContext train{true, 7, 3}, eval{false, 7, 3};
+    const std::vector<float> yh = to_vector(half.forward(x, train)), yf = to_vector(full.forward(x, train)),
+                             y32 = to_vector(fp32.forward(x, train));
+    for (size_t i = 0; i < half.size(); ++i)
+      if (!half.activation(i).empty()) CHECK(half.activation(i).dtype() == half.dtype(i));
+    CHECK(rel_l2(yh, yf) < 0.02);
+    half.backward(x, r), full.backward(x, r), fp32.backward(x, r);
+    auto ph = half.params(), pf = full.params(), p32 = fp32.params();
+    for (size_t k = 0; k < pf.size(); ++k) {
+      INFO(pf[k].name);
+      const double err = rel_l2(to_vector(*ph[k].grad), to_vector(*pf[k].grad)),
+                   math = rel_l2(to_vector(*pf[k].grad), to_vector(*p32[k].grad));  // bf16 math vs fp32's
+      CHECK(err <= std::max(0.1, 2 * math));
+    }
+    CHECK(rel_l2(to_vector(half.forward(x, eval)), to_vector(full.forward(x, eval))) < 0.02);
+    CHECK(half.first_nonfinite(&x).empty());
+  }
 }

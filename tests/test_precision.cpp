@@ -31,6 +31,40 @@ TEST_CASE("rounding to tf32, bf16 and fp16: nearest even, overflow to infinity, 
   for (int i = 0; i < 3; ++i) CHECK(w[i] == round_to(Precision::Fp16, v[i]));
 }
 
+TEST_CASE("bf16 activations: stored as round_mantissa(v, 7) rounds, read back exactly, and a tensor's type is checked",
+          "[precision]") {
+  std::vector<float> v = {0.f,      -0.f,   1.f,      1.f + 1.f / 256, 1.f + 3.f / 256, -2.5e-3f, 3.4e38f,
+                          -3.4e38f, 1e-40f, INFINITY, -INFINITY,       6.1e-5f,         123456.7f};
+  Rng rng(3);
+  for (int i = 0; i < 2000; ++i) v.push_back(rng.normal() * std::pow(10.f, static_cast<float>(i % 20 - 10)));
+  for (float f : v) {
+    INFO(f);
+    const float b = bf16_to_float(float_to_bf16(f));
+    CHECK(f32_bits(b) == f32_bits(round_to(Precision::Bf16, f)));
+    CHECK(bf16_to_float(float_to_bf16(b)) == b);  // (exact once rounded)
+  }
+  CHECK(std::isnan(bf16_to_float(float_to_bf16(f32_from_bits(0x7f800001u)))));  // a NaN with low payload bits only
+  CHECK(std::isnan(bf16_to_float(float_to_bf16(NAN))));
+  const Tensor x = make_tensor({2, 3}, {1.f, 1.f + 1.f / 256, -7.3f, 0.5f, 1e30f, -1e-30f});
+  const Tensor h = x.as(DType::Bf16);
+  CHECK(h.dtype() == DType::Bf16);
+  CHECK(h.bytes() == 12);
+  CHECK_THROWS_WITH(h.data(), Catch::Contains("Tensor::data() of a bf16 tensor [2,3]"));
+  CHECK_THROWS_WITH(x.bf16(), Catch::Contains("Tensor::bf16() of a fp32 tensor"));
+  const Tensor back = h.as(DType::F32);
+  for (int64_t i = 0; i < 6; ++i) CHECK(back.data()[i] == round_to(Precision::Bf16, x.data()[i]));
+  Tensor c = h;  // copies keep the type
+  CHECK(c.dtype() == DType::Bf16);
+  CHECK(c.as(DType::F32).data()[2] == back.data()[2]);
+  Tensor f(Shape{2, 3});
+  CHECK_THROWS_WITH(f.copy_from(h), Catch::Contains("copy of bf16 [2,3] into fp32 [2,3]"));
+  f.resize({4, 3}, DType::Bf16);  // reused for another type: the same storage holds 12 bf16 values
+  CHECK(f.dtype() == DType::Bf16);
+  CHECK(f.numel() == 12);
+  f.resize({2, 3}, DType::F32);
+  CHECK(f.dtype() == DType::F32);
+}
+
 namespace {
 
 double worst_rel(const Tensor& a, const Tensor& b) {

@@ -40,7 +40,7 @@ TEST_CASE("tensors own zeroed, aligned storage, copies are deep, views write thr
   Tensor dst({2, 3});
   dst.copy_from(make_tensor({6}, {1, 2, 3, 4, 5, 6}), Stream{});
   CHECK(to_vector(dst) == std::vector<float>({1, 2, 3, 4, 5, 6}));
-  CHECK_THROWS_WITH(dst.copy_from(Tensor({5})), Catch::Contains("copy of [5] into [2,3]"));
+  CHECK_THROWS_WITH(dst.copy_from(Tensor({5})), Catch::Contains("copy of fp32 [5] into fp32 [2,3]"));
   t.resize({2, 2});  // within capacity: same storage
   CHECK(t.numel() == 4);
   t.reshape({4});

@@ -158,6 +158,7 @@ void read_model(Section s, ModelConfig& m, const std::vector<std::string>& origi
   m.precision = *precision_named(s.choice("precision", "fp32", {"fp32", "tf32", "bf16", "fp16"}));
   m.fuse = s.get<bool>("fuse", true);
   m.blocked_layout = s.choice("layout", "auto", {"auto", "plain"}) == "auto";
+  m.compute_activations = s.choice("activations", "auto", {"auto", "fp32"}) == "auto";
   m.naming = naming_named(s.choice("naming", "octet", naming_names()));
   // (its file is checked where a fresh run reads it: a resume, octet model and export never do)
   m.init_from = s.get<std::string>("init_from", "");

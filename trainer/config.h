@@ -64,10 +64,12 @@ struct ModelConfig {
   Precision precision = Precision::Fp32;  // convolutions and matrix products (core/precision.h)
   LossScaleConfig loss_scale;             // fp16's dynamic loss scaling
   bool fuse = true;                       // a ReLU taken into the batchnorm or add before it (Model::set_fusion)
-  bool blocked_layout = true;     // model.layout: auto (runs of layers in oneDNN's channel-blocked layout on the CPU,
-                                  // Model::set_layout) | plain
-  Naming naming = Naming::Octet;  // the reference's tensor names this config's layers follow (trainer/weights.h)
-  std::string init_from;          // weights to start from (safetensors, checkpoint or run directory; "": none)
+  bool blocked_layout = true;       // model.layout: auto (runs of layers in oneDNN's channel-blocked layout on the CPU,
+                                    // Model::set_layout) | plain
+  bool compute_activations = true;  // model.activations: auto (a bf16 model's blocked activations in bf16 on the CPU,
+                                    // Model::set_layout's compute_acts) | fp32
+  Naming naming = Naming::Octet;    // the reference's tensor names this config's layers follow (trainer/weights.h)
+  std::string init_from;            // weights to start from (safetensors, checkpoint or run directory; "": none)
   std::vector<std::string> init_skip;  // layers (names or globs) init_from leaves as initialized
 };
 
