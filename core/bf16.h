@@ -1,9 +1,14 @@
 // bf16 as an element type of activations (Tensor's DType::Bf16): the 16 upper bits of an fp32, stored round to nearest
-// even (core/precision.h's round_mantissa(v, 7): past the largest finite value to infinity; a NaN stays a NaN, quieted),
-// read back exactly. load/store let one CPU loop template read and write fp32 or bf16 tensors with fp32 arithmetic
-// (the compiler vectorizes the conversions; AVX512-BF16's vcvtneps2bf16 rounds the same but flushes subnormals).
+// even (core/precision.h's round_mantissa(v, 7): past the largest finite value to infinity; a NaN stays a NaN,
+// quieted), read back exactly. load/store let one CPU loop template read and write fp32 or bf16 tensors with fp32
+// arithmetic (the compiler vectorizes the conversion's arithmetic, about eight vector operations); to_bf16 converts a
+// staged block with AVX512-BF16's one instruction (vcvtneps2bf16: the same rounding, but it flushes subnormals to zero)
+// where the build has it.
 #pragma once
 #include <cstdint>
+#if !defined(__CUDACC__) && defined(__AVX512BF16__)
+#include <immintrin.h>
+#endif
 
 #include "core/bits.h"
 #include "core/hd.h"
@@ -27,5 +32,46 @@ OCTET_HD float load(const float* p, int64_t i) { return p[i]; }
 OCTET_HD float load(const bf16_t* p, int64_t i) { return bf16_to_float(p[i]); }
 OCTET_HD void store(float* p, int64_t i, float v) { p[i] = v; }
 OCTET_HD void store(bf16_t* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
+
+#ifndef __CUDACC__
+// y[0, n) = x[0, n) stored as bf16: 16 at a time with vcvtneps2bf16 (the tail under a mask) where the build targets
+// AVX512-BF16, else by float_to_bf16.
+inline void to_bf16(const float* x, bf16_t* y, int64_t n) {
+#ifdef __AVX512BF16__
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), reinterpret_cast<const __m256i&>(h));
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i));
+    _mm256_mask_storeu_epi16(y + i, m, reinterpret_cast<const __m256i&>(h));
+  }
+#else
+  for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16(x[i]);
+#endif
+}
+
+// y[i] = f(i) for i in [0, n) on the run's OpenMP threads (an elementwise pass): fp32 stored as it is computed, bf16
+// staged as fp32 1024 values at a time and converted by to_bf16.
+template <typename T, typename F>
+void map_values(T* y, int64_t n, const F& f) {
+  if constexpr (sizeof(T) == sizeof(float)) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = f(i);
+  } else {
+    constexpr int64_t kBlock = 1024;
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+      alignas(64) float buf[kBlock];
+      const int64_t i0 = b * kBlock, m = n - i0 < kBlock ? n - i0 : kBlock;
+      for (int64_t i = 0; i < m; ++i) buf[i] = f(i0 + i);
+      to_bf16(buf, y + i0, m);
+    }
+  }
+}
+#endif
 
 }  // namespace octet

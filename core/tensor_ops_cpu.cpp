@@ -37,8 +37,7 @@ void add_into(Tensor& acc, const Tensor& x, const Exec& exec) {
   if (acc.dtype() == DType::Bf16) {  // (a bf16 model's activation gradients, on the CPU only: summed in fp32)
     bf16_t* a = acc.bf16();
     const bf16_t* b = x.bf16();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < x.numel(); ++i) store(a, i, load(a, i) + load(b, i));
+    map_values(a, x.numel(), [=](int64_t i) { return load(a, i) + load(b, i); });
     return;
   }
   launch_twin("add_into", add_into_threads_cpu, OCTET_CUDA_TWIN(add_into_cuda), exec.compute(), acc.data(), x.data(),

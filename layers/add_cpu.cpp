@@ -12,8 +12,7 @@ namespace {
 
 template <typename T>
 void add_sum(const T* x, const T* s, T* y, int64_t n, float neg) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) store(y, i, relu_slope(load(x, i) + load(s, i), neg));
+  map_values(y, n, [=](int64_t i) { return relu_slope(load(x, i) + load(s, i), neg); });
 }
 
 // Option A tile by tile (a sample's block of L channels: one channel plain, B blocked), without a division per value:

@@ -7,7 +7,9 @@
 // bf16 model's, Model::set_layout): read as fp32, the arithmetic fp32, each output rounded once as it is stored.
 // The passes run in stages (local sums, the cross-rank exchange of a synchronized batchnorm, the rest), so that the
 // simulated device can queue them around the exchange as the GPU does.
+#include <algorithm>
 #include <array>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/layout.h"
@@ -87,14 +89,28 @@ void channel_sums(const Tiles& g, Make make, std::vector<double>& part, double* 
     }
 }
 
-// out[base + i] = f(i, l) for every value of every tile, where make(base, c0) gives a tile's f.
+// out[base + i] = f(i, l) for every value of every tile, where make(base, c0) gives a tile's f. bf16 values are staged
+// as fp32 a few KB at a time (in L1) and converted by to_bf16's one instruction a vector, which costs less than the
+// conversion's arithmetic in the loop: the loop is bound by its vector operations, not by memory.
 template <int L, typename T, typename Make>
 void each_output(const Tiles& g, T* out, Make make) {
   each_tile<L>(g, [&](int64_t, int64_t base, int64_t c0) {
     const auto f = make(base, c0);
     T* o = out + base;
-    for (int64_t i = 0; i < g.hw; ++i)
-      for (int l = 0; l < L; ++l) store(o, i * L + l, f(i * L + l, l));
+    if constexpr (std::is_same_v<T, float>) {
+      for (int64_t i = 0; i < g.hw; ++i)
+        for (int l = 0; l < L; ++l) o[i * L + l] = f(i * L + l, l);
+    } else {
+      constexpr int64_t kChunk = 1024 / L;  // positions a stage: 4 KB of fp32
+      alignas(64) float buf[kChunk * L];
+      for (int64_t i0 = 0; i0 < g.hw; i0 += kChunk) {
+        const int64_t m = std::min(kChunk, g.hw - i0);
+        const auto fi = [&](int64_t i, int l) { return f((i0 + i) * L + l, l); };
+        for (int64_t i = 0; i < m; ++i)
+          for (int l = 0; l < L; ++l) buf[i * L + l] = fi(i, l);
+        to_bf16(buf, o + i0 * L, m * L);
+      }
+    }
   });
 }
 

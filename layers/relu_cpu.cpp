@@ -47,8 +47,7 @@ void relu_mask_cpu(const float* y, const float* dy, float* dx, int64_t n, const 
 namespace {
 template <typename T>
 void relu_mask_loop(const T* y, const T* dy, T* dx, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) store(dx, i, relu_grad(load(dy, i), load(y, i)));
+  map_values(dx, n, [=](int64_t i) { return relu_grad(load(dy, i), load(y, i)); });
 }
 }  // namespace
 
