@@ -82,14 +82,13 @@ Tensor::Tensor(const Tensor& other)
 
 Tensor& Tensor::operator=(const Tensor& other) {
   if (this == &other) return *this;
-  if (view_) {
-    OCTET_CHECK(other.numel_ == numel_ && other.device_ == device_ && other.dtype_ == dtype_,
-                "assignment of " << shape_str(other.shape_) << " into a view of " << shape_str(shape_));
-  } else if (device_ != other.device_ || capacity_ < static_cast<int64_t>(other.bytes())) {
-    device_ = other.device_, dtype_ = other.dtype_;
+  OCTET_CHECK(!view_ || (other.numel_ == numel_ && other.device_ == device_ && other.dtype_ == dtype_),
+              "assignment of " << shape_str(other.shape_) << " into a view of " << shape_str(shape_));
+  dtype_ = other.dtype_;
+  if (!view_ && (device_ != other.device_ || capacity_ < static_cast<int64_t>(other.bytes()))) {
+    device_ = other.device_;
     allocate(other.numel_);
   }
-  dtype_ = other.dtype_;
   shape_ = other.shape_;
   numel_ = other.numel_;
   copy_from(other);
@@ -141,12 +140,11 @@ void Tensor::resize(const Shape& shape, DType dtype) {
   const int64_t n = shape_numel(shape);
   OCTET_CHECK(!view_ || dtype == dtype_,
               "a " << dtype_name(dtype_) << " view of " << shape_str(shape_) << " cannot hold " << dtype_name(dtype));
-  if (n * static_cast<int64_t>(dtype_size(dtype)) > capacity_) {
+  dtype_ = dtype;
+  if (static_cast<int64_t>(n * dtype_size(dtype)) > capacity_) {
     OCTET_CHECK(!view_, "a view of " << shape_str(shape_) << " cannot grow to " << shape_str(shape));
-    dtype_ = dtype;
     allocate(n);
   }
-  dtype_ = dtype;
   shape_ = shape;
   numel_ = n;
 }
@@ -202,15 +200,13 @@ Tensor Tensor::as(DType dtype) const {
   Tensor host;
   const Tensor& h = on_host(host);
   Tensor out(shape_, Device::CPU, dtype);
-  const auto* src = static_cast<const unsigned char*>(h.raw());
-  for (int64_t i = 0; i < numel_; ++i) {
-    const float v = dtype_ == DType::F32 ? load(reinterpret_cast<const float*>(src), i)
-                                         : load(reinterpret_cast<const bf16_t*>(src), i);
-    if (dtype == DType::F32)
-      store(out.data(), i, v);
-    else
-      store(out.bf16(), i, v);
-  }
+  with_dtype(dtype_, [&](auto from) {
+    const auto* src = values<decltype(from)>(h);
+    with_dtype(dtype, [&](auto to) {
+      auto* dst = values<decltype(to)>(out);
+      for (int64_t i = 0; i < numel_; ++i) store(dst, i, load(src, i));
+    });
+  });
   return out;
 }
 
