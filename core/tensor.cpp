@@ -117,13 +117,18 @@ Tensor Tensor::pinned(Shape shape) {
 }
 
 Tensor Tensor::wrap(float* data, Shape shape, Device device) {
+  return wrap(data, std::move(shape), device, DType::F32);
+}
+
+Tensor Tensor::wrap(void* data, Shape shape, Device device, DType dtype) {
   Tensor t;
   t.shape_ = std::move(shape);
   t.numel_ = shape_numel(t.shape_);
-  t.capacity_ = t.numel_ * static_cast<int64_t>(sizeof(float));
+  t.capacity_ = t.numel_ * static_cast<int64_t>(dtype_size(dtype));
   t.device_ = device;
+  t.dtype_ = dtype;
   t.view_ = true;
-  t.data_ = {data, [](float*) {}};
+  t.data_ = {static_cast<float*>(data), [](float*) {}};
   return t;
 }
 

@@ -1,4 +1,4 @@
-// Tensor: a dense array of fp32 (or, for activations carried in bf16 between CPU layers, bf16) values in NCHW order (or
+// Tensor: a dense array of fp32 (or, for activations carried in bf16 between layers, bf16) values in NCHW order (or
 // a layout, core/layout.h) on an explicit device, owning (64-byte aligned, zero-filled) storage or viewing another's;
 // Buffer<T>: a device-tagged array of bytes or integers (payloads, labels). Copies and zeroing are ordered on a stream
 // (core/exec.h); on the CPU they are done when they return.
@@ -22,7 +22,7 @@ int64_t shape_numel(const Shape& s);
 std::string shape_str(const Shape& s);  // "[64,1,28,28]"
 
 // A tensor's element type: fp32 (everything but activations in a 16-bit model), or bf16 (Model::set_layout's
-// activations of a bf16 model on the CPU).
+// activations of a bf16 model: channel-blocked on the CPU, channels-last on a GPU).
 enum class DType : uint8_t { F32, Bf16 };
 inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
 const char* dtype_name(DType t);  // "fp32", "bf16"
@@ -41,6 +41,8 @@ class Tensor {
   static Tensor pinned(Shape shape);
   // A non-owning tensor over n = shape_numel(shape) floats at data (the owner must outlive it).
   static Tensor wrap(float* data, Shape shape, Device device = Device::CPU);
+  // The same over storage of either element type.
+  static Tensor wrap(void* data, Shape shape, Device device, DType dtype);
   // Elements [offset, offset + numel(shape)) of this tensor as a view of that shape.
   Tensor view(int64_t offset, Shape shape) const;
 

@@ -9,7 +9,7 @@
 namespace octet {
 
 // acc[i] += x[i] (same numel, type and device: exec's); queued on exec's compute stream on a GPU. (bf16: a bf16 model's
-// activation gradients on the CPU, summed in fp32 and rounded.)
+// activation gradients, summed in fp32 and rounded.)
 void add_into(Tensor& acc, const Tensor& x, const Exec& exec);
 // dst[i] = src[i] * s (same numel, same device: exec's; dst may be a view, and may be src itself).
 void scale_into(Tensor& dst, const Tensor& src, float s, const Exec& exec);
@@ -21,6 +21,8 @@ void add_into_cpu(float* acc, const float* x, int64_t n, const Stream& stream);
 void add_into_threads_cpu(float* acc, const float* x, int64_t n, const Stream& stream);
 void scale_into_cpu(float* dst, const float* src, float s, int64_t n, const Stream& stream);
 void add_into_cuda(float* acc, const float* x, int64_t n, const Stream& stream);
+void add_into_bf16_cpu(bf16_t* acc, const bf16_t* x, int64_t n, const Stream& stream);  // (on OpenMP threads)
+void add_into_bf16_cuda(bf16_t* acc, const bf16_t* x, int64_t n, const Stream& stream);
 void scale_into_cuda(float* dst, const float* src, float s, int64_t n, const Stream& stream);
 
 }  // namespace octet

@@ -31,15 +31,16 @@ void add_into_threads_cpu(float* acc, const float* x, int64_t n, const Stream&) 
   for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
 }
 
+void add_into_bf16_cpu(bf16_t* acc, const bf16_t* x, int64_t n, const Stream&) {
+  map_values(acc, n, [=](int64_t i) { return load(acc, i) + load(x, i); });
+}
+
 void add_into(Tensor& acc, const Tensor& x, const Exec& exec) {
   check_pair(acc, x, exec, "add_into");
   OCTET_CHECK(acc.dtype() == x.dtype(), "add_into: " << dtype_name(x.dtype()) << " into " << dtype_name(acc.dtype()));
-  if (acc.dtype() == DType::Bf16) {  // (a bf16 model's activation gradients, on the CPU only: summed in fp32)
-    bf16_t* a = acc.bf16();
-    const bf16_t* b = x.bf16();
-    map_values(a, x.numel(), [=](int64_t i) { return load(a, i) + load(b, i); });
-    return;
-  }
+  if (acc.dtype() == DType::Bf16)  // (a bf16 model's activation gradients: summed in fp32)
+    return launch_twin("add_into (bf16)", add_into_bf16_cpu, OCTET_CUDA_TWIN(add_into_bf16_cuda), exec.compute(),
+                       acc.bf16(), x.bf16(), x.numel());
   launch_twin("add_into", add_into_threads_cpu, OCTET_CUDA_TWIN(add_into_cuda), exec.compute(), acc.data(), x.data(),
               x.numel());
 }

@@ -1,6 +1,7 @@
 // CUDA twins of the elementwise tensor arithmetic (one thread per element; the same single rounding as the CPU loops).
 #include "core/cuda_util.cuh"
 #include "core/tensor_ops.h"
+#include "core/vec16_cuda.cuh"
 
 namespace octet {
 
@@ -8,6 +9,21 @@ namespace {
 
 __global__ void add_into_kernel(float* __restrict__ acc, const float* __restrict__ x, int64_t n) {
   OCTET_GRID_STRIDE(i, n) { acc[i] += x[i]; }
+}
+
+__global__ void add_into_bf16_kernel(bf16_t* __restrict__ acc, const bf16_t* __restrict__ x, int64_t n) {
+  OCTET_GRID_STRIDE(i, n) { store(acc, i, load(acc, i) + load(x, i)); }
+}
+
+__global__ void add_into_bf16_vec(bf16_t* __restrict__ acc, const bf16_t* __restrict__ x, int64_t nvec) {
+  OCTET_GRID_STRIDE(j, nvec) {
+    float a[8], b[8];
+    load16(acc + j * 8, a);
+    load16(x + j * 8, b);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) a[k] += b[k];
+    store16(acc + j * 8, a);
+  }
 }
 
 __global__ void scale_into_kernel(float* dst, const float* src, float s, int64_t n) {  // dst may be src
@@ -20,6 +36,15 @@ void add_into_cuda(float* acc, const float* x, int64_t n, const Stream& stream) 
   if (n <= 0) return;
   add_into_kernel<<<grid_for(n), 256, 0, cuda_stream(stream)>>>(acc, x, n);
   CHECK_LAUNCH("add_into");
+}
+
+void add_into_bf16_cuda(bf16_t* acc, const bf16_t* x, int64_t n, const Stream& stream) {
+  if (n <= 0) return;
+  if (n % 8 == 0 && aligned16(acc) && aligned16(x))
+    add_into_bf16_vec<<<grid_for(n / 8), 256, 0, cuda_stream(stream)>>>(acc, x, n / 8);
+  else
+    add_into_bf16_kernel<<<grid_for(n), 256, 0, cuda_stream(stream)>>>(acc, x, n);
+  CHECK_LAUNCH("add_into (bf16)");
 }
 
 void scale_into_cuda(float* dst, const float* src, float s, int64_t n, const Stream& stream) {

@@ -91,7 +91,7 @@ const Tensor& Add::skip(const Tensor& x) const {
 
 PadGeom Add::pad_geom(const Tensor& x) const {
   const Shape& s = p_.skip_shape;
-  return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), s[1], s[2], s[3], (x.dim(1) - s[1]) / 2, stride_, io_.in};
+  return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), s[1], s[2], s[3], (x.dim(1) - s[1]) / 2, stride_, layout().in};
 }
 
 void Add::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
@@ -114,7 +114,9 @@ void Add::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
     if (proj_bn_) proj_bn_->forward(proj_y_, proj_z_, ctx);
     sp = proj_bn_ ? &proj_z_ : &proj_y_;
   }
-  if (bf16) return add_sum_bf16_cpu(x.bf16(), sp->bf16(), y.bf16(), x.numel(), neg, st);
+  if (bf16)
+    return launch_twin("add forward (bf16)", add_sum_bf16_cpu, OCTET_CUDA_TWIN(add_sum_bf16_cuda), st, x.bf16(),
+                       sp->bf16(), y.bf16(), x.numel(), neg);
   launch_twin("add forward", add_sum_cpu, OCTET_CUDA_TWIN(add_sum_cuda), st, x.data(), sp->data(), y.data(), x.numel(),
               neg);
 }
@@ -127,11 +129,7 @@ void Add::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy_out, T
     if (!dx && masked_.device() != device()) masked_ = Tensor(Shape{0}, device());
     Tensor& m = dx ? *dx : masked_;
     m.resize(dy_out.shape(), dy_out.dtype());
-    if (dy_out.dtype() == DType::Bf16)
-      relu_mask_any_cpu(y, dy_out, m);
-    else
-      launch_twin("add (relu) backward", relu_mask_cpu, OCTET_CUDA_TWIN(relu_mask_cuda), st, y.data(), dy_out.data(),
-                  m.data(), dy_out.numel());
+    relu_mask(y, dy_out, m, st);
     g = &m;
   } else if (dx) {
     dx->copy_from(dy_out, st);

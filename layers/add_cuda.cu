@@ -2,6 +2,7 @@
 // CPU loops); the orchestration (the projection through Conv2d, the copies) is add.cpp's, shared by every device.
 #include "core/cuda_util.cuh"
 #include "core/tensor_ops.h"
+#include "core/vec16_cuda.cuh"
 #include "layers/add.h"
 #include "layers/relu_math.h"
 
@@ -24,9 +25,23 @@ __global__ void add_pad_backward(const float* __restrict__ dy, float* __restrict
   }
 }
 
-__global__ void add_sum(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ y, int64_t n,
-                        float neg) {
-  OCTET_GRID_STRIDE(i, n) { y[i] = relu_slope(a[i] + b[i], neg); }
+// T: float, or bf16_t (a bf16 model's activations: the sum in fp32, rounded as stored).
+template <typename T>
+__global__ void add_sum(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n, float neg) {
+  OCTET_GRID_STRIDE(i, n) { store(y, i, relu_slope(load(a, i) + load(b, i), neg)); }
+}
+
+// The bf16 sum 8 values (16 bytes) a thread.
+__global__ void add_sum_vec(const bf16_t* __restrict__ a, const bf16_t* __restrict__ b, bf16_t* __restrict__ y,
+                            int64_t nvec, float neg) {
+  OCTET_GRID_STRIDE(j, nvec) {
+    float u[8], v[8];
+    load16(a + j * 8, u);
+    load16(b + j * 8, v);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) u[k] = relu_slope(u[k] + v[k], neg);
+    store16(y + j * 8, u);
+  }
 }
 
 }  // namespace
@@ -35,6 +50,15 @@ void add_sum_cuda(const float* x, const float* s, float* y, int64_t n, float neg
   if (n <= 0) return;
   add_sum<<<grid_for(n), 256, 0, cuda_stream(st)>>>(x, s, y, n, neg);
   CHECK_LAUNCH("add_sum");
+}
+
+void add_sum_bf16_cuda(const bf16_t* x, const bf16_t* s, bf16_t* y, int64_t n, float neg, const Stream& st) {
+  if (n <= 0) return;
+  if (n % 8 == 0 && aligned16(x) && aligned16(s) && aligned16(y))
+    add_sum_vec<<<grid_for(n / 8), 256, 0, cuda_stream(st)>>>(x, s, y, n / 8, neg);
+  else
+    add_sum<<<grid_for(n), 256, 0, cuda_stream(st)>>>(x, s, y, n, neg);
+  CHECK_LAUNCH("add_sum (bf16)");
 }
 
 void add_pad_forward_cuda(const float* x, const float* s, float* y, PadGeom g, float neg, const Stream& st) {

@@ -32,7 +32,8 @@ class BatchNorm : public Layer {
   void init_params(Rng& rng) override;  // gamma 1, beta 0, running mean 0, running variance 1
   void use_stat_exchange(StatExchange* ex) override { stats_ = p_.sync ? ex : nullptr; }
   bool can_fuse_relu() const override { return true; }
-  LayoutRule layout_rule() const override { return LayoutRule::Same; }  // (its CPU loops read blocked channels too)
+  LayoutRule layout_rule() const override { return LayoutRule::Same; }    // (its CPU loops read blocked channels too)
+  bool takes_nhwc(Device d) const override { return d == Device::CUDA; }  // (channels-last kernels, fp32 or bf16)
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
@@ -83,6 +84,7 @@ class BatchNorm : public Layer {
   Tensor parts_dev_;            // the reductions' per-block partial sums (doubles): [2, C, P], P blocks a channel
   double* sums_device(int64_t per_channel);
   double* parts_device(int64_t doubles);
+  bool nhwc_operands(const Tensor& x, const Tensor& other) const;
   void sums_to_host(const double* dev, int64_t per_channel, struct CUstream_st* st);
   void sums_to_device(double* dev, int64_t per_channel, struct CUstream_st* st);
 #endif

@@ -150,7 +150,7 @@ void BatchNorm::local_stats_cpu(const Tensor& x, double* s) {
   const Tiles g{n, C, hw};
   with_dtype(x.dtype(), [&](auto tag) {
     const auto* xp = values<decltype(tag)>(x);
-    with_block(io_.in, "batchnorm", [&](auto L) {
+    with_block(layout().in, "batchnorm", [&](auto L) {
       constexpr int W = decltype(L)::value;
       channel_sums<L>(
           g,
@@ -204,7 +204,7 @@ void BatchNorm::apply_cpu(const Tensor& x, Tensor& y) {
     using T = decltype(tag);
     const T* xp = values<T>(x);
     T* yp = values<T>(y);
-    with_block(io_.in, "batchnorm", [&](auto L) {
+    with_block(layout().in, "batchnorm", [&](auto L) {
       constexpr int W = decltype(L)::value;
       each_output<L>(Tiles{x.dim(0), channels_, plane(x)}, yp, [=](int64_t base, int64_t c0) {
         return [p = xp + base, a = Lanes<W>(scale, c0), b = Lanes<W>(shift, c0), neg](int64_t i, int l) {
@@ -248,7 +248,7 @@ void BatchNorm::grad_sums_cpu(const Tensor& x, const Tensor& dy, double* s) {
           part_, s);
     };
     const float* scale = coef_.data();  // (the forward's: a fused ReLU's mask, MaskFromX)
-    with_block(io_.in, "batchnorm", [&](auto L) {
+    with_block(layout().in, "batchnorm", [&](auto L) {
       if (relu_)
         sums(L, MaskFromX<T>{values<T>(dy), xp, scale, scale + C});
       else
@@ -283,7 +283,7 @@ void BatchNorm::input_grad_cpu(const Tensor& x, const Tensor& dy, const double* 
       });
     };
     const float* scale = coef_.data();
-    with_block(io_.in, "batchnorm", [&](auto L) {
+    with_block(layout().in, "batchnorm", [&](auto L) {
       if (relu_)
         apply(L, MaskFromX<T>{values<T>(dy), xp, scale, scale + channels_});
       else

@@ -1,11 +1,14 @@
 // BatchNorm on the GPU: each channel's values are summed in double by several thread blocks (partial sums added in a
 // fixed order: the mean, then the squared deviations about it, as the CPU does) and batchnorm_math.h's per-channel
-// arithmetic applied; elementwise kernels apply the result (and a fused
-// ReLU's clamp and mask, Layer::fuse_relu). Synchronized (sync: true on several ranks): the per-channel sums come back
-// to the host, cross the exchange (BatchNorm::exchange_stats / exchange_grads, shared with the CPU), and the global
-// ones go back for the coefficients.
+// arithmetic applied; elementwise kernels apply the result (and a fused ReLU's clamp and mask, Layer::fuse_relu). In
+// NCHW (fp32) a block sums a slice of one channel; channels-last (kNhwc: a bf16 model's activations) the kernels of
+// batchnorm_nhwc_cuda.cu run. Synchronized (sync: true on several ranks): the per-channel sums come back to the host,
+// cross the exchange (BatchNorm::exchange_stats / exchange_grads, shared with the CPU), and the global ones go back
+// for the coefficients.
 #include "core/cuda_util.cuh"
+#include "core/layout.h"
 #include "layers/batchnorm.h"
+#include "layers/batchnorm_cuda.cuh"
 #include "layers/batchnorm_math.h"
 #include "layers/relu_math.h"
 
@@ -15,11 +18,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxParts = 64;  // blocks that one channel's values may be split over
-constexpr int64_t kCoeff = 8;  // per channel: mean, invstd, scale, shift (forward); k, a, b (backward); unused
-
-struct BnShape {
-  int64_t n, c, hw;
-};
 
 // Blocks per channel for the reductions: about 1024 blocks in all (several per SM), a block per 1024 values at most,
 // so that a few wide channels (the first layers: 64 channels of N x 112 x 112) still fill the GPU. A function of the
@@ -72,13 +70,6 @@ __global__ void bn_part_sum(const float* __restrict__ x, double* __restrict__ pa
   bn_for_part(s, c, [&](int64_t e) { sum += x[e]; });
   sum = block_sum(sum, shared);
   if (threadIdx.x == 0) part[c * gridDim.y + blockIdx.y] = sum;
-}
-
-// The channel's sum from its parts, in part order (every block of the channel gets the same bits).
-__device__ __forceinline__ double bn_parts_sum(const double* __restrict__ part, int64_t c, int P) {
-  double v = 0;
-  for (int q = 0; q < P; ++q) v += part[c * P + q];
-  return v;
 }
 
 // Block (c, p): part p of the squared deviations about the channel's mean rounded to a float (as the CPU loops:
@@ -218,6 +209,16 @@ __global__ void bn_input_grad(const float* __restrict__ x, const float* __restri
 
 bool BatchNorm::has_cuda() const { return true; }
 
+// Whether the pass runs channels-last (its layout's input, kNhwc), its operands checked to share x's type; NCHW takes
+// fp32 only.
+bool BatchNorm::nhwc_operands(const Tensor& x, const Tensor& other) const {
+  const bool nhwc = layout().in == kNhwc;
+  OCTET_CHECK(other.dtype() == x.dtype() && (nhwc || x.dtype() == DType::F32),
+              "batchnorm " << name() << ": " << dtype_name(x.dtype()) << " and " << dtype_name(other.dtype())
+                           << " operands in " << layout_name(layout().in));
+  return nhwc;
+}
+
 double* BatchNorm::sums_device(int64_t per_channel) {
   const int64_t floats = 2 * per_channel * channels_;  // doubles in float slots (64-byte aligned storage)
   if (sums_dev_.device() != Device::CUDA || sums_dev_.numel() < floats) sums_dev_ = Tensor({floats}, Device::CUDA);
@@ -250,17 +251,22 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
   if (x.numel() == 0) return;  // (nothing to normalize; the partition below needs values)
   const cudaStream_t st = cuda_stream(exec().compute());
   const float neg = relu_ ? 0.f : 1.f;
-  const ChannelOf ch(s);
-  const int P = bn_parts(s);
-  double* sum_part = nullptr;
-  double* sq_part = nullptr;
-  if (ctx.train) {  // the channels' sums in parts: [C, P] sums, then [C, P] squared deviations
-    sum_part = parts_device(2 * channels_ * P), sq_part = sum_part + channels_ * P;
+  const bool nhwc = nhwc_operands(x, y);
+  const NhwcPlan plan = nhwc ? bnh_plan(s, x.dtype(), {x.raw(), y.raw()}) : NhwcPlan{};
+  const int P = nhwc ? 1 : bn_parts(s);  // (channels-last: the channels' totals, one part each)
+  const double* sum_part = nullptr;
+  const double* sq_part = nullptr;
+  if (ctx.train && nhwc) {
+    sum_part = bnh_stats(plan, x.dtype(), x.raw(), parts_device(bnh_scratch(plan, s)), coeff_.data(), s, st);
+    sq_part = sum_part + channels_;
+  } else if (ctx.train) {  // the channels' sums in parts: [C, P] sums, then [C, P] squared deviations
+    double* parts = parts_device(2 * channels_ * P);
     const dim3 grid(static_cast<unsigned>(channels_), static_cast<unsigned>(P));
-    bn_part_sum<<<grid, kThreads, 0, st>>>(x.data(), sum_part, s);
+    bn_part_sum<<<grid, kThreads, 0, st>>>(x.data(), parts, s);
     CHECK_LAUNCH("bn_part_sum");
-    bn_part_sq<<<grid, kThreads, 0, st>>>(x.data(), sum_part, sq_part, s);
+    bn_part_sq<<<grid, kThreads, 0, st>>>(x.data(), parts, parts + channels_ * P, s);
     CHECK_LAUNCH("bn_part_sq");
+    sum_part = parts, sq_part = parts + channels_ * P;
   }
   if (ctx.train && synced()) {
     double* dev = sums_device(3);
@@ -280,7 +286,8 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
                                                    p_.momentum, ctx.train);
     CHECK_LAUNCH("bn_coeffs");
   }
-  bn_apply<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), y.data(), coeff_.data(), s, ch, neg);
+  if (nhwc) return bnh_apply(plan, x.dtype(), x.raw(), y.raw(), coeff_.data(), s, neg, st);
+  bn_apply<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), y.data(), coeff_.data(), s, ChannelOf(s), neg);
   CHECK_LAUNCH("bn_apply");
 }
 
@@ -292,12 +299,21 @@ void BatchNorm::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy
   const cudaStream_t st = cuda_stream(exec().compute());
   const bool sync = dx && synced();  // (no input gradient: on every rank alike, no exchange)
   double* dev = sync ? sums_device(2) : nullptr;
-  const float* mask = relu_ ? y.data() : nullptr;
-  const int P = bn_parts(s);
-  double* part = parts_device(2 * channels_ * P);  // [2, C, P]: the sums of dy, then of dy * xhat
-  bn_part_grad<<<dim3(static_cast<unsigned>(channels_), static_cast<unsigned>(P)), kThreads, 0, st>>>(
-      x.data(), dy.data(), mask, coeff_.data(), part, s);
-  CHECK_LAUNCH("bn_part_grad");
+  const bool nhwc = nhwc_operands(x, dy);
+  const void* mask = relu_ ? y.raw() : nullptr;
+  const NhwcPlan plan = nhwc ? bnh_plan(s, x.dtype(), {x.raw(), dy.raw(), mask, dx ? dx->raw() : nullptr}) : NhwcPlan{};
+  const int P = nhwc ? 1 : bn_parts(s);  // (channels-last: the channels' totals, one part each)
+  const double* part = nullptr;          // [2, C, P]: the sums of dy, then of dy * xhat
+  if (nhwc) {
+    part = bnh_grad_sums(plan, x.dtype(), x.raw(), dy.raw(), mask, coeff_.data(), parts_device(bnh_scratch(plan, s)), s,
+                         st);
+  } else {
+    double* parts = parts_device(2 * channels_ * P);
+    bn_part_grad<<<dim3(static_cast<unsigned>(channels_), static_cast<unsigned>(P)), kThreads, 0, st>>>(
+        x.data(), dy.data(), relu_ ? y.data() : nullptr, coeff_.data(), parts, s);
+    CHECK_LAUNCH("bn_part_grad");
+    part = parts;
+  }
   bn_grad_finish<<<grid_for(channels_), 256, 0, st>>>(part, P, gamma_.data(), dgamma_.data(), dbeta_.data(),
                                                       coeff_.data(), dev, s);
   CHECK_LAUNCH("bn_grad_finish");
@@ -310,8 +326,9 @@ void BatchNorm::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy
     bn_grad_global<<<grid_for(channels_), 256, 0, st>>>(dev, M, gamma_.data(), coeff_.data(), channels_);
     CHECK_LAUNCH("bn_grad_global");
   }
-  bn_input_grad<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), dy.data(), mask, coeff_.data(), dx->data(), s,
-                                                     ChannelOf(s));
+  if (nhwc) return bnh_input_grad(plan, x.dtype(), x.raw(), dy.raw(), mask, coeff_.data(), dx->raw(), s, st);
+  bn_input_grad<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), dy.data(), relu_ ? y.data() : nullptr, coeff_.data(),
+                                                     dx->data(), s, ChannelOf(s));
   CHECK_LAUNCH("bn_input_grad");
 }
 

@@ -107,8 +107,8 @@ void Conv2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
   if (!cpu_) cpu_ = std::make_shared<CpuState>();
   const CpuMath m = cpu_math(precision(), x.device(), op("forward"));
   weighted_forward(
-      conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_, io_, x.dtype(), y.dtype()), x, w_,
-      b_, y);
+      conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_, layout(), x.dtype(), y.dtype()), x,
+      w_, b_, y);
 }
 
 // A fused ReLU: dy masked by its output y once, in host memory (on the simulated device this runs inside its
@@ -124,8 +124,8 @@ void Conv2d::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Te
     g = &masked_;
   }
   weighted_backward(
-      conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_, io_, x.dtype(), y.dtype()), x, w_,
-      *g, dw_, db_, dx);
+      conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_, layout(), x.dtype(), y.dtype()), x,
+      w_, *g, dw_, db_, dx);
 }
 
 }  // namespace octet

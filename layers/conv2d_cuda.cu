@@ -4,9 +4,11 @@
 // cores) and whose workspace, as cudnnGet*WorkspaceSize confirms it for that algorithm and math type, fits
 // kConvWorkspaceBytes; without it, the fastest such algorithm as cudnnFind*Ex times them once per shape. Each pass has
 // its own convolution descriptor carrying its algorithm's math type. bf16 and fp16 convolve 16-bit channels-last
-// (NHWC, filters KRSC) copies of the operands, made by transposing casts (layers/mixed_cuda.cuh), with fp32
-// accumulation, and the results come back to NCHW fp32 the same way; the bias and its gradient stay fp32. The
-// backward-data algorithm is chosen the first time an input gradient is asked for (the first layer never asks).
+// (NHWC, filters KRSC) operands with fp32 accumulation: a bf16 model's channels-last bf16 activations as they are
+// (Model::set_layout), fp32 NCHW ones through transposing casts (layers/mixed_cuda.cuh), their results coming back
+// the same way; the weights' 16-bit copy is made by forward and read again by backward; the bias and its gradient
+// stay fp32. The backward-data algorithm is chosen the first time an input gradient is asked for (the first layer
+// never asks).
 #include <map>
 
 #include "core/cuda_util.cuh"
@@ -110,6 +112,17 @@ void pick(const Perf* perf, int count, const char* pass, const Shape& in, const 
 struct Conv2d::CudaState {
   std::map<Shape, std::unique_ptr<ConvEntry>> entries;
   Tensor workspace;  // shared by every shape and pass (sized to the largest need), on the device
+  // The 16-bit channels-last copy of the weights (KRSC) that forward makes and backward reads again (the weights
+  // change only between steps, in the optimizer), and whether forward made it.
+  Tensor w16{Shape{0}, Device::CUDA};
+  bool w16_made = false;
+  const void* weights16(Precision p, const Tensor& w, cudaStream_t s) {
+    const int64_t n = w.numel();
+    if (w16.numel() < (n + 1) / 2) w16 = Tensor({(n + 1) / 2}, Device::CUDA);
+    to_16bit_nhwc(p, w.data(), w16.raw(), w.dim(0), w.dim(1), w.dim(2) * w.dim(3), s);
+    w16_made = true;
+    return w16.raw();
+  }
   ConvEntry& get(const Conv2dParams& p, const LayerMath& m, const Shape& in, const Shape& out, Exec& ex);
   void need_bwd_data(ConvEntry& e, const LayerMath& m, const Shape& in, Exec& ex);
   void grow(size_t bytes) {
@@ -222,11 +235,15 @@ void Conv2d::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   const float one = 1.f, zero = 0.f;
   cudnnHandle_t h = cudnn_of(exec());
   const cudaStream_t s = cuda_stream(exec().compute());
-  const void* xo = operand(p, MixedRole::X, x, s);
-  const void* wo = operand(p, MixedRole::W, w_, s);
-  void* yo = is_16bit(p) ? mixed_scratch(MixedRole::Y, static_cast<size_t>(y.numel()) * 2) : y.data();
+  const bool xh = x.dtype() == DType::Bf16, yh = y.dtype() == DType::Bf16;  // channels-last bf16 activations
+  OCTET_CHECK(!(xh || yh) || p == Precision::Bf16,
+              op("forward") << ": bf16 activations in a " << precision_name(p) << " convolution");
+  const void* xo = xh ? x.raw() : operand(p, MixedRole::X, x, s);
+  const void* wo = is_16bit(p) ? cuda_->weights16(p, w_, s) : w_.data();
+  void* yo = yh ? y.raw() : is_16bit(p) ? mixed_scratch(MixedRole::Y, static_cast<size_t>(y.numel()) * 2) : y.data();
   CHECK_CUDNN(cudnnConvolutionForward(h, &one, e.x, xo, e.w, wo, e.fwd.conv, e.fwd.algo, cuda_->workspace.data(),
                                       e.fwd.workspace, &zero, e.y, yo));
+  if (yh) return;  // (no bias, no fused ReLU: takes_nhwc)
   if (is_16bit(p)) result_to(p, yo, y, s);
   if (p_.bias) CHECK_CUDNN(cudnnAddTensor(h, &one, e.b, b_.data(), &one, e.y32, y.data()));
   if (relu_) relu_apply_cuda(y.data(), y.data(), y.numel(), exec().compute());  // a fused ReLU
@@ -247,20 +264,25 @@ void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, T
     relu_mask_cuda(y.data(), dy.data(), masked_.data(), dy.numel(), exec().compute());
     g = &masked_;
   }
-  const void* xo = operand(p, MixedRole::X, x, s);
-  const void* dyo = operand(p, MixedRole::Dy, *g, s);
+  const bool xh = x.dtype() == DType::Bf16, dyh = dy.dtype() == DType::Bf16, dxh = dx && dx->dtype() == DType::Bf16;
+  OCTET_CHECK(!(xh || dyh || dxh) || (p == Precision::Bf16 && !relu_),
+              op("backward") << ": bf16 activations in a " << precision_name(p) << " convolution");
+  const void* xo = xh ? x.raw() : operand(p, MixedRole::X, x, s);
+  const void* dyo = dyh ? dy.raw() : operand(p, MixedRole::Dy, *g, s);
   void* dwo = is_16bit(p) ? mixed_scratch(MixedRole::Dw, static_cast<size_t>(dw_.numel()) * 2) : dw_.data();
   CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, e.x, xo, e.y, dyo, e.bwd_filter.conv, e.bwd_filter.algo,
                                              cuda_->workspace.data(), e.bwd_filter.workspace, &zero, e.w, dwo));
   if (is_16bit(p)) result_to(p, dwo, dw_, s);
-  if (p_.bias) CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, e.y32, g->data(), &zero, e.b, db_.data()));
+  if (p_.bias) CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, e.y32, g->data(), &zero, e.b, db_.data()));  // (fp32)
   if (dx) {
     cuda_->need_bwd_data(e, m, x.shape(), exec());
-    const void* wo = operand(p, MixedRole::W, w_, s);
-    void* dxo = is_16bit(p) ? mixed_scratch(MixedRole::Dx, static_cast<size_t>(dx->numel()) * 2) : dx->data();
+    const void* wo = !is_16bit(p) ? w_.data() : cuda_->w16_made ? cuda_->w16.raw() : cuda_->weights16(p, w_, s);
+    void* dxo = dxh           ? dx->raw()
+                : is_16bit(p) ? mixed_scratch(MixedRole::Dx, static_cast<size_t>(dx->numel()) * 2)
+                              : dx->data();
     CHECK_CUDNN(cudnnConvolutionBackwardData(h, &one, e.w, wo, e.y, dyo, e.bwd_data.conv, e.bwd_data.algo,
                                              cuda_->workspace.data(), e.bwd_data.workspace, &zero, e.x, dxo));
-    if (is_16bit(p)) result_to(p, dxo, *dx, s);
+    if (is_16bit(p) && !dxh) result_to(p, dxo, *dx, s);
   }
 }
 

@@ -52,8 +52,9 @@ inline WeightKind weight_kind(const LayerTraits& t) {
   return t.convolutional ? WeightKind::Conv : t.split_outputs ? WeightKind::Fc : WeightKind::Other;
 }
 
-// Which activation layouts (core/layout.h) a layer takes and produces on the CPU and the simulated device (a trait,
-// though it may depend on the layer's configuration): Plain only; Same: any, as long as its input, output (and skip
+// Which activation layouts (core/layout.h) a layer takes and produces (a trait, though it may depend on the layer's
+// configuration and device: blocked on the CPU and the simulated device, channels-last for a bf16 model on a GPU and
+// the simulated device): Plain only; Same: any, as long as its input, output (and skip
 // input) share it (elementwise and per-channel passes); SameSkipFree: its input and output share one, its skip input
 // may have another (an add whose projection convolution reads the skip input); Free: either layout on either side,
 // each chosen alone (a blocked convolution, pooling).
@@ -126,6 +127,12 @@ class Layer {
   virtual LayoutRule layout_rule() const { return LayoutRule::Plain; }
   virtual void set_layout(const IoLayout& l) { io_ = l; }  // (a layer that owns sub-layers hands theirs on)
   const IoLayout& io_layout() const { return io_; }
+  // Whether its pass on device d takes channels-last (kNhwc) bf16 operands as they are. Where it does not, forward and
+  // backward run its plain pass on fp32 NCHW copies of them (layers/relayout.h) and convert the results back: the same
+  // values, a pass slower (every layer's CPU twin on the simulated device; on a GPU a layer without NHWC kernels).
+  virtual bool takes_nhwc(Device) const { return false; }
+  // The layouts its passes run with: io_layout(), or plain inside such a plain pass (on the thread running it).
+  IoLayout layout() const;
   // Whether this build has the layer's CUDA kernels.
   virtual bool has_cuda() const { return false; }
   // Runs on exec's device from now on, its parameters moved there; a CUDA context for a layer without CUDA kernels is
@@ -145,15 +152,16 @@ class Layer {
   // What a queued kernel of the simulated device holds of a tensor: its storage and shape as they are at launch (a
   // view is made of them when it runs; a Tensor itself would be copied deeply).
   struct KernelRef {
-    float* p = nullptr;
+    void* p = nullptr;
     Shape shape;
     Device d = Device::CPU;
+    DType t = DType::F32;
     bool set = false;
     KernelRef() = default;
-    explicit KernelRef(const Tensor* t) : p(t ? const_cast<float*>(t->data()) : nullptr), set(t != nullptr) {
-      if (t) shape = t->shape(), d = t->device();
+    explicit KernelRef(const Tensor* x) : p(x ? const_cast<void*>(x->raw()) : nullptr), set(x != nullptr) {
+      if (x) shape = x->shape(), d = x->device(), t = x->dtype();
     }
-    Tensor view() const { return set ? Tensor::wrap(p, shape, d) : Tensor(); }
+    Tensor view() const { return set ? Tensor::wrap(p, shape, d, t) : Tensor(); }
   };
   virtual void backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
   std::string op(const char* pass) const;  // "layer conv1 (conv) forward": what errors and the sim's fault line name
@@ -166,6 +174,18 @@ class Layer {
 
  private:
   [[noreturn]] void no_cuda() const;
+  void run_forward(const Tensor& x, Tensor& y, const StepContext& ctx);
+  void run_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
+  // The relayout path (takes_nhwc): plain fp32 copies in the layer's scratch on its device, the plain pass, the results
+  // converted back.
+  void forward_relayout(const Tensor& x, Tensor& y, const StepContext& ctx);
+  void backward_relayout(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
+  template <class F>
+  void plain_pass(F fn);
+  struct Relay {
+    Tensor x, y, dy, dx, s, ds;
+  };
+  std::unique_ptr<Relay> relay_;
   void check_operand(const Tensor& t, const char* what, const char* pass) const;
   std::string name_;
   Exec* exec_ = &Exec::host();

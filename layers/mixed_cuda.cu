@@ -3,7 +3,9 @@
 
 #include "core/cuda_util.cuh"
 #include "core/tensor.h"
+#include "core/layout.h"
 #include "layers/mixed_cuda.cuh"
+#include "layers/relayout.h"
 
 namespace octet {
 
@@ -63,6 +65,26 @@ __global__ void nhwc16_to_nchw(const uint16_t* __restrict__ x, float* __restrict
   }
 }
 
+// The same per element, for planes of fewer than 32 positions (a 3x3 or 5x5 filter: a tile would idle most threads),
+// under 2^31 elements: y[(n * HW + p) * C + c] = x[(n * C + c) * HW + p], written along c.
+__global__ void nchw_to_nhwc16_small(const float* __restrict__ x, uint16_t* __restrict__ y, int total, int C, int HW,
+                                     bool bf16) {
+  OCTET_GRID_STRIDE(o, total) {
+    const int i = static_cast<int>(o), c = i % C, np = i / C, p = np % HW, n = np / HW;
+    y[i] = to_16(bf16, x[(n * C + c) * HW + p]);
+  }
+}
+
+__global__ void nhwc16_to_nchw_small(const uint16_t* __restrict__ x, float* __restrict__ y, int total, int C, int HW,
+                                     bool bf16) {
+  OCTET_GRID_STRIDE(o, total) {
+    const int i = static_cast<int>(o), p = i % HW, nc = i / HW, c = nc % C, n = nc / C;
+    y[i] = from_16(bf16, x[(n * HW + p) * C + c]);
+  }
+}
+
+bool small_plane(int64_t n, int64_t c, int64_t hw) { return hw < kTile && n * c * hw < (int64_t{1} << 31); }
+
 dim3 tiles(int64_t n, int64_t c, int64_t hw) {
   OCTET_CHECK(n >= 1 && n <= 65535 && c * hw < (int64_t{1} << 31),
               "channels-last cast: [" << n << ", " << c << ", " << hw << "] is beyond the kernel's grid");
@@ -74,6 +96,14 @@ dim3 tiles(int64_t n, int64_t c, int64_t hw) {
 
 void to_16bit_nhwc(Precision p, const float* src, void* dst, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
   if (n * c * hw == 0) return;
+  if (hw == 1 || c == 1) return to_16bit(p, src, dst, n * c * hw, s);  // (the same order)
+  if (small_plane(n, c, hw)) {
+    const int total = static_cast<int>(n * c * hw);
+    nchw_to_nhwc16_small<<<grid_for(total), 256, 0, s>>>(src, static_cast<uint16_t*>(dst), total, static_cast<int>(c),
+                                                         static_cast<int>(hw), p == Precision::Bf16);
+    CHECK_LAUNCH("to_16bit_nhwc");
+    return;
+  }
   nchw_to_nhwc16<<<tiles(n, c, hw), dim3(kTile, kRows), 0, s>>>(src, static_cast<uint16_t*>(dst), static_cast<int>(c),
                                                                 static_cast<int>(hw), p == Precision::Bf16);
   CHECK_LAUNCH("to_16bit_nhwc");
@@ -81,6 +111,14 @@ void to_16bit_nhwc(Precision p, const float* src, void* dst, int64_t n, int64_t 
 
 void from_16bit_nhwc(Precision p, const void* src, float* dst, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
   if (n * c * hw == 0) return;
+  if (hw == 1 || c == 1) return from_16bit(p, src, dst, n * c * hw, s);  // (the same order)
+  if (small_plane(n, c, hw)) {
+    const int total = static_cast<int>(n * c * hw);
+    nhwc16_to_nchw_small<<<grid_for(total), 256, 0, s>>>(
+        static_cast<const uint16_t*>(src), dst, total, static_cast<int>(c), static_cast<int>(hw), p == Precision::Bf16);
+    CHECK_LAUNCH("from_16bit_nhwc");
+    return;
+  }
   nhwc16_to_nchw<<<tiles(n, c, hw), dim3(kTile, kRows), 0, s>>>(
       static_cast<const uint16_t*>(src), dst, static_cast<int>(c), static_cast<int>(hw), p == Precision::Bf16);
   CHECK_LAUNCH("from_16bit_nhwc");
@@ -133,6 +171,17 @@ const void* operand_nhwc(Precision p, MixedRole r, const float* x, int64_t n, in
   void* d = mixed_scratch(r, static_cast<size_t>(n * c * hw) * 2);
   to_16bit_nhwc(p, x, d, n, c, hw, s);
   return d;
+}
+
+void relayout_cuda(const void* src, DType st, int sl, void* dst, DType dt, int dl, Shape d, const Stream& s) {
+  const bool down = st == DType::F32 && sl == 0 && dt == DType::Bf16 && dl == kNhwc;
+  const bool up = st == DType::Bf16 && sl == kNhwc && dt == DType::F32 && dl == 0;
+  OCTET_CHECK(down || up, "relayout on cuda: " << dtype_name(st) << " " << layout_name(sl) << " -> " << dtype_name(dt)
+                                               << " " << layout_name(dl) << " (only fp32 nchw <-> bf16 nhwc)");
+  if (down)
+    to_16bit_nhwc(Precision::Bf16, static_cast<const float*>(src), dst, d[0], d[1], d[2] * d[3], cuda_stream(s));
+  else
+    from_16bit_nhwc(Precision::Bf16, src, static_cast<float*>(dst), d[0], d[1], d[2] * d[3], cuda_stream(s));
 }
 
 }  // namespace octet

@@ -53,7 +53,12 @@ void Model::set_fusion(bool on) {
 
 void Model::set_layout(bool on, int block, bool compute_acts) {
   const size_t n = layers_.size();
-  const int B = !on || exec_->device() == Device::CUDA ? 0 : block > 0 ? block : cpu_channel_block();
+  // A bf16 model's activations (compute_acts): the CPU's blocked layout, or on a GPU (and the simulated device, which
+  // models it) channels-last; in other precisions the CPU's and the simulated device's blocked layout, a GPU's plain.
+  const Device dev = exec_->device();
+  const bool bf16 = compute_acts && layers_.front()->precision() == Precision::Bf16;
+  const int cpu_block = block > 0 ? block : cpu_channel_block();
+  const int B = !on ? 0 : dev != Device::CPU && bf16 ? kNhwc : dev == Device::CUDA ? 0 : cpu_block;
   // Activations that must share a layout (a Same layer's input, output and skip input; a SameSkipFree layer's input
   // and output) form groups; a group is blocked when every member's shape fits and no member is read or written by a
   // layer that only takes the plain layout.
@@ -88,7 +93,6 @@ void Model::set_layout(bool on, int block, bool compute_acts) {
   for (size_t i = 0; i < n; ++i)
     if (!can[i]) ok[find(i)] = false;
   for (size_t i = 0; i < n; ++i) layout_[i] = ok[find(i)] ? B : 0;
-  const bool bf16 = compute_acts && exec_->device() == Device::CPU && layers_.front()->precision() == Precision::Bf16;
   for (size_t i = 0; i < n; ++i) dtype_[i] = bf16 && layout_[i] != 0 ? DType::Bf16 : DType::F32;
   for (size_t i = 0; i < n; ++i) {
     const int64_t k = skip_[i];

@@ -25,7 +25,8 @@ class Pool2d : public Layer {
   // Outputs along a side of n cells: floor((n + 2P - K) / S) + 1, or with ceil_mode the ceiling, less one where the
   // last window would start beyond the padded input's first P + n cells (Caffe's and PyTorch's rule).
   int64_t pooled_size(int64_t n) const;
-  LayoutRule layout_rule() const override { return LayoutRule::Free; }  // (the CPU loops read and write either)
+  LayoutRule layout_rule() const override { return LayoutRule::Free; }    // (the CPU loops read and write either)
+  bool takes_nhwc(Device d) const override { return d == Device::CUDA; }  // (its kernels index either, fp32 or bf16)
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;

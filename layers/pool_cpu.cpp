@@ -20,7 +20,8 @@ namespace octet {
 void Pool2d::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
   const int64_t C = x.dim(1), planes = x.dim(0) * C, H = x.dim(2), W = x.dim(3), OH = y.dim(2), OW = y.dim(3);
   const int64_t K = p_.kernel, S = p_.stride, P = p_.padding;
-  const int64_t bi = io_.in, bo = io_.out, si = position_stride(bi), so = position_stride(bo);
+  const IoLayout io = layout();
+  const int64_t bi = io.in, bo = io.out, si = position_stride(bi), so = position_stride(bo);
   const bool is_max = p_.kind == PoolKind::Max;
   if (is_max) argmax_.resize(static_cast<size_t>(y.numel()));
   int32_t* arg = argmax_.data();
@@ -66,7 +67,8 @@ void Pool2d::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Te
   if (!dx) return;
   const int64_t C = x.dim(1), planes = x.dim(0) * C, H = x.dim(2), W = x.dim(3), OH = y.dim(2), OW = y.dim(3);
   const int64_t K = p_.kernel, S = p_.stride, P = p_.padding;
-  const int64_t bi = io_.in, bo = io_.out, si = position_stride(bi), so = position_stride(bo);
+  const IoLayout io = layout();
+  const int64_t bi = io.in, bo = io.out, si = position_stride(bi), so = position_stride(bo);
   const bool is_max = p_.kind == PoolKind::Max;
   OCTET_CHECK(!is_max || argmax_.size() == static_cast<size_t>(y.numel()),
               kind() << " " << name() << ": backward before forward");

@@ -8,8 +8,13 @@ namespace octet {
 // y being either side of the ReLU (n values; CPU loops at once, CUDA kernels queued on s).
 void relu_mask_cpu(const float* y, const float* dy, float* dx, int64_t n, const Stream& s);
 void relu_mask_cuda(const float* y, const float* dy, float* dx, int64_t n, const Stream& s);
+// The same on bf16 activations (a bf16 model's), in fp32 and rounded as stored.
+void relu_mask_bf16_cpu(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t n, const Stream& s);
+void relu_mask_bf16_cuda(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t n, const Stream& s);
 // The CPU loop on host tensors of one type, fp32 or bf16 (activations a bf16 model keeps in bf16).
 void relu_mask_any_cpu(const Tensor& y, const Tensor& dy, Tensor& dx);
+// dx = y > 0 ? dy : 0 on tensors of one type on any device (queued on s on a device): the twins above.
+void relu_mask(const Tensor& y, const Tensor& dy, Tensor& dx, const Stream& s);
 // The forward's twins for a layer whose library call cannot clamp its own result (conv on a GPU): y = max(x, 0) in
 // oneDNN's form (relu_math.h); y may be x.
 void relu_apply_cpu(const float* x, float* y, int64_t n, const Stream& s);
@@ -22,7 +27,8 @@ class Relu : public Layer {
   static constexpr LayerTraits kTraits{.column_wise = true};
   LayerTraits traits() const override { return kTraits; }
   Shape output_shape(const Shape& in) const override { return in; }
-  LayoutRule layout_rule() const override { return LayoutRule::Same; }  // (elementwise)
+  LayoutRule layout_rule() const override { return LayoutRule::Same; }    // (elementwise)
+  bool takes_nhwc(Device d) const override { return d == Device::CUDA; }  // (elementwise on bf16)
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;

@@ -5,6 +5,8 @@
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
 #include "layers/relu.h"
+
+#include "core/launch.h"
 #include "layers/relu_math.h"
 
 namespace octet {
@@ -58,6 +60,22 @@ void relu_mask_any_cpu(const Tensor& y, const Tensor& dy, Tensor& dx) {
                     << shape_str(dy.shape()));
   if (dy.dtype() == DType::F32) return relu_mask_loop(y.data(), dy.data(), dx.data(), dy.numel());
   relu_mask_loop(y.bf16(), dy.bf16(), dx.bf16(), dy.numel());
+}
+
+void relu_mask_bf16_cpu(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t n, const Stream&) {
+  relu_mask_loop(y, dy, dx, n);
+}
+
+void relu_mask(const Tensor& y, const Tensor& dy, Tensor& dx, const Stream& s) {
+  OCTET_CHECK(
+      y.dtype() == dy.dtype() && dx.dtype() == dy.dtype() && y.numel() == dy.numel() && dx.numel() == dy.numel(),
+      "relu mask: " << dtype_name(y.dtype()) << " " << shape_str(y.shape()) << ", " << dtype_name(dy.dtype()) << " "
+                    << shape_str(dy.shape()));
+  if (dy.dtype() == DType::F32)
+    return launch_twin("relu mask", relu_mask_cpu, OCTET_CUDA_TWIN(relu_mask_cuda), s, y.data(), dy.data(), dx.data(),
+                       dy.numel());
+  launch_twin("relu mask (bf16)", relu_mask_bf16_cpu, OCTET_CUDA_TWIN(relu_mask_bf16_cuda), s, y.bf16(), dy.bf16(),
+              dx.bf16(), dy.numel());
 }
 
 void relu_apply_cpu(const float* x, float* y, int64_t n, const Stream&) {

@@ -1,6 +1,7 @@
 // Relu on the GPU: y = x > 0 ? x : 0, dx = x > 0 ? dy : 0 (what oneDNN's eltwise computes on the CPU); the same mask
 // for a fused ReLU's backward, and the clamp of a layer that took a ReLU in but whose library call cannot clamp.
 #include "core/cuda_util.cuh"
+#include "core/vec16_cuda.cuh"
 #include "layers/relu.h"
 #include "layers/relu_math.h"
 
@@ -8,13 +9,32 @@ namespace octet {
 
 namespace {
 
-__global__ void relu_forward(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
-  OCTET_GRID_STRIDE(i, n) { y[i] = x[i] > 0.f ? x[i] : 0.f; }
+// T: float, or bf16_t (a bf16 model's activations: the same selection, no rounding).
+template <typename T>
+__global__ void relu_forward(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+  OCTET_GRID_STRIDE(i, n) { store(y, i, load(x, i) > 0.f ? load(x, i) : 0.f); }
 }
 
-__global__ void relu_backward(const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ dx,
-                              int64_t n) {
-  OCTET_GRID_STRIDE(i, n) { dx[i] = x[i] > 0.f ? dy[i] : 0.f; }
+template <typename T>
+__global__ void relu_backward(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx, int64_t n) {
+  OCTET_GRID_STRIDE(i, n) { store(dx, i, load(x, i) > 0.f ? load(dy, i) : 0.f); }
+}
+
+// bf16, 8 values (16 bytes) a thread: dx = x > 0 ? dy : 0, or with dy null y = max(x, 0).
+__global__ void relu_vec(const bf16_t* __restrict__ x, const bf16_t* __restrict__ dy, bf16_t* __restrict__ out,
+                         int64_t nvec) {
+  OCTET_GRID_STRIDE(j, nvec) {
+    float u[8], g[8];
+    load16(x + j * 8, u);
+    if (dy) load16(dy + j * 8, g);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) u[k] = u[k] > 0.f ? (dy ? g[k] : u[k]) : 0.f;
+    store16(out + j * 8, u);
+  }
+}
+
+bool vec_ok(int64_t n, const void* a, const void* b, const void* c) {
+  return n % 8 == 0 && aligned16(a) && aligned16(b) && aligned16(c);
 }
 
 // y may be x (a layer clamping its own output).
@@ -30,6 +50,15 @@ void relu_mask_cuda(const float* y, const float* dy, float* dx, int64_t n, const
   CHECK_LAUNCH("relu_mask");
 }
 
+void relu_mask_bf16_cuda(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t n, const Stream& s) {
+  if (n <= 0) return;
+  if (vec_ok(n, y, dy, dx))
+    relu_vec<<<grid_for(n / 8), 256, 0, cuda_stream(s)>>>(y, dy, dx, n / 8);
+  else
+    relu_backward<<<grid_for(n), 256, 0, cuda_stream(s)>>>(y, dy, dx, n);
+  CHECK_LAUNCH("relu_mask (bf16)");
+}
+
 void relu_apply_cuda(const float* x, float* y, int64_t n, const Stream& s) {
   if (n <= 0) return;
   relu_apply_kernel<<<grid_for(n), 256, 0, cuda_stream(s)>>>(x, y, n);
@@ -39,12 +68,21 @@ void relu_apply_cuda(const float* x, float* y, int64_t n, const Stream& s) {
 bool Relu::has_cuda() const { return true; }
 
 void Relu::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
-  relu_forward<<<grid_for(x.numel()), 256, 0, cuda_stream(exec().compute())>>>(x.data(), y.data(), x.numel());
+  if (x.numel() == 0) return;
+  const cudaStream_t s = cuda_stream(exec().compute());
+  const int64_t n = x.numel();
+  if (x.dtype() == DType::Bf16 && vec_ok(n, x.raw(), y.raw(), y.raw()))
+    relu_vec<<<grid_for(n / 8), 256, 0, s>>>(x.bf16(), nullptr, y.bf16(), n / 8);
+  else
+    with_dtype(x.dtype(), [&](auto t) {
+      using T = decltype(t);
+      relu_forward<<<grid_for(n), 256, 0, s>>>(values<T>(x), values<T>(y), n);
+    });
   CHECK_LAUNCH("relu_forward");
 }
 
 void Relu::backward_cuda(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
-  if (dx) relu_mask_cuda(x.data(), dy.data(), dx->data(), x.numel(), exec().compute());
+  if (dx) relu_mask(x, dy, *dx, exec().compute());
 }
 
 }  // namespace octet

@@ -281,6 +281,37 @@ TEST_CASE(
       }
 }
 
+TEST_CASE("channels-last (nhwc): element (n, c, p) at (n * HW + p) * C + c, to and from plain, in fp32 and bf16",
+          "[layout]") {
+  CHECK(std::string(layout_name(kNhwc)) == "nhwc");
+  CHECK(layout_lanes(kNhwc, 7) == 7);
+  CHECK(layout_lanes(16, 32) == 16);
+  CHECK(layout_fits({5, 3, 3}, kNhwc));  // (any channel count)
+  CHECK(!layout_fits({5}, kNhwc));
+  const int64_t N = 2, C = 3, HW = 4;
+  std::vector<float> v(static_cast<size_t>(N * C * HW));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) - 7.5f;  // (exact in bf16)
+  const Tensor t = make_tensor({N, C, 2, 2}, v);
+  Tensor nhwc, back;
+  from_plain(t, kNhwc, nhwc);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < HW; ++p) {
+        INFO(n << " " << c << " " << p);
+        CHECK(nhwc.data()[(n * HW + p) * C + c] == t.data()[(n * C + c) * HW + p]);
+      }
+  to_plain(nhwc, kNhwc, back);
+  CHECK(to_vector(back) == v);
+  // Between types and layouts at once (the relayout twin of the host and the simulated device).
+  Tensor half(t.shape(), Device::CPU, DType::Bf16), full(t.shape());
+  relayout_values(t.raw(), DType::F32, 0, half.raw(), DType::Bf16, kNhwc, t.shape());
+  CHECK(to_vector(half.as(DType::F32)) == to_vector(nhwc));
+  relayout_values(half.raw(), DType::Bf16, kNhwc, full.raw(), DType::F32, 0, t.shape());
+  CHECK(to_vector(full) == v);
+  CHECK_THROWS_WITH(relayout_values(t.raw(), DType::F32, 0, full.raw(), DType::F32, 16, t.shape()),
+                    Catch::Contains("cannot be held in nchw and nChw16c"));
+}
+
 TEST_CASE("option A's plane loops read what pad_source (the CUDA kernels') names, in both layouts", "[layers][add]") {
   // skip [2,16,6,8] -> [2,32,3,4], channels 8..23 (tiles read half their lanes); skip [2,16,6,8] -> [2,24,3,4],
   // channels 4..19 (blocks of 8: a tile reading its last 4 lanes, one whose lanes read two skip blocks)
@@ -465,13 +496,6 @@ TEST_CASE(
     }
   }
   CHECK(ran >= 12);
-}
-
-// |a - b| / |b| in the L2 norm.
-static double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 1e-30;
-  for (size_t i = 0; i < b.size(); ++i) d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), n += double(b[i]) * b[i];
-  return std::sqrt(d / n);
 }
 
 TEST_CASE(

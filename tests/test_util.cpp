@@ -38,6 +38,12 @@ static double loss_of(Layer& layer, const Tensor& x, const Tensor& r, const Step
   return s;
 }
 
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, n = 1e-30;
+  for (size_t i = 0; i < b.size(); ++i) d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), n += double(b[i]) * b[i];
+  return std::sqrt(d / n);
+}
+
 static void compare(const char* what, int64_t i, double analytic, double numeric, double tol) {
   INFO(what << "[" << i << "] analytic " << analytic << " numeric " << numeric);
   CHECK(std::abs(analytic - numeric) <= tol * std::max({1.0, std::abs(analytic), std::abs(numeric)}));

@@ -15,6 +15,8 @@ namespace octet::test {
 Tensor make_tensor(const Shape& shape, const std::vector<float>& values);
 Tensor random_tensor(const Shape& shape, uint64_t seed, float scale = 1.0f);
 std::vector<float> to_vector(const Tensor& t);
+// |a - b| / |b| in the L2 norm (b the reference).
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b);
 
 // Finite-difference check of a layer: L = sum(r * y) with fixed random r; compares backward's dx and parameter
 // grads with central differences (double accumulation) on up to `samples` elements of each. `skip(i)` excludes

@@ -18,9 +18,13 @@
 #   MODES     a subset of "fp32 tf32 bf16 fp16" (default all four)
 #   OCTET     the octet binary (default: octet on PATH, else build-gpu/octet or build/octet of the source tree)
 #   PYTHON    a python3 with CUDA-enabled torch (default: the first of python3, /opt/torch/.venv/bin/python3 with it)
+#   OCTET_SET extra octet settings, space-separated KEY=VALUE (e.g. "model.activations=fp32": a bf16 model's
+#             activations in fp32 NCHW, as before channels-last bf16 ones)
 #   DETERMINISTIC  octet's parallel.deterministic (default false: cuDNN's fastest algorithms by timing, as PyTorch's
 #             cudnn.benchmark; true: the deterministic ones octet takes by default)
 set -uo pipefail
+extra=()
+for kv in ${OCTET_SET:-}; do extra+=(--set "$kv"); done
 here=$(cd "$(dirname "$0")" && pwd)
 # PyTorch runs with no library path: its wheels find their own CUDA libraries, where env.sh's path (or a CUDA
 # toolkit's on the machine's) would hand it another cuDNN than the one it was built against (a mismatch that
@@ -33,7 +37,7 @@ if [[ -f $here/env.sh && -d $here/bin && -d $here/configs ]]; then  # an unpacke
 else
   root=$(cd "$here/../.." && pwd)
 fi
-case ${1:-} in -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case ${1:-} in -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 arg=${1:-./speed.md}
 if [[ $arg == *.md ]]; then md=$arg dir=$(dirname "$arg"); else dir=$arg md=$arg/speed.md; fi
 logs=$dir/speed-logs
@@ -128,7 +132,7 @@ for r in "${runs[@]}"; do
         --set model.precision="$mode" --set parallel.device=cuda --set parallel.deterministic="$deterministic" \
         --set run.out_dir="$tmp" --set run.name="$name" \
         --set run.epochs=1 --set run.warmup_steps="$warmup" --set run.eval_every=0 --set run.log_every=100000 \
-        --set run.checkpoint_every=0 >"$olog" 2>&1
+        --set run.checkpoint_every=0 "${extra[@]}" >"$olog" 2>&1
       rc=$?
       sj=$tmp/$name/summary.json
       v=$(num "$sj" images_per_s_steady)

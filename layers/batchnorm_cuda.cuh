@@ -1,0 +1,55 @@
+// BatchNorm's CUDA pieces shared by its NCHW kernels (batchnorm_cuda.cu) and its channels-last ones
+// (batchnorm_nhwc_cuda.cu): the shape, the per-channel coefficient slots, the fixed-order sum of a channel's partial
+// sums, and the channels-last launches. CUDA files only.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "core/tensor.h"
+
+namespace octet {
+
+struct BnShape {
+  int64_t n, c, hw;
+};
+
+// Per channel in the coefficient tensor: mean, invstd, scale, shift (forward); k, a, b (backward); the mean rounded to
+// a float (the squared deviations' reference).
+constexpr int64_t kCoeff = 8;
+
+// The channel's sum from its parts ([C, P], part c * P + q), in part order (every reader gets the same bits).
+__device__ __forceinline__ double bn_parts_sum(const double* __restrict__ part, int64_t c, int P) {
+  double v = 0;
+  for (int q = 0; q < P; ++q) v += part[c * P + q];
+  return v;
+}
+
+// How a channels-last pass is cut: a function of the shape, the element type and the operands' alignment alone, so
+// every run sums in the same order. vec: each thread takes 16 bytes of adjacent channels a row (C a multiple of
+// them, lanes of those a row across the block, rows rows at a time); else 32 channels x 8 rows, one element each.
+// parts: the reductions' blocks a channel group.
+struct NhwcPlan {
+  bool vec = false;
+  int lanes = 32, rows = 8, groups = 1, parts = 1;
+};
+NhwcPlan bnh_plan(const BnShape& s, DType t, std::initializer_list<const void*> operands);
+
+// The doubles of device scratch the reductions take: parts ([P, C] twice, or [P, 2C]) and the [2C] totals after them.
+int64_t bnh_scratch(const NhwcPlan& p, const BnShape& s);
+// Forward statistics: each channel's sum, the float mean of it into coeff[8c + 7], and the sum of the squared
+// deviations about that; returns the totals, [C] sums then [C] squared deviations (in scratch: one part a channel, as
+// bn_parts_sum reads them with P = 1).
+const double* bnh_stats(const NhwcPlan& p, DType t, const void* x, double* scratch, float* coeff, const BnShape& s,
+                        cudaStream_t st);
+// Backward sums: returns [C] sums of dy (masked by y where y is not null: a fused ReLU), then [C] of dy * xhat.
+const double* bnh_grad_sums(const NhwcPlan& p, DType t, const void* x, const void* dy, const void* y,
+                            const float* coeff, double* scratch, const BnShape& s, cudaStream_t st);
+// y = x * scale + shift (negative values times neg); dx from the coefficients k, a, b.
+void bnh_apply(const NhwcPlan& p, DType t, const void* x, void* y, const float* coeff, const BnShape& s, float neg,
+               cudaStream_t st);
+void bnh_input_grad(const NhwcPlan& p, DType t, const void* x, const void* dy, const void* y, const float* coeff,
+                    void* dx, const BnShape& s, cudaStream_t st);
+
+}  // namespace octet
