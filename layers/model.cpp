@@ -21,7 +21,6 @@ Model::Model(Shape input, std::vector<LayerPtr> layers, Exec& exec)
   OCTET_CHECK(!layers_.empty(), "a model needs at least one layer");
   for (auto& l : layers_) l->bind(exec), l->fuse_relu(false);     // (fused only by set_fusion, which sees the pairs)
   acts_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));  // sized per batch, on the model's device
-  grads_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));
   skip_grads_.assign(layers_.size(), Tensor(Shape{0}, exec.device()));
   skip_.assign(layers_.size(), -1);
   skip_source_.assign(layers_.size(), false);
@@ -40,6 +39,32 @@ Model::Model(Shape input, std::vector<LayerPtr> layers, Exec& exec)
   s.insert(s.end(), input_.begin(), input_.end());
   for (auto& l : layers_) s = l->output_shape(s);  // validates the chain once
   OCTET_CHECK(s.size() == 2, "the last layer must output [N,classes], got " << shape_str(s));
+  plan_grad_buffers();
+}
+
+void Model::plan_grad_buffers() {
+  // In a backward pass over [0, n) step i runs layer i (steps descend). The gradient of output j is written at step
+  // j + 1 (layer j + 1's input gradient, and the skip gradients added to it) and read at the step that runs the layer
+  // whose output gradient it is (j, or j - 1 where layer j is a ReLU fused into it) and, where an add a routes its
+  // skip gradient in place, at step skip_[a] + 1 (it reads grad(a - 1) there). Two gradients share a buffer when one
+  // is read for the last time at a step after which the other is first written. A pass over a sub-range reads no
+  // gradient later than the whole pass does, so the plan holds for every range.
+  const size_t n = layers_.size();
+  std::vector<size_t> last_read(n);
+  for (size_t j = 0; j < n; ++j) last_read[j] = j > 0 && fused(j - 1) ? j - 1 : j;
+  for (size_t a = 1; a < n; ++a)
+    if (skip_grad_in_place(a, 0)) last_read[a - 1] = std::min(last_read[a - 1], static_cast<size_t>(skip_[a]) + 1);
+  std::vector<size_t> free_after;  // per buffer: the last read step of its latest gradient
+  grad_slot_.assign(n, 0);
+  for (size_t j = n; j-- > 0;) {  // in the order of first writes, step j + 1 descending
+    size_t slot = free_after.size();
+    for (size_t b = 0; b < free_after.size() && slot == free_after.size(); ++b)
+      if (free_after[b] > j + 1) slot = b;  // its last read came at an earlier step than this first write
+    if (slot == free_after.size()) free_after.push_back(0);
+    free_after[slot] = last_read[j];
+    grad_slot_[j] = slot;
+  }
+  grad_buffers_.resize(free_after.size(), Tensor(Shape{0}, exec_->device()));
 }
 
 void Model::set_fusion(bool on) {
@@ -49,6 +74,7 @@ void Model::set_fusion(bool on) {
     layers_[i]->fuse_relu(f);
     if (f) acts_[i].resize({0});  // (its output is the ReLU's)
   }
+  plan_grad_buffers();  // (a fused ReLU's gradient is read a step later)
 }
 
 void Model::set_layout(bool on, int block, bool compute_acts) {
@@ -152,10 +178,10 @@ void Model::backward_range(const Tensor& x, size_t begin, size_t end, const Tens
     }
     const size_t o = fused(i) ? i + 1 : i;  // its output (a fused ReLU's) and the gradient there
     const Tensor& in = i == begin ? x : acts_[i - 1];
-    const Tensor& dy = o + 1 == end ? dout : grads_[o];
+    const Tensor& dy = o + 1 == end ? dout : grad(o);
     const double t0 = times_ ? now_seconds() : 0;
     TraceSpan span("backward", layers_[i]->name().c_str());
-    Tensor* dx = i > begin ? &grads_[i - 1] : dx_first;
+    Tensor* dx = i > begin ? &grad(i - 1) : dx_first;
     if (dx) dx->resize(in.shape(), in.dtype());
     if (skip_[i] >= 0) {
       const Tensor& from = acts_[static_cast<size_t>(skip_[i])];
@@ -164,10 +190,10 @@ void Model::backward_range(const Tensor& x, size_t begin, size_t end, const Tens
       layers_[i]->bind_skip(&from, in_place ? nullptr : &skip_grads_[i]);
     }
     if (!run || !run(i, in, acts_[o], dy, dx)) layers_[i]->backward(in, acts_[o], dy, dx);
-    // grads_[i-1] is written: add what the add layers at or above i routed to layer i-1's output.
+    // grad(i-1) is written: add what the add layers at or above i routed to layer i-1's output.
     for (size_t a = i; i > begin && a < end; ++a)
       if (skip_[a] == static_cast<int64_t>(i) - 1)
-        add_into(grads_[i - 1], skip_grad_in_place(a, begin) ? grads_[a - 1] : skip_grads_[a], *exec_);
+        add_into(grad(i - 1), skip_grad_in_place(a, begin) ? grad(a - 1) : skip_grads_[a], *exec_);
     if (times_) {
       exec_->sync(exec_->compute());
       times_->backward_s[i] += now_seconds() - t0;

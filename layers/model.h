@@ -49,6 +49,8 @@ class Model {
   void set_layout(bool on, int block = 0, bool compute_acts = false);
   int layout(size_t i) const { return layout_.at(i); }  // activation i's layout: its block, or 0 (plain)
   DType dtype(size_t i) const { return dtype_.at(i); }  // activation i's element type (and its gradient's)
+  // The buffers the activations' gradients share in a backward pass (a few, however deep the model).
+  size_t gradient_buffers() const { return grad_buffers_.size(); }
 
   // x: [N, input...]; returns the last layer's output (the logits). Evaluation (ctx.train false) keeps only the outputs
   // an add reads again and the last one: activation(i) of the others is not kept.
@@ -105,8 +107,14 @@ class Model {
  private:
   Shape input_;
   std::vector<LayerPtr> layers_;
-  std::vector<Tensor> acts_;        // acts_[i]: output of layer i
-  std::vector<Tensor> grads_;       // grads_[i]: gradient w.r.t. the output of layer i
+  std::vector<Tensor> acts_;  // acts_[i]: output of layer i
+  // The gradient w.r.t. the output of layer i is grad(i): buffer grad_slot_[i] of grad_buffers_. Gradients whose
+  // lives in a backward pass do not overlap share a buffer (plan_grad_buffers), so a pass holds a few activations'
+  // worth of them rather than one per layer.
+  std::vector<Tensor> grad_buffers_;
+  std::vector<size_t> grad_slot_;
+  Tensor& grad(size_t i) { return grad_buffers_[grad_slot_[i]]; }
+  void plan_grad_buffers();
   std::vector<int64_t> skip_;       // skip_[i]: the layer whose output layer i also reads (add), or -1
   std::vector<Tensor> skip_grads_;  // skip_grads_[i]: layer i's gradient w.r.t. that output, added once it is written
   std::vector<bool> skip_source_;   // layer i's output is read again by a later add
@@ -114,8 +122,8 @@ class Model {
   std::vector<DType> dtype_;        // dtype_[i]: activation i's element type (set_layout)
   Tensor eval_[2];                  // evaluation: outputs no backward and no add needs, in turn (two layers' worth)
   void check_range(size_t begin, size_t end, const char* pass) const;  // ranges keep fused pairs whole
-  // Layer i's skip gradient is read from grads_[i - 1] in a backward pass over [begin, ..) rather than copied
-  // (Layer::skip_grad_is_input_grad; no layer below i writes grads_[i - 1] in that pass).
+  // Layer i's skip gradient is read from grad(i - 1) in a backward pass over [begin, ..) rather than copied
+  // (Layer::skip_grad_is_input_grad; no layer below i writes grad(i - 1) in that pass).
   bool skip_grad_in_place(size_t i, size_t begin) const;
   GradReadyHook hook_;
   LayerTimes* times_ = nullptr;

@@ -281,6 +281,20 @@ TEST_CASE(
       }
 }
 
+TEST_CASE("a backward pass keeps the activations' gradients in a few shared buffers, not one per layer",
+          "[layers][model]") {
+  // (The finite-difference and layout tests hold the results: sharing a buffer a step too early, or before an add's
+  // in-place skip gradient is read, fails them.)
+  for (auto net : {blockable_net, bottleneck_net})
+    for (bool fuse : {false, true}) {
+      INFO((net == &bottleneck_net ? "bottlenecks" : "basic blocks") << ", fuse " << fuse);
+      Model m = net();
+      m.set_fusion(fuse);
+      CHECK(m.size() >= 18);
+      CHECK(m.gradient_buffers() <= 4);
+    }
+}
+
 TEST_CASE("channels-last (nhwc): element (n, c, p) at (n * HW + p) * C + c, to and from plain, in fp32 and bf16",
           "[layout]") {
   CHECK(std::string(layout_name(kNhwc)) == "nhwc");
