@@ -1,6 +1,6 @@
 // The fp8 codecs (fp8_e4m3, fp8_e5m2) on the CPU: per block, the abs-max pass (which also finds NaN and infinity), the
-// power-of-two scale, and the codes of fp8.h's conversions; AVX2 vector bodies that give the scalar loop's bytes and
-// floats; the host side of the device kernels; the key check and the factories.
+// power-of-two scale, and the codes of fp8.h's conversions; AVX2 vector bodies (and an AVX-512 encoder) that give the
+// scalar loop's bytes and floats; the host side of the device kernels; the key check and the factories.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,6 +18,31 @@ int64_t fp8_encode_vec(const Fp8Format& f, const float* __restrict x, uint8_t* c
 #ifdef __AVX2__
   if (isa() < Isa::avx2) return 0;
   const __m128i drop = _mm_cvtsi32_si128(23 - f.man);
+#ifdef OCTET_AVX512
+  if (isa() >= Isa::avx512) {  // the same steps 16 lanes wide, the blend under a mask, the bytes by vpmovdb
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), signb = _mm512_set1_epi32(static_cast<int>(0x80000000u)),
+                  half = _mm512_set1_epi32(static_cast<int>((1u << (22 - f.man)) - 1u)), one = _mm512_set1_epi32(1),
+                  rebias = _mm512_set1_epi32((127 - f.bias) << f.man),
+                  maxc = _mm512_set1_epi32(static_cast<int>(f.maxcode)),
+                  lownorm = _mm512_set1_epi32(((128 - f.bias) << 23) - 1), magic = _mm512_set1_epi32(0x4b000000);
+    const __m512 vinv = _mm512_set1_ps(inv), sub = _mm512_set1_ps(Fp8Format::pow2(f.bias - 1 + f.man)),
+                 two23 = _mm512_set1_ps(8388608.f);
+    for (; i + 64 <= len; i += 64) {
+      if (i + 64 <= next_len) prefetch32(next + i), prefetch32(next + i + 32);
+      for (int k = 0; k < 4; ++k) {
+        const __m512i b = _mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(x + i + 16 * k), vinv));
+        const __m512i a = _mm512_and_si512(b, absm);
+        __m512i r = _mm512_add_epi32(a, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srl_epi32(a, drop), one)));
+        r = _mm512_min_epu32(_mm512_sub_epi32(_mm512_srl_epi32(r, drop), rebias), maxc);
+        const __m512 t = _mm512_add_ps(unfused(_mm512_mul_ps(_mm512_castsi512_ps(a), sub)), two23);
+        const __m512i s = _mm512_sub_epi32(_mm512_castps_si512(t), magic);
+        const __m512i v = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(a, lownorm), s, r);
+        const __m512i c = _mm512_or_si512(v, _mm512_srli_epi32(_mm512_and_si512(b, signb), 24));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i + 16 * k), _mm512_cvtepi32_epi8(c));
+      }
+    }
+  }
+#endif
   const __m256i absm = _mm256_set1_epi32(0x7fffffff), signb = _mm256_set1_epi32(static_cast<int>(0x80000000u)),
                 half = _mm256_set1_epi32(static_cast<int>((1u << (22 - f.man)) - 1u)), one = _mm256_set1_epi32(1),
                 rebias = _mm256_set1_epi32((127 - f.bias) << f.man),
