@@ -33,15 +33,18 @@ template <class F>
 void Layer::plain_pass(F fn) {
   const bool sim = exec_->device() == Device::Sim;
   if (sim) sim::launch(sim_queue(exec_->compute()), op("plain pass"), [] { ++t_plain_passes; });
+  auto end = [&] {
+    --t_plain_passes;
+    if (sim) sim::launch(sim_queue(exec_->compute()), op("plain pass end"), [] { --t_plain_passes; });
+  };
   ++t_plain_passes;
   try {
     fn();
   } catch (...) {
-    --t_plain_passes;
+    end();  // (the device thread's marker too: a later kernel must not see a plain pass)
     throw;
   }
-  --t_plain_passes;
-  if (sim) sim::launch(sim_queue(exec_->compute()), op("plain pass end"), [] { --t_plain_passes; });
+  end();
 }
 
 namespace {

@@ -203,9 +203,11 @@ void Model::backward_range(const Tensor& x, size_t begin, size_t end, const Tens
 }
 
 bool Model::skip_grad_in_place(size_t i, size_t begin) const {
-  // Not where the skip input is that very output (the sum would read what it writes), nor at a range's first layer
-  // (its input gradient is the caller's, or none).
-  return layers_[i]->skip_grad_is_input_grad() && i > begin && skip_[i] != static_cast<int64_t>(i) - 1;
+  // Not where the skip input is that very output (the sum would read what it writes), nor where the add's input is
+  // also a later add's skip input (that add's skip gradient is summed into grad(i - 1) before this one reads it), nor
+  // at a range's first layer (its input gradient is the caller's, or none).
+  return layers_[i]->skip_grad_is_input_grad() && i > begin && skip_[i] != static_cast<int64_t>(i) - 1 &&
+         !skip_source_[i - 1];
 }
 
 void Model::set_layer_times(LayerTimes* t) {

@@ -39,6 +39,42 @@ static void first_block(std::vector<LayerPtr>& L) {
       std::make_unique<Add>("a1", AddParams{"r1", Shortcut::Identity, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 4, 6, 6}));
 }
 
+TEST_CASE("an add whose input a later add also reads routes only its own gradient to its skip input",
+          "[layers][model][add]") {
+  // conv (c1) -> conv (c2) -> add(c1) -> conv (c3) -> add(c2) -> global average pool -> fc (no kinks): c2's output
+  // gradient gathers a2's skip gradient, which a1's must not carry to c1 (it once did, read in place).
+  std::vector<LayerPtr> L;
+  L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{2, 4, 3, 1, 1, true, Init::He}));
+  L.push_back(std::make_unique<Conv2d>("c2", Conv2dParams{4, 4, 3, 1, 1, true, Init::He}));
+  L.push_back(
+      std::make_unique<Add>("a1", AddParams{"c1", Shortcut::Identity, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 4, 6, 6}));
+  L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{4, 4, 3, 1, 1, true, Init::He}));
+  L.push_back(
+      std::make_unique<Add>("a2", AddParams{"c2", Shortcut::Identity, {1, 4, 6, 6}, Init::He, {}}, Shape{1, 4, 6, 6}));
+  L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 6, 6, 0}));
+  L.push_back(std::make_unique<FullyConnected>("fc", FcParams{4, 3, true, Init::Xavier}));
+  Model m({2, 6, 6}, std::move(L));
+  m.init_params(5);
+  const Tensor x = random_tensor({3, 2, 6, 6}, 31), r = random_tensor({3, 3}, 32);
+  model_loss(m, x, r);
+  m.backward(x, r);
+  auto params = m.params();
+  Param& w = params.front();  // c1.weight: reached through a1's skip path and through c2
+  REQUIRE(w.name == "c1.weight");
+  const Tensor g = *w.grad;
+  for (int64_t i = 0; i < w.value->numel(); i += 7) {
+    const float keep = w.value->data()[i];
+    w.value->data()[i] = keep + 1e-3f;
+    const double lp = model_loss(m, x, r);
+    w.value->data()[i] = keep - 1e-3f;
+    const double lm = model_loss(m, x, r);
+    w.value->data()[i] = keep;
+    const double num = (lp - lm) / 2e-3, ana = g.data()[i];
+    INFO("c1.weight[" << i << "] analytic " << ana << " numeric " << num);
+    CHECK(std::abs(ana - num) <= 3e-2 * std::max({1.0, std::abs(ana), std::abs(num)}));
+  }
+}
+
 TEST_CASE("a model with residual blocks: gradients through both paths of every add match finite differences",
           "[layers][model][add]") {
   // conv -> bn -> relu (r1) -> conv -> bn -> add(r1) -> relu -> conv s2 (8 ch) -> add(r1, option A) ->

@@ -20,8 +20,10 @@
 #include "core/launch.h"
 #include "core/tensor_ops.h"
 #include "core/sim.h"
+#include "core/layout.h"
 #include "layers/relu.h"
 #include "layers/softmax_ce.h"
+#include "tests/layer_cases.h"
 #include "tests/test_util.h"
 #include "optim/optimizer.h"
 
@@ -299,4 +301,29 @@ TEST_CASE("sim: every layer, the loss, codecs and the optimizer name an operand 
   Tensor w({4}, Device::Sim), g({4});
   Optimizer opt(OptimizerConfig{}, {{"w", &w, &g}}, ex);
   CHECK_THROWS_WITH(opt.step(0.1f), Catch::Contains("optimizer: w is on sim, its gradient on cpu"));
+}
+
+TEST_CASE("sim: a relayout pass that throws on the host leaves the device thread's layouts as they were",
+          "[sim][layout]") {
+  // A synchronized batchnorm's backward checks for a training forward on the host, inside the plain pass that its
+  // channels-last operands take on the simulated device; the pass's markers on the device thread must still balance.
+  Exec& ex = Exec::sim();
+  const LayerCase* c = nullptr;
+  for (const LayerCase& k : layer_cases())
+    if (k.name == "batchnorm, sync: true, 16 channels of 5x5 (channel blocks)") c = &k;
+  REQUIRE(c != nullptr);
+  LayerPtr l = c->make();
+  if (c->prepare) c->prepare(*l);
+  l->bind(ex);
+  l->set_math({Precision::Bf16});
+  l->set_layout({kNhwc, kNhwc, 0});
+  const Shape s = c->input().shape();
+  Tensor x(s, Device::Sim, DType::Bf16), y(s, Device::Sim, DType::Bf16), dy(s, Device::Sim, DType::Bf16),
+      dx(s, Device::Sim, DType::Bf16);
+  CHECK_THROWS_WITH(l->backward(x, y, dy, &dx), Catch::Contains("needs a training forward"));
+  int seen = 0;
+  Layer* lp = l.get();
+  sim::launch(sim_queue(ex.compute()), "probe", [lp, &seen] { seen = lp->layout().in; });
+  ex.sync(ex.compute());
+  CHECK(seen == kNhwc);
 }
