@@ -28,6 +28,20 @@ static double model_loss(Model& m, const Tensor& x, const Tensor& r) {
   return s;
 }
 
+// Element i of a parameter value v of m: the analytic gradient ana against the central difference of model_loss.
+static void check_param_fd(Model& m, const Tensor& x, const Tensor& r, Tensor& v, int64_t i, double ana,
+                           const std::string& name) {
+  const float keep = v.data()[i];
+  v.data()[i] = keep + 1e-3f;
+  const double lp = model_loss(m, x, r);
+  v.data()[i] = keep - 1e-3f;
+  const double lm = model_loss(m, x, r);
+  v.data()[i] = keep;
+  const double num = (lp - lm) / 2e-3;
+  INFO(name << "[" << i << "] analytic " << ana << " numeric " << num);
+  CHECK(std::abs(ana - num) <= 3e-2 * std::max({1.0, std::abs(ana), std::abs(num)}));
+}
+
 // The residual nets' first block on [2,6,6] inputs: conv -> bn -> relu (r1) -> conv -> bn -> add(r1).
 static void first_block(std::vector<LayerPtr>& L) {
   L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{2, 4, 3, 1, 1, false, Init::He}));
@@ -62,17 +76,7 @@ TEST_CASE("an add whose input a later add also reads routes only its own gradien
   Param& w = params.front();  // c1.weight: reached through a1's skip path and through c2
   REQUIRE(w.name == "c1.weight");
   const Tensor g = *w.grad;
-  for (int64_t i = 0; i < w.value->numel(); i += 7) {
-    const float keep = w.value->data()[i];
-    w.value->data()[i] = keep + 1e-3f;
-    const double lp = model_loss(m, x, r);
-    w.value->data()[i] = keep - 1e-3f;
-    const double lm = model_loss(m, x, r);
-    w.value->data()[i] = keep;
-    const double num = (lp - lm) / 2e-3, ana = g.data()[i];
-    INFO("c1.weight[" << i << "] analytic " << ana << " numeric " << num);
-    CHECK(std::abs(ana - num) <= 3e-2 * std::max({1.0, std::abs(ana), std::abs(num)}));
-  }
+  for (int64_t i = 0; i < w.value->numel(); i += 7) check_param_fd(m, x, r, *w.value, i, g.data()[i], w.name);
 }
 
 TEST_CASE("a model with residual blocks: gradients through both paths of every add match finite differences",
@@ -105,15 +109,7 @@ TEST_CASE("a model with residual blocks: gradients through both paths of every a
     for (int s = 0; s < 6; ++s) {
       Tensor& v = *params[k].value;
       const int64_t i = static_cast<int64_t>(pick.below(static_cast<uint64_t>(v.numel())));
-      const float keep = v.data()[i];
-      v.data()[i] = keep + 1e-3f;
-      const double lp = model_loss(m, x, r);
-      v.data()[i] = keep - 1e-3f;
-      const double lm = model_loss(m, x, r);
-      v.data()[i] = keep;
-      const double num = (lp - lm) / 2e-3, ana = grads[k].data()[i];
-      INFO(params[k].name << "[" << i << "] analytic " << ana << " numeric " << num);
-      CHECK(std::abs(ana - num) <= 3e-2 * std::max({1.0, std::abs(ana), std::abs(num)}));
+      check_param_fd(m, x, r, v, i, grads[k].data()[i], params[k].name);
       ++checked;
     }
   }
