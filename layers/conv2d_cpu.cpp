@@ -120,7 +120,7 @@ void Conv2d::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Te
   if (relu_) {
     if (masked_.device() != Device::CPU) masked_ = Tensor(Shape{0});
     masked_.resize(dy.shape(), dy.dtype());
-    relu_mask_any_cpu(y, dy, masked_);
+    relu_mask(y, dy, masked_, Exec::host().compute());  // (host memory on the simulated device too)
     g = &masked_;
   }
   weighted_backward(

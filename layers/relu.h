@@ -11,8 +11,6 @@ void relu_mask_cuda(const float* y, const float* dy, float* dx, int64_t n, const
 // The same on bf16 activations (a bf16 model's), in fp32 and rounded as stored.
 void relu_mask_bf16_cpu(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t n, const Stream& s);
 void relu_mask_bf16_cuda(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t n, const Stream& s);
-// The CPU loop on host tensors of one type, fp32 or bf16 (activations a bf16 model keeps in bf16).
-void relu_mask_any_cpu(const Tensor& y, const Tensor& dy, Tensor& dx);
 // dx = y > 0 ? dy : 0 on tensors of one type on any device (queued on s on a device): the twins above.
 void relu_mask(const Tensor& y, const Tensor& dy, Tensor& dx, const Stream& s);
 // The forward's twins for a layer whose library call cannot clamp its own result (conv on a GPU): y = max(x, 0) in

@@ -46,24 +46,8 @@ void relu_mask_cpu(const float* y, const float* dy, float* dx, int64_t n, const 
   for (int64_t i = 0; i < n; ++i) dx[i] = relu_grad(dy[i], y[i]);
 }
 
-namespace {
-template <typename T>
-void relu_mask_loop(const T* y, const T* dy, T* dx, int64_t n) {
-  map_values(dx, n, [=](int64_t i) { return relu_grad(load(dy, i), load(y, i)); });
-}
-}  // namespace
-
-void relu_mask_any_cpu(const Tensor& y, const Tensor& dy, Tensor& dx) {
-  OCTET_CHECK(
-      y.dtype() == dy.dtype() && dx.dtype() == dy.dtype() && y.numel() == dy.numel() && dx.numel() == dy.numel(),
-      "relu mask: " << dtype_name(y.dtype()) << " " << shape_str(y.shape()) << ", " << dtype_name(dy.dtype()) << " "
-                    << shape_str(dy.shape()));
-  if (dy.dtype() == DType::F32) return relu_mask_loop(y.data(), dy.data(), dx.data(), dy.numel());
-  relu_mask_loop(y.bf16(), dy.bf16(), dx.bf16(), dy.numel());
-}
-
 void relu_mask_bf16_cpu(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t n, const Stream&) {
-  relu_mask_loop(y, dy, dx, n);
+  map_values(dx, n, [=](int64_t i) { return relu_grad(load(dy, i), load(y, i)); });
 }
 
 void relu_mask(const Tensor& y, const Tensor& dy, Tensor& dx, const Stream& s) {

@@ -2,8 +2,8 @@
 // (octet_sim_tests, in every CI run: the GPU path's host-side orchestration with the CPU twins as kernels). Every case
 // of the layer table, every case of the codec table (payload bytes, decodes, error feedback, the fused owner step,
 // hostile payloads), PowerSGD's algebra, auto's candidate timings, and the device plumbing against the CPU
-// (the step's own kernels: test_device_step.cpp). The CUDA build exits
-// 77 (CTest: skipped) with a message when no GPU is visible.
+// (the step's own kernels: test_device_step.cpp; channels-last bf16 activations: test_device_layout.cpp). The CUDA
+// build exits 77 (CTest: skipped) with a message when no GPU is visible.
 #define CATCH_CONFIG_RUNNER
 #include <cstdio>
 #include <cstring>
@@ -17,15 +17,7 @@
 #include "core/rng.h"
 #include "core/exec.h"
 #include "core/launch.h"
-#include "core/layout.h"
 #include "core/tensor_ops.h"
-#include "layers/add.h"
-#include "layers/batchnorm.h"
-#include "layers/conv2d.h"
-#include "layers/fc.h"
-#include "layers/model.h"
-#include "layers/pool.h"
-#include "layers/relayout.h"
 #include "layers/relu.h"
 #include "tests/codec_cases.h"
 #include "tests/layer_cases.h"
@@ -161,169 +153,6 @@ TEST_CASE("mixed precision: conv and fc in tf32, bf16 and fp16 are the fp32 twin
       }
     }
   }
-}
-
-// t (on any device, fp32 or bf16, in layout l) as host fp32 values in the plain layout.
-static Tensor plain_host(const Tensor& t, int l) {
-  const Tensor h = t.to(Device::CPU), f = h.dtype() == DType::F32 ? h : h.as(DType::F32);
-  if (l == 0) return f;
-  Tensor out;
-  to_plain(f, l, out);
-  return out;
-}
-// t (host, fp32, plain) on the device in layout l: bf16 channels-last where l is kNhwc.
-static Tensor device_operand(const Tensor& t, int l) {
-  if (l == 0) return t.to(kDev);
-  Tensor nhwc;
-  from_plain(t, l, nhwc);
-  return nhwc.as(DType::Bf16).to(kDev);
-}
-
-TEST_CASE(
-    "channels-last bf16 activations: every layer-table case that takes them on the device gives the fp32 layer's "
-    "results on the same values, within bf16's rounding",
-    "[cuda][parity][layout][precision]") {
-  // A bf16 model's activations on a GPU (Model::set_layout): conv, batchnorm, ReLU and add run on them natively, the
-  // rest (pooling) through plain copies (Layer::takes_nhwc); on the simulated device every layer takes the copies.
-  Exec& ex = dev();
-  const double tol = 3e-2;  // (the bf16 operands and results; cuDNN's bf16 weight gradients)
-  auto representable = [](const Tensor& t) { return t.as(DType::Bf16).as(DType::F32); };
-  int ran = 0;
-  for (const LayerCase& c : layer_cases()) {
-    LayerPtr probe = c.make();
-    probe->bind(ex);
-    probe->set_math({Precision::Bf16});
-    const LayoutRule rule = probe->layout_rule();
-    if (rule == LayoutRule::Plain) continue;
-    const Tensor x = representable(c.input()), s = c.skip_input ? representable(c.skip_input()) : Tensor(Shape{0});
-    const Shape out = probe->output_shape(x.shape());
-    if (x.ndim() != 4 || out.size() != 4) continue;
-    const Tensor dy = representable(random_tensor(out, 41));
-    const int N = kNhwc, sk = c.skip_input ? N : 0;
-    std::vector<IoLayout> ios;
-    if (rule == LayoutRule::Same) ios = {{N, N, sk}};
-    if (rule == LayoutRule::Free) ios = {{N, 0, 0}, {0, N, 0}, {N, N, 0}};
-    if (rule == LayoutRule::SameSkipFree) ios = {{N, N, 0}, {N, N, sk}};
-    for (const IoLayout& io : ios) {
-      INFO(c.name << ": input " << layout_name(io.in) << ", output " << layout_name(io.out) << ", skip "
-                  << layout_name(io.skip));
-      ++ran;
-      LayerPtr ref = c.make(), d = c.make();
-      d->bind(ex);
-      d->set_math({Precision::Bf16});
-      d->set_layout(io);
-      const DType xt = io.in ? DType::Bf16 : DType::F32, yt = io.out ? DType::Bf16 : DType::F32,
-                  st = io.skip ? DType::Bf16 : DType::F32;
-      Tensor sr = s, dsr(s.shape());
-      const Tensor xd = device_operand(x, io.in), dyd = device_operand(dy, io.out);
-      Tensor sd = c.skip_input ? device_operand(s, io.skip) : Tensor(Shape{0}, kDev), dsd(s.shape(), kDev, st);
-      if (c.skip_input) ref->bind_skip(&sr, &dsr), d->bind_skip(&sd, &dsd);
-      Tensor y(out), yd(out, kDev, yt), dx(x.shape()), dxd(x.shape(), kDev, xt);
-      const StepContext train{true, 7, 3, 0}, eval{false, 7, 3, 0};
-      ref->forward(x, y, train);
-      d->forward(xd, yd, train);
-      ex.sync(ex.compute());
-      check_close(plain_host(yd, io.out), y, tol, "forward");
-      // (The reference masks a fused ReLU's gradient by the device's output: a value near 0 may round to either side.)
-      ref->backward(x, plain_host(yd, io.out), dy, &dx);
-      d->backward(xd, yd, dyd, &dxd);
-      ex.sync(ex.compute());
-      check_close(plain_host(dxd, io.in), dx, tol, "dx");
-      if (c.skip_input) check_close(plain_host(dsd, io.skip), dsr, tol, "dskip");
-      auto pr = ref->params(), pd = d->params();
-      REQUIRE(pr.size() == pd.size());
-      for (size_t k = 0; k < pr.size(); ++k) check_close(*pd[k].grad, *pr[k].grad, tol, pr[k].name + " grad");
-      auto sr2 = ref->state(), sd2 = d->state();
-      for (size_t k = 0; k < sr2.size(); ++k) check_close(*sd2[k].second, *sr2[k].second, tol, sr2[k].first);
-      ref->forward(x, y, eval);
-      d->forward(xd, yd, eval);
-      ex.sync(ex.compute());
-      check_close(plain_host(yd, io.out), y, tol, "evaluation forward");
-    }
-  }
-  CHECK(ran >= 8);
-}
-
-TEST_CASE("relayout on the device: plain fp32 <-> channels-last bf16, as the host loop does it", "[cuda][layout]") {
-  // (planes of 1, 9 and 49 positions: the casts' in-order, per-element and tiled paths)
-  Exec& ex = dev();
-  for (const Shape& shape : {Shape{5, 7, 1, 1}, Shape{4, 33, 3, 3}, Shape{3, 40, 7, 7}}) {
-    INFO(shape_str(shape));
-    const Tensor x = random_tensor(shape, 17);
-    Tensor want(shape, Device::CPU, DType::Bf16), back(shape);
-    relayout_values(x.raw(), DType::F32, 0, want.raw(), DType::Bf16, kNhwc, shape);
-    const Tensor xd = x.to(kDev);
-    Tensor nhwc(shape, kDev, DType::Bf16), plain(shape, kDev);
-    relayout(xd, 0, nhwc, kNhwc, ex.compute());
-    relayout(nhwc, kNhwc, plain, 0, ex.compute());
-    ex.sync(ex.compute());
-    CHECK(to_vector(nhwc.to(Device::CPU).as(DType::F32)) == to_vector(want.as(DType::F32)));
-    relayout_values(want.raw(), DType::Bf16, kNhwc, back.raw(), DType::F32, 0, shape);
-    CHECK(to_vector(plain.to(Device::CPU)) == to_vector(back));
-  }
-}
-
-// conv (3 -> 16) -> bn -> relu (r1) -> max pool -> 1x1 conv -> bn -> relu -> 3x3 conv (32) -> bn -> add(r1: a 1x1 s2
-// projection + batchnorm) -> relu -> global average pool -> fc, on the device, in bf16.
-static Model nhwc_net(Exec& ex) {
-  std::vector<LayerPtr> L;
-  L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{3, 16, 3, 1, 1, false, Init::He}));
-  L.push_back(std::make_unique<BatchNorm>("bn1", BatchNormParams{}, 16));
-  L.push_back(std::make_unique<Relu>("r1"));
-  L.push_back(std::make_unique<Pool2d>("mp", PoolParams{PoolKind::Max, 2, 2, 0}));
-  L.push_back(std::make_unique<Conv2d>("c2", Conv2dParams{16, 16, 1, 1, 0, false, Init::He}));
-  L.push_back(std::make_unique<BatchNorm>("bn2", BatchNormParams{}, 16));
-  L.push_back(std::make_unique<Relu>("r2"));
-  L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{16, 32, 3, 1, 1, false, Init::He}));
-  L.push_back(std::make_unique<BatchNorm>("bn3", BatchNormParams{}, 32));
-  L.push_back(
-      std::make_unique<Add>("a", AddParams{"r1", Shortcut::ConvBn, {1, 16, 8, 8}, Init::He, {}}, Shape{1, 32, 4, 4}));
-  L.push_back(std::make_unique<Relu>("ar"));
-  L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 4, 4, 0}));
-  L.push_back(std::make_unique<FullyConnected>("fc", FcParams{32, 3, true, Init::Xavier}));
-  Model m({3, 8, 8}, std::move(L), ex);
-  m.init_params(5);
-  m.set_math({Precision::Bf16});
-  m.set_fusion(true);
-  return m;
-}
-
-TEST_CASE(
-    "a bf16 model on the device keeps its activations channels-last in bf16 (model.activations: auto), within bf16's "
-    "rounding of fp32 activations, trained and evaluated",
-    "[cuda][layout][precision][model]") {
-  Exec& ex = dev();
-  Model half = nhwc_net(ex), full = nhwc_net(ex);
-  half.set_layout(true, 0, true), full.set_layout(true, 0, false);
-  size_t nhwc = 0;
-  for (size_t i = 0; i < half.size(); ++i) {
-    INFO("layer " << half.layer(i).name());
-    CHECK(half.dtype(i) == (half.layout(i) == kNhwc ? DType::Bf16 : DType::F32));
-    CHECK(full.dtype(i) == DType::F32);
-    nhwc += half.layout(i) == kNhwc;
-  }
-  CHECK(nhwc >= 9);  // (all but the global pool's and fc's outputs)
-  CHECK(half.layout(half.size() - 2) == 0);
-  CHECK_THAT(half.summary(), Catch::Contains("nhwc bf16"));
-  const Tensor x = random_tensor({16, 3, 8, 8}, 31), r = random_tensor({16, 3}, 32);
-  const Tensor xd = x.to(kDev), rd = r.to(kDev);
-  const StepContext train{true, 7, 3, 0}, eval{false, 7, 3, 0};
-  const std::vector<float> yh = to_vector(half.forward(xd, train).to(Device::CPU)),
-                           yf = to_vector(full.forward(xd, train).to(Device::CPU));
-  for (size_t i = 0; i < half.size(); ++i)
-    if (!half.activation(i).empty()) CHECK(half.activation(i).dtype() == half.dtype(i));
-  CHECK(rel_l2(yh, yf) < 0.03);
-  half.backward(xd, rd), full.backward(xd, rd);
-  ex.sync(ex.compute());
-  auto ph = half.params(), pf = full.params();
-  REQUIRE(ph.size() == pf.size());
-  for (size_t k = 0; k < pf.size(); ++k) {
-    INFO(pf[k].name);
-    CHECK(rel_l2(to_vector(ph[k].grad->to(Device::CPU)), to_vector(pf[k].grad->to(Device::CPU))) < 0.1);
-  }
-  CHECK(rel_l2(to_vector(half.forward(xd, eval).to(Device::CPU)), to_vector(full.forward(xd, eval).to(Device::CPU))) <
-        0.03);
-  CHECK(half.first_nonfinite(&x).empty());
 }
 
 TEST_CASE("copy_rows across devices and the elementwise kernels match their host twins", "[cuda][parity]") {
