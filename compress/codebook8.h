@@ -35,7 +35,9 @@ std::vector<float> codebook8(const std::string& method, int mantissa_offset = 1)
 //   boundary. entry[bucket] = code nearest the bucket's low end (bits 0..7) | offset of that boundary inside the
 //   bucket (bits 8..; 2^shift when it lies beyond), so index = code + (low bits >= offset). Buckets run from float
 //   bits 0 to 1.0 (up to 32 KB, of which a block of gradients touches a few KB).
-// - AVX-512 encoder: a 7-step binary search over the 127 boundaries held in registers (rlevel()).
+// - AVX-512 encoder: a 7-step binary search in 16-bit lanes over the top halves of the boundaries' float bits, held
+//   in registers (hlevel(), pair()), then one exact step on the low halves. It needs those top halves distinct
+//   (search16(): true for every built-in book); other books take the scalar loop.
 // - Decoders: byte planes of the magnitudes' float bits for byte-shuffle lookups (planes(), xor_planes()).
 class CodeBook {
  public:
@@ -44,9 +46,13 @@ class CodeBook {
   const uint32_t* entries() const { return entry_.data(); }
   size_t entries_size() const { return entry_.size(); }
   int shift() const { return shift_; }
-  // Binary-search level L (0..6): after L steps the code's top L bits j pick the next boundary,
-  // mid[(j << (7 - L)) + (1 << (6 - L)) - 1]; rlevel(L)[r] holds it at r = j with its L bits reversed.
-  const float* rlevel(int L) const { return tables_->rlevels[L]; }
+  // The 16-bit search (codebook8_x86.cpp): after L steps (L = 0..5) the code's top L bits j pick the next boundary,
+  // mid[(j << (7 - L)) + (1 << (6 - L)) - 1]; hlevel(L)[r] holds its top 16 bits at r = j with its L bits reversed.
+  const uint16_t* hlevel(int L) const { return tables_->hlevels[L]; }
+  // After 6 steps, the pair of boundaries mid[2j] and mid[2j + 1] at r = j reversed (6 bits): pair(0) and pair(1)
+  // hold their top 16 bits, pair(2) and pair(3) their low 16 bits; pair(4)[r] = 2j.
+  const uint16_t* pair(int k) const { return tables_->pairs[k]; }
+  bool search16() const { return search16_; }  // the top 16 bits of the 127 boundaries are distinct
   // planes()[p][c] = byte p of the float bits of magnitude c (128-byte tables for AVX-512 VBMI's vpermi2b).
   const uint8_t (*planes() const)[128] { return tables_->planes; }
   // xor_planes()[p][t][j]: byte p of magnitude 16t + j % 16, XORed with group t-1's (AVX2 vpshufb; see the decoder).
@@ -57,7 +63,8 @@ class CodeBook {
 
  private:
   struct Tables {
-    alignas(64) float rlevels[7][64];
+    alignas(64) uint16_t hlevels[6][32];
+    alignas(64) uint16_t pairs[5][64];
     alignas(64) uint8_t planes[4][128];
     alignas(64) uint8_t xor_planes[4][8][32];
   };
@@ -66,6 +73,7 @@ class CodeBook {
   std::unique_ptr<Tables> tables_;  // over-aligned: on the heap through new's aligned form
   int shift_ = 0;
   uint32_t first_ = 0;
+  bool search16_ = false;
 };
 
 // A code book's tables in device memory, as its CUDA kernels read them (the entries, first bits, shift, magnitudes).

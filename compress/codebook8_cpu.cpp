@@ -27,13 +27,24 @@ CodeBook::CodeBook(std::vector<float> m) : mag_(std::move(m)) {
   for (int c = 0; c < 127; ++c) mid[c] = f32_bits(0.5f * (mag_[c] + mag_[c + 1]));
   mid[127] = 0xffffffffu;
   tables_ = std::make_unique<Tables>();
-  for (int L = 0; L < 7; ++L)
-    for (int r = 0; r < 64; ++r) {
-      int j = 0;  // r's low L bits reversed
-      for (int b = 0; b < L; ++b) j |= ((r >> b) & 1) << (L - 1 - b);
-      const int c = r < (1 << L) ? (j << (7 - L)) + (1 << (6 - L)) - 1 : 126;  // past 2^L: padding never selected
-      std::memcpy(&tables_->rlevels[L][r], &mid[c], 4);
+  auto reversed = [](int r, int bits) {  // r's low `bits` bits in reverse order
+    int j = 0;
+    for (int b = 0; b < bits; ++b) j |= ((r >> b) & 1) << (bits - 1 - b);
+    return j;
+  };
+  search16_ = true;
+  for (int c = 1; c < 127; ++c) search16_ = search16_ && (mid[c] >> 16) != (mid[c - 1] >> 16);
+  for (int L = 0; L < 6; ++L)
+    for (int r = 0; r < 32; ++r) {
+      const int c = r < (1 << L) ? (reversed(r, L) << (7 - L)) + (1 << (6 - L)) - 1 : 126;  // padding never read
+      tables_->hlevels[L][r] = static_cast<uint16_t>(mid[c] >> 16);
     }
+  for (int r = 0; r < 64; ++r) {
+    const int j = reversed(r, 6);  // mid[127] (the sentinel past the last boundary) has top half 0xffff: never equal
+    const uint32_t even = mid[2 * j], odd = mid[2 * j + 1];
+    const uint32_t words[5] = {even >> 16, odd >> 16, even & 0xffffu, odd & 0xffffu, static_cast<uint32_t>(2 * j)};
+    for (int k = 0; k < 5; ++k) tables_->pairs[k][r] = static_cast<uint16_t>(words[k]);
+  }
   for (int p = 0; p < 4; ++p)
     for (int c = 0; c < 128; ++c) tables_->planes[p][c] = static_cast<uint8_t>((f32_bits(mag_[c]) >> (8 * p)) & 0xff);
   for (int p = 0; p < 4; ++p)

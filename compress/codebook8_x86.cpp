@@ -132,77 +132,85 @@ int64_t decode_linear_avx2(const uint8_t* __restrict cb, float* __restrict ob, i
 #endif  // __AVX2__
 
 #ifdef OCTET_AVX512
-// code[c] = c's 7 bits in reverse order (the search's codes come out reversed), built at compile time.
-struct Reversed7 {
-  alignas(64) uint8_t code[128];
-  constexpr Reversed7() : code() {
-    for (int c = 0; c < 128; ++c) {
-      int r = 0;
-      for (int b = 0; b < 7; ++b) r |= ((c >> b) & 1) << (6 - b);
-      code[c] = static_cast<uint8_t>(r);
+// Byte k of the codes of values 32h .. 32h + 31 comes from word w of vector h (h = 0, 1), where words 2t and 2t + 1
+// hold values t and 16 + t: the order split16 leaves them in.
+struct Search16Order {
+  alignas(64) uint8_t pos[64];
+  constexpr Search16Order() : pos() {
+    for (int k = 0; k < 64; ++k) {
+      const int v = k % 32, w = v < 16 ? 2 * v : 2 * (v - 16) + 1;
+      pos[k] = static_cast<uint8_t>(2 * w + 64 * (k / 32));
     }
   }
 };
-inline constexpr Reversed7 kReversed7{};
+inline constexpr Search16Order kSearch16Order{};
 
-// 128 values per iteration, eight vectors of 16 in lockstep (the steps of one vector are a chain of dependent
-// instructions; eight chains side by side keep the vector units busy, four left them 20% idle): a 7-step binary
-// search over the 127
-// boundaries in registers. Step L compares with level L's boundary for the code's top L bits, held bit-reversed in
-// r (the first step's bit in bit 0), so a step is one vpermps + compare + masked OR and the tables are indexed by
-// that reversed prefix (CodeBook::rlevel). Step 6 takes two vpermi2ps and a blend on bit 5 (step 5's mask).
-// a >= boundary sets the bit (ties to the larger code), as in the scalar table encoder. Each 64 reversed codes are
-// turned back with one 128-entry vpermi2b. No memory lookups.
-int64_t encode_search_avx512(const CodeBook& book, const float* __restrict xb, uint8_t* __restrict cb, int64_t len,
-                             float inv, const float* next) {
-  const __m512 vinv = _mm512_set1_ps(inv), one = _mm512_set1_ps(1.0f), t0 = _mm512_set1_ps(book.rlevel(0)[0]);
-  const __m512 t1 = _mm512_load_ps(book.rlevel(1)), t2 = _mm512_load_ps(book.rlevel(2)),
-               t3 = _mm512_load_ps(book.rlevel(3));
-  const __m512 t4 = _mm512_load_ps(book.rlevel(4)), t5a = _mm512_load_ps(book.rlevel(5)),
-               t5b = _mm512_load_ps(book.rlevel(5) + 16);
-  const __m512 t6a = _mm512_load_ps(book.rlevel(6)), t6b = _mm512_load_ps(book.rlevel(6) + 16);
-  const __m512 t6c = _mm512_load_ps(book.rlevel(6) + 32), t6d = _mm512_load_ps(book.rlevel(6) + 48);
-  const __m512i rev_lo = _mm512_load_si512(kReversed7.code), rev_hi = _mm512_load_si512(kReversed7.code + 64);
-  const __m512i order = pack_order();
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), sign = _mm512_set1_epi32(0x80),
-                sign8 = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i ones = _mm512_set1_epi32(1);
+// 256 values per iteration, eight vectors of 32 16-bit lanes in lockstep (a step's perm -> subtract -> shift ->
+// OR is a chain of dependent instructions about 13 cycles long; eight chains side by side keep the vector units busy,
+// four left a third of the speed on the table). a = |x| * inv; H and L are the top and low halves of its float bits
+// (H without the sign). Comparing the top halves is exact except where H equals a boundary's top half, and the
+// halves are distinct between boundaries (CodeBook::search16), so:
+// - a 6-step binary search on H > hlevel(L)[r] (r: the code's top bits so far, bit-reversed, so a step is one
+//   vpermw + subtract + arithmetic shift, a lane of all ones where H is above, + OR of the step's bit) finds the pair
+//   mid[2j], mid[2j + 1] that a lies among;
+// - the code is 2j + (H > top(mid[2j])) + (H == top(mid[k]) and L >= low(mid[k])) for the k in the pair whose top
+//   half H equals (at most one). a >= boundary counts (ties to the larger code), as in the scalar table encoder.
+// A product above 1 (rounding) has H >= top(1.0) above every boundary: code 127, as min(1, a) gives. No memory
+// lookups; the bytes equal the scalar loop's (tests at every boundary, just below and just above).
+int64_t encode_search16_avx512(const CodeBook& book, const float* __restrict xb, uint8_t* __restrict cb, int64_t len,
+                               float inv, const float* next) {
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xffff0000u)), lo_mask = _mm512_set1_epi32(0xffff);
+  const __m512i low15 = _mm512_set1_epi16(0x7fff), one16 = _mm512_set1_epi16(1), sign16 = _mm512_set1_epi16(0x80),
+                order = _mm512_load_si512(kSearch16Order.pos);
+  const __m512i t0 = _mm512_set1_epi16(static_cast<short>(book.hlevel(0)[0]));
+  const __m512i t1a = _mm512_set1_epi16(static_cast<short>(book.hlevel(1)[0])),
+                t1b = _mm512_set1_epi16(static_cast<short>(book.hlevel(1)[1]));
+  const __m512i t2 = _mm512_load_si512(book.hlevel(2)), t3 = _mm512_load_si512(book.hlevel(3)),
+                t4 = _mm512_load_si512(book.hlevel(4)), t5 = _mm512_load_si512(book.hlevel(5));
+  __m512i pa[5], pb[5];  // the pair tables, 64 words each
+  for (int k = 0; k < 5; ++k) pa[k] = _mm512_load_si512(book.pair(k)), pb[k] = _mm512_load_si512(book.pair(k) + 32);
   constexpr int Q = 8;  // vectors in lockstep
   int64_t i = 0;
-  for (; i + 16 * Q <= len; i += 16 * Q) {
+  for (; i + 32 * Q <= len; i += 32 * Q) {
     if (next)
-      for (int q = 0; q < Q; q += 2) prefetch32(next + i + 16 * q);  // the next block's lines, as in encode_avx2
-    __m512i xi[Q], r[Q];
-    __m512 a[Q];
-    __mmask16 m[Q];
-    for (int q = 0; q < Q; ++q) {
-      xi[q] = _mm512_loadu_si512(xb + i + 16 * q);
-      // min(|x| * inv, 1) with min's NaN rule of the scalar loop: a NaN product gives 1
-      a[q] = _mm512_min_ps(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(xi[q], abs_mask)), vinv), one);
-      // the sign joins as bit 7 (x >> 24 & 0x80), which the table lookups ignore
-      r[q] = _mm512_ternarylogic_epi32(_mm512_srli_epi32(xi[q], 24), sign,
-                                       _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(a[q], t0, _CMP_GE_OQ), ones), 0xEA);
-    }
-    auto step = [&](int L, auto&& boundary) {
-      const __m512i bit = _mm512_set1_epi32(1 << L);
-      for (int q = 0; q < Q; ++q) {
-        m[q] = _mm512_cmp_ps_mask(a[q], boundary(q), _CMP_GE_OQ);
-        r[q] = _mm512_mask_or_epi32(r[q], m[q], r[q], bit);
-      }
+      for (int q = 0; q < 2 * Q; q += 2) prefetch32(next + i + 16 * q);  // as in encode_avx2
+    __m512i H[Q], L[Q], r[Q], above0[Q];
+    __mmask32 neg[Q];
+    // a lane of all ones where H > b (both below 2^15: the difference cannot overflow)
+    auto above = [&](int q, __m512i b) { return _mm512_srai_epi16(_mm512_sub_epi16(b, H[q]), 15); };
+    auto set_bit = [&](int q, __m512i m, int bit) {
+      r[q] = _mm512_ternarylogic_epi32(r[q], m, _mm512_set1_epi16(static_cast<short>(1 << bit)), 0xF8);  // r | m & bit
     };
-    step(1, [&](int q) { return _mm512_permutexvar_ps(r[q], t1); });
-    step(2, [&](int q) { return _mm512_permutexvar_ps(r[q], t2); });
-    step(3, [&](int q) { return _mm512_permutexvar_ps(r[q], t3); });
-    step(4, [&](int q) { return _mm512_permutexvar_ps(r[q], t4); });
-    step(5, [&](int q) { return _mm512_permutex2var_ps(t5a, r[q], t5b); });
-    step(6, [&](int q) {
-      return _mm512_mask_blend_ps(m[q], _mm512_permutex2var_ps(t6a, r[q], t6b), _mm512_permutex2var_ps(t6c, r[q], t6d));
-    });
-    for (int h = 0; h < Q; h += 4) {
-      const __m512i bytes = pack_bytes64(order, r + h);
-      _mm512_storeu_si512(cb + i + 16 * h, _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(rev_lo, bytes, rev_hi),
-                                                                     bytes, sign8, 0xF8));
+    for (int q = 0; q < Q; ++q) {
+      // the sign of x * inv is x's (inv >= 0), and its top half carries it
+      const __m512i p0 = _mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(xb + i + 32 * q), vinv));
+      const __m512i p1 = _mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(xb + i + 32 * q + 16), vinv));
+      const __m512i hs = _mm512_ternarylogic_epi32(_mm512_srli_epi32(p0, 16), p1, hi_mask, 0xD8);  // C ? B : A
+      L[q] = _mm512_ternarylogic_epi32(p0, _mm512_slli_epi32(p1, 16), lo_mask, 0xE4);              // C ? A : B
+      neg[q] = _mm512_movepi16_mask(hs);
+      H[q] = _mm512_and_si512(hs, low15);
+      above0[q] = above(q, t0);
+      r[q] = _mm512_and_si512(above0[q], one16);
     }
+    for (int q = 0; q < Q; ++q) set_bit(q, above(q, _mm512_ternarylogic_epi32(above0[q], t1b, t1a, 0xCA)), 1);
+    for (int q = 0; q < Q; ++q) set_bit(q, above(q, _mm512_permutexvar_epi16(r[q], t2)), 2);
+    for (int q = 0; q < Q; ++q) set_bit(q, above(q, _mm512_permutexvar_epi16(r[q], t3)), 3);
+    for (int q = 0; q < Q; ++q) set_bit(q, above(q, _mm512_permutexvar_epi16(r[q], t4)), 4);
+    for (int q = 0; q < Q; ++q) set_bit(q, above(q, _mm512_permutexvar_epi16(r[q], t5)), 5);
+    for (int q = 0; q < Q; ++q) {
+      auto pair = [&](int k) { return _mm512_permutex2var_epi16(pa[k], r[q], pb[k]); };
+      const __m512i even = pair(0), odd = pair(1);
+      const __mmask32 on_odd = _mm512_cmpeq_epi16_mask(H[q], odd);
+      const __m512i low = _mm512_mask_blend_epi16(on_odd, pair(2), pair(3));
+      const __mmask32 up =
+          _mm512_mask_cmp_epu16_mask(_mm512_cmpeq_epi16_mask(H[q], even) | on_odd, L[q], low, _MM_CMPINT_NLT);
+      __m512i c = _mm512_sub_epi16(pair(4), above(q, even));  // 2j + (H > top(mid[2j]))
+      c = _mm512_mask_add_epi16(c, up, c, one16);
+      r[q] = _mm512_mask_add_epi16(c, neg[q], c, sign16);  // the sign in bit 7
+    }
+    for (int q = 0; q < Q; q += 2)
+      _mm512_storeu_si512(cb + i + 32 * q, _mm512_permutex2var_epi8(r[q], order, r[q + 1]));
   }
   return i;
 }
@@ -267,7 +275,7 @@ int64_t encode_book_simd([[maybe_unused]] const CodeBook& book, [[maybe_unused]]
                          [[maybe_unused]] const float* next) {
   [[maybe_unused]] const Isa level = isa();
 #ifdef OCTET_AVX512
-  if (level == Isa::avx512) return encode_search_avx512(book, x, codes, len, inv, next);
+  if (level == Isa::avx512) return book.search16() ? encode_search16_avx512(book, x, codes, len, inv, next) : 0;
 #endif
 #ifdef __AVX2__
   if (level == Isa::avx2) switch (book.shift()) {

@@ -81,7 +81,7 @@ int64_t decode_avx2(const uint8_t* codes, float* __restrict out, int64_t len, in
 #ifdef OCTET_AVX512
 // encode_levels_avx2 with 16 values a vector, 64 per iteration.
 int64_t encode_levels_avx512(const float* __restrict xb, uint8_t* __restrict lv, int64_t len, float s, float scale,
-                             uint32_t seed, uint32_t first, int bits) {
+                             uint32_t seed, uint32_t first, int bits, const float* next) {
   const __m512 vs = _mm512_set1_ps(s), vscale = _mm512_set1_ps(scale), unit = _mm512_set1_ps(1.0f / 16777216.0f);
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), vseed = _mm512_set1_epi32(static_cast<int>(seed));
   const __m512i sign_bit = _mm512_set1_epi32(1 << (bits - 1)), ones = _mm512_set1_epi32(1);
@@ -107,6 +107,7 @@ int64_t encode_levels_avx512(const float* __restrict xb, uint8_t* __restrict lv,
   const __m512i order = pack_order();
   int64_t i = 0;
   for (; i + 64 <= len; i += 64) {
+    if (next) prefetch32(next + i), prefetch32(next + i + 32);  // as the code books' encoders do
     const __m512i r[4] = {sixteen(i), sixteen(i + 16), sixteen(i + 32), sixteen(i + 48)};
     _mm512_storeu_si512(lv + i, pack_bytes64(order, r));
   }
@@ -143,10 +144,11 @@ int64_t decode_avx512(const uint8_t* codes, float* __restrict out, int64_t len, 
 
 int64_t encode_levels_simd([[maybe_unused]] const float* xb, [[maybe_unused]] uint8_t* lv, [[maybe_unused]] int64_t len,
                            [[maybe_unused]] float s, [[maybe_unused]] float scale, [[maybe_unused]] uint32_t seed,
-                           [[maybe_unused]] uint32_t first, [[maybe_unused]] int bits) {
+                           [[maybe_unused]] uint32_t first, [[maybe_unused]] int bits,
+                           [[maybe_unused]] const float* next) {
   [[maybe_unused]] const Isa level = isa();
 #ifdef OCTET_AVX512
-  if (level == Isa::avx512) return encode_levels_avx512(xb, lv, len, s, scale, seed, first, bits);
+  if (level == Isa::avx512) return encode_levels_avx512(xb, lv, len, s, scale, seed, first, bits, next);
 #endif
 #ifdef __AVX2__
   if (level == Isa::avx2) return encode_levels_avx2(xb, lv, len, s, scale, seed, first, bits);
@@ -202,7 +204,8 @@ size_t QsgdCodec::encode_cpu(const float* __restrict x, int64_t n, uint8_t* out,
     std::memcpy(out + kHeaderBytes + 4 * k, &amax, 4);
     const float scale = amax > 0.f && std::isfinite(s / amax) ? s / amax : 0.f;  // a subnormal maximum: all level 0
     uint8_t* __restrict lv = bits_ == 8 ? codes + lo : level.data();
-    int64_t i = encode_levels_simd(xb, lv, len, s, scale, seed, static_cast<uint32_t>(lo), bits_);
+    const float* next = k + 1 < nb ? xb + bucket_ : nullptr;  // prefetched as this bucket goes
+    int64_t i = encode_levels_simd(xb, lv, len, s, scale, seed, static_cast<uint32_t>(lo), bits_, next);
     for (; i < len; ++i)
       lv[i] = static_cast<uint8_t>(qsgd_code(xb[i], s, scale, seed, static_cast<uint32_t>(lo + i), bits_));
     if (bits_ != 8) {  // pack per_byte codes per byte, low bits first

@@ -71,26 +71,76 @@ TopkCodec::TopkCodec(const TopkParams& p) : fraction_(p.fraction) { throw_key_er
 
 namespace {
 
-// The radix select of the k-th largest magnitude T over the values m(j), j < count (magnitude bits; m(j) >= the
-// non-finite bucket's bits only for NaN and infinity, which fail naming x).
-template <class Mag>
-TopkSelect select_kth(int64_t count, int64_t k, Mag m, const float* x, int64_t n) {
+// The magnitudes of a[0..count) whose bits match T's digits found so far, in order, into out (room for their
+// number + 16): a vector compress under AVX-512 (whether a value matches is a coin flip near T, so a branch mispredicts
+// half the time), else a branch-free loop that writes every slot and moves on past the matches only.
+int64_t keep_matching(const float* a, int64_t count, const TopkSelect& sel, uint32_t* out) {
+  int64_t c = 0, j = 0;
+#ifdef OCTET_AVX512
+  if (isa() == Isa::avx512) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), known = _mm512_set1_epi32(static_cast<int>(sel.known)),
+                  t = _mm512_set1_epi32(static_cast<int>(sel.t));
+    for (; j + 16 <= count; j += 16) {
+      const __m512i m = _mm512_and_si512(_mm512_loadu_si512(a + j), abs);
+      const __mmask16 match = _mm512_cmpeq_epi32_mask(_mm512_and_si512(m, known), t);
+      _mm512_storeu_si512(out + c, _mm512_maskz_compress_epi32(match, m));  // (in a register: see collect_above)
+      c += __builtin_popcount(match);
+    }
+  }
+#endif
+  for (; j < count; ++j) {
+    out[c] = abs_bits(a[j]);
+    c += topk_candidate(out[c], sel);
+  }
+  return c;
+}
+
+// The radix select of the k-th largest magnitude T over |a[j]|, j < count (magnitude bits; a value at or above the
+// non-finite bucket is NaN or infinite and fails naming x).
+// - The first histogram reads every value; then the values matching T's first digit are kept (a compress), and the
+//   other two digits' histograms read those alone.
+// - Each histogram counts into four copies in turn: the values near T crowd into a few buckets, and with one copy
+//   every increment waited for the previous one's store.
+TopkSelect select_kth(const float* a, int64_t count, int64_t k, const float* x, int64_t n) {
+  constexpr int kCopies = 4;
   TopkSelect sel;
   sel.ties = k;
-  std::vector<int64_t> hist(kTopkBuckets);
-  for (const TopkDigit& d : kTopkDigits) {
-    std::fill(hist.begin(), hist.end(), 0);
-    for (int64_t j = 0; j < count; ++j) {
-      const uint32_t v = m(j);
-      if (topk_candidate(v, sel)) ++hist[topk_bucket(v, d)];
+  std::vector<uint32_t> copies(kCopies * kTopkBuckets);  // counts up to n < 2^32
+  std::vector<uint64_t> hist(kTopkBuckets);
+  auto count_into = [&](const TopkDigit& d, auto&& each) {  // each(f) calls f(v) for every magnitude v to count
+    std::fill(copies.begin(), copies.end(), 0u);
+    uint32_t c = 0;
+    each([&](uint32_t v) {
+      ++copies[c * kTopkBuckets + topk_bucket(v, d)];
+      c = (c + 1) & (kCopies - 1);
+    });
+    for (int b = 0; b < kTopkBuckets; ++b) {
+      uint64_t t = 0;
+      for (int q = 0; q < kCopies; ++q) t += copies[q * kTopkBuckets + b];
+      hist[b] = t;
     }
-    if (d.shift == kTopkDigits[0].shift)
-      for (uint32_t b = kTopkNonFiniteBucket; b < kTopkBuckets; ++b)
-        if (hist[b]) throw_nonfinite_input("topk", x, n);
-    topk_pick(sel, hist.data(), d);
+  };
+  count_into(kTopkDigits[0], [&](auto&& f) {
+    for (int64_t j = 0; j < count; ++j) f(abs_bits(a[j]));
+  });
+  for (uint32_t b = kTopkNonFiniteBucket; b < kTopkBuckets; ++b)
+    if (hist[b]) throw_nonfinite_input("topk", x, n);
+  topk_pick(sel, hist.data(), kTopkDigits[0]);
+  const uint64_t matching = hist[topk_bucket(sel.t, kTopkDigits[0])];
+  const std::unique_ptr<uint32_t[]> kept(new uint32_t[matching + 16]);
+  const int64_t nk = keep_matching(a, count, sel, kept.get());
+  for (int d = 1; d < 3; ++d) {
+    count_into(kTopkDigits[d], [&](auto&& f) {
+      for (int64_t j = 0; j < nk; ++j)
+        if (topk_candidate(kept[j], sel)) f(kept[j]);
+    });
+    topk_pick(sel, hist.data(), kTopkDigits[d]);
   }
   return sel;
 }
+
+// How far ahead (values) the pass prefetches: without it the loads wait on DRAM, the pass's main cost.
+constexpr int64_t kTopkAhead = 1024;
 
 // The indices i < n with |x[i]|'s bits >= tau, in order, into idx, and their values into val (room for cap + 16 in
 // each); false (their content then undefined) as soon as more than cap are found.
@@ -102,6 +152,7 @@ bool collect_above(const float* x, int64_t n, uint32_t tau, uint32_t* idx, float
                   sixteen = _mm512_set1_epi32(16);
     __m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (; i + 16 <= n; i += 16) {
+      _mm_prefetch(reinterpret_cast<const char*>(x + i + kTopkAhead), _MM_HINT_T0);
       const __m512i v = _mm512_loadu_si512(x + i);
       const __mmask16 above = _mm512_cmpge_epu32_mask(_mm512_and_si512(v, abs), vt);
       // (compressed in a register, then a plain store: a compress-store to memory is microcoded on AMD's Zen 4)
@@ -143,16 +194,49 @@ bool collect_above(const float* x, int64_t n, uint32_t tau, uint32_t* idx, float
 }
 
 // The payload's entries: every value above T and the first `ties` equal to it, of the values val[j] at indices
-// at(j), j < count, in index order.
-template <class At>
-void write_entries(uint8_t* p, const float* val, int64_t count, At at, const TopkSelect& sel) {
-  int64_t ties = sel.ties;
-  for (int64_t j = 0; j < count; ++j) {
-    const uint32_t i = at(j), m = abs_bits(val[j]);
-    if (m < sel.t || (m == sel.t && ties-- <= 0)) continue;
-    std::memcpy(p, &i, 4);
-    std::memcpy(p + 4, &val[j], 4);
-    p += 8;
+// idx[j] (null: j), j < count, in index order, at p (room for exactly k entries). Whether a value is kept is a coin
+// flip near T, so neither path branches on it: AVX-512 compresses 16 indices and values, interleaves them into pairs
+// and stores as many as were kept (masked stores: nothing past the payload); the loop writes every entry and moves
+// on past the kept ones only, the writes past k entries landing in a spare slot.
+void write_entries(uint8_t* p, const float* val, const uint32_t* idx, int64_t count, int64_t k, const TopkSelect& sel) {
+  int64_t ties = sel.ties, kept = 0, j = 0;
+#ifdef OCTET_AVX512
+  if (isa() == Isa::avx512) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), t = _mm512_set1_epi32(static_cast<int>(sel.t)),
+                  iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i pair_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23),
+                  pair_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    for (; j + 16 <= count; j += 16) {
+      const __m512i v = _mm512_loadu_si512(val + j), m = _mm512_and_si512(v, abs);
+      __mmask16 keep = _mm512_cmpgt_epu32_mask(m, t);
+      for (unsigned eq = _mm512_cmpeq_epi32_mask(m, t); eq; eq &= eq - 1, --ties)  // ties: rare, lowest index first
+        if (ties > 0) keep = static_cast<__mmask16>(keep | (eq & -eq));
+      if (!keep) continue;
+      const __m512i i =
+          idx ? _mm512_loadu_si512(idx + j) : _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(j)), iota);
+      const __m512i ci = _mm512_maskz_compress_epi32(keep, i), cv = _mm512_maskz_compress_epi32(keep, v);
+      const int c = __builtin_popcount(keep);
+      const uint32_t words = 2u * static_cast<uint32_t>(c);  // dwords to store, up to 32
+      _mm512_mask_storeu_epi32(p, static_cast<__mmask16>(words >= 16 ? 0xffffu : (1u << words) - 1),
+                               _mm512_permutex2var_epi32(ci, pair_lo, cv));
+      if (words > 16)
+        _mm512_mask_storeu_epi32(p + 64, static_cast<__mmask16>((1u << (words - 16)) - 1),
+                                 _mm512_permutex2var_epi32(ci, pair_hi, cv));
+      p += 8 * c;
+      kept += c;
+    }
+  }
+#endif
+  uint8_t spare[8];
+  for (; j < count; ++j) {
+    const uint32_t i = idx ? idx[j] : static_cast<uint32_t>(j), m = abs_bits(val[j]);
+    const bool tie = m == sel.t, keep = m > sel.t || (tie && ties > 0);
+    ties -= tie;
+    uint8_t* dst = kept < k ? p : spare;
+    std::memcpy(dst, &i, 4);
+    std::memcpy(dst + 4, &val[j], 4);
+    p += keep ? 8 : 0;
+    kept += keep;
   }
 }
 
@@ -187,17 +271,11 @@ size_t TopkCodec::encode_cpu(const float* x, int64_t n, uint8_t* out, const Enco
     const std::unique_ptr<float[]> val(new float[static_cast<size_t>(cap + 16)]);
     int64_t count = 0;
     if (collect_above(x, n, tau, idx.get(), val.get(), cap, count) && count >= k) {
-      const TopkSelect sel = select_kth(
-          count, k, [&](int64_t j) { return abs_bits(val[j]); }, x, n);
-      write_entries(
-          p, val.get(), count, [&](int64_t j) { return idx[j]; }, sel);
+      write_entries(p, val.get(), idx.get(), count, k, select_kth(val.get(), count, k, x, n));
       return kHeaderBytes + 8 * static_cast<size_t>(k);
     }
   }
-  const TopkSelect sel = select_kth(
-      n, k, [&](int64_t i) { return abs_bits(x[i]); }, x, n);
-  write_entries(
-      p, x, n, [](int64_t i) { return static_cast<uint32_t>(i); }, sel);  // (val = x: index j is value j)
+  write_entries(p, x, nullptr, n, k, select_kth(x, n, k, x, n));  // (val = x: index j is value j)
   return kHeaderBytes + 8 * static_cast<size_t>(k);
 }
 

@@ -83,12 +83,27 @@ TEST_CASE("8-bit code books: 128 magnitudes with exact 0 and 1", "[codec][codebo
   CHECK(d[63] > 0.1f);
 }
 
+TEST_CASE("every built-in code book takes the AVX-512 encoder's 16-bit search", "[codec][codebook][isa]") {
+  // The search needs the top halves of the boundaries' float bits distinct (CodeBook::search16); a book without
+  // that would fall back to the scalar loop, silently slower.
+  for (const char* m : {"linear8", "mantissa8", "static_tree8", "dynamic_tree8"})
+    for (int offset = 0; offset <= (std::string(m) == "mantissa8" ? 8 : 0); ++offset) {
+      INFO(m << ", mantissa offset " << offset);
+      CHECK(CodeBook(codebook8(m, offset)).search16());
+    }
+  std::vector<float> dense(128);  // boundaries 2^-15 apart just above 0.5 share their top halves
+  for (int c = 0; c < 128; ++c) dense[c] = c == 0 ? 0.f : c == 127 ? 1.f : 0.5f + static_cast<float>(c) * 0x1p-15f;
+  CHECK_FALSE(CodeBook(dense).search16());
+}
+
 TEST_CASE("8-bit encoders pick the nearest code: at, just below and just above every boundary", "[codec][codebook]") {
+  std::vector<std::pair<const char*, int>> books = {{"linear8", 1}, {"static_tree8", 1}, {"dynamic_tree8", 1}};
+  for (int offset = 0; offset <= 8; ++offset) books.emplace_back("mantissa8", offset);
   for (Isa level : built_levels())
-    for (const char* m : {"linear8", "mantissa8", "static_tree8", "dynamic_tree8"}) {
-      INFO(m << " at level " << isa_name(level));
+    for (const auto& [m, offset] : books) {
+      INFO(m << " (mantissa offset " << offset << ") at level " << isa_name(level));
       IsaCap cap(level);
-      const auto b = codebook8(m);
+      const auto b = codebook8(m, offset);
       std::vector<float> mid;  // the decision boundaries; ties go to the larger code
       for (int c = 0; c < 127; ++c) mid.push_back(0.5f * (b[c] + b[c + 1]));
       std::vector<float> x = {1.0f};  // block max 1: |x| is encoded as it is
@@ -101,6 +116,7 @@ TEST_CASE("8-bit encoders pick the nearest code: at, just below and just above e
       CodecParams p;
       p.method = m;
       p.block = 0;
+      p.mantissa_offset = offset;
       auto out = roundtrip(*make_codec(p), x).bytes;
       const uint8_t* code = out.data() + 12 + 4;
       for (size_t i = 0; i < x.size(); ++i) {
