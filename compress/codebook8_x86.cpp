@@ -275,6 +275,8 @@ int64_t encode_book_simd([[maybe_unused]] const CodeBook& book, [[maybe_unused]]
                          [[maybe_unused]] const float* next) {
   [[maybe_unused]] const Isa level = isa();
 #ifdef OCTET_AVX512
+  // A book the 16-bit search cannot take has boundaries closer than 2^16 float bits apart, too close for the AVX2
+  // table's widest buckets too (shift < 16): the scalar loop serves it at either level.
   if (level == Isa::avx512) return book.search16() ? encode_search16_avx512(book, x, codes, len, inv, next) : 0;
 #endif
 #ifdef __AVX2__

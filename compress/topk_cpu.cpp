@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 
 #include "compress/codec_device.h"
 #include "compress/topk_math.h"
@@ -71,6 +70,24 @@ TopkCodec::TopkCodec(const TopkParams& p) : fraction_(p.fraction) { throw_key_er
 
 namespace {
 
+// The encoder's working arrays, kept per thread from call to call: fresh ones of a few MB came from mmap on every
+// call, and their page faults cost as much as the select (top-k measured first in a process ran at 0.74-0.76x
+// memcpy; after other codecs had raised glibc's mmap threshold, 1.0-1.26x).
+struct TopkScratch {
+  std::vector<uint32_t> idx, kept;
+  std::vector<float> val;
+};
+TopkScratch& topk_scratch() {
+  thread_local TopkScratch s;
+  return s;
+}
+// v's first n elements, grown (never shrunk) as needed.
+template <class T>
+T* room(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
 // The magnitudes of a[0..count) whose bits match T's digits found so far, in order, into out (room for their
 // number + 16): a vector compress under AVX-512 (whether a value matches is a coin flip near T, so a branch mispredicts
 // half the time), else a branch-free loop that writes every slot and moves on past the matches only.
@@ -127,8 +144,8 @@ TopkSelect select_kth(const float* a, int64_t count, int64_t k, const float* x, 
     if (hist[b]) throw_nonfinite_input("topk", x, n);
   topk_pick(sel, hist.data(), kTopkDigits[0]);
   const uint64_t matching = hist[topk_bucket(sel.t, kTopkDigits[0])];
-  const std::unique_ptr<uint32_t[]> kept(new uint32_t[matching + 16]);
-  const int64_t nk = keep_matching(a, count, sel, kept.get());
+  uint32_t* kept = room(topk_scratch().kept, matching + 16);
+  const int64_t nk = keep_matching(a, count, sel, kept);
   for (int d = 1; d < 3; ++d) {
     count_into(kTopkDigits[d], [&](auto&& f) {
       for (int64_t j = 0; j < nk; ++j)
@@ -138,9 +155,6 @@ TopkSelect select_kth(const float* a, int64_t count, int64_t k, const float* x, 
   }
   return sel;
 }
-
-// How far ahead (values) the pass prefetches: without it the loads wait on DRAM, the pass's main cost.
-constexpr int64_t kTopkAhead = 1024;
 
 // The indices i < n with |x[i]|'s bits >= tau, in order, into idx, and their values into val (room for cap + 16 in
 // each); false (their content then undefined) as soon as more than cap are found.
@@ -152,7 +166,6 @@ bool collect_above(const float* x, int64_t n, uint32_t tau, uint32_t* idx, float
                   sixteen = _mm512_set1_epi32(16);
     __m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (; i + 16 <= n; i += 16) {
-      _mm_prefetch(reinterpret_cast<const char*>(x + i + kTopkAhead), _MM_HINT_T0);
       const __m512i v = _mm512_loadu_si512(x + i);
       const __mmask16 above = _mm512_cmpge_epu32_mask(_mm512_and_si512(v, abs), vt);
       // (compressed in a register, then a plain store: a compress-store to memory is microcoded on AMD's Zen 4)
@@ -266,12 +279,12 @@ size_t TopkCodec::encode_cpu(const float* x, int64_t n, uint8_t* out, const Enco
     const int64_t r = std::min<int64_t>(s - 1, static_cast<int64_t>(1.5 * expect + 3 * std::sqrt(expect) + 2));
     std::nth_element(sample.begin(), sample.begin() + r, sample.end(), std::greater<uint32_t>());
     const uint32_t tau = sample[static_cast<size_t>(r)];
-    // (not zero-filled: the pass writes every slot it reads back)
-    const std::unique_ptr<uint32_t[]> idx(new uint32_t[static_cast<size_t>(cap + 16)]);
-    const std::unique_ptr<float[]> val(new float[static_cast<size_t>(cap + 16)]);
+    TopkScratch& t = topk_scratch();
+    uint32_t* idx = room(t.idx, static_cast<size_t>(cap + 16));
+    float* val = room(t.val, static_cast<size_t>(cap + 16));
     int64_t count = 0;
-    if (collect_above(x, n, tau, idx.get(), val.get(), cap, count) && count >= k) {
-      write_entries(p, val.get(), idx.get(), count, k, select_kth(val.get(), count, k, x, n));
+    if (collect_above(x, n, tau, idx, val, cap, count) && count >= k) {
+      write_entries(p, val, idx, count, k, select_kth(val, count, k, x, n));
       return kHeaderBytes + 8 * static_cast<size_t>(k);
     }
   }
