@@ -120,6 +120,41 @@ TEST_CASE("max and average pooling forward fixtures", "[layers][pool]") {
   }
 }
 
+TEST_CASE("max pooling 2x2 stride 2: the first maximum in scan order, its gradient there, rows of any width",
+          "[layers][pool]") {
+  // Widths 35 and 9 (17 and 4 outputs: a full 16-lane chunk plus one, and a short row), odd sides (the last row and
+  // column dropped), and values from 5 levels, so most windows hold ties: the first in scan order (row, then column)
+  // takes the maximum and its gradient.
+  for (const Shape& shape : {Shape{2, 3, 7, 35}, Shape{3, 2, 9, 9}}) {
+    const int64_t planes = shape[0] * shape[1], H = shape[2], W = shape[3], OH = H / 2, OW = W / 2;
+    std::vector<float> xv(static_cast<size_t>(planes * H * W));
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 7919 + i / 13) % 5) - 2.f;
+    Pool2d pool("p", {PoolKind::Max, 2, 2, 0});
+    const Tensor x = make_tensor(shape, xv);
+    Tensor y(pool.output_shape(shape));
+    pool.forward(x, y, train_ctx());
+    std::vector<float> dyv(static_cast<size_t>(y.numel()));
+    for (size_t i = 0; i < dyv.size(); ++i) dyv[i] = 1.f + static_cast<float>(i);  // each output's own gradient
+    const Tensor dy = make_tensor(y.shape(), dyv);
+    Tensor dx(shape);
+    pool.backward(x, y, dy, &dx);
+    const std::vector<float> got = to_vector(y), dxg = to_vector(dx);
+    std::vector<float> want_dx(xv.size(), 0.f);
+    for (int64_t pl = 0; pl < planes; ++pl)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          int64_t at = pl * H * W + 2 * oh * W + 2 * ow;
+          for (int64_t q : {at + 1, at + W, at + W + 1})
+            if (xv[static_cast<size_t>(q)] > xv[static_cast<size_t>(at)]) at = q;
+          const size_t o = static_cast<size_t>((pl * OH + oh) * OW + ow);
+          INFO("shape " << shape_str(shape) << ", output " << o);
+          REQUIRE(got[o] == xv[static_cast<size_t>(at)]);
+          want_dx[static_cast<size_t>(at)] += dyv[o];
+        }
+    CHECK(dxg == want_dx);
+  }
+}
+
 TEST_CASE("fully connected forward fixture and shape", "[layers][fc]") {
   FullyConnected fc("f", {2, 3, true, Init::Xavier});
   auto p = fc.params();
