@@ -14,7 +14,7 @@ namespace octet {
 struct WaitOptions {
   const char* op = "collective";  // what is waited for, for the error: "MPI_Ialltoallv (scatter-allgather)"
   int64_t step = -1;              // training step it belongs to (-1: none)
-  bool yield = false;             // sleep between polls (a communication thread beside compute) instead of spinning
+  bool yield = false;  // a communication thread beside compute: yield the core between polls, then sleep (wait.cpp)
   const std::atomic<bool>* cancel = nullptr;  // with yield: once set, the wait throws (its owner is shutting down)
 };
 
