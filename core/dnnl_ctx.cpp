@@ -26,7 +26,9 @@ dnnl::stream& dnnl_stream() {
 }
 
 dnnl::memory::data_type dnnl_type(DType t) {
-  return t == DType::F32 ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16;
+  return t == DType::F32    ? dnnl::memory::data_type::f32
+         : t == DType::Bf16 ? dnnl::memory::data_type::bf16
+                            : dnnl::memory::data_type::f16;
 }
 
 dnnl::memory::desc plain_md(const dnnl::memory::dims& dims, DType t) {

@@ -19,7 +19,7 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
-const char* dtype_name(DType t) { return t == DType::F32 ? "fp32" : "bf16"; }
+const char* dtype_name(DType t) { return t == DType::F32 ? "fp32" : t == DType::Bf16 ? "bf16" : "fp16"; }
 
 std::string shape_str(const Shape& s) {
   std::string out = "[";

@@ -12,6 +12,7 @@
 
 #include "core/bf16.h"
 #include "core/device.h"
+#include "core/precision.h"
 
 namespace octet {
 
@@ -21,11 +22,13 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& s);
 std::string shape_str(const Shape& s);  // "[64,1,28,28]"
 
-// A tensor's element type: fp32 (everything but activations in a 16-bit model), or bf16 (Model::set_layout's
-// activations of a bf16 model: channel-blocked on the CPU, channels-last on a GPU).
-enum class DType : uint8_t { F32, Bf16 };
+// A tensor's element type: fp32 (everything but activations in a 16-bit model), bf16 (Model::set_layout's
+// activations of a bf16 model: channel-blocked on the CPU, channels-last on a GPU) or fp16 (an fp16 model's on a GPU).
+enum class DType : uint8_t { F32, Bf16, F16 };
 inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
-const char* dtype_name(DType t);  // "fp32", "bf16"
+const char* dtype_name(DType t);  // "fp32", "bf16", "fp16"
+// The element type of a 16-bit precision's activations (bf16 or fp16; precision p is 16-bit).
+inline DType activation_type(Precision p) { return p == Precision::Fp16 ? DType::F16 : DType::Bf16; }
 
 class Tensor {
  public:
@@ -58,7 +61,7 @@ class Tensor {
   bool is_view() const { return view_; }
   bool is_pinned() const { return pinned_; }
 
-  // The values of an fp32 tensor (checked: a bf16 one's are bf16()).
+  // The values of an fp32 tensor (checked: a 16-bit one's are bf16() or fp16()).
   float* data() {
     if (dtype_ != DType::F32) throw_dtype("data()");
     return data_.get();
@@ -69,6 +72,11 @@ class Tensor {
     return reinterpret_cast<bf16_t*>(data_.get());
   }
   const bf16_t* bf16() const { return const_cast<Tensor*>(this)->bf16(); }
+  fp16_t* fp16() {
+    if (dtype_ != DType::F16) throw_dtype("fp16()");
+    return reinterpret_cast<fp16_t*>(data_.get());
+  }
+  const fp16_t* fp16() const { return const_cast<Tensor*>(this)->fp16(); }
   void* raw() { return data_.get(); }  // either type's storage (copies, oneDNN memory)
   const void* raw() const { return data_.get(); }
 
@@ -87,7 +95,7 @@ class Tensor {
   const Tensor& on_host(Tensor& copy) const { return device() == Device::CPU ? *this : (copy = to(Device::CPU)); }
   void copy_from(const Tensor& src);                   // same numel and type; any devices; complete when it returns
   void copy_from(const Tensor& src, const Stream& s);  // queued on s when a device is involved
-  // A host copy in another element type (bf16 rounded to nearest even; fp32 exact): checks, tests, error paths.
+  // A host copy in another element type (16-bit rounded to nearest even; fp32 exact): checks, tests, error paths.
   Tensor as(DType dtype) const;
 
  private:
@@ -103,7 +111,8 @@ class Tensor {
   std::unique_ptr<float, void (*)(float*)> data_{nullptr, [](float*) {}};
 };
 
-// The values of t as T (float: data(), bf16_t: bf16(); checked), for loops templated on the element type.
+// The values of t as T (float: data(), bf16_t: bf16(), fp16_t: fp16(); checked), for loops templated on the element
+// type.
 template <typename T>
 T* values(Tensor& t);
 template <>
@@ -114,14 +123,24 @@ template <>
 inline bf16_t* values<bf16_t>(Tensor& t) {
   return t.bf16();
 }
+template <>
+inline fp16_t* values<fp16_t>(Tensor& t) {
+  return t.fp16();
+}
 template <typename T>
 const T* values(const Tensor& t) {
   return values<T>(const_cast<Tensor&>(t));
 }
-// fn(T{}) for the element type T of dtype (float or bf16_t): a loop template instantiated for the type it is given.
+// fn(T{}) for the element type T of dtype (float, bf16_t or fp16_t): a loop template instantiated for the type it is
+// given.
 template <typename Fn>
 decltype(auto) with_dtype(DType dtype, Fn fn) {
-  return dtype == DType::F32 ? fn(float{}) : fn(bf16_t{});
+  return dtype == DType::F32 ? fn(float{}) : dtype == DType::Bf16 ? fn(bf16_t{}) : fn(fp16_t{});
+}
+// The same over the 16-bit types alone (a 16-bit activation's loops; dtype bf16 or fp16).
+template <typename Fn>
+decltype(auto) with_16bit(DType dtype, Fn fn) {
+  return dtype == DType::Bf16 ? fn(bf16_t{}) : fn(fp16_t{});
 }
 
 // A strided block copy between any devices: `rows` runs of `cols` floats, run i from src[soff + i * spitch] to

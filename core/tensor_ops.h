@@ -21,8 +21,11 @@ void add_into_cpu(float* acc, const float* x, int64_t n, const Stream& stream);
 void add_into_threads_cpu(float* acc, const float* x, int64_t n, const Stream& stream);
 void scale_into_cpu(float* dst, const float* src, float s, int64_t n, const Stream& stream);
 void add_into_cuda(float* acc, const float* x, int64_t n, const Stream& stream);
-void add_into_bf16_cpu(bf16_t* acc, const bf16_t* x, int64_t n, const Stream& stream);  // (on OpenMP threads)
-void add_into_bf16_cuda(bf16_t* acc, const bf16_t* x, int64_t n, const Stream& stream);
+// The same on 16-bit values (T bf16_t or fp16_t; the CPU's on OpenMP threads), summed in fp32, rounded as stored.
+template <typename T>
+void add_into16_cpu(T* acc, const T* x, int64_t n, const Stream& stream);
+template <typename T>
+void add_into16_cuda(T* acc, const T* x, int64_t n, const Stream& stream);
 void scale_into_cuda(float* dst, const float* src, float s, int64_t n, const Stream& stream);
 
 }  // namespace octet

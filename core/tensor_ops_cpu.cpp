@@ -31,16 +31,22 @@ void add_into_threads_cpu(float* acc, const float* x, int64_t n, const Stream&) 
   for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
 }
 
-void add_into_bf16_cpu(bf16_t* acc, const bf16_t* x, int64_t n, const Stream&) {
+template <typename T>
+void add_into16_cpu(T* acc, const T* x, int64_t n, const Stream&) {
   map_values(acc, n, [=](int64_t i) { return load(acc, i) + load(x, i); });
 }
+template void add_into16_cpu(bf16_t*, const bf16_t*, int64_t, const Stream&);
+template void add_into16_cpu(fp16_t*, const fp16_t*, int64_t, const Stream&);
 
 void add_into(Tensor& acc, const Tensor& x, const Exec& exec) {
   check_pair(acc, x, exec, "add_into");
   OCTET_CHECK(acc.dtype() == x.dtype(), "add_into: " << dtype_name(x.dtype()) << " into " << dtype_name(acc.dtype()));
-  if (acc.dtype() == DType::Bf16)  // (a bf16 model's activation gradients: summed in fp32)
-    return launch_twin("add_into (bf16)", add_into_bf16_cpu, OCTET_CUDA_TWIN(add_into_bf16_cuda), exec.compute(),
-                       acc.bf16(), x.bf16(), x.numel());
+  if (acc.dtype() != DType::F32)  // (a 16-bit model's activation gradients: summed in fp32)
+    return with_16bit(acc.dtype(), [&](auto t) {
+      using T = decltype(t);
+      launch_twin("add_into (16-bit)", add_into16_cpu<T>, OCTET_CUDA_TWIN(add_into16_cuda<T>), exec.compute(),
+                  values<T>(acc), values<T>(x), x.numel());
+    });
   launch_twin("add_into", add_into_threads_cpu, OCTET_CUDA_TWIN(add_into_cuda), exec.compute(), acc.data(), x.data(),
               x.numel());
 }

@@ -11,11 +11,13 @@ __global__ void add_into_kernel(float* __restrict__ acc, const float* __restrict
   OCTET_GRID_STRIDE(i, n) { acc[i] += x[i]; }
 }
 
-__global__ void add_into_bf16_kernel(bf16_t* __restrict__ acc, const bf16_t* __restrict__ x, int64_t n) {
+template <typename T>
+__global__ void add_into16_kernel(T* __restrict__ acc, const T* __restrict__ x, int64_t n) {
   OCTET_GRID_STRIDE(i, n) { store(acc, i, load(acc, i) + load(x, i)); }
 }
 
-__global__ void add_into_bf16_vec(bf16_t* __restrict__ acc, const bf16_t* __restrict__ x, int64_t nvec) {
+template <typename T>
+__global__ void add_into16_vec(T* __restrict__ acc, const T* __restrict__ x, int64_t nvec) {
   OCTET_GRID_STRIDE(j, nvec) {
     float a[8], b[8];
     load16(acc + j * 8, a);
@@ -38,14 +40,17 @@ void add_into_cuda(float* acc, const float* x, int64_t n, const Stream& stream) 
   CHECK_LAUNCH("add_into");
 }
 
-void add_into_bf16_cuda(bf16_t* acc, const bf16_t* x, int64_t n, const Stream& stream) {
+template <typename T>
+void add_into16_cuda(T* acc, const T* x, int64_t n, const Stream& stream) {
   if (n <= 0) return;
   if (n % 8 == 0 && aligned16(acc) && aligned16(x))
-    add_into_bf16_vec<<<grid_for(n / 8), 256, 0, cuda_stream(stream)>>>(acc, x, n / 8);
+    add_into16_vec<<<grid_for(n / 8), 256, 0, cuda_stream(stream)>>>(acc, x, n / 8);
   else
-    add_into_bf16_kernel<<<grid_for(n), 256, 0, cuda_stream(stream)>>>(acc, x, n);
-  CHECK_LAUNCH("add_into (bf16)");
+    add_into16_kernel<<<grid_for(n), 256, 0, cuda_stream(stream)>>>(acc, x, n);
+  CHECK_LAUNCH("add_into (16-bit)");
 }
+template void add_into16_cuda(bf16_t*, const bf16_t*, int64_t, const Stream&);
+template void add_into16_cuda(fp16_t*, const fp16_t*, int64_t, const Stream&);
 
 void scale_into_cuda(float* dst, const float* src, float s, int64_t n, const Stream& stream) {
   if (n <= 0) return;

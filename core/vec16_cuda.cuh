@@ -1,5 +1,6 @@
-// 16 bytes of fp32 or bf16 values as fp32, loaded and stored in one access (the channels-last bf16 passes: a thread
-// reads 8 bf16 values at once). CUDA files only; the pointers 16-byte aligned (aligned16 checks the host side).
+// 16 bytes of fp32, bf16 or fp16 values as fp32, loaded and stored in one access (the channels-last 16-bit passes: a
+// thread reads 8 16-bit values at once). CUDA files only; the pointers 16-byte aligned (aligned16 checks the host
+// side).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -18,6 +19,10 @@ struct Vec16<float> {
 };
 template <>
 struct Vec16<bf16_t> {
+  static constexpr int n = 8;
+};
+template <>
+struct Vec16<fp16_t> {
   static constexpr int n = 8;
 };
 
@@ -39,6 +44,22 @@ __device__ __forceinline__ void store16(bf16_t* p, const float* v) {  // (rounde
 #pragma unroll
   for (int k = 0; k < 4; ++k)
     w[k] = uint32_t{float_to_bf16(v[2 * k]).bits} | (uint32_t{float_to_bf16(v[2 * k + 1]).bits} << 16);
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ __forceinline__ void load16(const fp16_t* p, float* v) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    v[2 * k] = fp16_to_float({static_cast<uint16_t>(w[k])}),
+          v[2 * k + 1] = fp16_to_float({static_cast<uint16_t>(w[k] >> 16)});
+}
+__device__ __forceinline__ void store16(fp16_t* p, const float* v) {  // (rounded to nearest even, as float_to_fp16)
+  uint32_t w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    w[k] = uint32_t{float_to_fp16(v[2 * k]).bits} | (uint32_t{float_to_fp16(v[2 * k + 1]).bits} << 16);
   *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 

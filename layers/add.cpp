@@ -98,9 +98,9 @@ void Add::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
   const Tensor& s = skip(x);
   const Stream st = exec().compute();
   const float neg = relu_ ? 0.f : 1.f;
-  const bool bf16 = x.dtype() == DType::Bf16;  // (a bf16 model's activations: CPU loops)
+  const bool half = x.dtype() != DType::F32;  // (a 16-bit model's activations)
   if (p_.shortcut == Shortcut::Pad) {
-    if (bf16) return add_pad_forward_bf16_cpu(x.bf16(), s.bf16(), y.bf16(), pad_geom(x), neg, st);
+    if (half) return add_pad_forward_bf16_cpu(x.bf16(), s.bf16(), y.bf16(), pad_geom(x), neg, st);
     return launch_twin("add (pad) forward", add_pad_forward_cpu, OCTET_CUDA_TWIN(add_pad_forward_cuda), st, x.data(),
                        s.data(), y.data(), pad_geom(x), neg);
   }
@@ -114,9 +114,12 @@ void Add::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
     if (proj_bn_) proj_bn_->forward(proj_y_, proj_z_, ctx);
     sp = proj_bn_ ? &proj_z_ : &proj_y_;
   }
-  if (bf16)
-    return launch_twin("add forward (bf16)", add_sum_bf16_cpu, OCTET_CUDA_TWIN(add_sum_bf16_cuda), st, x.bf16(),
-                       sp->bf16(), y.bf16(), x.numel(), neg);
+  if (half)
+    return with_16bit(x.dtype(), [&](auto t) {
+      using T = decltype(t);
+      launch_twin("add forward (16-bit)", add_sum16_cpu<T>, OCTET_CUDA_TWIN(add_sum16_cuda<T>), st, values<T>(x),
+                  values<T>(*sp), values<T>(y), x.numel(), neg);
+    });
   launch_twin("add forward", add_sum_cpu, OCTET_CUDA_TWIN(add_sum_cuda), st, x.data(), sp->data(), y.data(), x.numel(),
               neg);
 }

@@ -68,15 +68,14 @@ class Add : public Layer {
   // Identity and option A add in any layout the skip input shares. With a projection, the sum (and the projection's
   // batchnorm) run in the input's layout and the 1x1 convolution reads the skip input in its own, where that
   // convolution takes blocked layouts (the CPU's; plain on a GPU).
-  // On a GPU (and the simulated device) a bf16 model's option A keeps the plain layout.
+  // On a GPU (and the simulated device) a 16-bit model's option A keeps the plain layout.
   LayoutRule layout_rule() const override {
-    if (p_.shortcut == Shortcut::Pad && device() != Device::CPU && precision() == Precision::Bf16)
-      return LayoutRule::Plain;
+    if (p_.shortcut == Shortcut::Pad && device() != Device::CPU && is_16bit(precision())) return LayoutRule::Plain;
     if (!proj_) return LayoutRule::Same;
     return proj_->layout_rule() == LayoutRule::Free ? LayoutRule::SameSkipFree : LayoutRule::Plain;
   }
   void set_layout(const IoLayout& l) override;
-  bool takes_nhwc(Device d) const override { return d != Device::CPU; }  // (its kernels' bf16 twins; its sub-layers)
+  bool takes_nhwc(Device d) const override { return d != Device::CPU; }  // (its 16-bit twins; its sub-layers)
 
  protected:
   // One orchestration on every device (add.cpp): the projection is a Conv2d bound where this layer runs, the sums and
@@ -127,10 +126,12 @@ void add_pad_forward_cpu(const float* x, const float* s, float* y, PadGeom g, fl
 void add_pad_forward_cuda(const float* x, const float* s, float* y, PadGeom g, float neg, const Stream& st);
 void add_pad_backward_cpu(const float* dy, float* ds, PadGeom g, const Stream& st);
 void add_pad_backward_cuda(const float* dy, float* ds, PadGeom g, const Stream& st);
-// The CPU loops on bf16 activations (a bf16 model's on the CPU: Model::set_layout), the sums in fp32, rounded as
-// stored.
-void add_sum_bf16_cpu(const bf16_t* x, const bf16_t* s, bf16_t* y, int64_t n, float neg, const Stream& st);
-void add_sum_bf16_cuda(const bf16_t* x, const bf16_t* s, bf16_t* y, int64_t n, float neg, const Stream& st);
+// The loops on 16-bit activations (T bf16_t or fp16_t: a 16-bit model's, Model::set_layout), the sums in fp32,
+// rounded as stored; option A's on the CPU alone (a bf16 model's blocked layout).
+template <typename T>
+void add_sum16_cpu(const T* x, const T* s, T* y, int64_t n, float neg, const Stream& st);
+template <typename T>
+void add_sum16_cuda(const T* x, const T* s, T* y, int64_t n, float neg, const Stream& st);
 void add_pad_forward_bf16_cpu(const bf16_t* x, const bf16_t* s, bf16_t* y, PadGeom g, float neg, const Stream& st);
 void add_pad_backward_bf16_cpu(const bf16_t* dy, bf16_t* ds, PadGeom g, const Stream& st);
 

@@ -1,5 +1,5 @@
 // Add's CPU kernels: the sum (and a fused ReLU's clamp), option A's strided read into the middle channels, and its
-// gradient (OpenMP loops), on fp32 or bf16 activations (read as fp32, rounded once as stored).
+// gradient (OpenMP loops), on fp32 or 16-bit activations (read as fp32, rounded once as stored).
 #include <algorithm>
 
 #include "core/layout.h"
@@ -100,9 +100,12 @@ void add_pad_backward(const T* dy, T* ds, PadGeom g) {  // (copies: the same bit
 void add_sum_cpu(const float* x, const float* s, float* y, int64_t n, float neg, const Stream&) {
   add_sum(x, s, y, n, neg);
 }
-void add_sum_bf16_cpu(const bf16_t* x, const bf16_t* s, bf16_t* y, int64_t n, float neg, const Stream&) {
+template <typename T>
+void add_sum16_cpu(const T* x, const T* s, T* y, int64_t n, float neg, const Stream&) {
   add_sum(x, s, y, n, neg);
 }
+template void add_sum16_cpu(const bf16_t*, const bf16_t*, bf16_t*, int64_t, float, const Stream&);
+template void add_sum16_cpu(const fp16_t*, const fp16_t*, fp16_t*, int64_t, float, const Stream&);
 void add_pad_forward_cpu(const float* x, const float* s, float* y, PadGeom g, float neg, const Stream&) {
   add_pad_forward(x, s, y, g, neg);
 }

@@ -25,15 +25,16 @@ __global__ void add_pad_backward(const float* __restrict__ dy, float* __restrict
   }
 }
 
-// T: float, or bf16_t (a bf16 model's activations: the sum in fp32, rounded as stored).
+// T: float, bf16_t or fp16_t (a 16-bit model's activations: the sum in fp32, rounded as stored).
 template <typename T>
 __global__ void add_sum(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n, float neg) {
   OCTET_GRID_STRIDE(i, n) { store(y, i, relu_slope(load(a, i) + load(b, i), neg)); }
 }
 
-// The bf16 sum 8 values (16 bytes) a thread.
-__global__ void add_sum_vec(const bf16_t* __restrict__ a, const bf16_t* __restrict__ b, bf16_t* __restrict__ y,
-                            int64_t nvec, float neg) {
+// The 16-bit sum 8 values (16 bytes) a thread.
+template <typename T>
+__global__ void add_sum_vec(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t nvec,
+                            float neg) {
   OCTET_GRID_STRIDE(j, nvec) {
     float u[8], v[8];
     load16(a + j * 8, u);
@@ -52,14 +53,17 @@ void add_sum_cuda(const float* x, const float* s, float* y, int64_t n, float neg
   CHECK_LAUNCH("add_sum");
 }
 
-void add_sum_bf16_cuda(const bf16_t* x, const bf16_t* s, bf16_t* y, int64_t n, float neg, const Stream& st) {
+template <typename T>
+void add_sum16_cuda(const T* x, const T* s, T* y, int64_t n, float neg, const Stream& st) {
   if (n <= 0) return;
   if (n % 8 == 0 && aligned16(x) && aligned16(s) && aligned16(y))
     add_sum_vec<<<grid_for(n / 8), 256, 0, cuda_stream(st)>>>(x, s, y, n / 8, neg);
   else
     add_sum<<<grid_for(n), 256, 0, cuda_stream(st)>>>(x, s, y, n, neg);
-  CHECK_LAUNCH("add_sum (bf16)");
+  CHECK_LAUNCH("add_sum (16-bit)");
 }
+template void add_sum16_cuda(const bf16_t*, const bf16_t*, bf16_t*, int64_t, float, const Stream&);
+template void add_sum16_cuda(const fp16_t*, const fp16_t*, fp16_t*, int64_t, float, const Stream&);
 
 void add_pad_forward_cuda(const float* x, const float* s, float* y, PadGeom g, float neg, const Stream& st) {
   const int64_t n = g.n * g.c * g.h * g.w;

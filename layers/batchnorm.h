@@ -33,7 +33,7 @@ class BatchNorm : public Layer {
   void use_stat_exchange(StatExchange* ex) override { stats_ = p_.sync ? ex : nullptr; }
   bool can_fuse_relu() const override { return true; }
   LayoutRule layout_rule() const override { return LayoutRule::Same; }    // (its CPU loops read blocked channels too)
-  bool takes_nhwc(Device d) const override { return d == Device::CUDA; }  // (channels-last kernels, fp32 or bf16)
+  bool takes_nhwc(Device d) const override { return d == Device::CUDA; }  // (channels-last kernels, fp32 or 16-bit)
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;

@@ -89,9 +89,9 @@ void channel_sums(const Tiles& g, Make make, std::vector<double>& part, double* 
     }
 }
 
-// out[base + i] = f(i, l) for every value of every tile, where make(base, c0) gives a tile's f. bf16 values are staged
-// as fp32 a few KB at a time (in L1) and converted by to_bf16's one instruction a vector, which costs less than the
-// conversion's arithmetic in the loop: the loop is bound by its vector operations, not by memory.
+// out[base + i] = f(i, l) for every value of every tile, where make(base, c0) gives a tile's f. 16-bit values are
+// staged as fp32 a few KB at a time (in L1) and converted by to_16bit's one instruction a vector, which costs less than
+// the conversion's arithmetic in the loop: the loop is bound by its vector operations, not by memory.
 template <int L, typename T, typename Make>
 void each_output(const Tiles& g, T* out, Make make) {
   each_tile<L>(g, [&](int64_t, int64_t base, int64_t c0) {
@@ -108,7 +108,7 @@ void each_output(const Tiles& g, T* out, Make make) {
         const auto fi = [&](int64_t i, int l) { return f((i0 + i) * L + l, l); };
         for (int64_t i = 0; i < m; ++i)
           for (int l = 0; l < L; ++l) buf[i * L + l] = fi(i, l);
-        to_bf16(buf, o + i0 * L, m * L);
+        to_16bit(buf, o + i0 * L, m * L);
       }
     }
   });

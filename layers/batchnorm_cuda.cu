@@ -1,7 +1,7 @@
 // BatchNorm on the GPU: each channel's values are summed in double by several thread blocks (partial sums added in a
 // fixed order: the mean, then the squared deviations about it, as the CPU does) and batchnorm_math.h's per-channel
 // arithmetic applied; elementwise kernels apply the result (and a fused ReLU's clamp and mask, Layer::fuse_relu). In
-// NCHW (fp32) a block sums a slice of one channel; channels-last (kNhwc: a bf16 model's activations) the kernels of
+// NCHW (fp32) a block sums a slice of one channel; channels-last (kNhwc: a 16-bit model's activations) the kernels of
 // batchnorm_nhwc_cuda.cu run. Synchronized (sync: true on several ranks): the per-channel sums come back to the host,
 // cross the exchange (BatchNorm::exchange_stats / exchange_grads, shared with the CPU), and the global ones go back
 // for the coefficients.

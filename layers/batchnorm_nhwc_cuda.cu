@@ -1,5 +1,5 @@
-// BatchNorm's channels-last kernels (kNhwc: a bf16 model's activations on a GPU; bf16 or fp32 values): a row is one
-// position's C channels, so a warp reads adjacent channels. The reductions give each thread 16 bytes of adjacent
+// BatchNorm's channels-last kernels (kNhwc: a 16-bit model's activations on a GPU; bf16, fp16 or fp32 values): a row is
+// one position's C channels, so a warp reads adjacent channels. The reductions give each thread 16 bytes of adjacent
 // channels (or, where C or the alignment does not allow it, one channel) of its block's slice of the rows, sum in
 // double, add the block's row threads in a fixed order and write one partial sum a channel and block ([P, C], adjacent
 // channels adjacent); a fold adds each channel's P parts in a fixed order into its total, which the NCHW path's

@@ -46,12 +46,11 @@ class Conv2d : public Layer {
   // A convolution that runs in oneDNN's blocked layouts (cpu_blocked, or bf16 on the CPU) reads and writes blocked
   // activations as they are, each side chosen alone (model.layout), and reorders plain ones; a GPU convolution keeps
   // the plain layout. (One kernel per convolution whatever its neighbours: model.layout changes no bits.)
-  // In bf16 on a GPU (and the simulated device), the same for channels-last bf16 activations, which cuDNN reads and
-  // writes as they are; a convolution with a bias keeps fp32 NCHW ones there (its bias is added in fp32: AlexNet's,
-  // LeNet's convolutions run as before).
+  // In bf16 and fp16 on a GPU (and the simulated device), the same for channels-last 16-bit activations, which cuDNN
+  // reads and writes as they are; a convolution with a bias keeps fp32 NCHW ones there (its bias is added in fp32:
+  // AlexNet's, LeNet's convolutions run as before).
   LayoutRule layout_rule() const override {
-    if (device() != Device::CPU && precision() == Precision::Bf16)
-      return p_.bias ? LayoutRule::Plain : LayoutRule::Free;
+    if (device() != Device::CPU && is_16bit(precision())) return p_.bias ? LayoutRule::Plain : LayoutRule::Free;
     const bool blocked = cpu_blocked() || (device() == Device::CPU && precision() == Precision::Bf16);
     return device() != Device::CUDA && blocked ? LayoutRule::Free : LayoutRule::Plain;
   }

@@ -226,7 +226,8 @@ void Conv2d::CudaState::need_bwd_data(ConvEntry& e, const LayerMath& m, const Sh
 bool Conv2d::has_cuda() const { return true; }
 
 // bf16 and fp16: the operands' 16-bit channels-last copies in the shared scratch (layers/mixed_cuda.cuh), the result
-// cast back to NCHW fp32.
+// cast back to NCHW fp32; or a 16-bit model's channels-last activations (Model::set_layout) read and written as they
+// are.
 void Conv2d::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
   const LayerMath& m = math();
@@ -235,9 +236,11 @@ void Conv2d::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   const float one = 1.f, zero = 0.f;
   cudnnHandle_t h = cudnn_of(exec());
   const cudaStream_t s = cuda_stream(exec().compute());
-  const bool xh = x.dtype() == DType::Bf16, yh = y.dtype() == DType::Bf16;  // channels-last bf16 activations
-  OCTET_CHECK(!(xh || yh) || p == Precision::Bf16,
-              op("forward") << ": bf16 activations in a " << precision_name(p) << " convolution");
+  const DType a16 = activation_type(p);  // channels-last 16-bit activations, in the convolution's own type
+  const bool xh = x.dtype() != DType::F32, yh = y.dtype() != DType::F32;
+  OCTET_CHECK((!xh || x.dtype() == a16) && (!yh || y.dtype() == a16),
+              op("forward") << ": " << dtype_name(xh ? x.dtype() : y.dtype()) << " activations in a "
+                            << precision_name(p) << " convolution");
   const void* xo = xh ? x.raw() : operand(p, MixedRole::X, x, s);
   const void* wo = is_16bit(p) ? cuda_->weights16(p, w_, s) : w_.data();
   void* yo = yh ? y.raw() : is_16bit(p) ? mixed_scratch(MixedRole::Y, static_cast<size_t>(y.numel()) * 2) : y.data();
@@ -264,9 +267,12 @@ void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, T
     relu_mask_cuda(y.data(), dy.data(), masked_.data(), dy.numel(), exec().compute());
     g = &masked_;
   }
-  const bool xh = x.dtype() == DType::Bf16, dyh = dy.dtype() == DType::Bf16, dxh = dx && dx->dtype() == DType::Bf16;
-  OCTET_CHECK(!(xh || dyh || dxh) || (p == Precision::Bf16 && !relu_),
-              op("backward") << ": bf16 activations in a " << precision_name(p) << " convolution");
+  const DType a16 = activation_type(p);
+  const bool xh = x.dtype() != DType::F32, dyh = dy.dtype() != DType::F32, dxh = dx && dx->dtype() != DType::F32;
+  OCTET_CHECK(!(xh || dyh || dxh) ||
+                  ((!xh || x.dtype() == a16) && (!dyh || dy.dtype() == a16) && (!dxh || dx->dtype() == a16) && !relu_),
+              op("backward") << ": 16-bit activations in a " << precision_name(p) << " convolution"
+                             << (relu_ ? " with a fused ReLU" : ""));
   const void* xo = xh ? x.raw() : operand(p, MixedRole::X, x, s);
   const void* dyo = dyh ? dy.raw() : operand(p, MixedRole::Dy, *g, s);
   void* dwo = is_16bit(p) ? mixed_scratch(MixedRole::Dw, static_cast<size_t>(dw_.numel()) * 2) : dw_.data();

@@ -53,7 +53,7 @@ inline WeightKind weight_kind(const LayerTraits& t) {
 }
 
 // Which activation layouts (core/layout.h) a layer takes and produces (a trait, though it may depend on the layer's
-// configuration and device: blocked on the CPU and the simulated device, channels-last for a bf16 model on a GPU and
+// configuration and device: blocked on the CPU and the simulated device, channels-last for a 16-bit model on a GPU and
 // the simulated device): Plain only; Same: any, as long as its input, output (and skip
 // input) share it (elementwise and per-channel passes); SameSkipFree: its input and output share one, its skip input
 // may have another (an add whose projection convolution reads the skip input); Free: either layout on either side,
@@ -127,9 +127,9 @@ class Layer {
   virtual LayoutRule layout_rule() const { return LayoutRule::Plain; }
   virtual void set_layout(const IoLayout& l) { io_ = l; }  // (a layer that owns sub-layers hands theirs on)
   const IoLayout& io_layout() const { return io_; }
-  // Whether its pass on device d takes channels-last (kNhwc) bf16 operands as they are. Where it does not, forward and
-  // backward run its plain pass on fp32 NCHW copies of them (layers/relayout.h) and convert the results back: the same
-  // values, a pass slower (every layer's CPU twin on the simulated device; on a GPU a layer without NHWC kernels).
+  // Whether its pass on device d takes channels-last (kNhwc) 16-bit operands as they are. Where it does not, forward
+  // and backward run its plain pass on fp32 NCHW copies of them (layers/relayout.h) and convert the results back: the
+  // same values, a pass slower (every layer's CPU twin on the simulated device; on a GPU a layer without NHWC kernels).
   virtual bool takes_nhwc(Device) const { return false; }
   // The layouts its passes run with: io_layout(), or plain inside such a plain pass (on the thread running it).
   IoLayout layout() const;

@@ -174,14 +174,15 @@ const void* operand_nhwc(Precision p, MixedRole r, const float* x, int64_t n, in
 }
 
 void relayout_cuda(const void* src, DType st, int sl, void* dst, DType dt, int dl, Shape d, const Stream& s) {
-  const bool down = st == DType::F32 && sl == 0 && dt == DType::Bf16 && dl == kNhwc;
-  const bool up = st == DType::Bf16 && sl == kNhwc && dt == DType::F32 && dl == 0;
+  const bool down = st == DType::F32 && sl == 0 && dt != DType::F32 && dl == kNhwc;
+  const bool up = st != DType::F32 && sl == kNhwc && dt == DType::F32 && dl == 0;
   OCTET_CHECK(down || up, "relayout on cuda: " << dtype_name(st) << " " << layout_name(sl) << " -> " << dtype_name(dt)
-                                               << " " << layout_name(dl) << " (only fp32 nchw <-> bf16 nhwc)");
+                                               << " " << layout_name(dl) << " (only fp32 nchw <-> 16-bit nhwc)");
+  const Precision p = (down ? dt : st) == DType::F16 ? Precision::Fp16 : Precision::Bf16;
   if (down)
-    to_16bit_nhwc(Precision::Bf16, static_cast<const float*>(src), dst, d[0], d[1], d[2] * d[3], cuda_stream(s));
+    to_16bit_nhwc(p, static_cast<const float*>(src), dst, d[0], d[1], d[2] * d[3], cuda_stream(s));
   else
-    from_16bit_nhwc(Precision::Bf16, src, static_cast<float*>(dst), d[0], d[1], d[2] * d[3], cuda_stream(s));
+    from_16bit_nhwc(p, src, static_cast<float*>(dst), d[0], d[1], d[2] * d[3], cuda_stream(s));
 }
 
 }  // namespace octet

@@ -79,12 +79,16 @@ void Model::set_fusion(bool on) {
 
 void Model::set_layout(bool on, int block, bool compute_acts) {
   const size_t n = layers_.size();
-  // A bf16 model's activations (compute_acts): the CPU's blocked layout, or on a GPU (and the simulated device, which
-  // models it) channels-last; in other precisions the CPU's and the simulated device's blocked layout, a GPU's plain.
+  // A 16-bit model's activations (compute_acts): a bf16 model's in the CPU's blocked layout, or on a GPU (and the
+  // simulated device, which models it) a bf16 or fp16 model's channels-last, in its precision's type; in other
+  // precisions the CPU's and the simulated device's blocked layout, a GPU's plain.
   const Device dev = exec_->device();
-  const bool bf16 = compute_acts && layers_.front()->precision() == Precision::Bf16;
+  const Precision prec = layers_.front()->precision();
+  const bool bf16 = compute_acts && prec == Precision::Bf16;
+  const bool half = compute_acts && dev != Device::CPU && is_16bit(prec);  // (the CPU refuses fp16 models)
+  const DType act16 = activation_type(prec);
   const int cpu_block = block > 0 ? block : cpu_channel_block();
-  const int B = !on ? 0 : dev != Device::CPU && bf16 ? kNhwc : dev == Device::CUDA ? 0 : cpu_block;
+  const int B = !on ? 0 : half ? kNhwc : dev == Device::CUDA ? 0 : cpu_block;
   // Activations that must share a layout (a Same layer's input, output and skip input; a SameSkipFree layer's input
   // and output) form groups; a group is blocked when every member's shape fits and no member is read or written by a
   // layer that only takes the plain layout.
@@ -119,7 +123,7 @@ void Model::set_layout(bool on, int block, bool compute_acts) {
   for (size_t i = 0; i < n; ++i)
     if (!can[i]) ok[find(i)] = false;
   for (size_t i = 0; i < n; ++i) layout_[i] = ok[find(i)] ? B : 0;
-  for (size_t i = 0; i < n; ++i) dtype_[i] = bf16 && layout_[i] != 0 ? DType::Bf16 : DType::F32;
+  for (size_t i = 0; i < n; ++i) dtype_[i] = (bf16 || half) && layout_[i] != 0 ? act16 : DType::F32;
   for (size_t i = 0; i < n; ++i) {
     const int64_t k = skip_[i];
     layers_[i]->set_layout({i > 0 ? layout_[i - 1] : 0, layout_[i], k >= 0 ? layout_[static_cast<size_t>(k)] : 0});
@@ -265,7 +269,8 @@ std::string Model::summary() {
     Shape per(s.begin() + 1, s.end());
     std::string from = l->traits().reads_other ? "  + " + l->skip_from() : "";
     if (i > 0 && fused(i - 1)) from += "  (fused into " + layers_[i - 1]->name() + ")";
-    const std::string lay = std::string(layout_name(layout_[i])) + (dtype_[i] == DType::F32 ? "" : " bf16");
+    const std::string lay = std::string(layout_name(layout_[i])) +
+                            (dtype_[i] == DType::F32 ? "" : std::string(" ") + dtype_name(dtype_[i]));
     std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %-12s %10lld%s\n", w, l->name().c_str(), l->kind(),
                   shape_str(per).c_str(), lay.c_str(), static_cast<long long>(n), from.c_str());
     out += buf;

@@ -38,14 +38,14 @@ class Model {
   // batchnorm, ReLU, add, pooling: Layer::layout_rule) produce and read are kept in it (nChw{block}c; block 0: the
   // CPU's, cpu_channel_block()), so no reorder runs between those layers; the rest stay plain NCHW (the input batch,
   // what a flatten or fc reads, a tensor whose channels are no multiple of the block). Off: all plain (the default of
-  // a Model). On a GPU in fp32, tf32 and fp16 the model stays plain. Results are the plain layout's bit for bit. Set
+  // a Model). On a GPU in fp32 and tf32 the model stays plain. Results are the plain layout's bit for bit. Set
   // before the first pass, after set_math.
-  // compute_acts (model.activations: auto): in a bf16 model those activations and their gradients are also kept in
-  // bf16, the precision the convolutions read them in, so that no conversion runs between those layers and every pass
-  // over them moves half the bytes (each layer computes in fp32 and rounds once as it stores; the batchnorm
-  // statistics, the loss and everything plain stay fp32). The CPU keeps them blocked; a GPU and the simulated device
-  // channels-last (kNhwc), what tensor cores read (a layer without NHWC kernels runs on plain copies:
-  // Layer::takes_nhwc). Off, or another precision: fp32.
+  // compute_acts (model.activations: auto): in a bf16 model (on a GPU or the simulated device also an fp16 one) those
+  // activations and their gradients are also kept in the 16-bit type the convolutions read them in, so that no
+  // conversion runs between those layers and every pass over them moves half the bytes (each layer computes in fp32
+  // and rounds once as it stores; the batchnorm statistics, the loss and everything plain stay fp32). The CPU keeps
+  // them blocked; a GPU and the simulated device channels-last (kNhwc), what tensor cores read (a layer without NHWC
+  // kernels runs on plain copies: Layer::takes_nhwc). Off, or another precision: fp32.
   void set_layout(bool on, int block = 0, bool compute_acts = false);
   int layout(size_t i) const { return layout_.at(i); }  // activation i's layout: its block, or 0 (plain)
   DType dtype(size_t i) const { return dtype_.at(i); }  // activation i's element type (and its gradient's)

@@ -26,7 +26,7 @@ class Pool2d : public Layer {
   // last window would start beyond the padded input's first P + n cells (Caffe's and PyTorch's rule).
   int64_t pooled_size(int64_t n) const;
   LayoutRule layout_rule() const override { return LayoutRule::Free; }    // (the CPU loops read and write either)
-  bool takes_nhwc(Device d) const override { return d == Device::CUDA; }  // (its kernels index either, fp32 or bf16)
+  bool takes_nhwc(Device d) const override { return d == Device::CUDA; }  // (its kernels index either, fp32 or 16-bit)
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;

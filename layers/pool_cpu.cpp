@@ -1,7 +1,7 @@
 // Pool2d on the CPU: direct loops over each (sample, channel) plane, in parallel, reading and writing either activation
 // layout (core/layout.h: a plane's positions 1 or B values apart; oneDNN 2.6 has only a slow reference kernel for plain
-// NCHW pooling: docs/design_notes.md) and either type (fp32, or a bf16 model's bf16 activations: the sums in fp32, each
-// output rounded once as stored).
+// NCHW pooling: docs/design_notes.md) and any type (fp32, or a 16-bit model's bf16 or fp16 activations: the sums in
+// fp32, each output rounded once as stored).
 #include "layers/pool.h"
 
 #include <omp.h>

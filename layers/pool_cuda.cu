@@ -1,7 +1,7 @@
 // Pool2d on the GPU: the CPU loops' arithmetic per element (first maximum wins; the mean leaves padding out). The
 // backward gathers, for each input element, the outputs whose windows hold it, in the order the CPU scatters them, so
 // the sums round alike and repeat bit for bit (no atomics). Input and output each plain NCHW fp32 or channels-last
-// (kNhwc: a bf16 model's activations, bf16), enumerated in their own layout's order.
+// (kNhwc: a 16-bit model's activations, bf16 or fp16), enumerated in their own layout's order.
 #include "core/cuda_util.cuh"
 #include "core/fast_div.h"
 #include "core/layout.h"

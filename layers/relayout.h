@@ -1,7 +1,7 @@
 // Activations between layouts and element types on their device (core/layout.h): what a layer runs through when its
 // device path does not take the layout it is given (Layer's relayout path: a plain fp32 copy around the plain pass),
-// and what tests use to build channels-last bf16 operands. The host twin loops (relayout_values); the CUDA twin is
-// the convolutions' transposing casts, plain fp32 <-> channels-last bf16 (layers/mixed_cuda.cuh).
+// and what tests use to build channels-last 16-bit operands. The host twin loops (relayout_values); the CUDA twin is
+// the convolutions' transposing casts, plain fp32 <-> channels-last bf16 or fp16 (layers/mixed_cuda.cuh).
 #pragma once
 #include "core/exec.h"
 #include "core/tensor.h"

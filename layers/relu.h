@@ -8,9 +8,11 @@ namespace octet {
 // y being either side of the ReLU (n values; CPU loops at once, CUDA kernels queued on s).
 void relu_mask_cpu(const float* y, const float* dy, float* dx, int64_t n, const Stream& s);
 void relu_mask_cuda(const float* y, const float* dy, float* dx, int64_t n, const Stream& s);
-// The same on bf16 activations (a bf16 model's), in fp32 and rounded as stored.
-void relu_mask_bf16_cpu(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t n, const Stream& s);
-void relu_mask_bf16_cuda(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t n, const Stream& s);
+// The same on 16-bit activations (a 16-bit model's; T bf16_t or fp16_t), in fp32 and rounded as stored.
+template <typename T>
+void relu_mask16_cpu(const T* y, const T* dy, T* dx, int64_t n, const Stream& s);
+template <typename T>
+void relu_mask16_cuda(const T* y, const T* dy, T* dx, int64_t n, const Stream& s);
 // dx = y > 0 ? dy : 0 on tensors of one type on any device (queued on s on a device): the twins above.
 void relu_mask(const Tensor& y, const Tensor& dy, Tensor& dx, const Stream& s);
 // The forward's twins for a layer whose library call cannot clamp its own result (conv on a GPU): y = max(x, 0) in
@@ -26,7 +28,7 @@ class Relu : public Layer {
   LayerTraits traits() const override { return kTraits; }
   Shape output_shape(const Shape& in) const override { return in; }
   LayoutRule layout_rule() const override { return LayoutRule::Same; }    // (elementwise)
-  bool takes_nhwc(Device d) const override { return d == Device::CUDA; }  // (elementwise on bf16)
+  bool takes_nhwc(Device d) const override { return d == Device::CUDA; }  // (elementwise on 16-bit)
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;

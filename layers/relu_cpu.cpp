@@ -46,9 +46,12 @@ void relu_mask_cpu(const float* y, const float* dy, float* dx, int64_t n, const 
   for (int64_t i = 0; i < n; ++i) dx[i] = relu_grad(dy[i], y[i]);
 }
 
-void relu_mask_bf16_cpu(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t n, const Stream&) {
+template <typename T>
+void relu_mask16_cpu(const T* y, const T* dy, T* dx, int64_t n, const Stream&) {
   map_values(dx, n, [=](int64_t i) { return relu_grad(load(dy, i), load(y, i)); });
 }
+template void relu_mask16_cpu(const bf16_t*, const bf16_t*, bf16_t*, int64_t, const Stream&);
+template void relu_mask16_cpu(const fp16_t*, const fp16_t*, fp16_t*, int64_t, const Stream&);
 
 void relu_mask(const Tensor& y, const Tensor& dy, Tensor& dx, const Stream& s) {
   OCTET_CHECK(
@@ -58,8 +61,11 @@ void relu_mask(const Tensor& y, const Tensor& dy, Tensor& dx, const Stream& s) {
   if (dy.dtype() == DType::F32)
     return launch_twin("relu mask", relu_mask_cpu, OCTET_CUDA_TWIN(relu_mask_cuda), s, y.data(), dy.data(), dx.data(),
                        dy.numel());
-  launch_twin("relu mask (bf16)", relu_mask_bf16_cpu, OCTET_CUDA_TWIN(relu_mask_bf16_cuda), s, y.bf16(), dy.bf16(),
-              dx.bf16(), dy.numel());
+  with_16bit(dy.dtype(), [&](auto t) {
+    using T = decltype(t);
+    launch_twin("relu mask (16-bit)", relu_mask16_cpu<T>, OCTET_CUDA_TWIN(relu_mask16_cuda<T>), s, values<T>(y),
+                values<T>(dy), values<T>(dx), dy.numel());
+  });
 }
 
 void relu_apply_cpu(const float* x, float* y, int64_t n, const Stream&) {

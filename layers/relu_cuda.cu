@@ -9,7 +9,7 @@ namespace octet {
 
 namespace {
 
-// T: float, or bf16_t (a bf16 model's activations: the same selection, no rounding).
+// T: float, or bf16_t or fp16_t (a 16-bit model's activations: the same selection, no rounding).
 template <typename T>
 __global__ void relu_forward(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
   OCTET_GRID_STRIDE(i, n) { store(y, i, load(x, i) > 0.f ? load(x, i) : 0.f); }
@@ -20,9 +20,9 @@ __global__ void relu_backward(const T* __restrict__ x, const T* __restrict__ dy,
   OCTET_GRID_STRIDE(i, n) { store(dx, i, load(x, i) > 0.f ? load(dy, i) : 0.f); }
 }
 
-// bf16, 8 values (16 bytes) a thread: dx = x > 0 ? dy : 0, or with dy null y = max(x, 0).
-__global__ void relu_vec(const bf16_t* __restrict__ x, const bf16_t* __restrict__ dy, bf16_t* __restrict__ out,
-                         int64_t nvec) {
+// 16-bit, 8 values (16 bytes) a thread: dx = x > 0 ? dy : 0, or with dy null y = max(x, 0).
+template <typename T>
+__global__ void relu_vec(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ out, int64_t nvec) {
   OCTET_GRID_STRIDE(j, nvec) {
     float u[8], g[8];
     load16(x + j * 8, u);
@@ -50,14 +50,17 @@ void relu_mask_cuda(const float* y, const float* dy, float* dx, int64_t n, const
   CHECK_LAUNCH("relu_mask");
 }
 
-void relu_mask_bf16_cuda(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t n, const Stream& s) {
+template <typename T>
+void relu_mask16_cuda(const T* y, const T* dy, T* dx, int64_t n, const Stream& s) {
   if (n <= 0) return;
   if (vec_ok(n, y, dy, dx))
     relu_vec<<<grid_for(n / 8), 256, 0, cuda_stream(s)>>>(y, dy, dx, n / 8);
   else
     relu_backward<<<grid_for(n), 256, 0, cuda_stream(s)>>>(y, dy, dx, n);
-  CHECK_LAUNCH("relu_mask (bf16)");
+  CHECK_LAUNCH("relu_mask (16-bit)");
 }
+template void relu_mask16_cuda(const bf16_t*, const bf16_t*, bf16_t*, int64_t, const Stream&);
+template void relu_mask16_cuda(const fp16_t*, const fp16_t*, fp16_t*, int64_t, const Stream&);
 
 void relu_apply_cuda(const float* x, float* y, int64_t n, const Stream& s) {
   if (n <= 0) return;
@@ -71,8 +74,11 @@ void Relu::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   if (x.numel() == 0) return;
   const cudaStream_t s = cuda_stream(exec().compute());
   const int64_t n = x.numel();
-  if (x.dtype() == DType::Bf16 && vec_ok(n, x.raw(), y.raw(), y.raw()))
-    relu_vec<<<grid_for(n / 8), 256, 0, s>>>(x.bf16(), nullptr, y.bf16(), n / 8);
+  if (x.dtype() != DType::F32 && vec_ok(n, x.raw(), y.raw(), y.raw()))
+    with_16bit(x.dtype(), [&](auto t) {
+      using T = decltype(t);
+      relu_vec<<<grid_for(n / 8), 256, 0, s>>>(values<T>(x), static_cast<const T*>(nullptr), values<T>(y), n / 8);
+    });
   else
     with_dtype(x.dtype(), [&](auto t) {
       using T = decltype(t);

@@ -1,8 +1,8 @@
-// Device parity of a bf16 model's channels-last activations (built into octet_sim_tests and octet_cuda_tests beside
-// test_device.cpp): every layer-table case that takes them against the fp32 layer (on a GPU: conv's NHWC cuDNN calls,
-// batchnorm's channels-last kernels in layers/batchnorm_nhwc_cuda.cu, the bf16 ReLU, add and pooling kernels; on the
-// simulated device: every CPU twin through the relayout path), the device relayout, and a residual model against
-// fp32 activations on the same device.
+// Device parity of a 16-bit model's channels-last activations, bf16 and fp16 (built into octet_sim_tests and
+// octet_cuda_tests beside test_device.cpp): every layer-table case that takes them against the fp32 layer (on a GPU:
+// conv's NHWC cuDNN calls, batchnorm's channels-last kernels in layers/batchnorm_nhwc_cuda.cu, the 16-bit ReLU, add
+// and pooling kernels; on the simulated device: every CPU twin through the relayout path), the device relayout, and a
+// residual model against fp32 activations on the same device.
 #include "core/layout.h"
 #include "layers/add.h"
 #include "layers/batchnorm.h"
@@ -19,7 +19,7 @@
 using namespace octet;
 using namespace octet::test;
 
-// t (on any device, fp32 or bf16, in layout l) as host fp32 values in the plain layout.
+// t (on any device, fp32 or 16-bit, in layout l) as host fp32 values in the plain layout.
 static Tensor plain_host(const Tensor& t, int l) {
   const Tensor h = t.to(Device::CPU), f = h.dtype() == DType::F32 ? h : h.as(DType::F32);
   if (l == 0) return f;
@@ -27,101 +27,109 @@ static Tensor plain_host(const Tensor& t, int l) {
   to_plain(f, l, out);
   return out;
 }
-// t (host, fp32, plain) on the device in layout l: bf16 channels-last where l is kNhwc.
-static Tensor device_operand(const Tensor& t, int l) {
+// t (host, fp32, plain) on the device in layout l: channels-last of type h (bf16 or fp16) where l is kNhwc.
+static Tensor device_operand(const Tensor& t, int l, DType h) {
   if (l == 0) return t.to(kDev);
   Tensor nhwc;
   from_plain(t, l, nhwc);
-  return nhwc.as(DType::Bf16).to(kDev);
+  return nhwc.as(h).to(kDev);
 }
+
+static const Precision kHalves[] = {Precision::Bf16, Precision::Fp16};
 
 TEST_CASE(
-    "channels-last bf16 activations: every layer-table case that takes them on the device gives the fp32 layer's "
-    "results on the same values, within bf16's rounding",
+    "channels-last 16-bit activations (bf16, fp16): every layer-table case that takes them on the device gives the "
+    "fp32 layer's results on the same values, within their rounding",
     "[cuda][parity][layout][precision]") {
-  // A bf16 model's activations on a GPU (Model::set_layout): conv, batchnorm, ReLU and add run on them natively, the
-  // rest (pooling) through plain copies (Layer::takes_nhwc); on the simulated device every layer takes the copies.
+  // A 16-bit model's activations on a GPU (Model::set_layout): conv, batchnorm, ReLU, add and pooling run on them
+  // natively; on the simulated device every layer but add takes plain copies (Layer::takes_nhwc).
   Exec& ex = dev();
-  const double tol = 3e-2;  // (the bf16 operands and results; cuDNN's bf16 weight gradients)
-  auto representable = [](const Tensor& t) { return t.as(DType::Bf16).as(DType::F32); };
-  int ran = 0;
-  for (const LayerCase& c : layer_cases()) {
-    LayerPtr probe = c.make();
-    probe->bind(ex);
-    probe->set_math({Precision::Bf16});
-    const LayoutRule rule = probe->layout_rule();
-    if (rule == LayoutRule::Plain) continue;
-    const Tensor x = representable(c.input()), s = c.skip_input ? representable(c.skip_input()) : Tensor(Shape{0});
-    const Shape out = probe->output_shape(x.shape());
-    if (x.ndim() != 4 || out.size() != 4) continue;
-    const Tensor dy = representable(random_tensor(out, 41));
-    const int N = kNhwc, sk = c.skip_input ? N : 0;
-    std::vector<IoLayout> ios;
-    if (rule == LayoutRule::Same) ios = {{N, N, sk}};
-    if (rule == LayoutRule::Free) ios = {{N, 0, 0}, {0, N, 0}, {N, N, 0}};
-    if (rule == LayoutRule::SameSkipFree) ios = {{N, N, 0}, {N, N, sk}};
-    for (const IoLayout& io : ios) {
-      INFO(c.name << ": input " << layout_name(io.in) << ", output " << layout_name(io.out) << ", skip "
-                  << layout_name(io.skip));
-      ++ran;
-      LayerPtr ref = c.make(), d = c.make();
-      d->bind(ex);
-      d->set_math({Precision::Bf16});
-      d->set_layout(io);
-      const DType xt = io.in ? DType::Bf16 : DType::F32, yt = io.out ? DType::Bf16 : DType::F32,
-                  st = io.skip ? DType::Bf16 : DType::F32;
-      Tensor sr = s, dsr(s.shape());
-      const Tensor xd = device_operand(x, io.in), dyd = device_operand(dy, io.out);
-      Tensor sd = c.skip_input ? device_operand(s, io.skip) : Tensor(Shape{0}, kDev), dsd(s.shape(), kDev, st);
-      if (c.skip_input) ref->bind_skip(&sr, &dsr), d->bind_skip(&sd, &dsd);
-      Tensor y(out), yd(out, kDev, yt), dx(x.shape()), dxd(x.shape(), kDev, xt);
-      const StepContext train{true, 7, 3, 0}, eval{false, 7, 3, 0};
-      ref->forward(x, y, train);
-      d->forward(xd, yd, train);
-      ex.sync(ex.compute());
-      check_close(plain_host(yd, io.out), y, tol, "forward");
-      // (The reference masks a fused ReLU's gradient by the device's output: a value near 0 may round to either side.)
-      ref->backward(x, plain_host(yd, io.out), dy, &dx);
-      d->backward(xd, yd, dyd, &dxd);
-      ex.sync(ex.compute());
-      check_close(plain_host(dxd, io.in), dx, tol, "dx");
-      if (c.skip_input) check_close(plain_host(dsd, io.skip), dsr, tol, "dskip");
-      auto pr = ref->params(), pd = d->params();
-      REQUIRE(pr.size() == pd.size());
-      for (size_t k = 0; k < pr.size(); ++k) check_close(*pd[k].grad, *pr[k].grad, tol, pr[k].name + " grad");
-      auto sr2 = ref->state(), sd2 = d->state();
-      for (size_t k = 0; k < sr2.size(); ++k) check_close(*sd2[k].second, *sr2[k].second, tol, sr2[k].first);
-      ref->forward(x, y, eval);
-      d->forward(xd, yd, eval);
-      ex.sync(ex.compute());
-      check_close(plain_host(yd, io.out), y, tol, "evaluation forward");
+  const double tol = 3e-2;  // (the 16-bit operands and results; cuDNN's 16-bit weight gradients)
+  for (const Precision prec : kHalves) {
+    const DType h = activation_type(prec);
+    INFO(precision_name(prec));
+    auto representable = [h](const Tensor& t) { return t.as(h).as(DType::F32); };
+    int ran = 0;
+    for (const LayerCase& c : layer_cases()) {
+      LayerPtr probe = c.make();
+      probe->bind(ex);
+      probe->set_math({prec});
+      const LayoutRule rule = probe->layout_rule();
+      if (rule == LayoutRule::Plain) continue;
+      const Tensor x = representable(c.input()), s = c.skip_input ? representable(c.skip_input()) : Tensor(Shape{0});
+      const Shape out = probe->output_shape(x.shape());
+      if (x.ndim() != 4 || out.size() != 4) continue;
+      const Tensor dy = representable(random_tensor(out, 41));
+      const int N = kNhwc, sk = c.skip_input ? N : 0;
+      std::vector<IoLayout> ios;
+      if (rule == LayoutRule::Same) ios = {{N, N, sk}};
+      if (rule == LayoutRule::Free) ios = {{N, 0, 0}, {0, N, 0}, {N, N, 0}};
+      if (rule == LayoutRule::SameSkipFree) ios = {{N, N, 0}, {N, N, sk}};
+      for (const IoLayout& io : ios) {
+        INFO(c.name << ": input " << layout_name(io.in) << ", output " << layout_name(io.out) << ", skip "
+                    << layout_name(io.skip));
+        ++ran;
+        LayerPtr ref = c.make(), d = c.make();
+        d->bind(ex);
+        d->set_math({prec});
+        d->set_layout(io);
+        const DType xt = io.in ? h : DType::F32, yt = io.out ? h : DType::F32, st = io.skip ? h : DType::F32;
+        Tensor sr = s, dsr(s.shape());
+        const Tensor xd = device_operand(x, io.in, h), dyd = device_operand(dy, io.out, h);
+        Tensor sd = c.skip_input ? device_operand(s, io.skip, h) : Tensor(Shape{0}, kDev), dsd(s.shape(), kDev, st);
+        if (c.skip_input) ref->bind_skip(&sr, &dsr), d->bind_skip(&sd, &dsd);
+        Tensor y(out), yd(out, kDev, yt), dx(x.shape()), dxd(x.shape(), kDev, xt);
+        const StepContext train{true, 7, 3, 0}, eval{false, 7, 3, 0};
+        ref->forward(x, y, train);
+        d->forward(xd, yd, train);
+        ex.sync(ex.compute());
+        check_close(plain_host(yd, io.out), y, tol, "forward");
+        // (The reference masks a fused ReLU's gradient by the device's output: a value near 0 may round to either
+        // side.)
+        ref->backward(x, plain_host(yd, io.out), dy, &dx);
+        d->backward(xd, yd, dyd, &dxd);
+        ex.sync(ex.compute());
+        check_close(plain_host(dxd, io.in), dx, tol, "dx");
+        if (c.skip_input) check_close(plain_host(dsd, io.skip), dsr, tol, "dskip");
+        auto pr = ref->params(), pd = d->params();
+        REQUIRE(pr.size() == pd.size());
+        for (size_t k = 0; k < pr.size(); ++k) check_close(*pd[k].grad, *pr[k].grad, tol, pr[k].name + " grad");
+        auto sr2 = ref->state(), sd2 = d->state();
+        for (size_t k = 0; k < sr2.size(); ++k) check_close(*sd2[k].second, *sr2[k].second, tol, sr2[k].first);
+        ref->forward(x, y, eval);
+        d->forward(xd, yd, eval);
+        ex.sync(ex.compute());
+        check_close(plain_host(yd, io.out), y, tol, "evaluation forward");
+      }
     }
+    CHECK(ran >= 8);
   }
-  CHECK(ran >= 8);
 }
 
-TEST_CASE("relayout on the device: plain fp32 <-> channels-last bf16, as the host loop does it", "[cuda][layout]") {
+TEST_CASE("relayout on the device: plain fp32 <-> channels-last bf16 and fp16, as the host loop does it",
+          "[cuda][layout]") {
   // (planes of 1, 9 and 49 positions: the casts' in-order, per-element and tiled paths)
   Exec& ex = dev();
-  for (const Shape& shape : {Shape{5, 7, 1, 1}, Shape{4, 33, 3, 3}, Shape{3, 40, 7, 7}}) {
-    INFO(shape_str(shape));
-    const Tensor x = random_tensor(shape, 17);
-    Tensor want(shape, Device::CPU, DType::Bf16), back(shape);
-    relayout_values(x.raw(), DType::F32, 0, want.raw(), DType::Bf16, kNhwc, shape);
-    const Tensor xd = x.to(kDev);
-    Tensor nhwc(shape, kDev, DType::Bf16), plain(shape, kDev);
-    relayout(xd, 0, nhwc, kNhwc, ex.compute());
-    relayout(nhwc, kNhwc, plain, 0, ex.compute());
-    ex.sync(ex.compute());
-    CHECK(to_vector(nhwc.to(Device::CPU).as(DType::F32)) == to_vector(want.as(DType::F32)));
-    relayout_values(want.raw(), DType::Bf16, kNhwc, back.raw(), DType::F32, 0, shape);
-    CHECK(to_vector(plain.to(Device::CPU)) == to_vector(back));
-  }
+  for (const DType h : {DType::Bf16, DType::F16})
+    for (const Shape& shape : {Shape{5, 7, 1, 1}, Shape{4, 33, 3, 3}, Shape{3, 40, 7, 7}}) {
+      INFO(dtype_name(h) << " " << shape_str(shape));
+      const Tensor x = random_tensor(shape, 17);
+      Tensor want(shape, Device::CPU, h), back(shape);
+      relayout_values(x.raw(), DType::F32, 0, want.raw(), h, kNhwc, shape);
+      const Tensor xd = x.to(kDev);
+      Tensor nhwc(shape, kDev, h), plain(shape, kDev);
+      relayout(xd, 0, nhwc, kNhwc, ex.compute());
+      relayout(nhwc, kNhwc, plain, 0, ex.compute());
+      ex.sync(ex.compute());
+      CHECK(to_vector(nhwc.to(Device::CPU).as(DType::F32)) == to_vector(want.as(DType::F32)));
+      relayout_values(want.raw(), h, kNhwc, back.raw(), DType::F32, 0, shape);
+      CHECK(to_vector(plain.to(Device::CPU)) == to_vector(back));
+    }
 }
 
 // conv (3 -> 16) -> bn -> relu (r1) -> max pool -> 1x1 conv -> bn -> relu -> 3x3 conv (32) -> bn -> add(r1: a 1x1 s2
-// projection + batchnorm) -> relu -> global average pool -> fc, on the device, in bf16.
-static Model nhwc_net(Exec& ex) {
+// projection + batchnorm) -> relu -> global average pool -> fc, on the device, in precision p (bf16 or fp16).
+static Model nhwc_net(Exec& ex, Precision p) {
   std::vector<LayerPtr> L;
   L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{3, 16, 3, 1, 1, false, Init::He}));
   L.push_back(std::make_unique<BatchNorm>("bn1", BatchNormParams{}, 16));
@@ -139,45 +147,49 @@ static Model nhwc_net(Exec& ex) {
   L.push_back(std::make_unique<FullyConnected>("fc", FcParams{32, 3, true, Init::Xavier}));
   Model m({3, 8, 8}, std::move(L), ex);
   m.init_params(5);
-  m.set_math({Precision::Bf16});
+  m.set_math({p});
   m.set_fusion(true);
   return m;
 }
 
 TEST_CASE(
-    "a bf16 model on the device keeps its activations channels-last in bf16 (model.activations: auto), within bf16's "
-    "rounding of fp32 activations, trained and evaluated",
+    "a bf16 or fp16 model on the device keeps its activations channels-last in its 16-bit type (model.activations: "
+    "auto), within their rounding of fp32 activations, trained and evaluated",
     "[cuda][layout][precision][model]") {
   Exec& ex = dev();
-  Model half = nhwc_net(ex), full = nhwc_net(ex);
-  half.set_layout(true, 0, true), full.set_layout(true, 0, false);
-  size_t nhwc = 0;
-  for (size_t i = 0; i < half.size(); ++i) {
-    INFO("layer " << half.layer(i).name());
-    CHECK(half.dtype(i) == (half.layout(i) == kNhwc ? DType::Bf16 : DType::F32));
-    CHECK(full.dtype(i) == DType::F32);
-    nhwc += half.layout(i) == kNhwc;
+  for (const Precision prec : kHalves) {
+    const DType h = activation_type(prec);
+    INFO(precision_name(prec));
+    Model half = nhwc_net(ex, prec), full = nhwc_net(ex, prec);
+    half.set_layout(true, 0, true), full.set_layout(true, 0, false);
+    size_t nhwc = 0;
+    for (size_t i = 0; i < half.size(); ++i) {
+      INFO("layer " << half.layer(i).name());
+      CHECK(half.dtype(i) == (half.layout(i) == kNhwc ? h : DType::F32));
+      CHECK(full.dtype(i) == DType::F32);
+      nhwc += half.layout(i) == kNhwc;
+    }
+    CHECK(nhwc >= 9);  // (all but the global pool's and fc's outputs)
+    CHECK(half.layout(half.size() - 2) == 0);
+    CHECK_THAT(half.summary(), Catch::Contains(std::string("nhwc ") + dtype_name(h)));
+    const Tensor x = random_tensor({16, 3, 8, 8}, 31), r = random_tensor({16, 3}, 32);
+    const Tensor xd = x.to(kDev), rd = r.to(kDev);
+    const StepContext train{true, 7, 3, 0}, eval{false, 7, 3, 0};
+    const std::vector<float> yh = to_vector(half.forward(xd, train).to(Device::CPU)),
+                             yf = to_vector(full.forward(xd, train).to(Device::CPU));
+    for (size_t i = 0; i < half.size(); ++i)
+      if (!half.activation(i).empty()) CHECK(half.activation(i).dtype() == half.dtype(i));
+    CHECK(rel_l2(yh, yf) < 0.03);
+    half.backward(xd, rd), full.backward(xd, rd);
+    ex.sync(ex.compute());
+    auto ph = half.params(), pf = full.params();
+    REQUIRE(ph.size() == pf.size());
+    for (size_t k = 0; k < pf.size(); ++k) {
+      INFO(pf[k].name);
+      CHECK(rel_l2(to_vector(ph[k].grad->to(Device::CPU)), to_vector(pf[k].grad->to(Device::CPU))) < 0.1);
+    }
+    CHECK(rel_l2(to_vector(half.forward(xd, eval).to(Device::CPU)), to_vector(full.forward(xd, eval).to(Device::CPU))) <
+          0.03);
+    CHECK(half.first_nonfinite(&x).empty());
   }
-  CHECK(nhwc >= 9);  // (all but the global pool's and fc's outputs)
-  CHECK(half.layout(half.size() - 2) == 0);
-  CHECK_THAT(half.summary(), Catch::Contains("nhwc bf16"));
-  const Tensor x = random_tensor({16, 3, 8, 8}, 31), r = random_tensor({16, 3}, 32);
-  const Tensor xd = x.to(kDev), rd = r.to(kDev);
-  const StepContext train{true, 7, 3, 0}, eval{false, 7, 3, 0};
-  const std::vector<float> yh = to_vector(half.forward(xd, train).to(Device::CPU)),
-                           yf = to_vector(full.forward(xd, train).to(Device::CPU));
-  for (size_t i = 0; i < half.size(); ++i)
-    if (!half.activation(i).empty()) CHECK(half.activation(i).dtype() == half.dtype(i));
-  CHECK(rel_l2(yh, yf) < 0.03);
-  half.backward(xd, rd), full.backward(xd, rd);
-  ex.sync(ex.compute());
-  auto ph = half.params(), pf = full.params();
-  REQUIRE(ph.size() == pf.size());
-  for (size_t k = 0; k < pf.size(); ++k) {
-    INFO(pf[k].name);
-    CHECK(rel_l2(to_vector(ph[k].grad->to(Device::CPU)), to_vector(pf[k].grad->to(Device::CPU))) < 0.1);
-  }
-  CHECK(rel_l2(to_vector(half.forward(xd, eval).to(Device::CPU)), to_vector(full.forward(xd, eval).to(Device::CPU))) <
-        0.03);
-  CHECK(half.first_nonfinite(&x).empty());
 }

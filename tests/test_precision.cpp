@@ -65,6 +65,42 @@ TEST_CASE("bf16 activations: stored as round_mantissa(v, 7) rounds, read back ex
   CHECK(f.dtype() == DType::F32);
 }
 
+TEST_CASE(
+    "fp16 activations: stored as IEEE binary16 rounds (round_to's fp16), read back exactly, the vector conversion bit "
+    "for bit the scalar one, and a tensor's type is checked",
+    "[precision]") {
+  std::vector<float> v = {0.f,     -0.f,  1.f,     1.f + 1.f / 2048, 1.f + 3.f / 2048, 65504.f,  65520.f, -65519.f,
+                          6.1e-5f, 6e-8f, 2.9e-8f, INFINITY,         -INFINITY,        -2.5e-3f, 3.4e38f};
+  Rng rng(5);
+  for (int i = 0; i < 2000; ++i) v.push_back(rng.normal() * std::pow(10.f, static_cast<float>(i % 14 - 9)));
+  for (float f : v) {
+    INFO(f);
+    const float h = fp16_to_float(float_to_fp16(f));
+    CHECK(f32_bits(h) == f32_bits(round_to(Precision::Fp16, f)));
+    CHECK(fp16_to_float(float_to_fp16(h)) == h);  // (exact once rounded)
+  }
+  CHECK(std::isnan(fp16_to_float(float_to_fp16(NAN))));
+  // to_16bit (AVX-512 or F16C where built, 16 or 8 at a time, a masked tail) against the scalar conversion, over
+  // lengths that leave every tail.
+  for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{2015}}) {
+    INFO("n = " << n);
+    std::vector<fp16_t> got(static_cast<size_t>(n) + 1, fp16_t{0x5555});
+    to_16bit(v.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i) CHECK(got[i].bits == float_to_fp16(v[i]).bits);
+    CHECK(got[n].bits == 0x5555);  // (nothing written past the end)
+  }
+  const Tensor x = make_tensor({2, 3}, {1.f, 1.f + 1.f / 2048, -7.3f, 0.5f, 1e30f, -1e-30f});
+  const Tensor h = x.as(DType::F16);
+  CHECK(h.dtype() == DType::F16);
+  CHECK(h.bytes() == 12);
+  CHECK_THROWS_WITH(h.bf16(), Catch::Contains("Tensor::bf16() of a fp16 tensor [2,3]"));
+  CHECK_THROWS_WITH(x.fp16(), Catch::Contains("Tensor::fp16() of a fp32 tensor"));
+  const Tensor back = h.as(DType::F32);
+  for (int64_t i = 0; i < 6; ++i) CHECK(back.data()[i] == round_to(Precision::Fp16, x.data()[i]));
+  CHECK(back.data()[4] == INFINITY);  // (past 65504)
+  CHECK(h.as(DType::Bf16).as(DType::F32).data()[2] == round_to(Precision::Bf16, back.data()[2]));
+}
+
 namespace {
 
 double worst_rel(const Tensor& a, const Tensor& b) {
