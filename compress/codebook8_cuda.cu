@@ -1,5 +1,6 @@
-// CUDA twins of the four 8-bit types: per-block abs-max (block_max_cuda), then one thread per value computing
-// codebook8_math.h's code (the CPU's exact function); decode through the 128 magnitudes in shared memory; and the fused
+// CUDA twins of the four 8-bit types: one thread block per scale block finding its abs-max and writing its codes
+// (codec_cuda.cuh's one-pass kernels; elsewhere per-block abs-max, block_max_cuda, then one thread per value) through
+// codebook8_math.h's code (the CPU's exact function); decode through the 128 magnitudes; and the fused
 // owner step of scatter-allgather (decode N payloads, sum in rank order, add the residual, re-encode, keep the new
 // residual) in one pass, one thread block per scale block. Products and sums use explicit round-to-nearest
 // intrinsics so no fused multiply-add makes a bit differ from the CPU.
@@ -35,6 +36,23 @@ __device__ inline void load_magnitudes(float* sm, const float* mag) {
   for (int c = threadIdx.x; c < 128; c += blockDim.x) sm[c] = mag[c];
   __syncthreads();
 }
+
+// The one-pass kernels' code book (codec_cuda.cuh): a block's scale is its abs-max; the magnitudes are read through
+// the cache (128 floats).
+struct BookCodes {
+  CodebookDevice book;
+  struct Block {
+    CodebookDevice book;
+    Factors f;
+    float scale;
+    __device__ uint8_t code(float v) const { return code_of(book, v, f); }
+  };
+  __device__ Block at(uint32_t m) const { return {book, factors(f32_from_bits(m)), f32_from_bits(m)}; }
+  __device__ bool value(uint8_t c, float s, float& v) const {
+    v = value_of(book.magnitudes, c, s);
+    return true;
+  }
+};
 
 __global__ void encode_kernel(CodebookDevice book, const float* __restrict__ x, int64_t n, int64_t block, int64_t nb,
                               const uint32_t* __restrict__ maxima, uint8_t* out, HeaderBytes h) {
@@ -102,11 +120,16 @@ size_t Codebook8Codec::encode_cuda(const CodebookDevice& book, const float* x, i
   const int64_t block = block_for(n);
   const int64_t nb = (n + block - 1) / block;
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, "8-bit encoder (CUDA): payload not 4-byte aligned");
+  const HeaderBytes h = header_bytes({id, 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(block)});
+  if (scaled_one_pass(n, block, x, out)) {
+    scaled_encode_kernel<<<static_cast<unsigned>(nb), kThreads, 0, comm_stream(ex)>>>(
+        BookCodes{book}, x, n, block, nb, out, h, codec_device_scratch(ex).status);
+    CHECK_LAUNCH("codebook8_encode (one pass)");
+    return kHeaderBytes + 4 * static_cast<size_t>(nb) + static_cast<size_t>(n);
+  }
   uint32_t* maxima = static_cast<uint32_t*>(codec_device_temp(ex, static_cast<size_t>(nb) * 4 + 4));
   block_max_cuda(x, n, block, maxima, nb, codec_device_scratch(ex).status, ex);
-  encode_kernel<<<grid_for(n), kThreads, 0, comm_stream(ex)>>>(
-      book, x, n, block, nb, maxima, out,
-      header_bytes({id, 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(block)}));
+  encode_kernel<<<grid_for(n), kThreads, 0, comm_stream(ex)>>>(book, x, n, block, nb, maxima, out, h);
   CHECK_LAUNCH("codebook8_encode");
   return kHeaderBytes + 4 * static_cast<size_t>(nb) + static_cast<size_t>(n);
 }
@@ -114,6 +137,13 @@ size_t Codebook8Codec::encode_cuda(const CodebookDevice& book, const float* x, i
 void Codebook8Codec::decode_cuda(const CodebookDevice& book, const uint8_t* in, float* out, int64_t n, int64_t block,
                                  bool accumulate, Exec& ex) const {
   OCTET_CHECK(reinterpret_cast<uintptr_t>(in) % 4 == 0, "8-bit payload (CUDA): not 4-byte aligned");
+  const int64_t nb = (n + block - 1) / block;
+  if (scaled_one_pass(n, block, out, in) && nb < (int64_t{1} << 31)) {
+    scaled_decode_kernel<<<static_cast<unsigned>(nb), kThreads, 0, comm_stream(ex)>>>(
+        BookCodes{book}, in, out, n, block, nb, accumulate, codec_device_scratch(ex).status);
+    CHECK_LAUNCH("codebook8_decode (one pass)");
+    return;
+  }
   decode_kernel<<<grid_for(n), kThreads, 0, comm_stream(ex)>>>(book, in, out, n, block, (n + block - 1) / block,
                                                                accumulate, codec_device_scratch(ex).status);
   CHECK_LAUNCH("codebook8_decode");

@@ -19,7 +19,8 @@ CodecDeviceScratch& codec_device_scratch(Exec& ex) {
   if (!s.status) {
     ex.bind_thread();
     s.status = static_cast<CodecStatus*>(device_alloc(ex.device(), sizeof(CodecStatus)));
-    s.host = static_cast<CodecStatus*>(pinned_alloc(sizeof(CodecStatus)));
+    s.host = static_cast<CodecStatus*>(pinned_alloc(2 * sizeof(CodecStatus)));
+    s.host[1].key = ~0ull;
   }
   return s;
 }
@@ -53,8 +54,10 @@ void* codec_device_pinned(Exec& ex, size_t bytes) {
 }
 
 void codec_device_reset_status(Exec& ex) {
-  static const CodecStatus kClear{~0ull};  // what a copy reads when it runs: constant
-  copy_async(codec_device_scratch(ex).status, &kClear, sizeof kClear, CopyKind::HostToDevice, ex.comm());
+  // From page-locked memory, so the copy is queued like the kernels after it: from pageable memory CUDA first
+  // synchronizes the stream.
+  CodecDeviceScratch& s = codec_device_scratch(ex);
+  copy_async(s.status, &s.host[1], sizeof(CodecStatus), CopyKind::HostToDevice, ex.comm());
 }
 
 void codec_device_check(Exec& ex, const char* codec, const float* x, int64_t n) {

@@ -37,7 +37,7 @@ constexpr unsigned long long kNonFiniteSum = 1ull << 47;
 // Per host thread and device: the status record (device memory, reset before a call's kernels) and growable scratch.
 struct CodecDeviceScratch {
   CodecStatus* status = nullptr;  // device
-  CodecStatus* host = nullptr;    // host mirror for the read-back
+  CodecStatus* host = nullptr;    // page-locked: host[0] the read-back's mirror, host[1] the cleared status
   uint8_t* bytes = nullptr;       // device scratch
   size_t capacity = 0;
   uint8_t* pinned = nullptr;  // host area for values the host reads back (sizes, headers, histograms)

@@ -1,5 +1,6 @@
-// CUDA twins of the fp8 codecs: per-block abs-max (block_max_cuda), then one thread per value through fp8.h's
-// conversions (the CPU's exact functions); decode one thread per value; the fused owner step of scatter-allgather
+// CUDA twins of the fp8 codecs: one thread block per scale block finding its abs-max and writing its codes
+// (codec_cuda.cuh's one-pass kernels; elsewhere per-block abs-max, block_max_cuda, then one thread per value) through
+// fp8.h's conversions (the CPU's exact functions); decode likewise; the fused owner step of scatter-allgather
 // (decode N payloads, sum in rank order, add the residual, re-encode, keep the new residual), one thread block per
 // scale block. Products and sums use explicit round-to-nearest intrinsics so no fused multiply-add makes a bit differ.
 #include "compress/codec_cuda.cuh"
@@ -10,6 +11,25 @@ namespace octet {
 namespace {
 
 constexpr int kThreads = 256;
+
+// The one-pass kernels' fp8 (codec_cuda.cuh): a block's scale is the power of two scale_exp picks from its abs-max.
+struct Fp8Codes {
+  Fp8Format f;
+  struct Block {
+    Fp8Format f;
+    float scale, inv;
+    __device__ uint8_t code(float v) const { return f.code(__fmul_rn(v, inv)); }
+  };
+  __device__ Block at(uint32_t m) const {
+    const int e = f.scale_exp(m);
+    return {f, Fp8Format::pow2(e), Fp8Format::pow2(-e)};
+  }
+  __device__ bool value(uint8_t c, float s, float& v) const {
+    if (f.nonfinite(c)) return false;
+    v = __fmul_rn(f.value(c), s);
+    return true;
+  }
+};
 
 __global__ void fp8_encode_kernel(Fp8Format f, const float* __restrict__ x, int64_t n, int64_t block, int64_t nb,
                                   const uint32_t* __restrict__ maxima, uint8_t* out, HeaderBytes h) {
@@ -80,17 +100,29 @@ __global__ void fp8_reduce_encode_kernel(Fp8Format f, Parts parts, int nparts, i
 size_t Fp8Codec::encode_cuda(const float* x, int64_t n, uint8_t* out, Exec& ex) const {
   const int64_t block = block_for(n), nb = blocks(n, block);
   OCTET_CHECK(reinterpret_cast<uintptr_t>(out) % 4 == 0, f_.name << " encoder (CUDA): payload not 4-byte aligned");
+  const HeaderBytes h = header_bytes({codec_id(f_.name), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(block)});
+  if (scaled_one_pass(n, block, x, out)) {
+    scaled_encode_kernel<<<static_cast<unsigned>(nb), kThreads, 0, comm_stream(ex)>>>(
+        Fp8Codes{f_}, x, n, block, nb, out, h, codec_device_scratch(ex).status);
+    CHECK_LAUNCH("fp8_encode (one pass)");
+    return kHeaderBytes + 4 * static_cast<size_t>(nb) + static_cast<size_t>(n);
+  }
   uint32_t* maxima = static_cast<uint32_t*>(codec_device_temp(ex, static_cast<size_t>(nb) * 4 + 4));
   block_max_cuda(x, n, block, maxima, nb, codec_device_scratch(ex).status, ex);
-  fp8_encode_kernel<<<grid_for(n), kThreads, 0, comm_stream(ex)>>>(
-      f_, x, n, block, nb, maxima, out,
-      header_bytes({codec_id(f_.name), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(block)}));
+  fp8_encode_kernel<<<grid_for(n), kThreads, 0, comm_stream(ex)>>>(f_, x, n, block, nb, maxima, out, h);
   CHECK_LAUNCH("fp8_encode");
   return kHeaderBytes + 4 * static_cast<size_t>(nb) + static_cast<size_t>(n);
 }
 
 void Fp8Codec::decode_cuda(const uint8_t* in, float* out, int64_t n, int64_t block, bool accumulate, Exec& ex) const {
   OCTET_CHECK(reinterpret_cast<uintptr_t>(in) % 4 == 0, f_.name << " payload (CUDA): not 4-byte aligned");
+  const int64_t nb = blocks(n, block);
+  if (scaled_one_pass(n, block, out, in)) {
+    scaled_decode_kernel<<<static_cast<unsigned>(nb), kThreads, 0, comm_stream(ex)>>>(
+        Fp8Codes{f_}, in, out, n, block, nb, accumulate, codec_device_scratch(ex).status);
+    CHECK_LAUNCH("fp8_decode (one pass)");
+    return;
+  }
   fp8_decode_kernel<<<grid_for(n), kThreads, 0, comm_stream(ex)>>>(f_, in, out, n, block, blocks(n, block), accumulate,
                                                                    codec_device_scratch(ex).status);
   CHECK_LAUNCH("fp8_decode");
