@@ -1,46 +1,73 @@
 #!/usr/bin/env bash
-# A time-boxed first look at a GPU for a short device lease: unpacks the bundle (scripts/gpu/bundle.sh) and runs, most
-# telling first, the CUDA parity tests, the GPU training tests, compute-sanitizer memcheck over the parity tests and
-# one LeNet epoch GPU vs CPU, each section under its own limit, every log written to OUT as it goes (so a lease that
-# ends early still returns what ran). check.sh is the full check; this is for when device minutes are few.
-# Usage: scripts/gpu/triage.sh BUNDLE.tar.gz OUT [SECONDS_PER_SECTION...]  (limits: parity train sanitize speed)
+# A time-boxed look at a GPU in one device call, for short leases: unpacks the bundle (scripts/gpu/bundle.sh), runs the
+# correctness checks side by side (the CUDA parity tests, tests/cuda_train_test.sh, compute-sanitizer memcheck over
+# the layout and model cases: about 80 s on an H200), then one at a time the GPU codecs against a device copy
+# (bench compress), the staged exchange in pipelined pieces against one piece (2 ranks sharing the GPU), and
+# speed.sh's rows while the budget lasts. Every log lands under OUT as it goes, so a lease that ends early still
+# returns what ran; at the end the logs are packed into OUT/logs.tgz (a device call returns few files) beside
+# OUT/summary.txt, which is also printed. One such call took 368 s on an H200 (2026-11-28).
+# Usage: scripts/gpu/triage.sh BUNDLE.tar.gz OUT
+#   BUDGET     seconds for the whole script; the speed rows take what the checks leave (default 420)
+#   MODELS, MODES        speed.sh's first table (default resnet50:64, "fp32 tf32 bf16 fp16")
+#   MODELS2, MODES2      an optional second table (e.g. "resnet50:256 resnet18:64", default bf16)
+#   CORRECT=0, CODECS=0  skip the checks or the codec figures
+#   MEMCHECK_FILTER      the parity cases memcheck runs (default "[layout],[model]")
 set -u
-tarball=$1 out=$2
-lp=${3:-120} lt=${4:-180} ls=${5:-90} lsp=${6:-60}
-mkdir -p "$out"
-tar xzf "$tarball" -C /tmp && cd /tmp/octet-gpu && . ./env.sh
+tarball=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+out=$2
+t0=$(date +%s)
+left() { echo $((${BUDGET:-420} - ($(date +%s) - t0))); }
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+tar xzf "$tarball" -C /tmp && cd /tmp/octet-gpu && . ./env.sh || exit 1
 sum=$out/summary.txt
-{ date -u +%FT%TZ; nproc; nvidia-smi -L; octet version; } >"$sum" 2>&1
-t0=$(date +%s)
-timeout "$lp" octet_cuda_tests -r compact >"$out/parity.log" 2>&1; echo "parity rc=$? $(( $(date +%s) - t0 ))s" >>"$sum"
-tail -3 "$out/parity.log" >>"$sum"
-t0=$(date +%s)
-timeout "$lt" bash tests/cuda_train_test.sh "$PWD/bin/octet" "$PWD" >"$out/train.log" 2>&1
-echo "train rc=$? $(( $(date +%s) - t0 ))s" >>"$sum"; grep -E "^(ok|FAIL)" "$out/train.log" >>"$sum"
-t0=$(date +%s)
+logs=$out/logs
+mkdir -p "$logs"
+{
+  nvidia-smi -L
+  nvidia-smi --query-gpu=driver_version,clocks.max.sm --format=csv,noheader
+  octet version
+  echo "bundle $(cat VERSION), $(nproc) cores"
+} >"$sum" 2>&1
 cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
-timeout "$ls" "$cs" --tool memcheck --print-limit 30 --error-exitcode 9 octet_cuda_tests -r compact >"$out/memcheck.log" 2>&1
-echo "memcheck rc=$? $(( $(date +%s) - t0 ))s" >>"$sum"; grep -E "ERROR SUMMARY|^test cases|^All tests" "$out/memcheck.log" >>"$sum"
-t0=$(date +%s)
-lenet=(train configs/mnist/lenet.yaml --set data.path=datasets/mnist-22k --set run.epochs=1 --set run.log_every=100000
-  --set run.eval_every=0)
-timeout "$lsp" octet "${lenet[@]}" --set run.out_dir=/tmp/lg --set parallel.device=cuda >"$out/speed.log" 2>&1
-echo "lenet gpu rc=$? $(( $(date +%s) - t0 ))s" >>"$sum"; grep "^done:" "$out/speed.log" >>"$sum"
-timeout "$lsp" octet "${lenet[@]}" --set run.out_dir=/tmp/lc --set run.threads="$(nproc)" >>"$out/speed.log" 2>&1
-echo "lenet cpu rc=$?" >>"$sum"; grep "^done:" "$out/speed.log" | tail -1 >>"$sum"
-# The reproduction nets on the GPU, synthetic data at their input sizes: grouped convolutions and ceil-mode pooling
-# (Caffe's AlexNet), conv_bn projections and bottlenecks (ResNet-50), synchronized batchnorm on 2 ranks (ResNet-18).
-t0=$(date +%s)
-syn() { echo "data={dataset: synthetic, synthetic_shape: [3,$1,$1], synthetic_classes: 10, synthetic_train: 4096, synthetic_test: 64, batch_size: $2}"; }
-gpu=(--set parallel.device=cuda --set run.max_steps=60 --set run.log_every=100000 --set run.eval_every=0)
-timeout "$lsp" octet train configs/imagenet/alexnet.yaml "${gpu[@]}" --set "$(syn 227 128)" \
-  --set model.layers.21.out_features=10 --set run.out_dir=/tmp/ra >"$out/repro.log" 2>&1
-echo "alexnet (groups) gpu rc=$? $(( $(date +%s) - t0 ))s $(grep '^done:' "$out/repro.log" | tail -1)" >>"$sum"
-timeout "$lsp" octet train configs/imagenet/resnet50.yaml "${gpu[@]}" --set "$(syn 224 64)" \
-  --set model.layers.9.out_features=10 --set run.out_dir=/tmp/r50 >>"$out/repro.log" 2>&1
-echo "resnet50 gpu rc=$? $(( $(date +%s) - t0 ))s $(grep '^done:' "$out/repro.log" | tail -1)" >>"$sum"
-timeout "$lsp" mpirun -np 2 octet train configs/imagenet/resnet18.yaml "${gpu[@]}" --set "$(syn 224 32)" \
-  --set model.layers.9.out_features=10 --set parallel.sync_batchnorm=true --set parallel.checksum_every=1 \
-  --set run.out_dir=/tmp/r18 >>"$out/repro.log" 2>&1
-echo "resnet18 sync-bn 2 ranks gpu rc=$? $(( $(date +%s) - t0 ))s $(grep '^done:' "$out/repro.log" | tail -1)" >>"$sum"
+timed() {  # timed NAME LIMIT COMMAND...: the command's output in logs/NAME.log, its rc and seconds in logs/NAME.rc
+  local name=$1 limit=$2 t
+  shift 2
+  t=$(date +%s)
+  timeout "$limit" "$@" >"$logs/$name.log" 2>&1
+  echo "$name rc=$? $(($(date +%s) - t))s" >"$logs/$name.rc"
+}
+if [[ ${CORRECT:-1} == 1 ]]; then
+  timed parity 120 octet_cuda_tests -r compact &
+  timed train 170 bash tests/cuda_train_test.sh "$PWD/bin/octet" "$PWD" &
+  timed memcheck 120 "$cs" --tool memcheck --print-limit 20 --error-exitcode 9 octet_cuda_tests -r compact \
+    "${MEMCHECK_FILTER:-[layout],[model]}" &
+  wait
+  cat "$logs"/{parity,train,memcheck}.rc >>"$sum"
+  grep -E "^test cases|^All tests|failed" "$logs/parity.log" | tail -4 >>"$sum"
+  grep -E "^(ok|FAIL)" "$logs/train.log" >>"$sum"
+  grep -E "ERROR SUMMARY|^test cases|^All tests" "$logs/memcheck.log" >>"$sum"
+fi
+echo "after the checks: $(($(date +%s) - t0)) s" >>"$sum"
+if [[ ${CODECS:-1} == 1 ]]; then
+  timed codecs 70 octet bench compress --device cuda --config '' --size 256M --reps 10
+  for c in 0 auto; do
+    timed "pieces_$c" 40 mpirun -np 2 octet bench allreduce --device cuda --transport mpi --min 64M --max 64M \
+      --codecs dynamic_tree8 --chunk-mb "$c" --iters 10
+  done
+  cat "$logs"/codecs.rc "$logs"/pieces_*.rc >>"$sum"
+  grep -E "^[a-z0-9_]+ +[0-9]" "$logs/codecs.log" >>"$sum"
+  for c in 0 auto; do grep "dynamic_tree8" "$logs/pieces_$c.log" | sed "s/^/chunk-mb $c: /" >>"$sum"; done
+fi
+echo "after the codecs: $(($(date +%s) - t0)) s" >>"$sum"
+if [[ $(left) -gt 30 ]]; then
+  STEPS=20 WARMUP=5 LIMIT=45 MODELS="${MODELS:-resnet50:64}" MODES="${MODES:-fp32 tf32 bf16 fp16}" \
+    timeout "$(left)" ./speed.sh "$logs/speed" >/dev/null 2>&1
+  if [[ -n ${MODELS2:-} && $(left) -gt 30 ]]; then
+    STEPS=20 WARMUP=5 LIMIT=45 MODELS="$MODELS2" MODES="${MODES2:-bf16}" timeout "$(left)" ./speed.sh "$logs/speed2" \
+      >/dev/null 2>&1
+  fi
+  grep -h "^|" "$logs/speed/speed.md" "$logs/speed2/speed.md" >>"$sum" 2>/dev/null
+fi
+echo "end: $(($(date +%s) - t0)) s" >>"$sum"
 cat "$sum"
+(cd "$out" && tar czf logs.tgz logs && rm -rf logs)
