@@ -138,7 +138,7 @@ void Codebook8Codec::decode_cuda(const CodebookDevice& book, const uint8_t* in, 
                                  bool accumulate, Exec& ex) const {
   OCTET_CHECK(reinterpret_cast<uintptr_t>(in) % 4 == 0, "8-bit payload (CUDA): not 4-byte aligned");
   const int64_t nb = (n + block - 1) / block;
-  if (scaled_one_pass(n, block, out, in) && nb < (int64_t{1} << 31)) {
+  if (scaled_one_pass(n, block, out, in)) {
     scaled_decode_kernel<<<static_cast<unsigned>(nb), kThreads, 0, comm_stream(ex)>>>(
         BookCodes{book}, in, out, n, block, nb, accumulate, codec_device_scratch(ex).status);
     CHECK_LAUNCH("codebook8_decode (one pass)");

@@ -87,13 +87,13 @@ __device__ uint32_t owner_block_sum(const Parts& parts, int nparts, int64_t k, i
 
 // The one-pass kernels of the block-scaled byte codecs (codebook8, fp8: header | nb fp32 scales | n one-byte codes),
 // one thread block per scale block k, its values x[lo, lo + len): each value is read once from memory, each code
-// written once. Where they apply (scaled_one_pass: block a multiple of 4 and at most kOnePassMax, x and the decoder's
-// output 16-byte aligned, the payload 4-byte aligned: its codes then are too) they replace the abs-max pass plus one
-// thread per value, which read x twice and divided each index by the block.
+// written once. Where they apply (scaled_one_pass: block a multiple of 4 and at most kOnePassMax, fewer than 2^31
+// blocks, x and the decoder's output 16-byte aligned, the payload 4-byte aligned: its codes then are too) they replace
+// the abs-max pass plus one thread per value, which read x twice and divided each index by the block.
 constexpr int64_t kOnePassMax = 65536;
 inline bool scaled_one_pass(int64_t n, int64_t block, const void* values, const void* payload) {
-  return n > 0 && block % 4 == 0 && block <= kOnePassMax && reinterpret_cast<uintptr_t>(values) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(payload) % 4 == 0;
+  return n > 0 && block > 0 && block % 4 == 0 && block <= kOnePassMax && (n + block - 1) / block < (int64_t{1} << 31) &&
+         reinterpret_cast<uintptr_t>(values) % 16 == 0 && reinterpret_cast<uintptr_t>(payload) % 4 == 0;
 }
 
 // Encoder: the block's abs-max bits m (a NaN or infinity reported as NonFiniteInput at its index, as block_max_cuda
