@@ -100,7 +100,8 @@ void Add::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
   const float neg = relu_ ? 0.f : 1.f;
   const bool half = x.dtype() != DType::F32;  // (a 16-bit model's activations)
   if (p_.shortcut == Shortcut::Pad) {
-    if (half) return add_pad_forward_bf16_cpu(x.bf16(), s.bf16(), y.bf16(), pad_geom(x), neg, st);
+    // (option A on 16-bit activations: a bf16 model's on the CPU alone; a device's 16-bit pad add is plain)
+    if (x.dtype() == DType::Bf16) return add_pad_forward_bf16_cpu(x.bf16(), s.bf16(), y.bf16(), pad_geom(x), neg, st);
     return launch_twin("add (pad) forward", add_pad_forward_cpu, OCTET_CUDA_TWIN(add_pad_forward_cuda), st, x.data(),
                        s.data(), y.data(), pad_geom(x), neg);
   }

@@ -238,7 +238,7 @@ void Conv2d::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   const cudaStream_t s = cuda_stream(exec().compute());
   const DType a16 = activation_type(p);  // channels-last 16-bit activations, in the convolution's own type
   const bool xh = x.dtype() != DType::F32, yh = y.dtype() != DType::F32;
-  OCTET_CHECK((!xh || x.dtype() == a16) && (!yh || y.dtype() == a16),
+  OCTET_CHECK(!(xh || yh) || (is_16bit(p) && (!xh || x.dtype() == a16) && (!yh || y.dtype() == a16)),
               op("forward") << ": " << dtype_name(xh ? x.dtype() : y.dtype()) << " activations in a "
                             << precision_name(p) << " convolution");
   const void* xo = xh ? x.raw() : operand(p, MixedRole::X, x, s);
@@ -269,8 +269,8 @@ void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, T
   }
   const DType a16 = activation_type(p);
   const bool xh = x.dtype() != DType::F32, dyh = dy.dtype() != DType::F32, dxh = dx && dx->dtype() != DType::F32;
-  OCTET_CHECK(!(xh || dyh || dxh) ||
-                  ((!xh || x.dtype() == a16) && (!dyh || dy.dtype() == a16) && (!dxh || dx->dtype() == a16) && !relu_),
+  OCTET_CHECK(!(xh || dyh || dxh) || (is_16bit(p) && (!xh || x.dtype() == a16) && (!dyh || dy.dtype() == a16) &&
+                                      (!dxh || dx->dtype() == a16) && !relu_),
               op("backward") << ": 16-bit activations in a " << precision_name(p) << " convolution"
                              << (relu_ ? " with a fused ReLU" : ""));
   const void* xo = xh ? x.raw() : operand(p, MixedRole::X, x, s);
