@@ -70,5 +70,8 @@ void cuda_stream_wait(void* stream, void* event);
 void cuda_event_sync(void* event);
 void cuda_stream_sync(void* stream);
 void cuda_set_device(int ordinal);
+// Waits for the current device's work, then opens (on) or closes the range a profiler started with its capture bound to
+// the CUDA profiler API records (nsys --capture-range=cudaProfilerApi, ncu --profile-from-start off).
+void cuda_profiler_range(bool on);
 
 }  // namespace octet

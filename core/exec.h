@@ -70,6 +70,9 @@ class Exec {
   Event record_timed(Stream s) const;
   // Seconds from a to b, two timed events of one device that the host has seen reached (sync on b).
   double seconds_between(const Event& a, const Event& b) const;
+  // A CUDA device: the host waits for its work, then opens or closes the profiler API's range (run.profile); no-op
+  // elsewhere.
+  void profiler_range(bool on) const;
   void* cudnn() const { return cudnn_; }    // cudnnHandle_t on the compute stream (CUDA contexts)
   void* cublas() const { return cublas_; }  // cublasHandle_t on the compute stream (CUDA contexts)
 

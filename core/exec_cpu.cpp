@@ -100,6 +100,10 @@ void Exec::sync(Stream s) const {
   if (s.device == Device::Sim) sim::flush(sim_queue(s));
 }
 
+void Exec::profiler_range(bool on) const {
+  if (device_ == Device::CUDA) cuda_profiler_range(on);
+}
+
 #ifndef OCTET_WITH_CUDA
 
 Exec& Exec::cuda(int) { OCTET_THROW("no CUDA device can be used: " << cuda_unavailable_reason()); }
@@ -129,6 +133,7 @@ void cuda_stream_wait(void*, void*) { OCTET_NO_CUDA; }
 void cuda_event_sync(void*) { OCTET_NO_CUDA; }
 void cuda_stream_sync(void*) { OCTET_NO_CUDA; }
 void cuda_set_device(int) { OCTET_NO_CUDA; }
+void cuda_profiler_range(bool) { OCTET_NO_CUDA; }
 
 #endif
 

@@ -1,5 +1,6 @@
 // CUDA build of core/device.h's runtime wrappers and of Exec's GPU contexts: device and pinned memory, stream-ordered
 // copies, the per-device streams (compute, copy, comm), events, and cuDNN/cuBLAS handles bound to the compute stream.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <dlfcn.h>
@@ -200,5 +201,13 @@ void cuda_event_sync(void* event) { CHECK_CUDA(cudaEventSynchronize(static_cast<
 void cuda_stream_sync(void* stream) { CHECK_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }
 
 void cuda_set_device(int ordinal) { CHECK_CUDA(cudaSetDevice(ordinal)); }
+
+void cuda_profiler_range(bool on) {
+  CHECK_CUDA(cudaDeviceSynchronize());  // (the range holds whole steps: what they queued has run)
+  if (on)
+    CHECK_CUDA(cudaProfilerStart());
+  else
+    CHECK_CUDA(cudaProfilerStop());
+}
 
 }  // namespace octet

@@ -131,7 +131,7 @@ template <typename T, int W>
 struct MaskedDy {
   const T *g, *x;
   Lanes<W> a, b;  // the tile's scale and shift
-  float operator()(int64_t i, int l) const { return relu_grad(load(g, i), load(x, i) * a[l] + b[l]); }
+  float operator()(int64_t i, int l) const { return relu_grad(load(g, i), bn_relu_input(load(x, i), a[l], b[l])); }
 };
 template <typename T>
 struct MaskFromX {
@@ -208,7 +208,7 @@ void BatchNorm::apply_cpu(const Tensor& x, Tensor& y) {
       constexpr int W = decltype(L)::value;
       each_output<L>(Tiles{x.dim(0), channels_, plane(x)}, yp, [=](int64_t base, int64_t c0) {
         return [p = xp + base, a = Lanes<W>(scale, c0), b = Lanes<W>(shift, c0), neg](int64_t i, int l) {
-          return relu_slope(load(p, i) * a[l] + b[l], neg);
+          return relu_slope(bn_relu_input(load(p, i), a[l], b[l]), neg);
         };
       });
     });

@@ -153,26 +153,28 @@ __global__ void bn_apply(const float* __restrict__ x, float* __restrict__ y, con
                          ChannelOf ch, float neg) {
   OCTET_GRID_STRIDE(i, s.n * s.c * s.hw) {
     const int64_t c = ch(i, s);
-    y[i] = relu_slope(x[i] * coeff[kCoeff * c + 2] + coeff[kCoeff * c + 3], neg);
+    y[i] = relu_slope(bn_relu_input(x[i], coeff[kCoeff * c + 2], coeff[kCoeff * c + 3]), neg);
   }
 }
 
-// The output gradient as the layer sees it: masked where a fused ReLU's output y is not positive (y: nullptr, none).
-__device__ __forceinline__ float bn_dy(const float* __restrict__ dy, const float* __restrict__ y, int64_t e) {
-  return y ? relu_grad(dy[e], y[e]) : dy[e];
+// The output gradient as the layer sees it: with a fused ReLU, masked where the forward's output was not positive, as
+// recomputed from x by the channel's forward coefficients K (the CPU's way: the output is not read).
+__device__ __forceinline__ float bn_dy(const float* __restrict__ dy, bool relu, float x, const float* K, int64_t e) {
+  return relu ? relu_grad(dy[e], bn_relu_input(x, K[2], K[3])) : dy[e];
 }
 
 // Block (c, p): part p of channel c's sums of dy and dy * xhat -> part[c * P + p] and part[C * P + c * P + p].
-__global__ void bn_part_grad(const float* __restrict__ x, const float* __restrict__ dy, const float* __restrict__ y,
+__global__ void bn_part_grad(const float* __restrict__ x, const float* __restrict__ dy, bool relu,
                              const float* __restrict__ coeff, double* __restrict__ part, BnShape s) {
   __shared__ double shared[kThreads / 32];
   const int64_t c = blockIdx.x;
-  const float mean = coeff[kCoeff * c], invstd = coeff[kCoeff * c + 1];
+  const float* K = coeff + kCoeff * c;
+  const float mean = K[0], invstd = K[1];
   double sdy = 0, sdyx = 0;
   bn_for_part(s, c, [&](int64_t e) {
-    const float g = bn_dy(dy, y, e);
+    const float xv = x[e], g = bn_dy(dy, relu, xv, K, e);
     sdy += g;
-    sdyx += static_cast<double>(g) * ((x[e] - mean) * invstd);
+    sdyx += static_cast<double>(g) * ((xv - mean) * invstd);
   });
   sdy = block_sum(sdy, shared);
   sdyx = block_sum(sdyx, shared);
@@ -197,11 +199,12 @@ __global__ void bn_grad_finish(const double* __restrict__ part, int P, const flo
   }
 }
 
-__global__ void bn_input_grad(const float* __restrict__ x, const float* __restrict__ dy, const float* __restrict__ y,
+__global__ void bn_input_grad(const float* __restrict__ x, const float* __restrict__ dy, bool relu,
                               const float* __restrict__ coeff, float* __restrict__ dx, BnShape s, ChannelOf ch) {
   OCTET_GRID_STRIDE(i, s.n * s.c * s.hw) {
     const float* k = coeff + kCoeff * ch(i, s);
-    dx[i] = k[4] * (bn_dy(dy, y, i) - k[5] - (x[i] - k[0]) * k[1] * k[6]);
+    const float xv = x[i];
+    dx[i] = k[4] * (bn_dy(dy, relu, xv, k, i) - k[5] - (xv - k[0]) * k[1] * k[6]);
   }
 }
 
@@ -291,7 +294,7 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
   CHECK_LAUNCH("bn_apply");
 }
 
-void BatchNorm::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
+void BatchNorm::backward_cuda(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor* dx) {
   OCTET_CHECK(last_train_ && coeff_.numel() == kCoeff * channels_,
               "batchnorm " << name() << ": backward needs a training forward before it");
   const BnShape s{x.dim(0), channels_, plane(x)};
@@ -300,17 +303,16 @@ void BatchNorm::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy
   const bool sync = dx && synced();  // (no input gradient: on every rank alike, no exchange)
   double* dev = sync ? sums_device(2) : nullptr;
   const bool nhwc = nhwc_operands(x, dy);
-  const void* mask = relu_ ? y.raw() : nullptr;
-  const NhwcPlan plan = nhwc ? bnh_plan(s, x.dtype(), {x.raw(), dy.raw(), mask, dx ? dx->raw() : nullptr}) : NhwcPlan{};
+  const NhwcPlan plan = nhwc ? bnh_plan(s, x.dtype(), {x.raw(), dy.raw(), dx ? dx->raw() : nullptr}) : NhwcPlan{};
   const int P = nhwc ? 1 : bn_parts(s);  // (channels-last: the channels' totals, one part each)
   const double* part = nullptr;          // [2, C, P]: the sums of dy, then of dy * xhat
   if (nhwc) {
-    part = bnh_grad_sums(plan, x.dtype(), x.raw(), dy.raw(), mask, coeff_.data(), parts_device(bnh_scratch(plan, s)), s,
-                         st);
+    part = bnh_grad_sums(plan, x.dtype(), x.raw(), dy.raw(), relu_, coeff_.data(), parts_device(bnh_scratch(plan, s)),
+                         s, st);
   } else {
     double* parts = parts_device(2 * channels_ * P);
     bn_part_grad<<<dim3(static_cast<unsigned>(channels_), static_cast<unsigned>(P)), kThreads, 0, st>>>(
-        x.data(), dy.data(), relu_ ? y.data() : nullptr, coeff_.data(), parts, s);
+        x.data(), dy.data(), relu_, coeff_.data(), parts, s);
     CHECK_LAUNCH("bn_part_grad");
     part = parts;
   }
@@ -326,9 +328,9 @@ void BatchNorm::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy
     bn_grad_global<<<grid_for(channels_), 256, 0, st>>>(dev, M, gamma_.data(), coeff_.data(), channels_);
     CHECK_LAUNCH("bn_grad_global");
   }
-  if (nhwc) return bnh_input_grad(plan, x.dtype(), x.raw(), dy.raw(), mask, coeff_.data(), dx->raw(), s, st);
-  bn_input_grad<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), dy.data(), relu_ ? y.data() : nullptr, coeff_.data(),
-                                                     dx->data(), s, ChannelOf(s));
+  if (nhwc) return bnh_input_grad(plan, x.dtype(), x.raw(), dy.raw(), relu_, coeff_.data(), dx->raw(), s, st);
+  bn_input_grad<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), dy.data(), relu_, coeff_.data(), dx->data(), s,
+                                                     ChannelOf(s));
   CHECK_LAUNCH("bn_input_grad");
 }
 

@@ -43,13 +43,14 @@ int64_t bnh_scratch(const NhwcPlan& p, const BnShape& s);
 // bn_parts_sum reads them with P = 1).
 const double* bnh_stats(const NhwcPlan& p, DType t, const void* x, double* scratch, float* coeff, const BnShape& s,
                         cudaStream_t st);
-// Backward sums: returns [C] sums of dy (masked by y where y is not null: a fused ReLU), then [C] of dy * xhat.
-const double* bnh_grad_sums(const NhwcPlan& p, DType t, const void* x, const void* dy, const void* y,
-                            const float* coeff, double* scratch, const BnShape& s, cudaStream_t st);
+// Backward sums: returns [C] sums of dy (relu: a fused ReLU's, masked where x * scale + shift, the forward's output
+// before it, is not positive), then [C] of dy * xhat.
+const double* bnh_grad_sums(const NhwcPlan& p, DType t, const void* x, const void* dy, bool relu, const float* coeff,
+                            double* scratch, const BnShape& s, cudaStream_t st);
 // y = x * scale + shift (negative values times neg); dx from the coefficients k, a, b.
 void bnh_apply(const NhwcPlan& p, DType t, const void* x, void* y, const float* coeff, const BnShape& s, float neg,
                cudaStream_t st);
-void bnh_input_grad(const NhwcPlan& p, DType t, const void* x, const void* dy, const void* y, const float* coeff,
-                    void* dx, const BnShape& s, cudaStream_t st);
+void bnh_input_grad(const NhwcPlan& p, DType t, const void* x, const void* dy, bool relu, const float* coeff, void* dx,
+                    const BnShape& s, cudaStream_t st);
 
 }  // namespace octet

@@ -24,6 +24,10 @@ OCTET_HD BnChannel bn_train_channel(double sum, double sq_dev, int64_t m, float 
   return c;
 }
 
+// The normalized value x * scale + shift: the forward's output before a fused ReLU, and what that ReLU's backward mask
+// is recomputed from (so the output need not be read), one expression on both devices.
+OCTET_HD float bn_relu_input(float x, float scale, float shift) { return x * scale + shift; }
+
 // Evaluation: the running statistics.
 OCTET_HD BnChannel bn_eval_channel(float running_mean, float running_var, float gamma, float beta, float eps) {
   BnChannel c;

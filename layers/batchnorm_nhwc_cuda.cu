@@ -12,6 +12,7 @@
 #include "core/fast_div.h"
 #include "core/vec16_cuda.cuh"
 #include "layers/batchnorm_cuda.cuh"
+#include "layers/batchnorm_math.h"
 #include "layers/relu_math.h"
 
 namespace octet {
@@ -102,25 +103,27 @@ __global__ void __launch_bounds__(kThreads) bnv_sq(const T* __restrict__ x, cons
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    bnv_grad(const T* __restrict__ x, const T* __restrict__ dy, const T* __restrict__ y,
-             const float* __restrict__ coeff, double* __restrict__ part, BnShape s, int lanes, int rows) {
+    bnv_grad(const T* __restrict__ x, const T* __restrict__ dy, bool relu, const float* __restrict__ coeff,
+             double* __restrict__ part, BnShape s, int lanes, int rows) {
   constexpr int V = Vec16<T>::n;
   __shared__ double shared[kThreads * V];
   double sdy[V] = {}, sdyx[V] = {};
   const int64_t c0 = first_channel<V>(lanes);
-  float mean[V], invstd[V];
+  float mean[V], invstd[V], scale[V], shift[V];
 #pragma unroll
-  for (int k = 0; k < V; ++k) mean[k] = coeff[kCoeff * (c0 + k)], invstd[k] = coeff[kCoeff * (c0 + k) + 1];
+  for (int k = 0; k < V; ++k) {
+    const float* K = coeff + kCoeff * (c0 + k);
+    mean[k] = K[0], invstd[k] = K[1], scale[k] = K[2], shift[k] = K[3];
+  }
   const Rows R = part_rows(s);
   for (int64_t row = R.begin + threadIdx.x / lanes; row < R.end; row += rows) {
     const int64_t e = row * s.c + c0;
-    float xv[V], g[V], yv[V];
+    float xv[V], g[V];
     load16(x + e, xv);
     load16(dy + e, g);
-    if (y) {
-      load16(y + e, yv);
+    if (relu) {
 #pragma unroll
-      for (int k = 0; k < V; ++k) g[k] = relu_grad(g[k], yv[k]);
+      for (int k = 0; k < V; ++k) g[k] = relu_grad(g[k], bn_relu_input(xv[k], scale[k], shift[k]));
     }
 #pragma unroll
     for (int k = 0; k < V; ++k) {
@@ -180,16 +183,18 @@ __global__ void bns_sq(const T* __restrict__ x, const float* __restrict__ coeff,
 }
 
 template <typename T>
-__global__ void bns_grad(const T* __restrict__ x, const T* __restrict__ dy, const T* __restrict__ y,
-                         const float* __restrict__ coeff, double* __restrict__ part, BnShape s) {
+__global__ void bns_grad(const T* __restrict__ x, const T* __restrict__ dy, bool relu, const float* __restrict__ coeff,
+                         double* __restrict__ part, BnShape s) {
   __shared__ double shared[kRowThreads * kLanes];
   const int64_t c = blockIdx.x * kLanes + threadIdx.x;
-  const float mean = c < s.c ? coeff[kCoeff * c] : 0.f, invstd = c < s.c ? coeff[kCoeff * c + 1] : 0.f;
+  const float* K = coeff + kCoeff * (c < s.c ? c : 0);
+  const float mean = K[0], invstd = K[1], scale = K[2], shift = K[3];
   double sdy = 0, sdyx = 0;
   scalar_for_part(s, [&](int64_t e) {
-    const float g = y ? relu_grad(load(dy, e), load(y, e)) : load(dy, e);
+    const float xv = load(x, e);
+    const float g = relu ? relu_grad(load(dy, e), bn_relu_input(xv, scale, shift)) : load(dy, e);
     sdy += g;
-    sdyx += static_cast<double>(g) * ((load(x, e) - mean) * invstd);
+    sdyx += static_cast<double>(g) * ((xv - mean) * invstd);
   });
   scalar_write(scalar_rows_sum(sdy, shared), part, s, 2 * s.c);
   scalar_write(scalar_rows_sum(sdyx, shared), part + s.c, s, 2 * s.c);
@@ -251,7 +256,7 @@ __global__ void __launch_bounds__(kThreads)
     float v[V];
     load16(x + e, v);
 #pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = relu_slope(v[k] * scale[k] + shift[k], neg);
+    for (int k = 0; k < V; ++k) v[k] = relu_slope(bn_relu_input(v[k], scale[k], shift[k]), neg);
     store16(y + e, v);
   }
 }
@@ -261,32 +266,31 @@ __global__ void bns_apply(const T* __restrict__ x, T* __restrict__ y, const floa
                           ChannelMod ch, float neg) {
   OCTET_GRID_STRIDE(i, n) {
     const int64_t c = ch(i);
-    store(y, i, relu_slope(load(x, i) * coeff[kCoeff * c + 2] + coeff[kCoeff * c + 3], neg));
+    store(y, i, relu_slope(bn_relu_input(load(x, i), coeff[kCoeff * c + 2], coeff[kCoeff * c + 3]), neg));
   }
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    bnv_input_grad(const T* __restrict__ x, const T* __restrict__ dy, const T* __restrict__ y,
-                   const float* __restrict__ coeff, T* __restrict__ dx, BnShape s, int lanes, int rows) {
+    bnv_input_grad(const T* __restrict__ x, const T* __restrict__ dy, bool relu, const float* __restrict__ coeff,
+                   T* __restrict__ dx, BnShape s, int lanes, int rows) {
   constexpr int V = Vec16<T>::n;
   const int64_t c0 = first_channel<V>(lanes), m = s.n * s.hw;
-  float mean[V], invstd[V], kk[V], ka[V], kb[V];
+  float mean[V], invstd[V], scale[V], shift[V], kk[V], ka[V], kb[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     const float* K = coeff + kCoeff * (c0 + k);
-    mean[k] = K[0], invstd[k] = K[1], kk[k] = K[4], ka[k] = K[5], kb[k] = K[6];
+    mean[k] = K[0], invstd[k] = K[1], scale[k] = K[2], shift[k] = K[3], kk[k] = K[4], ka[k] = K[5], kb[k] = K[6];
   }
   for (int64_t row = blockIdx.y * static_cast<int64_t>(rows) + threadIdx.x / lanes; row < m;
        row += static_cast<int64_t>(gridDim.y) * rows) {
     const int64_t e = row * s.c + c0;
-    float xv[V], g[V], yv[V];
+    float xv[V], g[V];
     load16(x + e, xv);
     load16(dy + e, g);
-    if (y) load16(y + e, yv);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float gk = y ? relu_grad(g[k], yv[k]) : g[k];
+      const float gk = relu ? relu_grad(g[k], bn_relu_input(xv[k], scale[k], shift[k])) : g[k];
       g[k] = kk[k] * (gk - ka[k] - (xv[k] - mean[k]) * invstd[k] * kb[k]);
     }
     store16(dx + e, g);
@@ -294,12 +298,13 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T>
-__global__ void bns_input_grad(const T* __restrict__ x, const T* __restrict__ dy, const T* __restrict__ y,
+__global__ void bns_input_grad(const T* __restrict__ x, const T* __restrict__ dy, bool relu,
                                const float* __restrict__ coeff, T* __restrict__ dx, int64_t n, ChannelMod ch) {
   OCTET_GRID_STRIDE(i, n) {
     const float* K = coeff + kCoeff * ch(i);
-    const float g = y ? relu_grad(load(dy, i), load(y, i)) : load(dy, i);
-    store(dx, i, K[4] * (g - K[5] - (load(x, i) - K[0]) * K[1] * K[6]));
+    const float xv = load(x, i);
+    const float g = relu ? relu_grad(load(dy, i), bn_relu_input(xv, K[2], K[3])) : load(dy, i);
+    store(dx, i, K[4] * (g - K[5] - (xv - K[0]) * K[1] * K[6]));
   }
 }
 
@@ -374,16 +379,15 @@ const double* bnh_stats(const NhwcPlan& p, DType t, const void* x, double* scrat
   return total;
 }
 
-const double* bnh_grad_sums(const NhwcPlan& p, DType t, const void* x, const void* dy, const void* y,
-                            const float* coeff, double* scratch, const BnShape& s, cudaStream_t st) {
+const double* bnh_grad_sums(const NhwcPlan& p, DType t, const void* x, const void* dy, bool relu, const float* coeff,
+                            double* scratch, const BnShape& s, cudaStream_t st) {
   double* total = scratch + 2 * s.c * p.parts;  // [2C]: dy's sums, then dy * xhat's
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     if (p.vec)
-      bnv_grad<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), typed<T>(dy), typed<T>(y), coeff, scratch, s, p.lanes,
-                                                   p.rows);
+      bnv_grad<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), typed<T>(dy), relu, coeff, scratch, s, p.lanes, p.rows);
     else
-      bns_grad<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), typed<T>(dy), typed<T>(y), coeff, scratch, s);
+      bns_grad<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), typed<T>(dy), relu, coeff, scratch, s);
     CHECK_LAUNCH("bnh_grad");
   });
   fold(scratch, total, p.parts, 2 * s.c, st);
@@ -403,16 +407,16 @@ void bnh_apply(const NhwcPlan& p, DType t, const void* x, void* y, const float* 
   });
 }
 
-void bnh_input_grad(const NhwcPlan& p, DType t, const void* x, const void* dy, const void* y, const float* coeff,
-                    void* dx, const BnShape& s, cudaStream_t st) {
+void bnh_input_grad(const NhwcPlan& p, DType t, const void* x, const void* dy, bool relu, const float* coeff, void* dx,
+                    const BnShape& s, cudaStream_t st) {
   const int64_t n = s.n * s.c * s.hw;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     if (p.vec)
-      bnv_input_grad<<<rows_grid(p, s), kThreads, 0, st>>>(typed<T>(x), typed<T>(dy), typed<T>(y), coeff, typed<T>(dx),
-                                                           s, p.lanes, p.rows);
+      bnv_input_grad<<<rows_grid(p, s), kThreads, 0, st>>>(typed<T>(x), typed<T>(dy), relu, coeff, typed<T>(dx), s,
+                                                           p.lanes, p.rows);
     else
-      bns_input_grad<<<grid_for(n), 256, 0, st>>>(typed<T>(x), typed<T>(dy), typed<T>(y), coeff, typed<T>(dx), n,
+      bns_input_grad<<<grid_for(n), 256, 0, st>>>(typed<T>(x), typed<T>(dy), relu, coeff, typed<T>(dx), n,
                                                   channel_mod(s));
     CHECK_LAUNCH("bnh_input_grad");
   });

@@ -24,13 +24,16 @@ train() {  # train OUT_DIR [extra args...]: LeNet on real MNIST on the GPU
     --set parallel.device=cuda --set run.log_every=100 "$@"
 }
 
-# 1. One epoch on the GPU: the CPU's accuracy bar, and the device named in the log.
-if ! train "$tmp/one" --set run.epochs=1 >"$tmp/log1" 2>&1; then
+# 1. One epoch on the GPU: the CPU's accuracy bar, and the device named in the log (and run.profile's range opened
+#    around steps 10-12, a no-op with no profiler attached).
+if ! train "$tmp/one" --set run.epochs=1 --set run.profile=true --set run.trace_start=10 --set run.trace_steps=3 \
+  >"$tmp/log1" 2>&1; then
   tail -20 "$tmp/log1"; bad "one epoch on the GPU"
 else
   acc=$(field "$tmp/one/mnist-lenet/summary.json" test_accuracy)
   ips=$(field "$tmp/one/mnist-lenet/summary.json" images_per_s_steady)
   grep "^device: cuda:" "$tmp/log1" || bad "the log does not name the GPU"
+  grep -q "^profile: the CUDA profiler range opens before step 10 (3 steps)" "$tmp/log1" || bad "no run.profile line"
   grep "^done:" "$tmp/log1"
   if awk -v a="$acc" 'BEGIN { exit !(a >= 0.97) }'; then echo "ok: one epoch on the GPU: test accuracy $acc, $ips img/s"
   else bad "one epoch on the GPU: test accuracy $acc < 0.97"; fi

@@ -45,6 +45,7 @@ void read_run(Section s, RunConfig& r) {
   r.trace = s.get<bool>("trace", r.trace);
   r.trace_start = at_least(s, "trace_start", r.trace_start, 0);
   r.trace_steps = at_least(s, "trace_steps", r.trace_steps, 1);
+  r.profile = s.get<bool>("profile", r.profile);
   if (r.trace_steps > 100000) s.fail("trace_steps", "must be at most 100000 (a trace of that many steps is gigabytes)");
   s.finish();
 }

@@ -31,6 +31,9 @@ struct RunConfig {
   bool trace = false;        // write a Chrome trace of every rank's spans (trace.json in the run directory)
   int64_t trace_start = 5;   // steps of this invocation before the trace window opens
   int64_t trace_steps = 20;  // steps the window spans
+  // On a GPU, the same window's steps bracketed by the CUDA profiler API (what nsys --capture-range=cudaProfilerApi
+  // or ncu --profile-from-start off records), independent of trace.
+  bool profile = false;
 };
 
 struct DataConfig {

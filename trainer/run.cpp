@@ -375,6 +375,21 @@ void Run::trace_before_step() {
   }
 }
 
+void Run::profile_before_step() {
+  if (!cfg_.run.profile || !on_device(exec_->device())) return;
+  const int64_t start = cfg_.run.trace_start, end = start + cfg_.run.trace_steps;
+  if (steps_here_ == start && !profiling_) {
+    exec_->profiler_range(true);
+    profiling_ = true;
+    OCTET_LOG("profile: the CUDA profiler range opens before step " << pos.global_step << " (" << cfg_.run.trace_steps
+                                                                     << " step" << (cfg_.run.trace_steps > 1 ? "s" : "")
+                                                                     << ")");
+  } else if (profiling_ && steps_here_ == end) {
+    exec_->profiler_range(false);
+    profiling_ = false;
+  }
+}
+
 void Run::write_trace() {
   trace::set_on(false);
   trace_done_ = true;
@@ -397,6 +412,7 @@ void Run::write_trace() {
 
 bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
   trace_before_step();
+  profile_before_step();
   const double t0 = now_seconds() - data_s;
   if (trace::on()) trace::add("data", nullptr, std::max(t0, trace_origin_), t0 + data_s, pos.global_step);
   TraceSpan step_span("step", nullptr, nullptr, pos.global_step);
@@ -509,6 +525,7 @@ void Run::report_loader_notes() {
 }
 
 TrainResult Run::finish() {
+  if (profiling_) exec_->profiler_range(false), profiling_ = false;  // (fewer steps than the window: what ran)
   if (stopped_by_) {  // the checkpoint is written; the rest is for the run's real end
     result.stopped_by = stopped_by_;
     result.steps = pos.global_step;

@@ -79,6 +79,7 @@ class Run {
   // run.trace: opens the window at this invocation's step trace_start (after a barrier, the ranks' common origin),
   // closes it trace_steps steps later or at the end, and writes trace.json through rank 0 (collective).
   void trace_before_step();
+  void profile_before_step();  // run.profile: the profiler range's ends (trace_start, trace_start + trace_steps)
   void write_trace();
   void evaluate_now(int64_t epoch);
   // Device runs: checkpoints hold host copies of the device tensors (state_ names the copies).
@@ -136,6 +137,7 @@ class Run {
   int64_t steps_here_ = 0;  // steps of this invocation
   int64_t eval_step_ = -1;  // the step the last evaluation saw
   double trace_origin_ = 0;
+  bool profiling_ = false;  // run.profile's range is open
   bool trace_done_ = false;  // the window has closed (trace::on() while it is open)
 };
 

@@ -20,6 +20,7 @@
 #   PYTHON    a python3 with CUDA-enabled torch (default: the first of python3, /opt/torch/.venv/bin/python3 with it)
 #   OCTET_SET extra octet settings, space-separated KEY=VALUE (e.g. "model.activations=fp32": a bf16 model's
 #             activations in fp32 NCHW, as before channels-last bf16 ones)
+#   TORCH=0   no PyTorch column (octet alone, e.g. again with CUDNN_LIB_DIR naming another cuDNN)
 #   DETERMINISTIC  octet's parallel.deterministic (default false: cuDNN's fastest algorithms by timing, as PyTorch's
 #             cudnn.benchmark; true: the deterministic ones octet takes by default)
 set -uo pipefail
@@ -56,7 +57,9 @@ octet=${OCTET:-$(command -v octet || true)}
 for c in "$root/build-gpu/octet" "$root/build/octet"; do [[ -z $octet && -x $c ]] && octet=$c; done
 [[ -n $octet ]] || echo "speed.sh: no octet binary (OCTET, PATH, build-gpu/, build/): the octet cells will read fail" >&2
 py=""
-for c in ${PYTHON:-} python3 /opt/torch/.venv/bin/python3; do
+candidates=(${PYTHON:-} python3 /opt/torch/.venv/bin/python3)
+[[ ${TORCH:-1} == 0 ]] && candidates=()
+for c in "${candidates[@]}"; do
   command -v "$c" >/dev/null 2>&1 || continue
   if [[ $torch_device == cpu ]] && "${torch_env[@]}" "$c" -c 'import torch' 2>/dev/null; then py=$c; break; fi
   "${torch_env[@]}" "$c" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null &&

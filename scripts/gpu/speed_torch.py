@@ -173,6 +173,10 @@ def main():
     ap.add_argument("steps", type=int)
     ap.add_argument("warmup", type=int)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="where to train (default cuda)")
+    ap.add_argument("--profile", action="store_true",
+                    help="bracket the timed steps with the CUDA profiler API (torch.cuda.profiler.start/stop), as "
+                         "octet's run.profile does, for nsys --capture-range=cudaProfilerApi or ncu "
+                         "--profile-from-start off (profile.sh)")
     a = ap.parse_args()
     dev = a.device
     if a.batch < 1 or a.steps < 1 or a.warmup < 0:
@@ -221,11 +225,16 @@ def main():
     for _ in range(a.warmup):
         step()
     sync()
+    profiling = a.profile and dev == "cuda"
+    if profiling:
+        torch.cuda.profiler.start()
     t0 = time.perf_counter()
     for _ in range(a.steps):
         loss = step()
     sync()
     seconds = time.perf_counter() - t0
+    if profiling:
+        torch.cuda.profiler.stop()
     if not torch.isfinite(loss.detach().float()).item():
         print(f"speed_torch.py: the loss is {loss.item()} after the timed steps", file=sys.stderr)
     peak = torch.cuda.max_memory_allocated() / 2**20 if dev == "cuda" else None  # tensors, not the cache's reserve

@@ -12,6 +12,10 @@
 #   MODELS2, MODES2      an optional second table (e.g. "resnet50:256 resnet18:64", default bf16)
 #   CORRECT=0, CODECS=0  skip the checks or the codec figures
 #   MEMCHECK_FILTER      the parity cases memcheck runs (default "[layout],[model]")
+#   PROFILE=0            skip profile.sh (where a step's GPU time goes, octet beside PyTorch: ResNet-50 bf16 at 256,
+#                        or PROFILE_MODEL/PROFILE_BATCH/PROFILE_MODE), run after the codecs, before the speed rows
+#   CUDNN_COMPARE=0      skip the last row: ResNet-50 bf16 at 256, octet alone, on the CUDA toolkit's own cuDNN (env.sh
+#                        gives octet the machine's newest; this says what that is worth)
 set -u
 tarball=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 out=$2
@@ -59,6 +63,14 @@ if [[ ${CODECS:-1} == 1 ]]; then
   for c in 0 auto; do grep "dynamic_tree8" "$logs/pieces_$c.log" | sed "s/^/chunk-mb $c: /" >>"$sum"; done
 fi
 echo "after the codecs: $(($(date +%s) - t0)) s" >>"$sum"
+if [[ ${PROFILE:-1} == 1 && $(left) -gt 150 ]]; then
+  MODEL=${PROFILE_MODEL:-resnet50} BATCH=${PROFILE_BATCH:-256} MODE=${PROFILE_MODE:-bf16} LIMIT=100 \
+    timed profile 220 ./profile.sh "$logs/profile"
+  cat "$logs/profile.rc" >>"$sum"
+  sed -n '/^| category/,$p' "$logs/profile/kernels.md" >>"$sum" 2>/dev/null
+  rm -f "$logs"/profile/*.nsys-rep "$logs"/profile/*.sqlite
+fi
+echo "after the profile: $(($(date +%s) - t0)) s" >>"$sum"
 if [[ $(left) -gt 30 ]]; then
   STEPS=20 WARMUP=5 LIMIT=45 MODELS="${MODELS:-resnet50:64}" MODES="${MODES:-fp32 tf32 bf16 fp16}" \
     timeout "$(left)" ./speed.sh "$logs/speed" >/dev/null 2>&1
@@ -67,6 +79,13 @@ if [[ $(left) -gt 30 ]]; then
       >/dev/null 2>&1
   fi
   grep -h "^|" "$logs/speed/speed.md" "$logs/speed2/speed.md" >>"$sum" 2>/dev/null
+fi
+machine_cudnn=${CUDA_HOME:-/usr/local/cuda}/lib64
+if [[ ${CUDNN_COMPARE:-1} == 1 && -e $machine_cudnn/libcudnn.so.9 && $(left) -gt 40 ]]; then
+  echo "octet on $machine_cudnn's cuDNN:" >>"$sum"
+  CUDNN_LIB_DIR=$machine_cudnn TORCH=0 STEPS=20 WARMUP=5 LIMIT=45 MODELS=resnet50:256 MODES=bf16 \
+    timeout "$(left)" ./speed.sh "$logs/speed_machine_cudnn" >/dev/null 2>&1
+  grep -h "^| resnet50" "$logs/speed_machine_cudnn/speed.md" >>"$sum" 2>/dev/null
 fi
 echo "end: $(($(date +%s) - t0)) s" >>"$sum"
 cat "$sum"
