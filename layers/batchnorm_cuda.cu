@@ -1,5 +1,7 @@
 // BatchNorm on the GPU: each channel's values are summed in double by several thread blocks (partial sums added in a
-// fixed order: the mean, then the squared deviations about it, as the CPU does) and batchnorm_math.h's per-channel
+// fixed order), in one pass: the sums of x - k and (x - k)^2 about a reference k, the channel's first value
+// (batchnorm_math.h's bn_moments_about: the sum and the squared deviations about the mean from them; the CPU takes two
+// passes, the mean then the deviations, and agrees to double's rounding), and batchnorm_math.h's per-channel
 // arithmetic applied; elementwise kernels apply the result (and a fused ReLU's clamp and mask, Layer::fuse_relu). In
 // NCHW (fp32) a block sums a slice of one channel; channels-last (kNhwc: a 16-bit model's activations) the kernels of
 // batchnorm_nhwc_cuda.cu run. Synchronized (sync: true on several ranks): the per-channel sums come back to the host,
@@ -62,27 +64,33 @@ __device__ __forceinline__ void bn_for_part(const BnShape& s, int64_t c, F f) {
   }
 }
 
-// Block (c, p): part p of channel c's sum -> part[c * P + p].
-__global__ void bn_part_sum(const float* __restrict__ x, double* __restrict__ part, BnShape s) {
+// Block (c, p): part p of channel c's sums of x - k and (x - k)^2 about its reference k, the channel's first value
+// (which block (c, 0) writes to coeff[8c + 7]) -> part[c * P + p] and part[C * P + c * P + p].
+__global__ void bn_part_stats(const float* __restrict__ x, double* __restrict__ part, float* __restrict__ coeff,
+                              BnShape s) {
   __shared__ double shared[kThreads / 32];
   const int64_t c = blockIdx.x;
-  double sum = 0;
-  bn_for_part(s, c, [&](int64_t e) { sum += x[e]; });
+  const float ref = x[c * s.hw];  // (sample 0, position 0)
+  if (blockIdx.y == 0 && threadIdx.x == 0) coeff[kCoeff * c + 7] = ref;
+  double sum = 0, sq = 0;
+  bn_for_part(s, c, [&](int64_t e) {
+    const double d = static_cast<double>(x[e]) - static_cast<double>(ref);
+    sum += d;
+    sq += d * d;
+  });
   sum = block_sum(sum, shared);
-  if (threadIdx.x == 0) part[c * gridDim.y + blockIdx.y] = sum;
+  sq = block_sum(sq, shared);
+  if (threadIdx.x == 0) {
+    part[c * gridDim.y + blockIdx.y] = sum;
+    part[(s.c + c) * gridDim.y + blockIdx.y] = sq;
+  }
 }
 
-// Block (c, p): part p of the squared deviations about the channel's mean rounded to a float (as the CPU loops:
-// (x - a)^2 in float, summed in double; the synchronized exchange's reference a) -> sq[c * P + p].
-__global__ void bn_part_sq(const float* __restrict__ x, const double* __restrict__ sum_part, double* __restrict__ sq,
-                           BnShape s) {
-  __shared__ double shared[kThreads / 32];
-  const int64_t c = blockIdx.x;
-  const float a = static_cast<float>(bn_parts_sum(sum_part, c, gridDim.y) / static_cast<double>(s.n * s.hw));
-  double v = 0;
-  bn_for_part(s, c, [&](int64_t e) { v += (x[e] - a) * (x[e] - a); });
-  v = block_sum(v, shared);
-  if (threadIdx.x == 0) sq[c * gridDim.y + blockIdx.y] = v;
+// Channel c's sum and squared deviations about its mean, from its parts of the one-pass sums about coeff[8c + 7].
+__device__ __forceinline__ BnMoments bn_channel_moments(const double* __restrict__ sum_part,
+                                                        const double* __restrict__ sq_part, int P,
+                                                        const float* __restrict__ coeff, int64_t c, int64_t m) {
+  return bn_moments_about(bn_parts_sum(sum_part, c, P), bn_parts_sum(sq_part, c, P), coeff[kCoeff * c + 7], m);
 }
 
 // Thread = channel. train: the batch statistics from the parts (and the running update); else the running ones.
@@ -93,9 +101,9 @@ __global__ void bn_coeffs(const double* __restrict__ sum_part, const double* __r
   OCTET_GRID_STRIDE(c, s.c) {
     BnChannel ch;
     if (train) {
-      const double sum = bn_parts_sum(sum_part, c, P), sq = bn_parts_sum(sq_part, c, P);
-      ch = bn_train_channel(sum, sq, s.n * s.hw, gamma[c], beta[c], eps);
-      bn_update_running(running_mean[c], running_var[c], sum, sq, s.n * s.hw, momentum);
+      const BnMoments mo = bn_channel_moments(sum_part, sq_part, P, coeff, c, s.n * s.hw);
+      ch = bn_train_channel(mo.sum, mo.sq_dev, s.n * s.hw, gamma[c], beta[c], eps);
+      bn_update_running(running_mean[c], running_var[c], mo.sum, mo.sq_dev, s.n * s.hw, momentum);
     } else {
       ch = bn_eval_channel(running_mean[c], running_var[c], gamma[c], beta[c], eps);
     }
@@ -104,13 +112,17 @@ __global__ void bn_coeffs(const double* __restrict__ sum_part, const double* __r
   }
 }
 
-// Synchronized forward, stage 1, thread = channel: [3C] the reference mean a (the float mean), sum, sum of (x - a)^2.
+// Synchronized forward, stage 1, thread = channel: [3C] the reference mean a (the float mean, as the CPU's), sum, sum
+// of (x - a)^2 (= the squared deviations about the mean + m (mean - a)^2).
 __global__ void bn_local_out(const double* __restrict__ sum_part, const double* __restrict__ sq_part, int P,
-                             double* __restrict__ out, BnShape s) {
+                             const float* __restrict__ coeff, double* __restrict__ out, BnShape s) {
   OCTET_GRID_STRIDE(c, s.c) {
-    const double sum = bn_parts_sum(sum_part, c, P);
-    out[c] = static_cast<float>(sum / static_cast<double>(s.n * s.hw));
-    out[s.c + c] = sum, out[2 * s.c + c] = bn_parts_sum(sq_part, c, P);
+    const int64_t m = s.n * s.hw;
+    const BnMoments mo = bn_channel_moments(sum_part, sq_part, P, coeff, c, m);
+    const double mean = mo.sum / static_cast<double>(m);
+    const float a = static_cast<float>(mean);
+    out[c] = a, out[s.c + c] = mo.sum;
+    out[2 * s.c + c] = mo.sq_dev + static_cast<double>(m) * (mean - a) * (mean - a);
   }
 }
 
@@ -262,18 +274,16 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
   if (ctx.train && nhwc) {
     sum_part = bnh_stats(plan, x.dtype(), x.raw(), parts_device(bnh_scratch(plan, s)), coeff_.data(), s, st);
     sq_part = sum_part + channels_;
-  } else if (ctx.train) {  // the channels' sums in parts: [C, P] sums, then [C, P] squared deviations
+  } else if (ctx.train) {  // the channels' sums in parts: [C, P] of x - k, then [C, P] of (x - k)^2
     double* parts = parts_device(2 * channels_ * P);
     const dim3 grid(static_cast<unsigned>(channels_), static_cast<unsigned>(P));
-    bn_part_sum<<<grid, kThreads, 0, st>>>(x.data(), parts, s);
-    CHECK_LAUNCH("bn_part_sum");
-    bn_part_sq<<<grid, kThreads, 0, st>>>(x.data(), parts, parts + channels_ * P, s);
-    CHECK_LAUNCH("bn_part_sq");
+    bn_part_stats<<<grid, kThreads, 0, st>>>(x.data(), parts, coeff_.data(), s);
+    CHECK_LAUNCH("bn_part_stats");
     sum_part = parts, sq_part = parts + channels_ * P;
   }
   if (ctx.train && synced()) {
     double* dev = sums_device(3);
-    bn_local_out<<<grid_for(channels_), 256, 0, st>>>(sum_part, sq_part, P, dev, s);
+    bn_local_out<<<grid_for(channels_), 256, 0, st>>>(sum_part, sq_part, P, coeff_.data(), dev, s);
     CHECK_LAUNCH("bn_local_out");
     host_.resize(static_cast<size_t>(3 * channels_));
     sums_to_host(dev, 3, st);

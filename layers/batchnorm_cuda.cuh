@@ -15,8 +15,8 @@ struct BnShape {
   int64_t n, c, hw;
 };
 
-// Per channel in the coefficient tensor: mean, invstd, scale, shift (forward); k, a, b (backward); the mean rounded to
-// a float (the squared deviations' reference).
+// Per channel in the coefficient tensor: mean, invstd, scale, shift (forward); k, a, b (backward); the reference k of
+// the forward's one-pass statistics (the channel's first value; batchnorm_math.h's bn_moments_about).
 constexpr int64_t kCoeff = 8;
 
 // The channel's sum from its parts ([C, P], part c * P + q), in part order (every reader gets the same bits).
@@ -38,9 +38,8 @@ NhwcPlan bnh_plan(const BnShape& s, DType t, std::initializer_list<const void*> 
 
 // The doubles of device scratch the reductions take: parts ([P, C] twice, or [P, 2C]) and the [2C] totals after them.
 int64_t bnh_scratch(const NhwcPlan& p, const BnShape& s);
-// Forward statistics: each channel's sum, the float mean of it into coeff[8c + 7], and the sum of the squared
-// deviations about that; returns the totals, [C] sums then [C] squared deviations (in scratch: one part a channel, as
-// bn_parts_sum reads them with P = 1).
+// Forward statistics in one pass: each channel's reference k (its value in row 0) into coeff[8c + 7], and returns the
+// totals [C] of x - k, then [C] of (x - k)^2 (in scratch: one part a channel, as bn_parts_sum reads them with P = 1).
 const double* bnh_stats(const NhwcPlan& p, DType t, const void* x, double* scratch, float* coeff, const BnShape& s,
                         cudaStream_t st);
 // Backward sums: returns [C] sums of dy (relu: a fused ReLU's, masked where x * scale + shift, the forward's output

@@ -12,6 +12,19 @@ struct BnChannel {
   float scale, shift;  // y = x * scale + shift
 };
 
+// A channel's m values summed in one pass about a reference k (one of the values: the GPU's first row), in double:
+// s = sum (x - k), q = sum (x - k)^2. Returns its sum and the sum of its squared deviations about the mean,
+// sum (x - mean)^2 = q - s^2 / m, exact in real arithmetic for any k; near the data (k one of the values), double's
+// rounding stays far below a float's.
+struct BnMoments {
+  double sum, sq_dev;
+};
+OCTET_HD BnMoments bn_moments_about(double s, double q, float k, int64_t m) {
+  const double md = static_cast<double>(m);
+  const double sq = q - s * (s / md);
+  return {s + md * static_cast<double>(k), sq > 0.0 ? sq : 0.0};
+}
+
 // Training: sum and sum of squared deviations (about the mean) of the channel's m values.
 OCTET_HD BnChannel bn_train_channel(double sum, double sq_dev, int64_t m, float gamma, float beta, float eps) {
   BnChannel c;

@@ -3,8 +3,8 @@
 // channels (or, where C or the alignment does not allow it, one channel) of its block's slice of the rows, sum in
 // double, add the block's row threads in a fixed order and write one partial sum a channel and block ([P, C], adjacent
 // channels adjacent); a fold adds each channel's P parts in a fixed order into its total, which the NCHW path's
-// per-channel kernels read as one part. The elementwise passes give each thread 16 bytes of fixed channels, their
-// coefficients held in registers, over rows.
+// per-channel kernels read as one part (the forward's statistics in one pass, sums about a reference value). The
+// elementwise passes give each thread 16 bytes of fixed channels, their coefficients held in registers, over rows.
 #include <cstdint>
 
 #include "core/cuda_util.cuh"
@@ -61,44 +61,35 @@ __device__ void write_sums(const double* acc, double* shared /*[kThreads * V]*/,
   __syncthreads();
 }
 
+// The forward statistics in one pass: each channel's sums of x - k and (x - k)^2 in double about its reference k, the
+// channel's value in row 0 (batchnorm_math.h's bn_moments_about), which the first part's row-0 threads also write to
+// coeff[8c + 7] for the coefficients' kernel. Parts [P, 2C]: the sums, then the squares.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    bnv_sum(const T* __restrict__ x, double* __restrict__ part, BnShape s, int lanes, int rows) {
+__global__ void __launch_bounds__(kThreads) bnv_stats(const T* __restrict__ x, double* __restrict__ part,
+                                                      float* __restrict__ coeff, BnShape s, int lanes, int rows) {
   constexpr int V = Vec16<T>::n;
   __shared__ double shared[kThreads * V];
-  double acc[V] = {};
+  double sum[V] = {}, sq[V] = {};
   const int64_t c0 = first_channel<V>(lanes);
-  const Rows R = part_rows(s);
-  for (int64_t row = R.begin + threadIdx.x / lanes; row < R.end; row += rows) {
-    float v[V];
-    load16(x + row * s.c + c0, v);
+  float ref[V];
+  load16(x + c0, ref);
+  if (blockIdx.y == 0 && threadIdx.x < lanes) {
 #pragma unroll
-    for (int k = 0; k < V; ++k) acc[k] += v[k];
+    for (int k = 0; k < V; ++k) coeff[kCoeff * (c0 + k) + 7] = ref[k];
   }
-  write_sums<V>(acc, shared, part, lanes, rows, s.c);
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kThreads) bnv_sq(const T* __restrict__ x, const float* __restrict__ coeff,
-                                                   double* __restrict__ sq, BnShape s, int lanes, int rows) {
-  constexpr int V = Vec16<T>::n;
-  __shared__ double shared[kThreads * V];
-  double acc[V] = {};
-  const int64_t c0 = first_channel<V>(lanes);
-  float a[V];
-#pragma unroll
-  for (int k = 0; k < V; ++k) a[k] = coeff[kCoeff * (c0 + k) + 7];
   const Rows R = part_rows(s);
   for (int64_t row = R.begin + threadIdx.x / lanes; row < R.end; row += rows) {
     float v[V];
     load16(x + row * s.c + c0, v);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float d = v[k] - a[k];
-      acc[k] += d * d;
+      const double d = static_cast<double>(v[k]) - static_cast<double>(ref[k]);
+      sum[k] += d;
+      sq[k] += d * d;
     }
   }
-  write_sums<V>(acc, shared, sq, lanes, rows, s.c);
+  write_sums<V>(sum, shared, part, lanes, rows, 2 * s.c);
+  write_sums<V>(sq, shared, part + s.c, lanes, rows, 2 * s.c);
 }
 
 template <typename T>
@@ -162,24 +153,19 @@ __device__ __forceinline__ void scalar_write(double v, double* __restrict__ out,
 }
 
 template <typename T>
-__global__ void bns_sum(const T* __restrict__ x, double* __restrict__ part, BnShape s) {
-  __shared__ double shared[kRowThreads * kLanes];
-  double v = 0;
-  scalar_for_part(s, [&](int64_t e) { v += load(x, e); });
-  scalar_write(scalar_rows_sum(v, shared), part, s, s.c);
-}
-
-template <typename T>
-__global__ void bns_sq(const T* __restrict__ x, const float* __restrict__ coeff, double* __restrict__ sq, BnShape s) {
+__global__ void bns_stats(const T* __restrict__ x, double* __restrict__ part, float* __restrict__ coeff, BnShape s) {
   __shared__ double shared[kRowThreads * kLanes];
   const int64_t c = blockIdx.x * kLanes + threadIdx.x;
-  const float a = c < s.c ? coeff[kCoeff * c + 7] : 0.f;
-  double v = 0;
+  const float ref = c < s.c ? load(x, c) : 0.f;
+  if (blockIdx.y == 0 && threadIdx.y == 0 && c < s.c) coeff[kCoeff * c + 7] = ref;
+  double sum = 0, sq = 0;
   scalar_for_part(s, [&](int64_t e) {
-    const float d = load(x, e) - a;
-    v += d * d;
+    const double d = static_cast<double>(load(x, e)) - static_cast<double>(ref);
+    sum += d;
+    sq += d * d;
   });
-  scalar_write(scalar_rows_sum(v, shared), sq, s, s.c);
+  scalar_write(scalar_rows_sum(sum, shared), part, s, 2 * s.c);
+  scalar_write(scalar_rows_sum(sq, shared), part + s.c, s, 2 * s.c);
 }
 
 template <typename T>
@@ -221,11 +207,6 @@ __global__ void bnh_fold(const double* __restrict__ part, double* __restrict__ t
 void fold(const double* part, double* total, int P, int64_t n, cudaStream_t st) {
   bnh_fold<<<static_cast<unsigned>((n + kLanes - 1) / kLanes), dim3(kLanes, kFoldSlices), 0, st>>>(part, total, P, n);
   CHECK_LAUNCH("bnh_fold");
-}
-
-// Thread = channel: the mean rounded to a float, from the channel's total -> coeff[8c + 7].
-__global__ void bnh_mean_ref(const double* __restrict__ sum, float* __restrict__ coeff, BnShape s) {
-  OCTET_GRID_STRIDE(c, s.c) { coeff[kCoeff * c + 7] = static_cast<float>(sum[c] / static_cast<double>(s.n * s.hw)); }
 }
 
 // ---- Elementwise: element i's channel is i % C (FastDiv below 2^31 elements).
@@ -357,25 +338,16 @@ int64_t bnh_scratch(const NhwcPlan& p, const BnShape& s) { return 2 * s.c * p.pa
 
 const double* bnh_stats(const NhwcPlan& p, DType t, const void* x, double* scratch, float* coeff, const BnShape& s,
                         cudaStream_t st) {
-  double* part = scratch;                       // [P, C], used twice
-  double* total = scratch + 2 * s.c * p.parts;  // [2C]: the sums, then the squared deviations
+  double* total = scratch + 2 * s.c * p.parts;  // [2C]: the sums about each channel's reference, then the squares
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     if (p.vec)
-      bnv_sum<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), part, s, p.lanes, p.rows);
+      bnv_stats<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), scratch, coeff, s, p.lanes, p.rows);
     else
-      bns_sum<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), part, s);
-    CHECK_LAUNCH("bnh_sum");
-    fold(part, total, p.parts, s.c, st);
-    bnh_mean_ref<<<grid_for(s.c), 256, 0, st>>>(total, coeff, s);
-    CHECK_LAUNCH("bnh_mean_ref");
-    if (p.vec)
-      bnv_sq<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), coeff, part, s, p.lanes, p.rows);
-    else
-      bns_sq<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), coeff, part, s);
-    CHECK_LAUNCH("bnh_sq");
-    fold(part, total + s.c, p.parts, s.c, st);
+      bns_stats<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), scratch, coeff, s);
+    CHECK_LAUNCH("bnh_stats");
   });
+  fold(scratch, total, p.parts, 2 * s.c, st);
   return total;
 }
 

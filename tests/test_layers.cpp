@@ -8,6 +8,7 @@
 #include "core/rng.h"
 #include "layers/add.h"
 #include "layers/batchnorm.h"
+#include "layers/batchnorm_math.h"
 #include "layers/conv2d.h"
 #include "layers/dropout.h"
 #include "layers/flatten.h"
@@ -363,6 +364,37 @@ TEST_CASE("batchnorm: training normalizes each channel and updates the running s
   BatchNorm one("one", {0.1f, 1e-5f}, 3);
   Tensor single({1, 3}), out({1, 3});
   CHECK_THROWS_WITH(one.forward(single, out, train_ctx()), Catch::Contains("more than one value a channel"));
+}
+
+TEST_CASE("batchnorm's one-pass moments (the GPU's statistics) give the two-pass sum and squared deviations",
+          "[layers][batchnorm]") {
+  // The GPU sums x - k and (x - k)^2 in double about k, a channel's first value; bn_moments_about turns them into the
+  // sum and the squared deviations about the mean. Against the two passes in long double, for data with a large mean
+  // and a small spread (where a one-pass sum of squares about 0 would lose every digit), and a reference far out.
+  Rng rng(5);
+  for (const double mean : {0.0, 3.0, -1000.0})
+    for (const double spread : {1.0, 1e-3})
+      for (const bool outlier : {false, true}) {
+        std::vector<float> x(4099);
+        for (float& v : x) v = static_cast<float>(mean + spread * rng.normal());
+        if (outlier) x[0] = static_cast<float>(mean + 50 * spread);  // the reference 50 deviations away
+        const float k = x[0];
+        double s = 0, q = 0;
+        long double ls = 0, lq = 0;
+        for (float v : x) {
+          const double d = static_cast<double>(v) - static_cast<double>(k);
+          s += d, q += d * d, ls += v;
+        }
+        const long double lmean = ls / x.size();
+        for (float v : x) lq += (v - lmean) * (v - lmean);
+        const BnMoments mo = bn_moments_about(s, q, k, static_cast<int64_t>(x.size()));
+        INFO("mean " << mean << " spread " << spread << " outlier " << outlier);
+        CHECK(std::abs(mo.sum - static_cast<double>(ls)) <= 1e-12 * std::abs(static_cast<double>(ls)) + 1e-9);
+        CHECK(std::abs(mo.sq_dev - static_cast<double>(lq)) <= 1e-9 * static_cast<double>(lq));
+      }
+  CHECK(bn_moments_about(0.0, 0.0, 10.f, 8).sq_dev == 0.0);  // a constant channel
+  CHECK(bn_moments_about(0.0, 0.0, 10.f, 8).sum == 80.0);
+  CHECK(bn_moments_about(1.0, 0.09, 0.f, 10).sq_dev == 0.0);  // below zero (rounding) clamps to 0
 }
 
 TEST_CASE("add: option A places the strided skip in the middle channels, bad shortcuts are refused", "[layers][add]") {

@@ -382,8 +382,8 @@ void Run::profile_before_step() {
     exec_->profiler_range(true);
     profiling_ = true;
     OCTET_LOG("profile: the CUDA profiler range opens before step " << pos.global_step << " (" << cfg_.run.trace_steps
-                                                                     << " step" << (cfg_.run.trace_steps > 1 ? "s" : "")
-                                                                     << ")");
+                                                                    << " step" << (cfg_.run.trace_steps > 1 ? "s" : "")
+                                                                    << ")");
   } else if (profiling_ && steps_here_ == end) {
     exec_->profiler_range(false);
     profiling_ = false;

@@ -137,7 +137,7 @@ class Run {
   int64_t steps_here_ = 0;  // steps of this invocation
   int64_t eval_step_ = -1;  // the step the last evaluation saw
   double trace_origin_ = 0;
-  bool profiling_ = false;  // run.profile's range is open
+  bool profiling_ = false;   // run.profile's range is open
   bool trace_done_ = false;  // the window has closed (trace::on() while it is open)
 };
 
