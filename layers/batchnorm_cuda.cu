@@ -98,17 +98,15 @@ __global__ void bn_coeffs(const double* __restrict__ sum_part, const double* __r
                           const float* __restrict__ gamma, const float* __restrict__ beta, float* running_mean,
                           float* running_var, float* __restrict__ coeff, BnShape s, float eps, float momentum,
                           bool train) {
+  const BnTrainArgs a{gamma, beta, running_mean, running_var, coeff, s.n * s.hw, eps, momentum};
   OCTET_GRID_STRIDE(c, s.c) {
-    BnChannel ch;
     if (train) {
-      const BnMoments mo = bn_channel_moments(sum_part, sq_part, P, coeff, c, s.n * s.hw);
-      ch = bn_train_channel(mo.sum, mo.sq_dev, s.n * s.hw, gamma[c], beta[c], eps);
-      bn_update_running(running_mean[c], running_var[c], mo.sum, mo.sq_dev, s.n * s.hw, momentum);
+      bn_channel_step(a, c, bn_parts_sum(sum_part, c, P), bn_parts_sum(sq_part, c, P));
     } else {
-      ch = bn_eval_channel(running_mean[c], running_var[c], gamma[c], beta[c], eps);
+      const BnChannel ch = bn_eval_channel(running_mean[c], running_var[c], gamma[c], beta[c], eps);
+      coeff[kCoeff * c] = ch.mean, coeff[kCoeff * c + 1] = ch.invstd;
+      coeff[kCoeff * c + 2] = ch.scale, coeff[kCoeff * c + 3] = ch.shift;
     }
-    coeff[kCoeff * c] = ch.mean, coeff[kCoeff * c + 1] = ch.invstd;
-    coeff[kCoeff * c + 2] = ch.scale, coeff[kCoeff * c + 3] = ch.shift;
   }
 }
 
@@ -201,14 +199,8 @@ __global__ void bn_part_grad(const float* __restrict__ x, const float* __restric
 __global__ void bn_grad_finish(const double* __restrict__ part, int P, const float* __restrict__ gamma,
                                float* __restrict__ dgamma, float* __restrict__ dbeta, float* __restrict__ coeff,
                                double* __restrict__ sums, BnShape s) {
-  OCTET_GRID_STRIDE(c, s.c) {
-    const double sdy = bn_parts_sum(part, c, P), sdyx = bn_parts_sum(part, s.c + c, P);
-    dbeta[c] = static_cast<float>(sdy);
-    dgamma[c] = static_cast<float>(sdyx);
-    if (sums) sums[c] = sdy, sums[s.c + c] = sdyx;  // synchronized: the coefficients wait for the global sums
-    const BnGrad k = bn_grad_coeffs(sdy, sdyx, s.n * s.hw, gamma[c], coeff[kCoeff * c + 1]);
-    coeff[kCoeff * c + 4] = k.k, coeff[kCoeff * c + 5] = k.a, coeff[kCoeff * c + 6] = k.b;
-  }
+  const BnGradArgs a{gamma, dgamma, dbeta, coeff, sums, s.n * s.hw, s.c};
+  OCTET_GRID_STRIDE(c, s.c) { bn_channel_step(a, c, bn_parts_sum(part, c, P), bn_parts_sum(part, s.c + c, P)); }
 }
 
 __global__ void bn_input_grad(const float* __restrict__ x, const float* __restrict__ dy, bool relu,
@@ -269,6 +261,13 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
   const bool nhwc = nhwc_operands(x, y);
   const NhwcPlan plan = nhwc ? bnh_plan(s, x.dtype(), {x.raw(), y.raw()}) : NhwcPlan{};
   const int P = nhwc ? 1 : bn_parts(s);  // (channels-last: the channels' totals, one part each)
+  if (ctx.train && nhwc && !synced()) {  // the statistics' fold and the coefficients in one kernel
+    bnh_train_coeffs(plan, x.dtype(), x.raw(), parts_device(bnh_scratch(plan, s)),
+                     {gamma_.data(), beta_.data(), running_mean_.data(), running_var_.data(), coeff_.data(), s.n * s.hw,
+                      p_.eps, p_.momentum},
+                     s, st);
+    return bnh_apply(plan, x.dtype(), x.raw(), y.raw(), coeff_.data(), s, neg, st);
+  }
   const double* sum_part = nullptr;
   const double* sq_part = nullptr;
   if (ctx.train && nhwc) {
@@ -315,20 +314,18 @@ void BatchNorm::backward_cuda(const Tensor& x, const Tensor& /*y*/, const Tensor
   const bool nhwc = nhwc_operands(x, dy);
   const NhwcPlan plan = nhwc ? bnh_plan(s, x.dtype(), {x.raw(), dy.raw(), dx ? dx->raw() : nullptr}) : NhwcPlan{};
   const int P = nhwc ? 1 : bn_parts(s);  // (channels-last: the channels' totals, one part each)
-  const double* part = nullptr;          // [2, C, P]: the sums of dy, then of dy * xhat
-  if (nhwc) {
-    part = bnh_grad_sums(plan, x.dtype(), x.raw(), dy.raw(), relu_, coeff_.data(), parts_device(bnh_scratch(plan, s)),
-                         s, st);
-  } else {
+  if (nhwc) {                            // the sums' fold and the coefficients in one kernel
+    bnh_grad_coeffs(plan, x.dtype(), x.raw(), dy.raw(), relu_, parts_device(bnh_scratch(plan, s)),
+                    {gamma_.data(), dgamma_.data(), dbeta_.data(), coeff_.data(), dev, s.n * s.hw, channels_}, s, st);
+  } else {  // [2, C, P]: the sums of dy, then of dy * xhat
     double* parts = parts_device(2 * channels_ * P);
     bn_part_grad<<<dim3(static_cast<unsigned>(channels_), static_cast<unsigned>(P)), kThreads, 0, st>>>(
         x.data(), dy.data(), relu_, coeff_.data(), parts, s);
     CHECK_LAUNCH("bn_part_grad");
-    part = parts;
+    bn_grad_finish<<<grid_for(channels_), 256, 0, st>>>(parts, P, gamma_.data(), dgamma_.data(), dbeta_.data(),
+                                                        coeff_.data(), dev, s);
+    CHECK_LAUNCH("bn_grad_finish");
   }
-  bn_grad_finish<<<grid_for(channels_), 256, 0, st>>>(part, P, gamma_.data(), dgamma_.data(), dbeta_.data(),
-                                                      coeff_.data(), dev, s);
-  CHECK_LAUNCH("bn_grad_finish");
   if (!dx) return;
   if (sync) {
     host_.resize(static_cast<size_t>(2 * channels_));

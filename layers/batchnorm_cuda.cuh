@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "core/tensor.h"
+#include "layers/batchnorm_math.h"
 
 namespace octet {
 
@@ -18,6 +19,44 @@ struct BnShape {
 // Per channel in the coefficient tensor: mean, invstd, scale, shift (forward); k, a, b (backward); the reference k of
 // the forward's one-pass statistics (the channel's first value; batchnorm_math.h's bn_moments_about).
 constexpr int64_t kCoeff = 8;
+
+// A training forward's step for channel c from its one-pass sums s of x - k and q of (x - k)^2 about k = coeff[8c + 7]:
+// the batch statistics, the running ones' update, and mean, invstd, scale, shift into coeff[8c .. 8c + 3].
+struct BnTrainArgs {
+  const float* gamma;
+  const float* beta;
+  float* running_mean;
+  float* running_var;
+  float* coeff;
+  int64_t m;  // values a channel
+  float eps, momentum;
+};
+__device__ __forceinline__ void bn_channel_step(const BnTrainArgs& a, int64_t c, double s, double q) {
+  const BnMoments mo = bn_moments_about(s, q, a.coeff[kCoeff * c + 7], a.m);
+  const BnChannel ch = bn_train_channel(mo.sum, mo.sq_dev, a.m, a.gamma[c], a.beta[c], a.eps);
+  bn_update_running(a.running_mean[c], a.running_var[c], mo.sum, mo.sq_dev, a.m, a.momentum);
+  float* K = a.coeff + kCoeff * c;
+  K[0] = ch.mean, K[1] = ch.invstd, K[2] = ch.scale, K[3] = ch.shift;
+}
+
+// A backward's step for channel c from its sums of dy and dy * xhat: dbeta, dgamma, the sums for a synchronized
+// exchange (sums: [2C], or null), and dx's coefficients k, a, b into coeff[8c + 4 .. 8c + 6].
+struct BnGradArgs {
+  const float* gamma;
+  float* dgamma;
+  float* dbeta;
+  float* coeff;
+  double* sums;
+  int64_t m, c;  // values a channel, channels
+};
+__device__ __forceinline__ void bn_channel_step(const BnGradArgs& a, int64_t c, double sdy, double sdyx) {
+  a.dbeta[c] = static_cast<float>(sdy);
+  a.dgamma[c] = static_cast<float>(sdyx);
+  if (a.sums) a.sums[c] = sdy, a.sums[a.c + c] = sdyx;  // synchronized: the coefficients wait for the global sums
+  float* K = a.coeff + kCoeff * c;
+  const BnGrad g = bn_grad_coeffs(sdy, sdyx, a.m, a.gamma[c], K[1]);
+  K[4] = g.k, K[5] = g.a, K[6] = g.b;
+}
 
 // The channel's sum from its parts ([C, P], part c * P + q), in part order (every reader gets the same bits).
 __device__ __forceinline__ double bn_parts_sum(const double* __restrict__ part, int64_t c, int P) {
@@ -42,10 +81,13 @@ int64_t bnh_scratch(const NhwcPlan& p, const BnShape& s);
 // totals [C] of x - k, then [C] of (x - k)^2 (in scratch: one part a channel, as bn_parts_sum reads them with P = 1).
 const double* bnh_stats(const NhwcPlan& p, DType t, const void* x, double* scratch, float* coeff, const BnShape& s,
                         cudaStream_t st);
-// Backward sums: returns [C] sums of dy (relu: a fused ReLU's, masked where x * scale + shift, the forward's output
-// before it, is not positive), then [C] of dy * xhat.
-const double* bnh_grad_sums(const NhwcPlan& p, DType t, const void* x, const void* dy, bool relu, const float* coeff,
-                            double* scratch, const BnShape& s, cudaStream_t st);
+// The forward's statistics (bnh_stats' pass) and the backward's sums of dy (relu: a fused ReLU's, masked where
+// x * scale + shift, the forward's output before it, is not positive) and of dy * xhat, each followed by one kernel
+// that folds them and runs bn_channel_step per channel: the forward's when no synchronized exchange comes between.
+void bnh_train_coeffs(const NhwcPlan& p, DType t, const void* x, double* scratch, const BnTrainArgs& a,
+                      const BnShape& s, cudaStream_t st);
+void bnh_grad_coeffs(const NhwcPlan& p, DType t, const void* x, const void* dy, bool relu, double* scratch,
+                     const BnGradArgs& a, const BnShape& s, cudaStream_t st);
 // y = x * scale + shift (negative values times neg); dx from the coefficients k, a, b.
 void bnh_apply(const NhwcPlan& p, DType t, const void* x, void* y, const float* coeff, const BnShape& s, float neg,
                cudaStream_t st);

@@ -204,6 +204,31 @@ __global__ void bnh_fold(const double* __restrict__ part, double* __restrict__ t
   }
 }
 
+// The fold of [P, 2C] parts whose columns c and C + c are channel c's two sums, then bn_channel_step(a, c, ...) by
+// thread (c, 0), the parts added in the fold's order.
+template <class Args>
+__global__ void bnh_fold_step(const double* __restrict__ part, int P, int64_t C, Args a) {
+  __shared__ double shared[2][kFoldSlices][kLanes + 1];
+  const int64_t c = blockIdx.x * static_cast<int64_t>(kLanes) + threadIdx.x;
+  double u = 0, v = 0;
+  if (c < C)
+    for (int q = threadIdx.y; q < P; q += kFoldSlices) u += part[q * 2 * C + c], v += part[q * 2 * C + C + c];
+  shared[0][threadIdx.y][threadIdx.x] = u;
+  shared[1][threadIdx.y][threadIdx.x] = v;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    double tu = 0, tv = 0;
+    for (int j = 0; j < kFoldSlices; ++j) tu += shared[0][j][threadIdx.x], tv += shared[1][j][threadIdx.x];
+    bn_channel_step(a, c, tu, tv);
+  }
+}
+
+template <class Args>
+void fold_step(const double* part, int P, int64_t C, const Args& a, cudaStream_t st) {
+  bnh_fold_step<<<static_cast<unsigned>((C + kLanes - 1) / kLanes), dim3(kLanes, kFoldSlices), 0, st>>>(part, P, C, a);
+  CHECK_LAUNCH("bnh_fold_step");
+}
+
 void fold(const double* part, double* total, int P, int64_t n, cudaStream_t st) {
   bnh_fold<<<static_cast<unsigned>((n + kLanes - 1) / kLanes), dim3(kLanes, kFoldSlices), 0, st>>>(part, total, P, n);
   CHECK_LAUNCH("bnh_fold");
@@ -336,34 +361,54 @@ NhwcPlan bnh_plan(const BnShape& s, DType t, std::initializer_list<const void*> 
 
 int64_t bnh_scratch(const NhwcPlan& p, const BnShape& s) { return 2 * s.c * p.parts + 2 * s.c; }
 
-const double* bnh_stats(const NhwcPlan& p, DType t, const void* x, double* scratch, float* coeff, const BnShape& s,
-                        cudaStream_t st) {
-  double* total = scratch + 2 * s.c * p.parts;  // [2C]: the sums about each channel's reference, then the squares
+namespace {
+
+// The forward's one-pass sums into parts [P, 2C].
+void stats_parts(const NhwcPlan& p, DType t, const void* x, double* part, float* coeff, const BnShape& s,
+                 cudaStream_t st) {
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     if (p.vec)
-      bnv_stats<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), scratch, coeff, s, p.lanes, p.rows);
+      bnv_stats<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), part, coeff, s, p.lanes, p.rows);
     else
-      bns_stats<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), scratch, coeff, s);
+      bns_stats<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), part, coeff, s);
     CHECK_LAUNCH("bnh_stats");
   });
+}
+
+// The backward's sums into parts [P, 2C].
+void grad_parts(const NhwcPlan& p, DType t, const void* x, const void* dy, bool relu, const float* coeff, double* part,
+                const BnShape& s, cudaStream_t st) {
+  with_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.vec)
+      bnv_grad<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), typed<T>(dy), relu, coeff, part, s, p.lanes, p.rows);
+    else
+      bns_grad<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), typed<T>(dy), relu, coeff, part, s);
+    CHECK_LAUNCH("bnh_grad");
+  });
+}
+
+}  // namespace
+
+const double* bnh_stats(const NhwcPlan& p, DType t, const void* x, double* scratch, float* coeff, const BnShape& s,
+                        cudaStream_t st) {
+  double* total = scratch + 2 * s.c * p.parts;  // [2C]: the sums about each channel's reference, then the squares
+  stats_parts(p, t, x, scratch, coeff, s, st);
   fold(scratch, total, p.parts, 2 * s.c, st);
   return total;
 }
 
-const double* bnh_grad_sums(const NhwcPlan& p, DType t, const void* x, const void* dy, bool relu, const float* coeff,
-                            double* scratch, const BnShape& s, cudaStream_t st) {
-  double* total = scratch + 2 * s.c * p.parts;  // [2C]: dy's sums, then dy * xhat's
-  with_dtype(t, [&](auto tag) {
-    using T = decltype(tag);
-    if (p.vec)
-      bnv_grad<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), typed<T>(dy), relu, coeff, scratch, s, p.lanes, p.rows);
-    else
-      bns_grad<<<grid_of(p), block_of(p), 0, st>>>(typed<T>(x), typed<T>(dy), relu, coeff, scratch, s);
-    CHECK_LAUNCH("bnh_grad");
-  });
-  fold(scratch, total, p.parts, 2 * s.c, st);
-  return total;
+void bnh_train_coeffs(const NhwcPlan& p, DType t, const void* x, double* scratch, const BnTrainArgs& a,
+                      const BnShape& s, cudaStream_t st) {
+  stats_parts(p, t, x, scratch, a.coeff, s, st);
+  fold_step(scratch, p.parts, s.c, a, st);
+}
+
+void bnh_grad_coeffs(const NhwcPlan& p, DType t, const void* x, const void* dy, bool relu, double* scratch,
+                     const BnGradArgs& a, const BnShape& s, cudaStream_t st) {
+  grad_parts(p, t, x, dy, relu, a.coeff, scratch, s, st);
+  fold_step(scratch, p.parts, s.c, a, st);
 }
 
 void bnh_apply(const NhwcPlan& p, DType t, const void* x, void* y, const float* coeff, const BnShape& s, float neg,
