@@ -32,6 +32,7 @@ const char* kUsage =
     "  octet bench trace [--spans 1000000] [--reps 5]\n"
     "  octet bench loader ROOT [--threads 1] [--images 2000] [--size 224]\n"
     "  octet bench conv [--in 16] [--out 16] [--size 32] [--kernel 3] [--stride 1] [--batch 128]\n"
+    "  octet bench jpegs OUT [--images 1280] [--width 500] [--height 375]   (a synthetic ImageNet-like JPEG tree)\n"
     "  [mpirun -np N] octet predict CONFIG|--profile FILE --ranks N --bandwidth GB/s|measure --latency us|measure ...\n"
     "  octet model CONFIG.yaml [--set key.path=value]...   (the expanded net: shapes and parameter counts)\n"
     "  [mpirun -np N] octet eval CONFIG.yaml --weights FILE|RUN_DIR [--out eval.json] [--logits FILE]\n"
@@ -100,7 +101,8 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
 
 int cmd_bench(const std::vector<std::string>& args, int* argc, char*** argv) {
   const char* usage =
-      "usage: octet bench compress|allreduce|trace|loader|conv [flags]   (octet bench compress --help, ... allreduce "
+      "usage: octet bench compress|allreduce|trace|loader|conv|jpegs [flags]   (octet bench compress --help, ... "
+      "allreduce "
       "--help, "
       "...)\n";
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
@@ -112,8 +114,9 @@ int cmd_bench(const std::vector<std::string>& args, int* argc, char*** argv) {
   if (args[0] == "trace") return octet::bench_trace(rest);
   if (args[0] == "loader") return octet::bench_loader(rest);
   if (args[0] == "conv") return octet::bench_conv(rest);
+  if (args[0] == "jpegs") return octet::bench_jpegs(rest);
   OCTET_CHECK(args[0] == "allreduce",
-              "unknown benchmark '" << args[0] << "' (known: compress, allreduce, trace, loader, conv)");
+              "unknown benchmark '" << args[0] << "' (known: compress, allreduce, trace, loader, conv, jpegs)");
   octet::MpiSession mpi(argc, argv);
   return octet::bench_allreduce(rest, mpi.world());
 }

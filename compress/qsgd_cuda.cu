@@ -92,8 +92,11 @@ __global__ void qsgd_reduce_encode_kernel(Parts parts, int nparts, int64_t n, in
 // ---- One warp per bucket.
 constexpr int kWarps = 8;  // buckets a thread block
 
+// (Larger buckets keep the abs-max pass, which spreads a bucket over many thread blocks.)
+constexpr int64_t kWarpBucketMax = 8192;
 inline bool qsgd_one_pass(int64_t n, int64_t bucket, const void* values, const void* payload) {
-  return n > 0 && bucket % 4 == 0 && (n + bucket - 1) / bucket < (int64_t{1} << 34) &&
+  return n > 0 && bucket % 4 == 0 && bucket <= kWarpBucketMax &&
+         ((n + bucket - 1) / bucket + kWarps - 1) / kWarps < (int64_t{1} << 31) &&
          reinterpret_cast<uintptr_t>(values) % 16 == 0 && reinterpret_cast<uintptr_t>(payload) % 4 == 0;
 }
 
@@ -115,7 +118,7 @@ __device__ __forceinline__ uint32_t load4(const uint8_t* codes, int64_t i, int b
 __global__ void __launch_bounds__(32 * kWarps)
     qsgd_warp_encode_kernel(const float* __restrict__ x, int64_t n, int bits, int64_t bucket, int64_t nb, uint32_t seed,
                             uint8_t* __restrict__ out, HeaderBytes h, CodecStatus* st) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) put_header(out, h);
+  put_header(out, h);  // (block 0, thread 0)
   const int lane = threadIdx.x & 31;
   const int64_t k = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (k >= nb) return;  // (a whole warp: no barrier below but the warp's own)

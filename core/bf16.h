@@ -58,6 +58,19 @@ OCTET_HD float load(const fp16_t* p, int64_t i) { return fp16_to_float(p[i]); }
 OCTET_HD void store(float* p, int64_t i, float v) { p[i] = v; }
 OCTET_HD void store(bf16_t* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
 OCTET_HD void store(fp16_t* p, int64_t i, float v) { p[i] = float_to_fp16(v); }
+// v as a T element would hold it (what load gives back after store): rounded to bf16 or fp16, fp32 itself.
+template <typename T>
+struct Stored {
+  OCTET_HD static float of(float v) { return v; }
+};
+template <>
+struct Stored<bf16_t> {
+  OCTET_HD static float of(float v) { return bf16_to_float(float_to_bf16(v)); }
+};
+template <>
+struct Stored<fp16_t> {
+  OCTET_HD static float of(float v) { return fp16_to_float(float_to_fp16(v)); }
+};
 
 #ifndef __CUDACC__
 // y[0, n) = x[0, n) stored as bf16: 16 at a time with vcvtneps2bf16 (the tail under a mask) where the build targets

@@ -44,8 +44,10 @@ ImageCodec load_codec() {
     auto abi = reinterpret_cast<octet_img_abi_fn>(::dlsym(lib, "octet_img_abi"));
     ImageCodec c{reinterpret_cast<octet_img_decode_fn>(::dlsym(lib, "octet_img_decode")),
                  reinterpret_cast<octet_img_free_fn>(::dlsym(lib, "octet_img_free")),
-                 reinterpret_cast<octet_img_resize_fn>(::dlsym(lib, "octet_img_resize"))};
-    OCTET_CHECK(abi && abi() == kOctetImageAbi && c.decode && c.free && c.resize,
+                 reinterpret_cast<octet_img_resize_fn>(::dlsym(lib, "octet_img_resize")),
+                 reinterpret_cast<octet_img_encode_jpeg_fn>(::dlsym(lib, "octet_img_encode_jpeg")),
+                 reinterpret_cast<octet_img_free_bytes_fn>(::dlsym(lib, "octet_img_free_bytes"))};
+    OCTET_CHECK(abi && abi() == kOctetImageAbi && c.decode && c.free && c.resize && c.encode_jpeg && c.free_bytes,
                 p << ": not octet's OpenCV module of this version (rebuild octet)");
     return c;
   }

@@ -24,18 +24,25 @@ typedef void (*octet_img_free_fn)(OctetImage* img);
 // when shrinking by 2 or more. 0 on success, else -1 with a message.
 typedef int (*octet_img_resize_fn)(const OctetImage* img, int x, int y, int w, int h, uint8_t* out, int out_w,
                                    int out_h, char* err, size_t errlen);
+// Encodes h x w BGR pixels (rows `stride` bytes apart) as a baseline JPEG of quality 1..100: *out, *n the bytes, held
+// by *owner until octet_img_free_bytes(*owner). 0 on success, else -1 with a message (`octet bench jpegs`).
+typedef int (*octet_img_encode_jpeg_fn)(const uint8_t* bgr, int h, int w, size_t stride, int quality,
+                                        const uint8_t** out, size_t* n, void** owner, char* err, size_t errlen);
+typedef void (*octet_img_free_bytes_fn)(void* owner);
 // The module's ABI version (kOctetImageAbi).
 typedef int (*octet_img_abi_fn)();
 }
 
 namespace octet {
 
-constexpr int kOctetImageAbi = 1;
+constexpr int kOctetImageAbi = 2;
 
 struct ImageCodec {
   octet_img_decode_fn decode;
   octet_img_free_fn free;
   octet_img_resize_fn resize;
+  octet_img_encode_jpeg_fn encode_jpeg;
+  octet_img_free_bytes_fn free_bytes;
 };
 
 // Loads the module on first use: $OCTET_OPENCV_MODULE, else octet_opencv.so beside the executable, one folder up, or

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "data/image_codec.h"
 
@@ -69,6 +70,29 @@ __attribute__((visibility("default"))) int octet_img_resize(const OctetImage* im
     say(err, errlen, e.what());
     return -1;
   }
+}
+
+__attribute__((visibility("default"))) int octet_img_encode_jpeg(const uint8_t* bgr, int h, int w, size_t stride,
+                                                                 int quality, const uint8_t** out, size_t* n,
+                                                                 void** owner, char* err, size_t errlen) {
+  try {
+    const cv::Mat src(h, w, CV_8UC3, const_cast<uint8_t*>(bgr), stride);
+    auto* buf = new std::vector<uchar>();
+    if (!cv::imencode(".jpg", src, *buf, {cv::IMWRITE_JPEG_QUALITY, quality})) {
+      delete buf;
+      say(err, errlen, "OpenCV could not encode the image as JPEG");
+      return -1;
+    }
+    *out = buf->data(), *n = buf->size(), *owner = buf;
+    return 0;
+  } catch (const std::exception& e) {
+    say(err, errlen, e.what());
+    return -1;
+  }
+}
+
+__attribute__((visibility("default"))) void octet_img_free_bytes(void* owner) {
+  delete static_cast<std::vector<uchar>*>(owner);
 }
 
 }  // extern "C"

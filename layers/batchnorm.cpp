@@ -83,6 +83,7 @@ int64_t BatchNorm::exchange_stats(std::vector<double>& s, int64_t m) {
     for (int r = 0; r < R; ++r) {
       const double* p = all.data() + r * n;
       const double mr = p[0], a = p[1 + c], sum = p[1 + C + c], sq = p[1 + 2 * C + c];
+      if (mr == 0) continue;  // a rank with no values (a short last batch): nothing to add, and its a is 0 / 0
       Q += sq - 2 * (mu - a) * (sum - mr * a) + mr * (mu - a) * (mu - a);
     }
     s[static_cast<size_t>(c)] = S, s[static_cast<size_t>(C + c)] = std::max(0.0, Q);

@@ -79,9 +79,11 @@ class BatchNorm : public Layer {
 
   OCTET_LAYER_CUDA_TWIN  // the CUDA twin (batchnorm_cuda.cu)
 #ifdef OCTET_WITH_CUDA
-      private : Tensor coeff_;  // on the GPU, [C,8]: the last forward's mean, invstd, scale, shift; backward's k, a, b
+      private : Tensor coeff_;  // on the GPU, [C,8]: the last forward's mean, invstd, scale, shift; backward's k, a, b;
+                                // the forward's one-pass reference value
   Tensor sums_dev_;             // synchronized: the per-channel sums on their way to and from the exchange (doubles)
-  Tensor parts_dev_;            // the reductions' per-block partial sums (doubles): [2, C, P], P blocks a channel
+  Tensor parts_dev_;            // the reductions' per-block partial sums (doubles): NCHW [2, C, P], P blocks a channel;
+                                // channels-last [P, 2C] and the [2C] totals
   double* sums_device(int64_t per_channel);
   double* parts_device(int64_t doubles);
   bool nhwc_operands(const Tensor& x, const Tensor& other) const;

@@ -116,8 +116,9 @@ void each_output(const Tiles& g, T* out, Make make) {
 
 // Backward's dy as the layer sees it: the output gradient, masked where a fused ReLU's output is not positive. The
 // mask is recomputed from x, which the loops read anyway, with the forward's coefficients: the ReLU's input x * scale +
-// shift in the forward's arithmetic (no contraction: this file is built without it), so that the output need not be
-// read (one stream fewer in each backward pass). at(base, c0) is the same for a tile's first value and channel.
+// shift in the forward's arithmetic (no contraction: this file is built without it), rounded as the stored output was
+// (bf16: a positive value too small for it is a stored 0), so that the output need not be read (one stream fewer in
+// each backward pass). at(base, c0) is the same for a tile's first value and channel.
 template <typename T>
 struct PlainDy {
   const T* g;
@@ -131,7 +132,9 @@ template <typename T, int W>
 struct MaskedDy {
   const T *g, *x;
   Lanes<W> a, b;  // the tile's scale and shift
-  float operator()(int64_t i, int l) const { return relu_grad(load(g, i), bn_relu_input(load(x, i), a[l], b[l])); }
+  float operator()(int64_t i, int l) const {
+    return relu_grad(load(g, i), Stored<T>::of(bn_relu_input(load(x, i), a[l], b[l])));
+  }
 };
 template <typename T>
 struct MaskFromX {

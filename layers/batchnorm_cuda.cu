@@ -255,8 +255,20 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
   if (coeff_.device() != Device::CUDA || coeff_.numel() != kCoeff * channels_)
     coeff_ = Tensor({kCoeff * channels_}, Device::CUDA);
   last_train_ = ctx.train;
-  if (x.numel() == 0) return;  // (nothing to normalize; the partition below needs values)
   const cudaStream_t st = cuda_stream(exec().compute());
+  if (x.numel() == 0) {           // nothing to normalize (the partition below needs values) ...
+    if (ctx.train && synced()) {  // ... but the other ranks wait for this one's sums, and the running statistics move
+      host_.assign(static_cast<size_t>(3 * channels_), 0.0);
+      sync_m_ = exchange_stats(host_, 0);
+      double* dev = sums_device(3);
+      sums_to_device(dev, 2, st);
+      bn_global_coeffs<<<grid_for(channels_), 256, 0, st>>>(dev, sync_m_, gamma_.data(), beta_.data(),
+                                                            running_mean_.data(), running_var_.data(), coeff_.data(),
+                                                            channels_, p_.eps, p_.momentum);
+      CHECK_LAUNCH("bn_global_coeffs");
+    }
+    return;
+  }
   const float neg = relu_ ? 0.f : 1.f;
   const bool nhwc = nhwc_operands(x, y);
   const NhwcPlan plan = nhwc ? bnh_plan(s, x.dtype(), {x.raw(), y.raw()}) : NhwcPlan{};
@@ -307,9 +319,16 @@ void BatchNorm::backward_cuda(const Tensor& x, const Tensor& /*y*/, const Tensor
   OCTET_CHECK(last_train_ && coeff_.numel() == kCoeff * channels_,
               "batchnorm " << name() << ": backward needs a training forward before it");
   const BnShape s{x.dim(0), channels_, plane(x)};
-  if (x.numel() == 0) return;
   const cudaStream_t st = cuda_stream(exec().compute());
   const bool sync = dx && synced();  // (no input gradient: on every rank alike, no exchange)
+  if (x.numel() == 0) {  // no values: this rank's scale and shift gradients are 0; synchronized, the others wait
+    dgamma_.zero(exec().compute()), dbeta_.zero(exec().compute());
+    if (sync) {
+      host_.assign(static_cast<size_t>(2 * channels_), 0.0);
+      exchange_grads(host_, 0);
+    }
+    return;
+  }
   double* dev = sync ? sums_device(2) : nullptr;
   const bool nhwc = nhwc_operands(x, dy);
   const NhwcPlan plan = nhwc ? bnh_plan(s, x.dtype(), {x.raw(), dy.raw(), dx ? dx->raw() : nullptr}) : NhwcPlan{};

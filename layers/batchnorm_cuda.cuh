@@ -75,7 +75,7 @@ struct NhwcPlan {
 };
 NhwcPlan bnh_plan(const BnShape& s, DType t, std::initializer_list<const void*> operands);
 
-// The doubles of device scratch the reductions take: parts ([P, C] twice, or [P, 2C]) and the [2C] totals after them.
+// The doubles of device scratch the reductions take: parts [P, 2C] and the [2C] totals after them.
 int64_t bnh_scratch(const NhwcPlan& p, const BnShape& s);
 // Forward statistics in one pass: each channel's reference k (its value in row 0) into coeff[8c + 7], and returns the
 // totals [C] of x - k, then [C] of (x - k)^2 (in scratch: one part a channel, as bn_parts_sum reads them with P = 1).

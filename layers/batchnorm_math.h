@@ -38,8 +38,15 @@ OCTET_HD BnChannel bn_train_channel(double sum, double sq_dev, int64_t m, float 
 }
 
 // The normalized value x * scale + shift: the forward's output before a fused ReLU, and what that ReLU's backward mask
-// is recomputed from (so the output need not be read), one expression on both devices.
-OCTET_HD float bn_relu_input(float x, float scale, float shift) { return x * scale + shift; }
+// is recomputed from (so the output need not be read), one expression at both sites: on a GPU one fused multiply-add
+// (whatever nvcc would contract), on the CPU a product and a sum (its loops are built without contraction).
+OCTET_HD float bn_relu_input(float x, float scale, float shift) {
+#ifdef __CUDA_ARCH__
+  return __fmaf_rn(x, scale, shift);
+#else
+  return x * scale + shift;
+#endif
+}
 
 // Evaluation: the running statistics.
 OCTET_HD BnChannel bn_eval_channel(float running_mean, float running_var, float gamma, float beta, float eps) {

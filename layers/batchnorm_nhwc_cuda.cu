@@ -2,9 +2,10 @@
 // one position's C channels, so a warp reads adjacent channels. The reductions give each thread 16 bytes of adjacent
 // channels (or, where C or the alignment does not allow it, one channel) of its block's slice of the rows, sum in
 // double, add the block's row threads in a fixed order and write one partial sum a channel and block ([P, C], adjacent
-// channels adjacent); a fold adds each channel's P parts in a fixed order into its total, which the NCHW path's
-// per-channel kernels read as one part (the forward's statistics in one pass, sums about a reference value). The
-// elementwise passes give each thread 16 bytes of fixed channels, their coefficients held in registers, over rows.
+// channels adjacent); a fold adds each channel's P parts in a fixed order, into totals that the NCHW path's per-channel
+// kernels read as one part (synchronized) or straight into the channel's coefficients (bnh_fold_step). The forward's
+// statistics take one pass, sums about a reference value. The elementwise passes give each thread 16 bytes of fixed
+// channels, their coefficients held in registers, over rows.
 #include <cstdint>
 
 #include "core/cuda_util.cuh"
@@ -114,7 +115,7 @@ __global__ void __launch_bounds__(kThreads)
     load16(dy + e, g);
     if (relu) {
 #pragma unroll
-      for (int k = 0; k < V; ++k) g[k] = relu_grad(g[k], bn_relu_input(xv[k], scale[k], shift[k]));
+      for (int k = 0; k < V; ++k) g[k] = relu_grad(g[k], Stored<T>::of(bn_relu_input(xv[k], scale[k], shift[k])));
     }
 #pragma unroll
     for (int k = 0; k < V; ++k) {
@@ -178,7 +179,7 @@ __global__ void bns_grad(const T* __restrict__ x, const T* __restrict__ dy, bool
   double sdy = 0, sdyx = 0;
   scalar_for_part(s, [&](int64_t e) {
     const float xv = load(x, e);
-    const float g = relu ? relu_grad(load(dy, e), bn_relu_input(xv, scale, shift)) : load(dy, e);
+    const float g = relu ? relu_grad(load(dy, e), Stored<T>::of(bn_relu_input(xv, scale, shift))) : load(dy, e);
     sdy += g;
     sdyx += static_cast<double>(g) * ((xv - mean) * invstd);
   });
@@ -296,7 +297,7 @@ __global__ void __launch_bounds__(kThreads)
     load16(dy + e, g);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const float gk = relu ? relu_grad(g[k], bn_relu_input(xv[k], scale[k], shift[k])) : g[k];
+      const float gk = relu ? relu_grad(g[k], Stored<T>::of(bn_relu_input(xv[k], scale[k], shift[k]))) : g[k];
       g[k] = kk[k] * (gk - ka[k] - (xv[k] - mean[k]) * invstd[k] * kb[k]);
     }
     store16(dx + e, g);
@@ -309,7 +310,7 @@ __global__ void bns_input_grad(const T* __restrict__ x, const T* __restrict__ dy
   OCTET_GRID_STRIDE(i, n) {
     const float* K = coeff + kCoeff * ch(i);
     const float xv = load(x, i);
-    const float g = relu ? relu_grad(load(dy, i), bn_relu_input(xv, K[2], K[3])) : load(dy, i);
+    const float g = relu ? relu_grad(load(dy, i), Stored<T>::of(bn_relu_input(xv, K[2], K[3]))) : load(dy, i);
     store(dx, i, K[4] * (g - K[5] - (xv - K[0]) * K[1] * K[6]));
   }
 }

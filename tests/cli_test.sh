@@ -45,6 +45,15 @@ img=(--set data.dataset=image_folder --set data.path="$tmp/tree" --set data.imag
 expect_error "$tmp/tree/train/a/z.jpg: not an image OpenCV can decode" train "$cfg" "${img[@]}"
 OCTET_OPENCV_MODULE=$tmp/none.so expect_error "image_folder needs octet's OpenCV module" train "$cfg" "${img[@]}" --overwrite
 expect_error "octet bench loader: expects one JPEG tree" bench loader
+expect_error "--images 3 and --val 20 must each be at least --classes 5" bench jpegs "$tmp/jp" --images 3 --classes 5
+# bench jpegs: a colour JPEG tree image_folder reads (every class folder in train/ and val/ holding images).
+if out=$("$octet" bench jpegs "$tmp/jp" --images 12 --val 3 --classes 3 --width 64 --height 48 2>&1) &&
+  grep -q "12 train + 3 val images of 64x48 in 3 classes" <<<"$out" &&
+  [[ $(find "$tmp/jp/train" -name '*.jpg' | wc -l) -eq 12 && $(ls "$tmp/jp/val" | wc -l) -eq 3 ]] &&
+  lo=$("$octet" bench loader "$tmp/jp" --images 24 --batch 8 --size 32 2>&1) && grep -q "images=24" <<<"$lo"; then
+  echo "ok: bench jpegs writes a tree that bench loader reads: $out"
+else echo "FAIL: bench jpegs: $out $lo"; fail=1; fi
+expect_error "$tmp/jp already holds a train/ or val/ folder" bench jpegs "$tmp/jp"
 # skip_bad: the run goes on and says, after the epoch, which image the next one stood in for.
 if out=$("$octet" train "$cfg" "${img[@]}" --overwrite --set data.skip_bad=true --set run.epochs=1 2>&1) &&
   grep -q "warning: $tmp/tree: stood other images in for 1 unreadable one" <<<"$out" && ! grep -q "warning: warning" <<<"$out"; then

@@ -31,8 +31,8 @@ while [[ $# -gt 0 ]]; do case $1 in --log-file) log=$2; shift 2 ;; --csv) shift 
 [[ $args == *"--profile-from-start off"* && $args == *"run.profile=true"* && $args == *"run.trace_steps=2"* ]] || exit 3
 h='"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
 { echo "==PROF== Connected"; echo "$h"
-  echo '"0","1","octet","h","void octet::bnv_sum<__nv_bfloat16>(const T1 *)","1","7","(256,1,1)","(8,1,1)","0","9.0","m","gpu__time_duration.sum","nsecond","1,500,000"'
-  echo '"0","1","octet","h","void octet::bnv_sum<__nv_bfloat16>(const T1 *)","1","7","(256,1,1)","(8,1,1)","0","9.0","m","dram__bytes_read.sum","byte","3,000,000,000"'
+  echo '"0","1","octet","h","void octet::bnv_stats<__nv_bfloat16>(const T1 *)","1","7","(256,1,1)","(8,1,1)","0","9.0","m","gpu__time_duration.sum","nsecond","1,500,000"'
+  echo '"0","1","octet","h","void octet::bnv_stats<__nv_bfloat16>(const T1 *)","1","7","(256,1,1)","(8,1,1)","0","9.0","m","dram__bytes_read.sum","byte","3,000,000,000"'
   echo '"1","1","octet","h","sm90_xmma_fprop_implicit_gemm_bf16","1","7","(256,1,1)","(8,1,1)","0","9.0","m","gpu__time_duration.sum","nsecond","4000000"'
 } >"$log"
 EOF2
@@ -56,6 +56,7 @@ size=$(stat -c %s "$tmp/octet-gpu.tar.gz")
 if [[ $size -gt $((60 * 1024 * 1024)) ]]; then echo "FAIL: the bundle is $size bytes, over 60 MiB (the device tool carries 64)"; exit 1; fi
 tar -C "$tmp" -xzf "$tmp/octet-gpu.tar.gz"
 b=$tmp/octet-gpu
+for f in "$b"/*.sh "$b"/*.py; do [[ $f == */env.sh || -x $f ]] || { echo "FAIL: $(basename "$f") in the bundle is not executable"; exit 1; }; done
 # What to hide: the system's mpirun, the system copy of every bundled library, then the Open MPI and PMIx trees.
 hide=""
 for f in $(command -v mpirun orterun orted 2>/dev/null); do hide="$hide mount --bind /dev/null $(readlink -f "$f");"; done

@@ -93,3 +93,42 @@ TEST_CASE("synchronized batchnorm on R ranks matches one batchnorm over the whol
   local->forward(xs, y, train);
   CHECK_FALSE(identical_across_ranks(to_vector(*local->state()[0].second)));
 }
+
+TEST_CASE("synchronized batchnorm: a rank with no samples (a short last batch) joins the exchange and adds nothing",
+          "[mpi][syncbn]") {
+  // The last rank holds none of the batch; the others 3 samples each. Every rank must take part in both exchanges
+  // (else the others wait forever), the statistics are those of the samples there are, and the empty rank's scale
+  // and shift gradients are 0.
+  const int R = g_world.size, r = g_world.rank;
+  const int64_t C = 4, n = 3;
+  const Tensor x = random_tensor({(R - 1) * n, C, 3, 3}, 31, 2.0f), dy = random_tensor({(R - 1) * n, C, 3, 3}, 32);
+  WorldStatExchange ex(g_world);
+  const StepContext train{true, 1, 0};
+  LayerPtr whole = make_bn("{momentum: 0.1, eps: 1e-5}", C);
+  Tensor y_all(x.shape()), dx_all(x.shape());
+  whole->forward(x, y_all, train);
+  whole->backward(x, y_all, dy, &dx_all);
+
+  LayerPtr mine = make_bn("{momentum: 0.1, eps: 1e-5, sync: true}", C);
+  mine->use_stat_exchange(&ex);
+  const int64_t here = r == R - 1 ? 0 : n;
+  const Tensor xs = here ? slice(x, r, n) : Tensor({0, C, 3, 3}), dys = here ? slice(dy, r, n) : Tensor({0, C, 3, 3});
+  Tensor y(xs.shape()), dx(xs.shape());
+  mine->forward(xs, y, train);
+  mine->backward(xs, y, dys, &dx);
+  if (here) {
+    const Tensor y_want = slice(y_all, r, n), dx_want = slice(dx_all, r, n);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      REQUIRE(y.data()[i] == Approx(y_want.data()[i]).margin(1e-5));
+      REQUIRE(dx.data()[i] == Approx(dx_want.data()[i]).margin(1e-5));
+    }
+  } else {
+    for (auto& p : mine->params())
+      for (float g : to_vector(*p.grad)) CHECK(g == 0.f);
+  }
+  auto st = mine->state(), st_all = whole->state();
+  for (size_t k = 0; k < st.size(); ++k)
+    for (int64_t c = 0; c < C; ++c) CHECK(st[k].second->data()[c] == Approx(st_all[k].second->data()[c]).epsilon(1e-5));
+  CHECK(identical_across_ranks(to_vector(*st[0].second)));
+  CHECK(identical_across_ranks(to_vector(*st[1].second)));
+}

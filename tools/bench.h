@@ -16,6 +16,8 @@ int bench_allreduce(const std::vector<std::string>& args, const World& world);
 int bench_trace(const std::vector<std::string>& args);
 // image_folder's training pipeline on a JPEG tree: images/s and per decode thread (tools/bench_loader.cpp).
 int bench_loader(const std::vector<std::string>& args);
+// A synthetic JPEG tree with ImageNet's decode cost, for loader and real-data speed runs (tools/bench_jpegs.cpp).
+int bench_jpegs(const std::vector<std::string>& args);
 // One convolution's forward + backward in the plain and the blocked CPU layout (tools/bench_conv.cpp).
 int bench_conv(const std::vector<std::string>& args);
 

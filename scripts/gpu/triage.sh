@@ -2,25 +2,29 @@
 # A time-boxed look at a GPU in one device call, for short leases: unpacks the bundle (scripts/gpu/bundle.sh), runs the
 # correctness checks side by side (the CUDA parity tests, tests/cuda_train_test.sh, compute-sanitizer memcheck over
 # the layout and model cases: about 80 s on an H200), then one at a time the GPU codecs against a device copy
-# (bench compress), the staged exchange in pipelined pieces against one piece (2 ranks sharing the GPU), and
-# speed.sh's rows while the budget lasts. Every log lands under OUT as it goes, so a lease that ends early still
+# (bench compress), the staged exchange in pipelined pieces against one piece (2 ranks sharing the GPU), profile.sh
+# (where a step's GPU time goes, octet beside PyTorch), speed.sh's rows while the budget lasts, realdata.sh (the JPEG
+# loader against synthetic batches) and one row on the CUDA toolkit's own cuDNN. Every log lands under OUT as it goes, so a lease that ends early still
 # returns what ran; at the end the logs are packed into OUT/logs.tgz (a device call returns few files) beside
 # OUT/summary.txt, which is also printed. One such call took 368 s on an H200 (2026-11-28).
 # Usage: scripts/gpu/triage.sh BUNDLE.tar.gz OUT
-#   BUDGET     seconds for the whole script; the speed rows take what the checks leave (default 420)
+#   BUDGET     seconds for the whole script; the speed rows take what the checks leave (default 500: a device call of
+#              timeout_s 560 or more)
 #   MODELS, MODES        speed.sh's first table (default resnet50:64, "fp32 tf32 bf16 fp16")
 #   MODELS2, MODES2      an optional second table (e.g. "resnet50:256 resnet18:64", default bf16)
 #   CORRECT=0, CODECS=0  skip the checks or the codec figures
 #   MEMCHECK_FILTER      the parity cases memcheck runs (default "[layout],[model]")
 #   PROFILE=0            skip profile.sh (where a step's GPU time goes, octet beside PyTorch: ResNet-50 bf16 at 256,
 #                        or PROFILE_MODEL/PROFILE_BATCH/PROFILE_MODE), run after the codecs, before the speed rows
+#   REALDATA=0           skip realdata.sh (ResNet-50 bf16 at 256 from a JPEG tree against synthetic batches, after the
+#                        speed rows)
 #   CUDNN_COMPARE=0      skip the last row: ResNet-50 bf16 at 256, octet alone, on the CUDA toolkit's own cuDNN (env.sh
 #                        gives octet the machine's newest; this says what that is worth)
 set -u
 tarball=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 out=$2
 t0=$(date +%s)
-left() { echo $((${BUDGET:-420} - ($(date +%s) - t0))); }
+left() { echo $((${BUDGET:-500} - ($(date +%s) - t0))); }
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 tar xzf "$tarball" -C /tmp && cd /tmp/octet-gpu && . ./env.sh || exit 1
 sum=$out/summary.txt
@@ -71,14 +75,22 @@ if [[ ${PROFILE:-1} == 1 && $(left) -gt 150 ]]; then
   rm -f "$logs"/profile/*.nsys-rep "$logs"/profile/*.sqlite
 fi
 echo "after the profile: $(($(date +%s) - t0)) s" >>"$sum"
-if [[ $(left) -gt 30 ]]; then
+# What the speed rows leave for the stages after them.
+reserve=$(( (${REALDATA:-1} == 1 ? 90 : 0) + (${CUDNN_COMPARE:-1} == 1 ? 40 : 0) ))
+speed_left() { echo $(($(left) - reserve)); }
+if [[ $(speed_left) -gt 30 ]]; then
   STEPS=20 WARMUP=5 LIMIT=45 MODELS="${MODELS:-resnet50:64}" MODES="${MODES:-fp32 tf32 bf16 fp16}" \
-    timeout "$(left)" ./speed.sh "$logs/speed" >/dev/null 2>&1
-  if [[ -n ${MODELS2:-} && $(left) -gt 30 ]]; then
-    STEPS=20 WARMUP=5 LIMIT=45 MODELS="$MODELS2" MODES="${MODES2:-bf16}" timeout "$(left)" ./speed.sh "$logs/speed2" \
-      >/dev/null 2>&1
+    timeout "$(speed_left)" ./speed.sh "$logs/speed" >/dev/null 2>&1
+  if [[ -n ${MODELS2:-} && $(speed_left) -gt 30 ]]; then
+    STEPS=20 WARMUP=5 LIMIT=45 MODELS="$MODELS2" MODES="${MODES2:-bf16}" timeout "$(speed_left)" ./speed.sh \
+      "$logs/speed2" >/dev/null 2>&1
   fi
   grep -h "^|" "$logs/speed/speed.md" "$logs/speed2/speed.md" >>"$sum" 2>/dev/null
+fi
+if [[ ${REALDATA:-1} == 1 && $(left) -gt 60 ]]; then
+  timed realdata $(($(left) - (${CUDNN_COMPARE:-1} == 1 ? 40 : 5))) ./realdata.sh "$logs/realdata"
+  cat "$logs/realdata.rc" >>"$sum"
+  grep -E "^\| |^octet jpegs" "$logs/realdata/realdata.md" >>"$sum" 2>/dev/null
 fi
 machine_cudnn=${CUDA_HOME:-/usr/local/cuda}/lib64
 if [[ ${CUDNN_COMPARE:-1} == 1 && -e $machine_cudnn/libcudnn.so.9 && $(left) -gt 40 ]]; then
