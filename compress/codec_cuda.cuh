@@ -96,6 +96,27 @@ inline bool scaled_one_pass(int64_t n, int64_t block, const void* values, const 
          reinterpret_cast<uintptr_t>(values) % 16 == 0 && reinterpret_cast<uintptr_t>(payload) % 4 == 0;
 }
 
+// The largest |x| bits over xb[0, len) (x[lo, lo + len)) that thread t of `stride` threads reads, four values a step
+// from one 16-byte load (xb 16-byte aligned), the rest one at a time; a NaN or infinity reported as NonFiniteInput at
+// its index, as block_max_cuda does. The one-pass encoders' first read of their block.
+__device__ inline uint32_t strided_absmax(const float* __restrict__ xb, int64_t len, int64_t lo, int64_t t,
+                                          int64_t stride, CodecStatus* st) {
+  const int64_t q = len / 4;
+  const float4* x4 = reinterpret_cast<const float4*>(xb);
+  uint32_t m = 0;
+  const auto see = [&](float v, int64_t i) {
+    const uint32_t a = f32_bits(v) & 0x7fffffffu;
+    if (a >= 0x7f800000u) cuda_report(st, CodecFault::NonFiniteInput, static_cast<unsigned long long>(lo + i));
+    m = max(m, a);
+  };
+  for (int64_t j = t; j < q; j += stride) {
+    const float4 v = x4[j];
+    see(v.x, 4 * j), see(v.y, 4 * j + 1), see(v.z, 4 * j + 2), see(v.w, 4 * j + 3);
+  }
+  for (int64_t i = 4 * q + t; i < len; i += stride) see(xb[i], i);
+  return m;
+}
+
 // Encoder: the block's abs-max bits m (a NaN or infinity reported as NonFiniteInput at its index, as block_max_cuda
 // does), then e = enc.at(m) gives the block's scale (e.scale, written as scale k) and its codes (e.code(v)), four a
 // thread per step from one 16-byte load, stored as one 4-byte word. (The block is read twice, the second time from
@@ -107,18 +128,7 @@ __global__ void scaled_encode_kernel(Enc enc, const float* __restrict__ x, int64
   const int64_t k = blockIdx.x, lo = k * block, len = min(block, n - lo), q = len / 4;
   const float* xb = x + lo;
   const float4* x4 = reinterpret_cast<const float4*>(xb);
-  uint32_t m = 0;
-  const auto see = [&](float v, int64_t i) {
-    const uint32_t a = f32_bits(v) & 0x7fffffffu;
-    if (a >= 0x7f800000u) cuda_report(st, CodecFault::NonFiniteInput, static_cast<unsigned long long>(lo + i));
-    m = max(m, a);
-  };
-  for (int64_t j = threadIdx.x; j < q; j += blockDim.x) {
-    const float4 v = x4[j];
-    see(v.x, 4 * j), see(v.y, 4 * j + 1), see(v.z, 4 * j + 2), see(v.w, 4 * j + 3);
-  }
-  for (int64_t i = 4 * q + threadIdx.x; i < len; i += blockDim.x) see(xb[i], i);
-  const auto e = enc.at(block_max_u32(m));
+  const auto e = enc.at(block_max_u32(strided_absmax(xb, len, lo, threadIdx.x, blockDim.x, st)));
   if (threadIdx.x == 0) reinterpret_cast<float*>(out + kHeaderBytes)[k] = e.scale;
   uint8_t* codes = out + kHeaderBytes + 4 * nb + lo;
   uint32_t* c4 = reinterpret_cast<uint32_t*>(codes);

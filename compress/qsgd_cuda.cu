@@ -125,17 +125,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int64_t lo = k * bucket, len = min(bucket, n - lo), q = len / 4;
   const float* xb = x + lo;
   const float4* x4 = reinterpret_cast<const float4*>(xb);
-  uint32_t m = 0;
-  const auto see = [&](float v, int64_t i) {
-    const uint32_t a = f32_bits(v) & 0x7fffffffu;
-    if (a >= 0x7f800000u) cuda_report(st, CodecFault::NonFiniteInput, static_cast<unsigned long long>(lo + i));
-    m = max(m, a);
-  };
-  for (int64_t j = lane; j < q; j += 32) {
-    const float4 v = x4[j];
-    see(v.x, 4 * j), see(v.y, 4 * j + 1), see(v.z, 4 * j + 2), see(v.w, 4 * j + 3);
-  }
-  for (int64_t i = 4 * q + lane; i < len; i += 32) see(xb[i], i);
+  uint32_t m = strided_absmax(xb, len, lo, lane, 32, st);
   for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));  // (every lane: the bucket's)
   const float amax = f32_from_bits(m);
   if (lane == 0) reinterpret_cast<float*>(out + kHeaderBytes)[k] = amax;

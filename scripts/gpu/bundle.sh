@@ -89,6 +89,7 @@ mkdir -p "$b/scripts/bench"
 cp "$src/scripts/bench/lenet_torch.py" "$src/scripts/bench/idx_data.py" "$b/scripts/bench/"
 cp "$src/scripts/gpu/check.sh" "$src/scripts/gpu/env.sh" "$src/scripts/gpu/speed.sh" "$src/scripts/gpu/speed_torch.py" \
   "$src/scripts/gpu/profile.sh" "$src/scripts/gpu/kernels.py" "$src/scripts/gpu/triage.sh" "$src/scripts/gpu/realdata.sh" \
+  "$src/scripts/gpu/common.sh" \
   "$b/"
 (cd "$src" && git describe --always --dirty 2>/dev/null || echo unknown) >"$b/VERSION"
 mkdir -p "$(dirname "$out")"

@@ -11,13 +11,8 @@
 # Writes OUT/kernels.md (the table), each side's CSV and log.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-if [[ -f $here/env.sh && -d $here/bin && -d $here/configs ]]; then
-  # shellcheck source=scripts/gpu/env.sh
-  . "$here/env.sh"
-  root=$here
-else
-  root=$(cd "$here/../.." && pwd)
-fi
+# shellcheck source=scripts/gpu/common.sh
+. "$here/common.sh"
 case ${1:-} in -h|--help|"") sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; [[ -n ${1:-} ]]; exit $? ;; esac
 out=$1
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
@@ -26,10 +21,6 @@ limit=${LIMIT:-240} deterministic=${DETERMINISTIC:-false}
 for v in batch steps warmup limit; do
   [[ ${!v} =~ ^[0-9]+$ && ${!v} -ge 1 ]] || { echo "profile.sh: ${v^^}='${!v}' is not a positive whole number" >&2; exit 2; }
 done
-declare -A cfg=([resnet50]=configs/imagenet/resnet50.yaml [resnet18]=configs/imagenet/resnet18.yaml
-  [alexnet]=configs/imagenet/alexnet.yaml [lenet]=configs/mnist/lenet.yaml)
-declare -A shape=([resnet50]="3,224,224" [resnet18]="3,224,224" [alexnet]="3,227,227" [lenet]="1,28,28")
-declare -A classes=([resnet50]=1000 [resnet18]=1000 [alexnet]=1000 [lenet]=10)
 [[ -n ${cfg[$model]:-} ]] || { echo "profile.sh: unknown MODEL '$model' (known: ${!cfg[*]})" >&2; exit 2; }
 [[ $mode =~ ^(fp32|tf32|bf16|fp16)$ ]] || { echo "profile.sh: unknown MODE '$mode' (fp32 tf32 bf16 fp16)" >&2; exit 2; }
 
@@ -48,14 +39,9 @@ fi
 [[ $tool =~ ^(nsys|ncu)$ ]] || { echo "profile.sh: no nsys or ncu found (PROFILER='$tool')" >&2; exit 2; }
 bin=$(find_tool "$tool") || { echo "profile.sh: $tool not found" >&2; exit 2; }
 
-py=""
-for c in ${PYTHON:-} python3 /opt/torch/.venv/bin/python3; do
-  command -v "$c" >/dev/null 2>&1 || continue
-  env -u LD_LIBRARY_PATH "$c" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null &&
-    { py=$c; break; }
-done
-octet=${OCTET:-$(command -v octet || true)}
-[[ -n $octet ]] || { echo "profile.sh: no octet on PATH (OCTET)" >&2; exit 2; }
+py=$(find_torch_python)
+octet=$(find_octet)
+[[ -n $octet ]] || { echo "profile.sh: no octet binary (OCTET, PATH, build-gpu/, build/)" >&2; exit 2; }
 extra=()
 for kv in ${OCTET_SET:-}; do extra+=(--set "$kv"); done
 

@@ -11,13 +11,8 @@
 #   (500 x 375); the tree has 1000 classes (the nets' outputs), so 1000 images at least
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-if [[ -f $here/env.sh && -d $here/bin && -d $here/configs ]]; then
-  # shellcheck source=scripts/gpu/env.sh
-  . "$here/env.sh"
-  root=$here
-else
-  root=$(cd "$here/../.." && pwd)
-fi
+# shellcheck source=scripts/gpu/common.sh
+. "$here/common.sh"
 case ${1:-} in -h|--help|"") sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; [[ -n ${1:-} ]]; exit $? ;; esac
 out=$1
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
@@ -26,12 +21,10 @@ limit=${LIMIT:-120} threads=${THREADS:-$(nproc)} deterministic=${DETERMINISTIC:-
 for v in batch steps warmup limit threads; do
   [[ ${!v} =~ ^[0-9]+$ && ${!v} -ge 1 ]] || { echo "realdata.sh: ${v^^}='${!v}' is not a positive whole number" >&2; exit 2; }
 done
-declare -A cfg=([resnet50]=configs/imagenet/resnet50.yaml [resnet18]=configs/imagenet/resnet18.yaml
-  [alexnet]=configs/imagenet/alexnet.yaml)
-declare -A size=([resnet50]=224 [resnet18]=224 [alexnet]=227)
-[[ -n ${cfg[$model]:-} ]] || { echo "realdata.sh: unknown MODEL '$model' (known: ${!cfg[*]})" >&2; exit 2; }
-octet=${OCTET:-$(command -v octet || true)}
-for c in "$root/build-gpu/octet" "$root/build/octet"; do [[ -z $octet && -x $c ]] && octet=$c; done
+[[ -n ${cfg[$model]:-} && $model != lenet ]] ||
+  { echo "realdata.sh: unknown MODEL '$model' (known: resnet50 resnet18 alexnet)" >&2; exit 2; }
+side=${shape[$model]##*,}
+octet=$(find_octet)
 [[ -n $octet ]] || { echo "realdata.sh: no octet binary (OCTET, PATH, build-gpu/, build/)" >&2; exit 2; }
 device=${DEVICE:-cuda}  # (sim or cpu: a smoke test of this script without a GPU)
 extra=()
@@ -39,11 +32,10 @@ for kv in ${OCTET_SET:-}; do extra+=(--set "$kv"); done
 images=$((batch * (steps + warmup)))
 tree=$out/tree
 rm -rf "$tree"
-classes=1000  # (the ImageNet configs' last layer: a class folder each, one image at least in train/ and val/)
-images=$((images < classes ? classes : images))
-"$octet" bench jpegs "$tree" --images "$images" --val "$classes" --classes "$classes" --width "${WIDTH:-500}" \
+folders=${classes[$model]}  # (the config's last layer: a class folder each, one image at least in train/ and val/)
+images=$((images < folders ? folders : images))
+"$octet" bench jpegs "$tree" --images "$images" --val "$folders" --classes "$folders" --width "${WIDTH:-500}" \
   --height "${HEIGHT:-375}" | tee "$out/realdata.md" || exit 1
-num() { grep -o "\"$2\": *[0-9.e+-]*" "$1" 2>/dev/null | head -1 | sed 's/.*: *//'; }
 run() {  # run NAME DATA_SET...: images_per_s_steady of one training run, or "fail"
   local name=$1
   shift
@@ -57,9 +49,9 @@ run() {  # run NAME DATA_SET...: images_per_s_steady of one training run, or "fa
   v=$(num "$out/runs/$name/summary.json" images_per_s_steady)
   [[ -n $v ]] && printf "%.0f\n" "$v" || echo fail
 }
-synthetic=$(run synthetic --set "data={dataset: synthetic, synthetic_shape: [3,${size[$model]},${size[$model]}], synthetic_classes: 1000, synthetic_train: $images, synthetic_test: 1, batch_size: $batch}")
-real=$(run jpeg --set data.path="$tree" --set data.decode_threads="$threads" --set data.image_size="${size[$model]}")
-loader=$("$octet" bench loader "$tree" --threads "$threads" --images "$images" --batch "$batch" --size "${size[$model]}" |
+synthetic=$(run synthetic --set "data={dataset: synthetic, synthetic_shape: [3,$side,$side], synthetic_classes: $folders, synthetic_train: $images, synthetic_test: 1, batch_size: $batch}")
+real=$(run jpeg --set data.path="$tree" --set data.decode_threads="$threads" --set data.image_size="$side")
+loader=$("$octet" bench loader "$tree" --threads "$threads" --images "$images" --batch "$batch" --size "$side" |
   grep -o "images_per_s=[0-9]*" | cut -d= -f2)
 ratio=$(awk -v a="$real" -v b="$synthetic" 'BEGIN { if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.2f", a / b; else print "-" }')
 {

@@ -27,17 +27,8 @@ set -uo pipefail
 extra=()
 for kv in ${OCTET_SET:-}; do extra+=(--set "$kv"); done
 here=$(cd "$(dirname "$0")" && pwd)
-# PyTorch runs with no library path: its wheels find their own CUDA libraries, where env.sh's path (or a CUDA
-# toolkit's on the machine's) would hand it another cuDNN than the one it was built against (a mismatch that
-# torch.backends.cudnn refuses, and a slower PyTorch than its users get).
-torch_env=(env -u LD_LIBRARY_PATH)
-if [[ -f $here/env.sh && -d $here/bin && -d $here/configs ]]; then  # an unpacked bundle: its octet, Open MPI, libraries
-  # shellcheck source=scripts/gpu/env.sh
-  . "$here/env.sh"
-  root=$here
-else
-  root=$(cd "$here/../.." && pwd)
-fi
+# shellcheck source=scripts/gpu/common.sh
+. "$here/common.sh"
 case ${1:-} in -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 arg=${1:-./speed.md}
 if [[ $arg == *.md ]]; then md=$arg dir=$(dirname "$arg"); else dir=$arg md=$arg/speed.md; fi
@@ -53,24 +44,12 @@ for v in steps warmup limit; do
 done
 [[ $steps -ge 1 ]] || { echo "speed.sh: STEPS must be >= 1" >&2; exit 2; }
 
-octet=${OCTET:-$(command -v octet || true)}
-for c in "$root/build-gpu/octet" "$root/build/octet"; do [[ -z $octet && -x $c ]] && octet=$c; done
+octet=$(find_octet)
 [[ -n $octet ]] || echo "speed.sh: no octet binary (OCTET, PATH, build-gpu/, build/): the octet cells will read fail" >&2
 py=""
-candidates=(${PYTHON:-} python3 /opt/torch/.venv/bin/python3)
-[[ ${TORCH:-1} == 0 ]] && candidates=()
-for c in "${candidates[@]}"; do
-  command -v "$c" >/dev/null 2>&1 || continue
-  if [[ $torch_device == cpu ]] && "${torch_env[@]}" "$c" -c 'import torch' 2>/dev/null; then py=$c; break; fi
-  "${torch_env[@]}" "$c" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null &&
-    { py=$c; break; }
-done
+[[ ${TORCH:-1} == 0 ]] || py=$(find_torch_python "$torch_device")
 
-# Each net: config, input shape, classes, default batches.
-declare -A cfg=([resnet50]=configs/imagenet/resnet50.yaml [resnet18]=configs/imagenet/resnet18.yaml
-  [alexnet]=configs/imagenet/alexnet.yaml [lenet]=configs/mnist/lenet.yaml)
-declare -A shape=([resnet50]="3,224,224" [resnet18]="3,224,224" [alexnet]="3,227,227" [lenet]="1,28,28")
-declare -A classes=([resnet50]=1000 [resnet18]=1000 [alexnet]=1000 [lenet]=10)
+# Each net's default batches (its config, input shape and classes: common.sh).
 declare -A batches=([resnet50]="64 256" [resnet18]="64" [alexnet]="128" [lenet]="64")
 runs=()  # NAME:BATCH
 for e in ${models//,/ }; do
@@ -93,7 +72,6 @@ failures=$tmp/failures.txt
 : >"$failures"
 t_start=$(date +%s)
 emit() { echo "$*" | tee -a "$md"; }
-num() { grep -o "\"$2\": *[0-9.e+-]*" "$1" 2>/dev/null | head -1 | sed 's/.*: *//'; }  # num FILE KEY
 fmt() { awk -v v="$1" -v d="${2:-0}" 'BEGIN { if (v ~ /^[0-9.e+-]+$/) printf "%.*f", d, v; else printf "%s", v }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9.e+-]+$/ && b ~ /^[0-9.e+-]+$/ && b > 0) printf "%.2f", a / b; else print "-" }'; }
 failed() {  # failed RC LOG LABEL: the cell's word, the log's tail kept for the failures section
