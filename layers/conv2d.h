@@ -1,6 +1,7 @@
 // 2-D convolution (cross-correlation, stride, zero padding, channel groups, optional bias): shapes, parameters and
 // initialization here and in conv2d.cpp; the CPU implementation (oneDNN) in conv2d_cpu.cpp.
 #pragma once
+#include "core/layout.h"
 #include "layers/layer.h"
 
 namespace octet {
@@ -55,6 +56,11 @@ class Conv2d : public Layer {
     return device() != Device::CUDA && blocked ? LayoutRule::Free : LayoutRule::Plain;
   }
   bool takes_nhwc(Device d) const override { return d == Device::CUDA && !p_.bias && !relu_; }
+  // On a device, where cuDNN writes the data gradient as it is: fp32, or 16-bit activations (not 16-bit math over fp32
+  // ones, whose gradient comes back through a cast). The CPU sums after oneDNN as the model would.
+  bool accumulates_input_grad() const override {
+    return device() != Device::CPU && (!is_16bit(precision()) || io_layout().in == kNhwc);
+  }
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;
@@ -65,6 +71,7 @@ class Conv2d : public Layer {
   Conv2dParams p_;
   Tensor w_, b_, dw_, db_;  // w: [OC,IC/groups,K,K], b: [OC]
   Tensor masked_;           // a fused ReLU's masked output gradient, [N,OC,OH,OW] (host memory on the CPU and the sim)
+  Tensor dx_part_;          // accumulate_input_grad on the simulated device: the data gradient before it is added
   std::shared_ptr<CpuState> cpu_;
 
   OCTET_LAYER_CUDA_TWIN  // the CUDA twin (conv2d_cuda.cu)

@@ -5,6 +5,7 @@
 
 #include "core/dnnl_ctx.h"
 #include "core/error.h"
+#include "core/tensor_ops.h"
 #include "layers/conv2d.h"
 #include "layers/relu.h"
 #include "layers/weighted_dnnl.h"
@@ -123,9 +124,22 @@ void Conv2d::backward_cpu(const Tensor& x, const Tensor& y, const Tensor& dy, Te
     relu_mask(y, dy, masked_, Exec::host().compute());  // (host memory on the simulated device too)
     g = &masked_;
   }
+  Tensor* into = dx;
+  if (dx && accumulate_dx_) {  // (host memory: on the simulated device this runs inside its kernel)
+    if (dx_part_.device() != Device::CPU) dx_part_ = Tensor(Shape{0});
+    dx_part_.resize(dx->shape(), dx->dtype());
+    into = &dx_part_;
+  }
   weighted_backward(
       conv_prims(cpu_->prims, p_, cpu_blocked(), x.shape(), y.shape(), w_, m, relu_, layout(), x.dtype(), y.dtype()), x,
-      w_, *g, dw_, db_, dx);
+      w_, *g, dw_, db_, into);
+  if (into != dx) {  // dx += the gradient (the sum the model would make: the same floats, the same bits)
+    if (dx->dtype() == DType::F32) return add_into_threads_cpu(dx->data(), dx_part_.data(), dx->numel(), Stream{});
+    with_16bit(dx->dtype(), [&](auto t) {
+      using T = decltype(t);
+      add_into16_cpu<T>(values<T>(*dx), values<T>(dx_part_), dx->numel(), Stream{});
+    });
+  }
 }
 
 }  // namespace octet

@@ -286,8 +286,11 @@ void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, T
     void* dxo = dxh           ? dx->raw()
                 : is_16bit(p) ? mixed_scratch(MixedRole::Dx, static_cast<size_t>(dx->numel()) * 2)
                               : dx->data();
+    // accumulate_input_grad: added to what dx holds (beta = 1), where cuDNN writes dx itself (accumulates_input_grad).
+    OCTET_CHECK(!accumulate_dx_ || dxh || !is_16bit(p), op("backward") << ": asked to accumulate a cast gradient");
     CHECK_CUDNN(cudnnConvolutionBackwardData(h, &one, e.w, wo, e.y, dyo, e.bwd_data.conv, e.bwd_data.algo,
-                                             cuda_->workspace.data(), e.bwd_data.workspace, &zero, e.x, dxo));
+                                             cuda_->workspace.data(), e.bwd_data.workspace,
+                                             accumulate_dx_ ? &one : &zero, e.x, dxo));
     if (is_16bit(p) && !dxh) result_to(p, dxo, *dx, s);
   }
 }

@@ -97,6 +97,7 @@ void Layer::backward_relayout(const Tensor& x, const Tensor& y, const Tensor& dy
   const Tensor& yp = plain_of(y, io.out, r.y, st);
   const Tensor& dyp = plain_of(dy, io.out, r.dy, st);
   Tensor* dxp = dx ? &plain_out(*dx, io.in, r.dx) : nullptr;
+  if (dx && dxp != dx && accumulate_dx_) relayout(*dx, io.in, *dxp, 0, st);  // (added to: what dx holds, plain)
   const Tensor* skip = skip_x_;
   Tensor* skip_dx = skip_dx_;
   Tensor* sdp = skip_dx ? &plain_out(*skip_dx, io.skip, r.ds) : nullptr;
@@ -169,9 +170,11 @@ void Layer::forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) {
 
 void Layer::backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   const KernelRef xr(&x), yr(&y), dyr(&dy), dxr(dx), sr(skip_x_), sdr(skip_dx_);
-  sim::launch(sim_queue(exec_->compute()), op("backward"), [this, xr, yr, dyr, dxr, sr, sdr] {
+  const bool acc = accumulate_dx_;
+  sim::launch(sim_queue(exec_->compute()), op("backward"), [this, xr, yr, dyr, dxr, sr, sdr, acc] {
     Tensor xv = xr.view(), yv = yr.view(), dyv = dyr.view(), dxv = dxr.view(), sx = sr.view(), sdx = sdr.view();
     if (sr.set) bind_skip(&sx, sdr.set ? &sdx : nullptr);
+    accumulate_dx_ = acc;
     backward_cpu(xv, yv, dyv, dxr.set ? &dxv : nullptr);
   });
 }

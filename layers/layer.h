@@ -1,6 +1,7 @@
 // The layer contract: forward/backward on NCHW tensors (non-virtual, dispatching to the device's implementation, as
 // Caffe does), params() as {name, value, grad} (all comm/ and compress/ ever see), and the context a layer runs in.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -108,6 +109,11 @@ class Layer {
   // The gradient routed to the skip input is the input gradient itself, value for value (an identity add): the model
   // then binds no skip_dx and reads the input gradient where it would have read the copy.
   virtual bool skip_grad_is_input_grad() const { return false; }
+  // Whether backward can add its input gradient into *dx (accumulate_input_grad) instead of writing it, so that a
+  // skip gradient already held there needs no summing pass of its own (Model's backward): a device convolution whose
+  // data gradient cuDNN writes as it is (beta = 1; the CPU twin on the simulated device sums after it).
+  virtual bool accumulates_input_grad() const { return false; }
+  void accumulate_input_grad(bool on) { accumulate_dx_ = on; }
   virtual void init_params(Rng&) {}  // parameters on the host (Model::init_params moves them where the layer runs)
   // The cross-rank exchange for layers configured to normalize over every rank's batch (batchnorm's sync); others
   // ignore it. nullptr: one process.
@@ -170,7 +176,10 @@ class Layer {
   const Tensor* skip_x_ = nullptr;
   Tensor* skip_dx_ = nullptr;
   bool relu_ = false;  // the following ReLU is fused in (fuse_relu)
-  IoLayout io_;        // the layouts of its input, output and skip input (set_layout)
+  // backward adds its input gradient into *dx (accumulate_input_grad; atomic: a simulated-device kernel sets it as it
+  // was at launch, on the device thread)
+  std::atomic<bool> accumulate_dx_{false};
+  IoLayout io_;  // the layouts of its input, output and skip input (set_layout)
 
  private:
   [[noreturn]] void no_cuda() const;

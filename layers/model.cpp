@@ -54,9 +54,26 @@ void Model::plan_grad_buffers() {
   for (size_t j = 0; j < n; ++j) last_read[j] = j > 0 && fused(j - 1) ? j - 1 : j;
   for (size_t a = 1; a < n; ++a)
     if (skip_grad_in_place(a, 0)) last_read[a - 1] = std::min(last_read[a - 1], static_cast<size_t>(skip_[a]) + 1);
+  // Where layer j + 1 can add its input gradient into an identity add's in-place skip gradient (the only one routed to
+  // output j), grad(j) takes that gradient's buffer over: the add's gradient grad(a - 1) is read last at step j + 1
+  // (skip_[a] + 1), the very step that writes grad(j).
+  accum_.assign(n, -1);
+  for (size_t j = 0; j + 1 < n; ++j) {
+    if (fused(j) || !layers_[j + 1]->accumulates_input_grad()) continue;
+    int64_t only = -1, count = 0;
+    for (size_t a = j + 1; a < n; ++a)
+      if (skip_[a] == static_cast<int64_t>(j)) only = static_cast<int64_t>(a), ++count;
+    if (count == 1 && skip_grad_in_place(static_cast<size_t>(only), 0)) accum_[j] = only;
+  }
   std::vector<size_t> free_after;  // per buffer: the last read step of its latest gradient
   grad_slot_.assign(n, 0);
   for (size_t j = n; j-- > 0;) {  // in the order of first writes, step j + 1 descending
+    if (accum_[j] >= 0) {         // the add's buffer, held on to its last read (last_read[a - 1] was step j + 1)
+      const size_t slot = grad_slot_[static_cast<size_t>(accum_[j]) - 1];
+      free_after[slot] = last_read[j];
+      grad_slot_[j] = slot;
+      continue;
+    }
     size_t slot = free_after.size();
     for (size_t b = 0; b < free_after.size() && slot == free_after.size(); ++b)
       if (free_after[b] > j + 1) slot = b;  // its last read came at an earlier step than this first write
@@ -128,6 +145,7 @@ void Model::set_layout(bool on, int block, bool compute_acts) {
     const int64_t k = skip_[i];
     layers_[i]->set_layout({i > 0 ? layout_[i - 1] : 0, layout_[i], k >= 0 ? layout_[static_cast<size_t>(k)] : 0});
   }
+  plan_grad_buffers();  // (whether a convolution can add into a skip gradient depends on its layout)
 }
 
 void Model::check_range(size_t begin, size_t end, const char* pass) const {
@@ -186,6 +204,13 @@ void Model::backward_range(const Tensor& x, size_t begin, size_t end, const Tens
     const double t0 = times_ ? now_seconds() : 0;
     TraceSpan span("backward", layers_[i]->name().c_str());
     Tensor* dx = i > begin ? &grad(i - 1) : dx_first;
+    // grad(i-1) in the buffer of an add's in-place skip gradient (accum_): layer i adds its input gradient to it.
+    const int64_t acc = i > begin ? accum_[i - 1] : -1;
+    OCTET_CHECK(acc < 0 || (static_cast<size_t>(acc) < end && skip_grad_in_place(static_cast<size_t>(acc), begin) &&
+                            dx->shape() == in.shape() && dx->dtype() == in.dtype()),
+                "backward_range(" << begin << ", " << end << "): layer " << layers_[i]->name()
+                                  << " cannot add its input gradient to the skip gradient of "
+                                  << layers_[static_cast<size_t>(acc)]->name() << " in this range");
     if (dx) dx->resize(in.shape(), in.dtype());
     if (skip_[i] >= 0) {
       const Tensor& from = acts_[static_cast<size_t>(skip_[i])];
@@ -193,10 +218,11 @@ void Model::backward_range(const Tensor& x, size_t begin, size_t end, const Tens
       if (!in_place) skip_grads_[i].resize(from.shape(), from.dtype());
       layers_[i]->bind_skip(&from, in_place ? nullptr : &skip_grads_[i]);
     }
+    layers_[i]->accumulate_input_grad(acc >= 0);  // (the same for this layer in every pass: the plan's)
     if (!run || !run(i, in, acts_[o], dy, dx)) layers_[i]->backward(in, acts_[o], dy, dx);
     // grad(i-1) is written: add what the add layers at or above i routed to layer i-1's output.
     for (size_t a = i; i > begin && a < end; ++a)
-      if (skip_[a] == static_cast<int64_t>(i) - 1)
+      if (skip_[a] == static_cast<int64_t>(i) - 1 && static_cast<int64_t>(a) != acc)
         add_into(grad(i - 1), skip_grad_in_place(a, begin) ? grad(a - 1) : skip_grads_[a], *exec_);
     if (times_) {
       exec_->sync(exec_->compute());
@@ -212,6 +238,12 @@ bool Model::skip_grad_in_place(size_t i, size_t begin) const {
   // at a range's first layer (its input gradient is the caller's, or none).
   return layers_[i]->skip_grad_is_input_grad() && i > begin && skip_[i] != static_cast<int64_t>(i) - 1 &&
          !skip_source_[i - 1];
+}
+
+size_t Model::skip_sums_in_layers() const {
+  size_t k = 0;
+  for (int64_t a : accum_) k += a >= 0 ? 1 : 0;
+  return k;
 }
 
 void Model::set_layer_times(LayerTimes* t) {
@@ -269,6 +301,8 @@ std::string Model::summary() {
     Shape per(s.begin() + 1, s.end());
     std::string from = l->traits().reads_other ? "  + " + l->skip_from() : "";
     if (i > 0 && fused(i - 1)) from += "  (fused into " + layers_[i - 1]->name() + ")";
+    if (i > 0 && accum_[i - 1] >= 0)
+      from += "  (its input gradient added into " + layers_[static_cast<size_t>(accum_[i - 1])]->name() + "'s)";
     const std::string lay = std::string(layout_name(layout_[i])) +
                             (dtype_[i] == DType::F32 ? "" : std::string(" ") + dtype_name(dtype_[i]));
     std::snprintf(buf, sizeof buf, "  %-*s %-9s %-16s %-12s %10lld%s\n", w, l->name().c_str(), l->kind(),

@@ -103,6 +103,9 @@ class Model {
   // layer's weights, output and parameter gradients ("layer fc1 (fc): weights fc1.weight hold inf at 17"); "" if none.
   // (An error path, not a per-step check: device tensors are copied to the host to be read.)
   std::string first_nonfinite(const Tensor* input);
+  // Skip gradients a backward pass adds inside a layer's own data-gradient pass (Layer::accumulate_input_grad) rather
+  // than in a summing pass of their own (the GPU's convolutions after an identity add).
+  size_t skip_sums_in_layers() const;
 
  private:
   Shape input_;
@@ -115,6 +118,10 @@ class Model {
   std::vector<size_t> grad_slot_;
   Tensor& grad(size_t i) { return grad_buffers_[grad_slot_[i]]; }
   void plan_grad_buffers();
+  // accum_[j]: the add whose in-place skip gradient grad(j) continues in its buffer (layer j + 1 adds its input
+  // gradient into it: Layer::accumulate_input_grad), or -1 where layer j + 1 writes grad(j) and the add's gradient is
+  // summed into it after.
+  std::vector<int64_t> accum_;
   std::vector<int64_t> skip_;       // skip_[i]: the layer whose output layer i also reads (add), or -1
   std::vector<Tensor> skip_grads_;  // skip_grads_[i]: layer i's gradient w.r.t. that output, added once it is written
   std::vector<bool> skip_source_;   // layer i's output is read again by a later add
