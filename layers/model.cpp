@@ -56,14 +56,17 @@ void Model::plan_grad_buffers() {
     if (skip_grad_in_place(a, 0)) last_read[a - 1] = std::min(last_read[a - 1], static_cast<size_t>(skip_[a]) + 1);
   // Where layer j + 1 can add its input gradient into an identity add's in-place skip gradient (the only one routed to
   // output j), grad(j) takes that gradient's buffer over: the add's gradient grad(a - 1) is read last at step j + 1
-  // (skip_[a] + 1), the very step that writes grad(j).
+  // (skip_[a] + 1), the very step that writes grad(j). Not where layer j + 1 itself reads grad(a - 1) as its output
+  // gradient (an add right after it: y = x + conv(x)), which would make its input and output gradients one buffer.
   accum_.assign(n, -1);
   for (size_t j = 0; j + 1 < n; ++j) {
     if (fused(j) || !layers_[j + 1]->accumulates_input_grad()) continue;
     int64_t only = -1, count = 0;
     for (size_t a = j + 1; a < n; ++a)
       if (skip_[a] == static_cast<int64_t>(j)) only = static_cast<int64_t>(a), ++count;
-    if (count == 1 && skip_grad_in_place(static_cast<size_t>(only), 0)) accum_[j] = only;
+    const size_t reads = fused(j + 1) ? j + 2 : j + 1;  // the gradient layer j + 1's backward reads
+    if (count == 1 && skip_grad_in_place(static_cast<size_t>(only), 0) && static_cast<size_t>(only) - 1 != reads)
+      accum_[j] = only;
   }
   std::vector<size_t> free_after;  // per buffer: the last read step of its latest gradient
   grad_slot_.assign(n, 0);
@@ -207,7 +210,7 @@ void Model::backward_range(const Tensor& x, size_t begin, size_t end, const Tens
     // grad(i-1) in the buffer of an add's in-place skip gradient (accum_): layer i adds its input gradient to it.
     const int64_t acc = i > begin ? accum_[i - 1] : -1;
     OCTET_CHECK(acc < 0 || (static_cast<size_t>(acc) < end && skip_grad_in_place(static_cast<size_t>(acc), begin) &&
-                            dx->shape() == in.shape() && dx->dtype() == in.dtype()),
+                            dx != &dy && dx->shape() == in.shape() && dx->dtype() == in.dtype()),
                 "backward_range(" << begin << ", " << end << "): layer " << layers_[i]->name()
                                   << " cannot add its input gradient to the skip gradient of "
                                   << layers_[static_cast<size_t>(acc)]->name() << " in this range");

@@ -27,6 +27,7 @@ class Model {
   // model.precision and parallel.deterministic, handed to every layer (Layer::set_math).
   void set_math(const LayerMath& m) {
     for (auto& l : layers_) l->set_math(m);
+    plan_grad_buffers();  // (whether a convolution can add into a skip gradient depends on its precision)
   }
   // model.fuse: a ReLU whose input only it reads is taken into the layer before it where that layer can (batchnorm,
   // add: Layer::fuse_relu), which then writes the ReLU's output buffer; the passes skip the ReLU. Off: every layer

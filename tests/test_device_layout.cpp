@@ -222,36 +222,61 @@ static Model identity_net(Exec& ex, Precision p) {
   return m;
 }
 
+// c1 -> bn -> relu (r1) -> c2 -> add(r1) -> relu -> global pool -> fc: y = x + conv(x), where the convolution's output
+// gradient is the add's own, so it cannot add into it (its input and output gradients would be one buffer).
+static Model conv_add_net(Exec& ex, Precision p) {
+  std::vector<LayerPtr> L;
+  L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{3, 16, 3, 1, 1, false, Init::He}));
+  L.push_back(std::make_unique<BatchNorm>("bn1", BatchNormParams{}, 16));
+  L.push_back(std::make_unique<Relu>("r1"));
+  L.push_back(std::make_unique<Conv2d>("c2", Conv2dParams{16, 16, 3, 1, 1, false, Init::He}));
+  L.push_back(std::make_unique<Add>("a1", AddParams{"r1", Shortcut::Identity, {1, 16, 8, 8}, Init::He, {}},
+                                    Shape{1, 16, 8, 8}));
+  L.push_back(std::make_unique<Relu>("r2"));
+  L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 8, 8, 0}));
+  L.push_back(std::make_unique<FullyConnected>("fc", FcParams{16, 3, true, Init::Xavier}));
+  Model m({3, 8, 8}, std::move(L), ex);
+  m.init_params(9);
+  m.set_math({p});
+  m.set_fusion(true);
+  m.set_layout(true, 0, true);
+  return m;
+}
+
 TEST_CASE(
     "a device convolution after an identity add adds its input gradient into the add's skip gradient (no summing "
     "pass): the gradients of the CPU model, which sums after it",
     "[cuda][layout][model]") {
   const Tensor x = random_tensor({4, 3, 8, 8}, 41), r = random_tensor({4, 3}, 42);
   const StepContext train{true, 7, 3, 0};
-  Model cpu = identity_net(Exec::host(), Precision::Fp32);
-  CHECK(cpu.skip_sums_in_layers() == 0);
-  cpu.forward(x, train);
-  cpu.backward(x, r);
-  const auto want = cpu.params();
-  for (const Precision prec : {Precision::Fp32, Precision::Bf16, Precision::Fp16}) {
-    INFO(precision_name(prec));
-    Exec& ex = dev();
-    Model m = identity_net(ex, prec);
-    CHECK(m.skip_sums_in_layers() == 2);  // c2 into a1's, c3 into a2's
-    CHECK_THAT(m.summary(), Catch::Contains("(its input gradient added into a2's)"));
-    const Tensor xd = x.to(kDev), rd = r.to(kDev);
-    m.forward(xd, train);
-    m.backward(xd, rd);
-    ex.sync(ex.compute());
-    const auto got = m.params();
-    REQUIRE(got.size() == want.size());
-    for (size_t k = 0; k < got.size(); ++k) {
-      INFO(want[k].name);
-      const std::vector<float> g = to_vector(got[k].grad->to(Device::CPU)), w = to_vector(*want[k].grad);
-      if (prec == Precision::Fp32 && ex.device() == Device::Sim)
-        CHECK(g == w);  // (the CPU twins, the same sums: the same bits)
-      else
-        CHECK(rel_l2(g, w) < (prec == Precision::Fp32 ? 1e-4 : 0.1));
+  for (const bool conv_then_add : {false, true}) {
+    INFO((conv_then_add ? "y = x + conv(x)" : "conv -> bn -> add"));
+    const auto net = conv_then_add ? conv_add_net : identity_net;
+    Model cpu = net(Exec::host(), Precision::Fp32);
+    CHECK(cpu.skip_sums_in_layers() == 0);
+    cpu.forward(x, train);
+    cpu.backward(x, r);
+    const auto want = cpu.params();
+    for (const Precision prec : {Precision::Fp32, Precision::Bf16, Precision::Fp16}) {
+      INFO(precision_name(prec));
+      Exec& ex = dev();
+      Model m = net(ex, prec);
+      CHECK(m.skip_sums_in_layers() == (conv_then_add ? 0u : 2u));  // c2 into a1's, c3 into a2's; none for x + conv(x)
+      if (!conv_then_add) CHECK_THAT(m.summary(), Catch::Contains("(its input gradient added into a2's)"));
+      const Tensor xd = x.to(kDev), rd = r.to(kDev);
+      m.forward(xd, train);
+      m.backward(xd, rd);
+      ex.sync(ex.compute());
+      const auto got = m.params();
+      REQUIRE(got.size() == want.size());
+      for (size_t k = 0; k < got.size(); ++k) {
+        INFO(want[k].name);
+        const std::vector<float> g = to_vector(got[k].grad->to(Device::CPU)), w = to_vector(*want[k].grad);
+        if (prec == Precision::Fp32 && ex.device() == Device::Sim)
+          CHECK(g == w);  // (the CPU twins, the same sums: the same bits)
+        else
+          CHECK(rel_l2(g, w) < (prec == Precision::Fp32 ? 1e-4 : 0.1));
+      }
     }
   }
 }
