@@ -194,45 +194,35 @@ TEST_CASE(
   }
 }
 
-// c1 -> bn -> relu (r1) -> c2 -> bn -> add(r1) -> relu (ar) -> c3 -> bn -> add(ar) -> relu -> global pool -> fc: two
-// identity adds whose skip source feeds a convolution (c2, c3), which on a device adds its input gradient into the
-// add's skip gradient (Layer::accumulate_input_grad) instead of a summing pass after it.
-static Model identity_net(Exec& ex, Precision p) {
+// Identity adds whose skip source feeds a convolution, which on a device adds its input gradient into the add's skip
+// gradient (Layer::accumulate_input_grad) instead of a summing pass after it:
+//   c1 -> bn -> relu (r1) -> c2 -> bn -> add(r1) -> relu (ar) -> c3 -> bn -> add(ar) -> relu -> pool -> fc (c2, c3
+//   add);
+// conv_then_add, y = x + conv(x), where the convolution's output gradient is the add's own, so it cannot add into it
+// (its input and output gradients would be one buffer):
+//   c1 -> bn -> relu (r1) -> c2 -> add(r1) -> relu -> pool -> fc.
+static Model skip_net(Exec& ex, Precision p, bool conv_then_add) {
   std::vector<LayerPtr> L;
-  L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{3, 16, 3, 1, 1, false, Init::He}));
+  const auto conv = [&](const char* name, int64_t in) {
+    L.push_back(std::make_unique<Conv2d>(name, Conv2dParams{in, 16, 3, 1, 1, false, Init::He}));
+  };
+  const auto add = [&](const char* name, const char* from) {
+    L.push_back(std::make_unique<Add>(name, AddParams{from, Shortcut::Identity, {1, 16, 8, 8}, Init::He, {}},
+                                      Shape{1, 16, 8, 8}));
+  };
+  conv("c1", 3);
   L.push_back(std::make_unique<BatchNorm>("bn1", BatchNormParams{}, 16));
   L.push_back(std::make_unique<Relu>("r1"));
-  L.push_back(std::make_unique<Conv2d>("c2", Conv2dParams{16, 16, 3, 1, 1, false, Init::He}));
-  L.push_back(std::make_unique<BatchNorm>("bn2", BatchNormParams{}, 16));
-  L.push_back(std::make_unique<Add>("a1", AddParams{"r1", Shortcut::Identity, {1, 16, 8, 8}, Init::He, {}},
-                                    Shape{1, 16, 8, 8}));
+  conv("c2", 16);
+  if (!conv_then_add) L.push_back(std::make_unique<BatchNorm>("bn2", BatchNormParams{}, 16));
+  add("a1", "r1");
   L.push_back(std::make_unique<Relu>("ar"));
-  L.push_back(std::make_unique<Conv2d>("c3", Conv2dParams{16, 16, 3, 1, 1, false, Init::He}));
-  L.push_back(std::make_unique<BatchNorm>("bn3", BatchNormParams{}, 16));
-  L.push_back(std::make_unique<Add>("a2", AddParams{"ar", Shortcut::Identity, {1, 16, 8, 8}, Init::He, {}},
-                                    Shape{1, 16, 8, 8}));
-  L.push_back(std::make_unique<Relu>("r3"));
-  L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 8, 8, 0}));
-  L.push_back(std::make_unique<FullyConnected>("fc", FcParams{16, 3, true, Init::Xavier}));
-  Model m({3, 8, 8}, std::move(L), ex);
-  m.init_params(9);
-  m.set_math({p});
-  m.set_fusion(true);
-  m.set_layout(true, 0, true);
-  return m;
-}
-
-// c1 -> bn -> relu (r1) -> c2 -> add(r1) -> relu -> global pool -> fc: y = x + conv(x), where the convolution's output
-// gradient is the add's own, so it cannot add into it (its input and output gradients would be one buffer).
-static Model conv_add_net(Exec& ex, Precision p) {
-  std::vector<LayerPtr> L;
-  L.push_back(std::make_unique<Conv2d>("c1", Conv2dParams{3, 16, 3, 1, 1, false, Init::He}));
-  L.push_back(std::make_unique<BatchNorm>("bn1", BatchNormParams{}, 16));
-  L.push_back(std::make_unique<Relu>("r1"));
-  L.push_back(std::make_unique<Conv2d>("c2", Conv2dParams{16, 16, 3, 1, 1, false, Init::He}));
-  L.push_back(std::make_unique<Add>("a1", AddParams{"r1", Shortcut::Identity, {1, 16, 8, 8}, Init::He, {}},
-                                    Shape{1, 16, 8, 8}));
-  L.push_back(std::make_unique<Relu>("r2"));
+  if (!conv_then_add) {
+    conv("c3", 16);
+    L.push_back(std::make_unique<BatchNorm>("bn3", BatchNormParams{}, 16));
+    add("a2", "ar");
+    L.push_back(std::make_unique<Relu>("r3"));
+  }
   L.push_back(std::make_unique<Pool2d>("gap", PoolParams{PoolKind::Avg, 8, 8, 0}));
   L.push_back(std::make_unique<FullyConnected>("fc", FcParams{16, 3, true, Init::Xavier}));
   Model m({3, 8, 8}, std::move(L), ex);
@@ -251,8 +241,7 @@ TEST_CASE(
   const StepContext train{true, 7, 3, 0};
   for (const bool conv_then_add : {false, true}) {
     INFO((conv_then_add ? "y = x + conv(x)" : "conv -> bn -> add"));
-    const auto net = conv_then_add ? conv_add_net : identity_net;
-    Model cpu = net(Exec::host(), Precision::Fp32);
+    Model cpu = skip_net(Exec::host(), Precision::Fp32, conv_then_add);
     CHECK(cpu.skip_sums_in_layers() == 0);
     cpu.forward(x, train);
     cpu.backward(x, r);
@@ -260,7 +249,7 @@ TEST_CASE(
     for (const Precision prec : {Precision::Fp32, Precision::Bf16, Precision::Fp16}) {
       INFO(precision_name(prec));
       Exec& ex = dev();
-      Model m = net(ex, prec);
+      Model m = skip_net(ex, prec, conv_then_add);
       CHECK(m.skip_sums_in_layers() == (conv_then_add ? 0u : 2u));  // c2 into a1's, c3 into a2's; none for x + conv(x)
       if (!conv_then_add) CHECK_THAT(m.summary(), Catch::Contains("(its input gradient added into a2's)"));
       const Tensor xd = x.to(kDev), rd = r.to(kDev);
