@@ -239,8 +239,8 @@ void QsgdCodec::decode_cuda(const uint8_t* in, float* out, int64_t n, int bits, 
     CHECK_LAUNCH("qsgd_warp_decode");
     return;
   }
-  qsgd_decode_kernel<<<grid_for(n), 256, 0, comm_stream(ex)>>>(in, out, n, bits, bucket, (n + bucket - 1) / bucket,
-                                                               accumulate, codec_device_scratch(ex).status);
+  qsgd_decode_kernel<<<grid_for(n), 256, 0, comm_stream(ex)>>>(in, out, n, bits, bucket, nb, accumulate,
+                                                               codec_device_scratch(ex).status);
   CHECK_LAUNCH("qsgd_decode");
 }
 

@@ -244,9 +244,7 @@ bool Model::skip_grad_in_place(size_t i, size_t begin) const {
 }
 
 size_t Model::skip_sums_in_layers() const {
-  size_t k = 0;
-  for (int64_t a : accum_) k += a >= 0 ? 1 : 0;
-  return k;
+  return static_cast<size_t>(std::count_if(accum_.begin(), accum_.end(), [](int64_t a) { return a >= 0; }));
 }
 
 void Model::set_layer_times(LayerTimes* t) {

@@ -40,6 +40,30 @@ Tensor slice(const Tensor& t, int r, int64_t n) {
   return out;
 }
 
+// One training pass of bn: x -> y, dy -> dx.
+void pass(Layer& bn, const Tensor& x, const Tensor& dy, Tensor& y, Tensor& dx) {
+  bn.forward(x, y, StepContext{true, 1, 0});
+  bn.backward(x, y, dy, &dx);
+}
+
+// This rank's rows r * n .. of the whole batch's output and input gradient are what the synchronized layer gave.
+void check_rows(const Tensor& y, const Tensor& dx, const Tensor& y_all, const Tensor& dx_all, int r, int64_t n) {
+  const Tensor y_want = slice(y_all, r, n), dx_want = slice(dx_all, r, n);
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    REQUIRE(y.data()[i] == Approx(y_want.data()[i]).margin(1e-5));
+    REQUIRE(dx.data()[i] == Approx(dx_want.data()[i]).margin(1e-5));
+  }
+}
+
+// The synchronized layer's running statistics are the whole batch's, on every rank alike.
+void check_running(Layer& mine, Layer& whole, int64_t C) {
+  auto st = mine.state(), st_all = whole.state();
+  for (size_t k = 0; k < st.size(); ++k)
+    for (int64_t c = 0; c < C; ++c) CHECK(st[k].second->data()[c] == Approx(st_all[k].second->data()[c]).epsilon(1e-5));
+  CHECK(identical_across_ranks(to_vector(*st[0].second)));
+  CHECK(identical_across_ranks(to_vector(*st[1].second)));
+}
+
 }  // namespace
 
 TEST_CASE("synchronized batchnorm on R ranks matches one batchnorm over the whole batch", "[mpi][syncbn]") {
@@ -51,27 +75,16 @@ TEST_CASE("synchronized batchnorm on R ranks matches one batchnorm over the whol
 
   LayerPtr whole = make_bn("{momentum: 0.1, eps: 1e-5}", C);
   Tensor y_all(x.shape()), dx_all(x.shape());
-  whole->forward(x, y_all, train);
-  whole->backward(x, y_all, dy, &dx_all);
-
   LayerPtr mine = make_bn("{momentum: 0.1, eps: 1e-5, sync: true}", C);
   mine->use_stat_exchange(&ex);
   const Tensor xs = slice(x, r, n), dys = slice(dy, r, n);
   Tensor y(xs.shape()), dx(xs.shape());
-  for (int pass = 0; pass < 2; ++pass) {  // twice: the running statistics move on alike
-    mine->forward(xs, y, train);
-    mine->backward(xs, y, dys, &dx);
+  for (int k = 0; k < 2; ++k) {  // twice: the running statistics move on alike
+    pass(*whole, x, dy, y_all, dx_all);
+    pass(*mine, xs, dys, y, dx);
   }
-  whole->forward(x, y_all, train);
-  whole->backward(x, y_all, dy, &dx_all);
-  const Tensor y_want = slice(y_all, r, n), dx_want = slice(dx_all, r, n);
-  for (int64_t i = 0; i < y.numel(); ++i) {
-    REQUIRE(y.data()[i] == Approx(y_want.data()[i]).margin(1e-5));
-    REQUIRE(dx.data()[i] == Approx(dx_want.data()[i]).margin(1e-5));
-  }
-  auto st = mine->state(), st_all = whole->state();
-  for (size_t k = 0; k < st.size(); ++k)
-    for (int64_t c = 0; c < C; ++c) CHECK(st[k].second->data()[c] == Approx(st_all[k].second->data()[c]).epsilon(1e-5));
+  check_rows(y, dx, y_all, dx_all, r, n);
+  check_running(*mine, *whole, C);
   // The scale and shift gradients are this rank's (the gradient exchange sums them): their sum over the ranks is the
   // whole batch's.
   for (size_t k = 0; k < 2; ++k) {
@@ -84,8 +97,6 @@ TEST_CASE("synchronized batchnorm on R ranks matches one batchnorm over the whol
       CHECK(s == Approx(whole->params()[k].grad->data()[c]).margin(1e-4));
     }
   }
-  CHECK(identical_across_ranks(to_vector(*st[0].second)));
-  CHECK(identical_across_ranks(to_vector(*st[1].second)));
 
   // Without sync, each rank's statistics are its own: the running means differ between ranks.
   LayerPtr local = make_bn("{momentum: 0.1, eps: 1e-5}", C);
@@ -103,32 +114,20 @@ TEST_CASE("synchronized batchnorm: a rank with no samples (a short last batch) j
   const int64_t C = 4, n = 3;
   const Tensor x = random_tensor({(R - 1) * n, C, 3, 3}, 31, 2.0f), dy = random_tensor({(R - 1) * n, C, 3, 3}, 32);
   WorldStatExchange ex(g_world);
-  const StepContext train{true, 1, 0};
   LayerPtr whole = make_bn("{momentum: 0.1, eps: 1e-5}", C);
   Tensor y_all(x.shape()), dx_all(x.shape());
-  whole->forward(x, y_all, train);
-  whole->backward(x, y_all, dy, &dx_all);
-
+  pass(*whole, x, dy, y_all, dx_all);
   LayerPtr mine = make_bn("{momentum: 0.1, eps: 1e-5, sync: true}", C);
   mine->use_stat_exchange(&ex);
   const int64_t here = r == R - 1 ? 0 : n;
   const Tensor xs = here ? slice(x, r, n) : Tensor({0, C, 3, 3}), dys = here ? slice(dy, r, n) : Tensor({0, C, 3, 3});
   Tensor y(xs.shape()), dx(xs.shape());
-  mine->forward(xs, y, train);
-  mine->backward(xs, y, dys, &dx);
+  pass(*mine, xs, dys, y, dx);
   if (here) {
-    const Tensor y_want = slice(y_all, r, n), dx_want = slice(dx_all, r, n);
-    for (int64_t i = 0; i < y.numel(); ++i) {
-      REQUIRE(y.data()[i] == Approx(y_want.data()[i]).margin(1e-5));
-      REQUIRE(dx.data()[i] == Approx(dx_want.data()[i]).margin(1e-5));
-    }
+    check_rows(y, dx, y_all, dx_all, r, n);
   } else {
     for (auto& p : mine->params())
       for (float g : to_vector(*p.grad)) CHECK(g == 0.f);
   }
-  auto st = mine->state(), st_all = whole->state();
-  for (size_t k = 0; k < st.size(); ++k)
-    for (int64_t c = 0; c < C; ++c) CHECK(st[k].second->data()[c] == Approx(st_all[k].second->data()[c]).epsilon(1e-5));
-  CHECK(identical_across_ranks(to_vector(*st[0].second)));
-  CHECK(identical_across_ranks(to_vector(*st[1].second)));
+  check_running(*mine, *whole, C);
 }

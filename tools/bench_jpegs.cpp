@@ -1,11 +1,13 @@
 // `octet bench jpegs`: writes a synthetic JPEG tree for image_folder (OUT/train/<class>/*.jpg, OUT/val/<class>/*.jpg)
 // whose files cost about what ImageNet's cost to decode: colour, 500x375 by default, about 106 KB a file at the default
 // grain and quality (ImageNet's training JPEGs average about 110 KB), from a smooth random colour field with
-// band-limited texture and grain (the grain sets the entropy, and so the bytes). For the loader and real-data speed runs on machines that hold no image set (scripts/gpu/realdata.sh).
+// band-limited texture and grain (the grain sets the entropy, and so the bytes). For the loader and real-data speed
+// runs on machines that hold no image set (scripts/gpu/realdata.sh).
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -91,9 +93,9 @@ int bench_jpegs(const std::vector<std::string>& args) {
   const int quality = static_cast<int>(f.integer("quality", 1, 100));
   const float grain = static_cast<float>(f.number("grain", 0, 100));
   const uint64_t seed = static_cast<uint64_t>(f.integer("seed", 0, int64_t{1} << 62));
-  OCTET_CHECK(train >= classes && val >= classes, "octet bench jpegs: --images " << train << " and --val " << val
-                                                      << " must each be at least --classes " << classes
-                                                      << " (image_folder wants every class folder to hold an image)");
+  OCTET_CHECK(train >= classes && val >= classes,
+              "octet bench jpegs: --images " << train << " and --val " << val << " must each be at least --classes "
+                                             << classes << " (image_folder wants every class folder to hold an image)");
   struct stat st {};
   OCTET_CHECK(::stat((out + "/train").c_str(), &st) != 0 && ::stat((out + "/val").c_str(), &st) != 0,
               "octet bench jpegs: " << out << " already holds a train/ or val/ folder (choose another OUT)");
