@@ -21,9 +21,14 @@ namespace octet {
 
 const CublasApi& cublas_api() {
   static const CublasApi api = [] {
+#ifdef OCTET_CUEMU
+    const std::string name = "the CUDA emulator's cuBLAS";  // linked into the test binary (tests/cuemu/dnn.cpp)
+    void* lib = dlopen(nullptr, RTLD_NOW);
+#else
     const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
     void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) lib = dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
+#endif
     OCTET_CHECK(lib,
                 "cannot load " << name << " (is the CUDA toolkit's lib folder on LD_LIBRARY_PATH?): " << dlerror());
     auto sym = [&](const char* fn) {

@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kThreads) bnv_stats(const T* __restrict__ x, d
   const int64_t c0 = first_channel<V>(lanes);
   float ref[V];
   load16(x + c0, ref);
-  if (blockIdx.y == 0 && threadIdx.x < lanes) {
+  if (blockIdx.y == 0 && static_cast<int>(threadIdx.x) < lanes) {
 #pragma unroll
     for (int k = 0; k < V; ++k) coeff[kCoeff * (c0 + k) + 7] = ref[k];
   }

@@ -1,0 +1,284 @@
+// The CUDA emulator's runtime (the part of libcudart octet calls): one device, whose memory is host memory placed so
+// that each allocation ends at a page the process may not touch (an overrun faults, and the fault handler names the
+// kernel that ran), filled with 0xff bytes when allocated (a NaN as a float: reading what no one wrote shows); work
+// runs when it is issued, under one lock, so streams, events and waits are orderings already kept; events note the host
+// clock, so elapsed times are the emulator's own. Errors are CUDA's: a bad launch is returned once, a failed kernel
+// by every later call.
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "tests/cuemu/internal.h"
+
+namespace cuemu {
+
+namespace {
+
+std::mutex g_state;  // the error and the allocation map (the device lock may be held by another thread)
+cudaError_t g_pending = cudaSuccess, g_sticky = cudaSuccess;
+std::string g_why;
+std::map<uintptr_t, std::pair<void*, size_t>> g_allocs;  // user pointer -> (mapping, mapping bytes)
+size_t g_page = 4096;
+
+struct Event {
+  bool timed = true, recorded = false;
+  double at = 0;
+};
+struct Stream {
+  int id;
+};
+int g_streams = 0;
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void on_fault(int sig, siginfo_t* info, void*) {
+  char line[512];
+  const char* k = running_kernel();
+  const int n =
+      snprintf(line, sizeof line, "cuemu: %s at address %p%s%s\n", sig == SIGSEGV ? "invalid access" : "fault",
+               info->si_addr, *k ? " in kernel " : " (no kernel running)", k);
+  if (n > 0) (void)!write(2, line, static_cast<size_t>(n));
+  _exit(1);
+}
+
+struct FaultHandler {
+  FaultHandler() {
+    g_page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    struct sigaction sa {};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigaction(SIGSEGV, &sa, nullptr);
+    sigaction(SIGBUS, &sa, nullptr);
+  }
+};
+
+cudaError_t ok_or_sticky() {
+  std::lock_guard<std::mutex> l(g_state);
+  return g_sticky;
+}
+
+}  // namespace
+
+std::recursive_mutex& device_lock() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+void fail(cudaError_t e, const std::string& why) {
+  std::lock_guard<std::mutex> l(g_state);
+  if (g_sticky != cudaSuccess) return;
+  g_pending = e;
+  g_why = why;
+  if (e == cudaErrorLaunchFailure) g_sticky = e;
+}
+
+cudaError_t last_error(bool clear) {
+  std::lock_guard<std::mutex> l(g_state);
+  const cudaError_t e = g_pending;
+  if (clear) g_pending = g_sticky;
+  return e;
+}
+
+bool sticky_failure() {
+  std::lock_guard<std::mutex> l(g_state);
+  return g_sticky != cudaSuccess;
+}
+
+const char* error_text(cudaError_t e) {
+  static thread_local std::string text;
+  std::lock_guard<std::mutex> l(g_state);
+  text = e == g_pending && !g_why.empty() ? "emulated device: " + g_why : cudaGetErrorName(e);
+  return text.c_str();
+}
+
+void* device_alloc(size_t bytes) {
+  static FaultHandler handler;
+  const size_t used = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  const size_t span = (used + g_page - 1) / g_page * g_page + g_page;  // + the guard page
+  void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  char* guard = static_cast<char*>(m) + span - g_page;
+  mprotect(guard, g_page, PROT_NONE);
+  char* p = guard - used;  // 256-byte aligned, its rounded end at the guard
+  std::memset(p, 0xff, used);
+  std::lock_guard<std::mutex> l(g_state);
+  g_allocs[reinterpret_cast<uintptr_t>(p)] = {m, span};
+  return p;
+}
+
+bool device_free(void* p) {
+  std::pair<void*, size_t> m;
+  {
+    std::lock_guard<std::mutex> l(g_state);
+    auto it = g_allocs.find(reinterpret_cast<uintptr_t>(p));
+    if (it == g_allocs.end()) return false;
+    m = it->second;
+    g_allocs.erase(it);
+  }
+  munmap(m.first, m.second);
+  return true;
+}
+
+bool is_device(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> l(g_state);
+  auto it = g_allocs.upper_bound(a);
+  if (it == g_allocs.begin()) return false;
+  --it;
+  const auto end = reinterpret_cast<uintptr_t>(it->second.first) + it->second.second;
+  return a >= it->first && a < end;
+}
+
+}  // namespace cuemu
+
+using cuemu::device_lock;
+using Lock = std::lock_guard<std::recursive_mutex>;
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) { return d == 0 ? cuemu::ok_or_sticky() : cudaErrorInvalidDevice; }
+cudaError_t cudaDriverGetVersion(int* v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
+  if (d != 0) return cudaErrorInvalidDevice;
+  *p = cudaDeviceProp{};
+  std::snprintf(p->name, sizeof p->name, "octet CUDA emulator (tests/cuemu)");
+  p->major = 9, p->minor = 0;
+  p->totalGlobalMem = size_t{16} << 30;
+  p->multiProcessorCount = 4;
+  p->maxThreadsPerBlock = 1024;
+  p->warpSize = 32;
+  p->sharedMemPerBlock = 48 << 10;
+  return cudaSuccess;
+}
+cudaError_t cudaGetLastError() { return cuemu::last_error(true); }
+cudaError_t cudaPeekAtLastError() { return cuemu::last_error(false); }
+const char* cudaGetErrorString(cudaError_t e) { return cuemu::error_text(e); }
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorLaunchFailure:
+      return "cudaErrorLaunchFailure";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
+    default:
+      return "cudaError (emulated)";
+  }
+}
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  *p = cuemu::device_alloc(bytes);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFree(void* p) {
+  Lock l(device_lock());
+  if (!p) return cudaSuccess;
+  return cuemu::device_free(p) ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  *p = aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFreeHost(void* p) {
+  free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* p) {
+  *a = cudaPointerAttributes{};
+  a->type = cuemu::is_device(p) ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
+  a->devicePointer = cuemu::is_device(p) ? const_cast<void*>(p) : nullptr;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
+  Lock l(device_lock());
+  if (cuemu::sticky_failure()) return cudaErrorLaunchFailure;
+  if (n) std::memmove(d, s, n);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t) {
+  return cudaMemcpy(d, s, n, k);
+}
+cudaError_t cudaMemcpy2DAsync(void* d, size_t dp, const void* s, size_t sp, size_t w, size_t h, cudaMemcpyKind,
+                              cudaStream_t) {
+  Lock l(device_lock());
+  if (cuemu::sticky_failure()) return cudaErrorLaunchFailure;
+  if (w > dp || w > sp) return cudaErrorInvalidValue;
+  for (size_t r = 0; r < h; ++r) std::memmove(static_cast<char*>(d) + r * dp, static_cast<const char*>(s) + r * sp, w);
+  return cudaSuccess;
+}
+cudaError_t cudaMemset(void* d, int v, size_t n) {
+  Lock l(device_lock());
+  if (cuemu::sticky_failure()) return cudaErrorLaunchFailure;
+  std::memset(d, v, n);
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t) { return cudaMemset(d, v, n); }
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  Lock l(device_lock());
+  *s = reinterpret_cast<cudaStream_t>(new cuemu::Stream{++cuemu::g_streams});
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cuemu::ok_or_sticky(); }
+cudaError_t cudaStreamQuery(cudaStream_t) { return cuemu::ok_or_sticky(); }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned) {
+  return e ? cuemu::ok_or_sticky() : cudaErrorInvalidResourceHandle;
+}
+cudaError_t cudaDeviceSynchronize() { return cuemu::ok_or_sticky(); }
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
+  auto* ev = new cuemu::Event;
+  ev->timed = !(flags & cudaEventDisableTiming);
+  *e = reinterpret_cast<cudaEvent_t>(ev);
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<cuemu::Event*>(e);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+  Lock l(device_lock());  // after the work issued before it
+  auto* ev = reinterpret_cast<cuemu::Event*>(e);
+  ev->recorded = true;
+  ev->at = cuemu::now_ms();
+  return cuemu::ok_or_sticky();
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cuemu::ok_or_sticky(); }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+  auto* x = reinterpret_cast<cuemu::Event*>(a);
+  auto* y = reinterpret_cast<cuemu::Event*>(b);
+  if (!x->timed || !y->timed) return cudaErrorInvalidResourceHandle;
+  if (!x->recorded || !y->recorded) return cudaErrorInvalidResourceHandle;
+  *ms = static_cast<float>(y->at - x->at);
+  return cudaSuccess;
+}
+
+cudaError_t cudaProfilerStart() { return cudaSuccess; }  // (no profiler attaches to the emulator)
+cudaError_t cudaProfilerStop() { return cudaSuccess; }
+
+}  // extern "C"

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Rewrites octet's CUDA files (.cu, .cuh) as C++ for the CUDA emulator (tests/cuemu): what g++ cannot read becomes
+calls into the emulator, and nothing else changes (#line keeps errors pointing at the original file and line).
+
+  kernel<<<grid, block[, shared[, stream]]>>>(args)
+      -> ::cuemu::launch("kernel", [](auto&&... a) { kernel(a...); }, grid, block[, shared[, stream]])(args)
+  extern __shared__ [__align__(n)] T name[];
+      -> T* name = reinterpret_cast<T*>(::cuemu::dynamic_shared());
+
+usage: translate.py SOURCE_ROOT OUT_DIR FILE...   (each FILE relative to SOURCE_ROOT; .cu -> OUT_DIR/FILE.cpp,
+       .cuh -> OUT_DIR/FILE, so that the rewritten headers shadow the originals on the include path)
+"""
+import os
+import re
+import sys
+
+# The kernel: a name (with ::) and optional template arguments, then <<<config>>> and the argument list's "(".
+LAUNCH = re.compile(r"((?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*(?:<[^<>;(){}]*>)?)\s*<<<(.*?)>>>\s*\(", re.S)
+DYNAMIC_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?([\w:<>, ]+?)\s+(\w+)\s*\[\s*\]\s*;")
+
+
+def translate(text, path):
+    def launch(m):
+        name, config = m.group(1), " ".join(m.group(2).split())
+        lines = "\n" * m.group(0).count("\n")  # (kept, so later lines keep their numbers)
+        return '::cuemu::launch("%s", [](auto&&... cuemu_a) { %s(cuemu_a...); }, %s)(%s' % (name, name, config, lines)
+
+    out, n = LAUNCH.subn(launch, text)
+    if "<<<" in out:
+        line = out[: out.index("<<<")].count("\n") + 1
+        sys.exit("translate.py: %s:%d: a kernel launch this script cannot read" % (path, line))
+    out = DYNAMIC_SHARED.sub(lambda m: "%s* %s = reinterpret_cast<%s*>(::cuemu::dynamic_shared());"
+                             % (m.group(1), m.group(2), m.group(1)), out)
+    if re.search(r"extern\s+__shared__", out):
+        sys.exit("translate.py: %s: a dynamic shared array this script cannot read" % path)
+    return '#line 1 "%s"\n%s' % (path, out)
+
+
+def main():
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    root, dest = sys.argv[1], sys.argv[2]
+    for rel in sys.argv[3:]:
+        src = os.path.join(root, rel)
+        with open(src, encoding="utf-8") as f:
+            text = translate(f.read(), src)
+        target = os.path.join(dest, rel + (".cpp" if rel.endswith(".cu") else ""))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        old = None
+        if os.path.exists(target):
+            with open(target, encoding="utf-8") as f:
+                old = f.read()
+        if old != text:  # (unchanged outputs keep their times: no rebuild)
+            with open(target + ".tmp", "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(target + ".tmp", target)
+
+
+if __name__ == "__main__":
+    main()
