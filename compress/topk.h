@@ -36,8 +36,8 @@ class TopkCodec : public Codec {
  private:
   // The header and size of a payload (host bytes of its header), as both decoders check them; returns the count.
   uint32_t check(const uint8_t* header, size_t size, int64_t n) const;
-  // CUDA kernels on ex's comm stream (topk_cuda.cu): the encoder selects k_for(n) values and checks its input itself,
-  // between its passes; the decoder gets a checked payload's count.
+  // CUDA kernels on ex's comm stream (topk_cuda.cu): the encoder selects k_for(n) values and reports a non-finite
+  // input through the status record (encode_device checks it); the decoder gets a checked payload's count.
   size_t encode_cuda(const float* x, int64_t n, uint8_t* out, Exec& ex) const;
   void decode_cuda(const uint8_t* in, float* out, int64_t n, uint32_t count, bool accumulate, Exec& ex) const;
 

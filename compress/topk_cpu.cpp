@@ -300,7 +300,7 @@ uint32_t TopkCodec::check(const uint8_t* header, size_t size, int64_t n) const {
 }
 
 size_t TopkCodec::encode_device(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx, Exec& ex) const {
-  return OCTET_CODEC_KERNEL(ex, "topk encode", encode_cuda(x, n, out, ex), encode_cpu(x, n, out, ctx));
+  return OCTET_CODEC_OP(ex, "topk encode", encode_cuda(x, n, out, ex), encode_cpu(x, n, out, ctx), "topk", x, n);
 }
 
 void TopkCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const {

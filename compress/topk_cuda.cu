@@ -1,7 +1,9 @@
-// CUDA twin of top-k: the radix select of topk_math.h (shared-memory histograms per pass, the digit picked on the host
-// by the CPU's own function), then an order-preserving selection in chunks of 4096 values: per-chunk counts of the
-// values above T and equal to T, their exclusive scans (cub), and a block scan inside each chunk giving every selected
-// value its slot: (values above T before it) + min(values equal to T before it, ties). Byte-identical to the CPU.
+// CUDA twin of top-k: the radix select of topk_math.h (shared-memory histograms per pass, warp-aggregated, and the
+// digit picked on the device as the CPU's topk_pick picks it, so the host waits for none of the passes), then an
+// order-preserving selection in chunks of 4096 values: per-chunk counts of the values above T and equal to T, their
+// exclusive scans (cub), and inside each chunk ballots over 256 consecutive values at a time giving every selected
+// value its slot: (values above T before it) + min(values equal to T before it, ties). Byte-identical to the CPU; a
+// non-finite input is reported through the status record.
 #include <cub/cub.cuh>
 
 #include "compress/codec_cuda.cuh"
@@ -12,28 +14,86 @@ namespace octet {
 
 namespace {
 
-constexpr int kThreads = 256, kPerThread = 16, kChunk = kThreads * kPerThread;
+constexpr int kThreads = 256, kPerThread = 16, kChunk = kThreads * kPerThread, kWarps = kThreads / 32;
+constexpr int kPickThreads = kTopkBuckets / 2;
 
-__global__ void topk_hist_kernel(const float* __restrict__ x, int64_t n, TopkSelect sel, TopkDigit d,
-                                 unsigned long long* hist) {
+// The histogram of the candidates' digit d, in shared memory and then added to hist. Each warp walks its values 32 at
+// a time (the same trip count on every lane), and the lanes whose values fall in one bucket add to it once
+// (__match_any_sync: the first pass's buckets are the exponent and 3 mantissa bits, so most of a warp's values share a
+// few). The first pass also reports a non-finite input value (the encoder's fault: the host then names the first).
+__global__ void topk_hist_kernel(const float* __restrict__ x, int64_t n, const TopkSelect* __restrict__ selp,
+                                 TopkDigit d, bool first, unsigned long long* hist, CodecStatus* st) {
   __shared__ uint32_t local[kTopkBuckets];
   for (int b = threadIdx.x; b < kTopkBuckets; b += blockDim.x) local[b] = 0;
   __syncthreads();
-  OCTET_GRID_STRIDE(i, n) {
-    const uint32_t m = f32_bits(x[i]) & 0x7fffffffu;
-    if (topk_candidate(m, sel)) atomicAdd(&local[topk_bucket(m, d)], 1u);
+  const TopkSelect sel = *selp;
+  const int lane = threadIdx.x & 31;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + (threadIdx.x & ~31u); w < n; w += stride) {
+    const int64_t i = w + lane;
+    uint32_t b = ~0u;  // (no bucket: past the end, or not a candidate)
+    if (i < n) {
+      const uint32_t m = f32_bits(x[i]) & 0x7fffffffu;
+      if (first && m >= 0x7f800000u) cuda_report(st, CodecFault::NonFiniteInput, static_cast<unsigned long long>(i));
+      if (topk_candidate(m, sel)) b = topk_bucket(m, d);
+    }
+    const unsigned peers = __match_any_sync(0xffffffffu, b);
+    if (b != ~0u && lane == __ffs(static_cast<int>(peers)) - 1)
+      atomicAdd(&local[b], static_cast<uint32_t>(__popc(peers)));
   }
   __syncthreads();
   for (int b = threadIdx.x; b < kTopkBuckets; b += blockDim.x)
     if (local[b]) atomicAdd(hist + b, static_cast<unsigned long long>(local[b]));
 }
 
-__global__ void topk_count_kernel(const float* __restrict__ x, int64_t n, uint32_t t, uint32_t* gt, uint32_t* eq) {
+// topk_pick on the device, in parallel, so that the host waits for no histogram. With C(b) the candidates in bucket b
+// and above, T's digit is the largest b >= 1 with C(b) >= ties, else 0, and the ties left are ties - C(b + 1): what
+// topk_pick's walk from the top finds. One block, two buckets a thread from the top down (hi = 2047 - 2 * thread, lo =
+// hi - 1), C by a block scan; exactly one bucket meets C(b) >= ties > C(b + 1), or none (then 0). Clears hist for the
+// next pass.
+__global__ void __launch_bounds__(kPickThreads)
+    topk_pick_kernel(unsigned long long* hist, TopkSelect* selp, TopkDigit d) {
+  using Scan = cub::BlockScan<unsigned long long, kPickThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ int picked;
+  __shared__ unsigned long long c_one;  // C(1)
+  const int hi = kTopkBuckets - 1 - 2 * static_cast<int>(threadIdx.x), lo = hi - 1;
+  const unsigned long long h_hi = hist[hi], h_lo = hist[lo];
+  const TopkSelect sel = *selp;
+  unsigned long long above;  // C(hi + 1)
+  Scan(tmp).ExclusiveSum(h_hi + h_lo, above);
+  const unsigned long long ties = static_cast<unsigned long long>(sel.ties);
+  const unsigned long long c_hi = above + h_hi, c_lo = c_hi + h_lo;
+  if (threadIdx.x == 0) picked = -1;
+  if (hi == 1) c_one = c_hi;
+  hist[hi] = 0, hist[lo] = 0;
+  __syncthreads();
+  int b = -1;
+  unsigned long long c_next = 0;  // C(b + 1)
+  if (hi >= 1 && c_hi >= ties && above < ties) b = hi, c_next = above;
+  if (lo >= 1 && c_lo >= ties && c_hi < ties) b = lo, c_next = c_hi;
+  if (b >= 0) picked = b;
+  __syncthreads();
+  if (b < 0 && !(picked < 0 && threadIdx.x == 0)) return;
+  if (b < 0) b = 0, c_next = c_one;
+  TopkSelect out = sel;
+  out.t |= static_cast<uint32_t>(b) << d.shift;
+  out.known |= ((1u << d.width) - 1) << d.shift;
+  out.ties = sel.ties - static_cast<int64_t>(c_next);
+  *selp = out;
+}
+
+// Per chunk of kChunk values: how many lie above T and how many equal it (read 256 consecutive values at a time).
+__global__ void topk_count_kernel(const float* __restrict__ x, int64_t n, const TopkSelect* __restrict__ selp,
+                                  uint32_t* gt, uint32_t* eq) {
   using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
   __shared__ typename Reduce::TempStorage tmp;
-  const int64_t lo = static_cast<int64_t>(blockIdx.x) * kChunk + threadIdx.x * kPerThread;
+  const uint32_t t = selp->t;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * kChunk + threadIdx.x;
   unsigned long long c = 0;  // above T << 32 | equal to T
-  for (int64_t i = lo; i < min(n, lo + kPerThread); ++i) {
+  for (int j = 0; j < kPerThread; ++j) {
+    const int64_t i = base + static_cast<int64_t>(j) * kThreads;
+    if (i >= n) break;
     const uint32_t m = f32_bits(x[i]) & 0x7fffffffu;
     c += m > t ? (1ull << 32) : m == t ? 1ull : 0ull;
   }
@@ -41,38 +101,41 @@ __global__ void topk_count_kernel(const float* __restrict__ x, int64_t n, uint32
   if (threadIdx.x == 0) gt[blockIdx.x] = static_cast<uint32_t>(c >> 32), eq[blockIdx.x] = static_cast<uint32_t>(c);
 }
 
-__global__ void topk_write_kernel(const float* __restrict__ x, int64_t n, uint32_t t, int64_t ties,
+// The entries of a chunk, 256 consecutive values at a time: each value's counts of values above T and equal to T
+// before it (the chunks before, the rounds before, the warps before: __ballot_sync, and the lanes before) give it its
+// slot, gt + min(eq, ties), where it is kept: above T, or equal to it while ties remain.
+__global__ void topk_write_kernel(const float* __restrict__ x, int64_t n, const TopkSelect* __restrict__ selp,
                                   const uint32_t* __restrict__ gt_before, const uint32_t* __restrict__ eq_before,
                                   uint8_t* out, HeaderBytes h) {
-  using Scan = cub::BlockScan<unsigned long long, kThreads>;
-  __shared__ typename Scan::TempStorage tmp;
+  __shared__ uint32_t warp_gt[kWarps], warp_eq[kWarps];
   put_header(out, h);
-  const int64_t lo = static_cast<int64_t>(blockIdx.x) * kChunk + threadIdx.x * kPerThread;
-  const int64_t hi = min(n, lo + kPerThread);
-  unsigned long long c = 0;
-  for (int64_t i = lo; i < hi; ++i) {
-    const uint32_t m = f32_bits(x[i]) & 0x7fffffffu;
-    c += m > t ? (1ull << 32) : m == t ? 1ull : 0ull;
-  }
-  Scan(tmp).ExclusiveSum(c, c);
-  int64_t gt = gt_before[blockIdx.x] + static_cast<int64_t>(c >> 32);
-  int64_t eq = eq_before[blockIdx.x] + static_cast<int64_t>(c & 0xffffffffull);
-  for (int64_t i = lo; i < hi; ++i) {
-    const float v = x[i];
-    const uint32_t m = f32_bits(v) & 0x7fffffffu;
-    if (m < t || (m == t && eq >= ties)) {
-      eq += m == t;
-      continue;
+  const uint32_t t = selp->t;
+  const int64_t ties = selp->ties;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const unsigned before = (1u << lane) - 1;
+  int64_t gt = gt_before[blockIdx.x], eq = eq_before[blockIdx.x];
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * kChunk + threadIdx.x;
+  for (int j = 0; j < kPerThread; ++j) {  // (every thread: the ballots and barriers see the whole block)
+    const int64_t i = base + static_cast<int64_t>(j) * kThreads;
+    float v = 0.f;
+    uint32_t m = 0;
+    if (i < n) v = x[i], m = f32_bits(v) & 0x7fffffffu;
+    const bool above = i < n && m > t, equal = i < n && m == t;
+    const unsigned ba = __ballot_sync(0xffffffffu, above), be = __ballot_sync(0xffffffffu, equal);
+    if (lane == 0) warp_gt[warp] = static_cast<uint32_t>(__popc(ba)), warp_eq[warp] = static_cast<uint32_t>(__popc(be));
+    __syncthreads();
+    int64_t g = gt + __popc(ba & before), e = eq + __popc(be & before);
+    for (int w = 0; w < kWarps; ++w) {
+      if (w < warp) g += warp_gt[w], e += warp_eq[w];
+      gt += warp_gt[w], eq += warp_eq[w];
     }
-    const int64_t slot = gt + min(eq, ties);
-    uint8_t* p = out + kHeaderBytes + 8 * slot;
-    const uint32_t idx = static_cast<uint32_t>(i);
-    memcpy(p, &idx, 4);
-    memcpy(p + 4, &v, 4);
-    if (m > t)
-      ++gt;
-    else
-      ++eq;
+    __syncthreads();  // (read before the next round writes them)
+    if (above || (equal && e < ties)) {
+      uint8_t* p = out + kHeaderBytes + 8 * (g + min(e, ties));
+      const uint32_t idx = static_cast<uint32_t>(i);
+      memcpy(p, &idx, 4);
+      memcpy(p + 4, &v, 4);
+    }
   }
 }
 
@@ -106,47 +169,45 @@ size_t TopkCodec::encode_cuda(const float* x, int64_t n, uint8_t* out, Exec& ex)
   const int64_t k = k_for(n);
   const HeaderBytes h = header_bytes({codec_id("topk"), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(k)});
   const cudaStream_t s = comm_stream(ex);
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  size_t scan_bytes = 0;
-  CHECK_CUDA(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<uint32_t*>(nullptr),
-                                           static_cast<uint32_t*>(nullptr), static_cast<int>(chunks + 1), s));
-  const size_t hist_bytes = kTopkBuckets * 8, arr = (static_cast<size_t>(chunks + 1) * 4 + 255) / 256 * 256;
-  uint8_t* temp = static_cast<uint8_t*>(codec_device_temp(ex, hist_bytes + 4 * arr + scan_bytes));
-  auto* hist = reinterpret_cast<unsigned long long*>(temp);
-  auto* gt = reinterpret_cast<uint32_t*>(temp + hist_bytes);
-  auto* eq = reinterpret_cast<uint32_t*>(temp + hist_bytes + arr);
-  auto* gt_before = reinterpret_cast<uint32_t*>(temp + hist_bytes + 2 * arr);
-  auto* eq_before = reinterpret_cast<uint32_t*>(temp + hist_bytes + 3 * arr);
-  void* scan_temp = temp + hist_bytes + 4 * arr;
-  auto* host_hist = static_cast<unsigned long long*>(codec_device_pinned(ex, hist_bytes));
   if (k == 0) {
     topk_header_kernel<<<1, 1, 0, s>>>(out, h);
     CHECK_LAUNCH("topk_header");
     return kHeaderBytes;
   }
-  TopkSelect sel;
-  sel.ties = k;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  size_t scan_bytes = 0;
+  CHECK_CUDA(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<uint32_t*>(nullptr),
+                                           static_cast<uint32_t*>(nullptr), static_cast<int>(chunks + 1), s));
+  const size_t hist_bytes = kTopkBuckets * 8, arr = (static_cast<size_t>(chunks + 1) * 4 + 255) / 256 * 256;
+  uint8_t* temp = static_cast<uint8_t*>(codec_device_temp(ex, hist_bytes + 256 + 4 * arr + scan_bytes));
+  auto* hist = reinterpret_cast<unsigned long long*>(temp);
+  auto* sel = reinterpret_cast<TopkSelect*>(temp + hist_bytes);
+  auto* gt = reinterpret_cast<uint32_t*>(temp + hist_bytes + 256);
+  auto* eq = reinterpret_cast<uint32_t*>(temp + hist_bytes + 256 + arr);
+  auto* gt_before = reinterpret_cast<uint32_t*>(temp + hist_bytes + 256 + 2 * arr);
+  auto* eq_before = reinterpret_cast<uint32_t*>(temp + hist_bytes + 256 + 3 * arr);
+  void* scan_temp = temp + hist_bytes + 256 + 4 * arr;
+  // The selection starts as {T = 0, no digit known, k ties} (from page-locked memory, so the copy is queued: the
+  // host waits for nothing until the status check after the last kernel).
+  auto* start = static_cast<TopkSelect*>(codec_device_pinned(ex, sizeof(TopkSelect)));
+  *start = TopkSelect{};
+  start->ties = k;
+  CHECK_CUDA(cudaMemcpyAsync(sel, start, sizeof(TopkSelect), cudaMemcpyHostToDevice, s));
+  CHECK_CUDA(cudaMemsetAsync(hist, 0, hist_bytes, s));
+  CodecStatus* st = codec_device_scratch(ex).status;
   for (const TopkDigit& d : kTopkDigits) {
-    CHECK_CUDA(cudaMemsetAsync(hist, 0, hist_bytes, s));
-    topk_hist_kernel<<<std::min<unsigned>(grid_for(n), 1024), kThreads, 0, s>>>(x, n, sel, d, hist);
+    topk_hist_kernel<<<std::min<unsigned>(grid_for(n), 1024), kThreads, 0, s>>>(
+        x, n, sel, d, d.shift == kTopkDigits[0].shift, hist, st);
     CHECK_LAUNCH("topk_hist");
-    CHECK_CUDA(cudaMemcpyAsync(host_hist, hist, hist_bytes, cudaMemcpyDeviceToHost, s));
-    CHECK_CUDA(cudaStreamSynchronize(s));
-    if (d.shift == kTopkDigits[0].shift)
-      for (uint32_t b = kTopkNonFiniteBucket; b < kTopkBuckets; ++b)
-        if (host_hist[b]) {
-          std::vector<float> hx(static_cast<size_t>(n));
-          CHECK_CUDA(cudaMemcpy(hx.data(), x, hx.size() * 4, cudaMemcpyDeviceToHost));
-          throw_nonfinite_input("topk", hx.data(), n);
-        }
-    topk_pick(sel, host_hist, d);
+    topk_pick_kernel<<<1, kPickThreads, 0, s>>>(hist, sel, d);
+    CHECK_LAUNCH("topk_pick");
   }
   const unsigned grid = static_cast<unsigned>(chunks);
-  topk_count_kernel<<<grid, kThreads, 0, s>>>(x, n, sel.t, gt, eq);
+  topk_count_kernel<<<grid, kThreads, 0, s>>>(x, n, sel, gt, eq);
   CHECK_LAUNCH("topk_count");
   CHECK_CUDA(cub::DeviceScan::ExclusiveSum(scan_temp, scan_bytes, gt, gt_before, static_cast<int>(chunks), s));
   CHECK_CUDA(cub::DeviceScan::ExclusiveSum(scan_temp, scan_bytes, eq, eq_before, static_cast<int>(chunks), s));
-  topk_write_kernel<<<grid, kThreads, 0, s>>>(x, n, sel.t, sel.ties, gt_before, eq_before, out, h);
+  topk_write_kernel<<<grid, kThreads, 0, s>>>(x, n, sel, gt_before, eq_before, out, h);
   CHECK_LAUNCH("topk_write");
   return kHeaderBytes + 8 * static_cast<size_t>(k);
 }

@@ -26,7 +26,7 @@ struct Coords {
 };
 extern Coords g_at;
 
-enum class WarpOp : uint8_t { Sync, Idx, Xor, Down, Up, Ballot, Any, All };
+enum class WarpOp : uint8_t { Sync, Idx, Xor, Down, Up, Ballot, Any, All, Match };
 // Waits until every lane of mask has reached a warp operation, then returns this lane's result: the value of the lane
 // an exchange reads (per op, arg and width), or the vote's bits.
 uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width);
@@ -100,6 +100,10 @@ T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
 }
 inline unsigned __ballot_sync(unsigned mask, int p) {
   return static_cast<unsigned>(cuemu::warp_op(cuemu::WarpOp::Ballot, mask, p != 0, 0, 32));
+}
+template <class T>
+unsigned __match_any_sync(unsigned mask, T v) {  // the lanes of mask holding the same value
+  return static_cast<unsigned>(cuemu::warp_op(cuemu::WarpOp::Match, mask, cuemu::to_bits(v), 0, 32));
 }
 inline int __any_sync(unsigned mask, int p) { return cuemu::warp_op(cuemu::WarpOp::Any, mask, p != 0, 0, 32) != 0; }
 inline int __all_sync(unsigned mask, int p) { return cuemu::warp_op(cuemu::WarpOp::All, mask, p != 0, 0, 32) != 0; }

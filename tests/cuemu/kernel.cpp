@@ -173,6 +173,11 @@ bool settle_warps(int nthreads) {
           case WarpOp::All:
             f.result = votes == (mask & (nl == 32 ? ~0u : (1u << nl) - 1));
             break;
+          case WarpOp::Match:
+            f.result = 0;
+            for (int q = 0; q < nl; ++q)
+              if (in_mask(mask, q) && lanes[q].value == f.value) f.result |= uint64_t{1} << q;
+            break;
         }
         if (f.op == WarpOp::Idx || f.op == WarpOp::Xor || f.op == WarpOp::Down || f.op == WarpOp::Up) {
           if (src >= nl || !in_mask(mask, src)) {
