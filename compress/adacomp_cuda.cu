@@ -35,9 +35,20 @@ struct View {
   const float* fresh;
   const uint32_t* maxima;
   int64_t n, bin;
-  __device__ bool selected(int64_t i) const {
-    const uint32_t m = maxima[i / bin];
+  // Whether value i is sent; b is the bin of i, kept by the caller's Bins (no 64-bit division a value).
+  __device__ bool selected(int64_t i, int64_t b) const {
+    const uint32_t m = maxima[b];
     return m != 0 && adacomp_selected(fresh ? g[i] + fresh[i] : g[i], f32_from_bits(m));
+  }
+};
+
+// The bin of index i for a thread walking increasing indices from `from`: one division at the start.
+struct Bins {
+  int64_t bin, k, next;  // the current bin k covers [k * bin, next)
+  __device__ Bins(int64_t from, int64_t bin_) : bin(bin_), k(from / bin_), next((from / bin_ + 1) * bin_) {}
+  __device__ int64_t of(int64_t i) {
+    while (i >= next) ++k, next += bin;
+    return k;
   }
 };
 
@@ -63,8 +74,9 @@ __global__ void adacomp_count_kernel(View v, const uint32_t* all, Chunk* chunks,
   const int64_t hi = min(v.n, lo + kPerThread);
   int64_t first = -1, last = -1, bytes = 0, cnt = 0;
   double s = 0;
+  Bins bins(lo, v.bin);
   for (int64_t i = lo; i < hi; ++i) {
-    if (!v.selected(i)) continue;
+    if (!v.selected(i, bins.of(i))) continue;
     if (last >= 0) bytes += varint_bytes(adacomp_varint(i - last - 1, v.g[i]));
     if (first < 0) first = i;
     last = i;
@@ -111,20 +123,23 @@ __global__ void adacomp_write_kernel(View v, const int64_t* prev_chunk, const in
   const int64_t lo = static_cast<int64_t>(blockIdx.x) * kChunk + threadIdx.x * kPerThread;
   const int64_t hi = min(v.n, lo + kPerThread);
   int64_t last = -1;
+  Bins bins(lo, v.bin);
   for (int64_t i = lo; i < hi; ++i)
-    if (v.selected(i)) last = i;
+    if (v.selected(i, bins.of(i))) last = i;
   int64_t prev;
   Scan(tmp).ExclusiveScan(last, prev, prev_chunk[blockIdx.x], MaxOp());
   __syncthreads();
   int64_t bytes = 0, p = prev;
+  Bins bins2(lo, v.bin);
   for (int64_t i = lo; i < hi; ++i)
-    if (v.selected(i)) bytes += varint_bytes(adacomp_varint(i - p - 1, v.g[i])), p = i;
+    if (v.selected(i, bins2.of(i))) bytes += varint_bytes(adacomp_varint(i - p - 1, v.g[i])), p = i;
   int64_t at;
   Scan(tmp).ExclusiveSum(bytes, at);
   uint8_t* q = out + kHeaderBytes + 4 + offset[blockIdx.x] + at;
   p = prev;
+  Bins bins3(lo, v.bin);
   for (int64_t i = lo; i < hi; ++i)
-    if (v.selected(i)) q = put_varint(q, adacomp_varint(i - p - 1, v.g[i])), p = i;
+    if (v.selected(i, bins3.of(i))) q = put_varint(q, adacomp_varint(i - p - 1, v.g[i])), p = i;
 }
 
 __global__ void adacomp_finish_kernel(int64_t n, const uint32_t* all, const double* sum,
@@ -239,7 +254,6 @@ size_t AdacompCodec::encode_cuda(const float* g, const float* fresh, int64_t n, 
   if (n > 0) {
     max_of_kernel<<<std::min<unsigned>(grid_for(nbins), 1024), kThreads, 0, s>>>(maxima, nbins, all);
     CHECK_LAUNCH("adacomp_max");
-    codec_device_check(ex, "adacomp", g, n);  // a NaN or infinity must not reach the selection
     adacomp_count_kernel<<<static_cast<unsigned>(nchunks), kThreads, 0, s>>>(v, all, chunks, sum, count);
     CHECK_LAUNCH("adacomp_count");
     // lasts[c] = chunks[c].last, then prev[c] = max of lasts before c (-1: none)
@@ -257,9 +271,12 @@ size_t AdacompCodec::encode_cuda(const float* g, const float* fresh, int64_t n, 
                                         header_bytes({codec_id("adacomp"), 1, 0, static_cast<uint32_t>(n), 0}),
                                         size_dev);
   CHECK_LAUNCH("adacomp_finish");
+  // The size and the status come back with one wait (codec_device_check's): a NaN or infinity in g, reported by the
+  // bins' maxima pass, throws there (the selection it reached wrote at most max_bytes(n): every sent value's varint is
+  // at most its gap plus one byte long).
   auto* host = static_cast<unsigned long long*>(codec_device_pinned(ex, 8));
   CHECK_CUDA(cudaMemcpyAsync(host, size_dev, 8, cudaMemcpyDeviceToHost, s));
-  CHECK_CUDA(cudaStreamSynchronize(s));
+  codec_device_check(ex, "adacomp", g, n);
   return static_cast<size_t>(*host);
 }
 
