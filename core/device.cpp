@@ -2,6 +2,7 @@
 // wrappers, the simulated device through core/sim.h.
 #include "core/device.h"
 
+#include <atomic>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -170,8 +171,16 @@ void copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, siz
     cuda_copy_2d_async(dst, dpitch, src, spitch, width, height, kind, s.handle);
 }
 
+namespace {
+std::atomic<uint64_t> g_host_waits{0};
+}  // namespace
+
+uint64_t device_host_waits() { return g_host_waits.load(std::memory_order_relaxed); }
+void count_device_host_wait() { g_host_waits.fetch_add(1, std::memory_order_relaxed); }
+
 void copy_sync(Device d, void* dst, const void* src, size_t bytes, CopyKind kind) {
   if (bytes == 0) return;
+  if (d != Device::CPU) count_device_host_wait();
   switch (d) {
     case Device::CUDA:
       return cuda_copy_sync(dst, src, bytes, kind);
@@ -185,6 +194,7 @@ void copy_sync(Device d, void* dst, const void* src, size_t bytes, CopyKind kind
 
 void zero_sync(Device d, void* dst, size_t bytes) {
   if (bytes == 0) return;
+  if (d != Device::CPU) count_device_host_wait();
   switch (d) {
     case Device::CUDA:
       return cuda_memset_sync(dst, bytes);

@@ -26,6 +26,10 @@ void device_free(Device d, void* p);         // never throws
 // simulated device's memory: tensors, buffers, workspaces; not the CUDA context or the libraries' own).
 size_t device_bytes_in_use(Device d);
 size_t device_peak_bytes(Device d);
+// How many times, since the process started, a host thread waited for a device (GPU or simulated): Exec::sync on a
+// device stream or event, copy_sync and zero_sync with a device. A training step's count is the run's "host waits".
+uint64_t device_host_waits();
+void count_device_host_wait();
 // Host memory for copies to and from a device: page-locked where a GPU can be used; plain host memory otherwise.
 // With the simulated device in use it is refused on a thread bound to no device (as a GPU would open a context there).
 void* pinned_alloc(size_t bytes);

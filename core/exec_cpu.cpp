@@ -90,12 +90,14 @@ void Exec::wait(Stream s, const Event& e) const {
 
 void Exec::sync(const Event& e) const {
   if (!e.on_device()) return;
+  count_device_host_wait();
   if (e.device() == Device::CUDA) return cuda_event_sync(e.handle());
   flush_to(e);
 }
 
 void Exec::sync(Stream s) const {
   // CPU ops (oneDNN's included: its CPU stream runs them in order) finish before they return.
+  if (s.device != Device::CPU) count_device_host_wait();
   if (s.device == Device::CUDA) cuda_stream_sync(s.handle);
   if (s.device == Device::Sim) sim::flush(sim_queue(s));
 }

@@ -36,11 +36,16 @@ at_least() {  # at_least NAME BAR WHAT
   else bad "$3: test accuracy ${acc:-none} < $2"; fi
 }
 
-# 1. LeNet on the emulated GPU learns real MNIST (the CPU reaches about 95% in these 150 steps), and the log names the
-#    emulated device.
+# 1. LeNet on the emulated GPU learns real MNIST (the CPU reaches about 95% in these 150 steps), the log names the
+#    emulated device, and the step waits for the device only for its late reads.
 if run one 1 "${lenet[@]}" --set run.max_steps=150; then
   grep -q "^device: cuda:0 octet CUDA emulator" "$tmp/one.log" || bad "the log does not name the emulated device"
   at_least one 0.93 "LeNet, 150 steps on the emulated GPU"
+  # A 1-rank fp32 step waits for the device only for what it reads one step late (the loss, the update's flags, the
+  # phase times): 3 host waits a step, none inside forward, backward or the update.
+  waits=$(field "$(summary one)" host_waits_per_step)
+  awk -v w="${waits:-99}" 'BEGIN { exit !(w <= 3) }' && echo "ok: $waits host waits a step (1 rank, fp32)" ||
+    bad "a 1-rank fp32 step waits ${waits:-?} times for the device (more than its 3 late reads)"
 else bad "LeNet on the emulated GPU"; fi
 
 # 2. Two ranks, dynamic_tree8 with fc1 in pipelined pieces of 0.1 MB, replicas compared every step.

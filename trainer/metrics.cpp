@@ -100,6 +100,8 @@ Fields summary_fields(const TrainTotals& t) {
               {"peak_rss_mb", t.peak_rss_mb},
               {"threads", static_cast<double>(t.threads)}};
   if (t.peak_device_mb >= 0) f.push_back({"peak_device_mb", t.peak_device_mb});
+  if (t.peak_device_mb >= 0 && t.steady_steps > 0)
+    f.push_back({"host_waits_per_step", static_cast<double>(t.steady_waits) / static_cast<double>(t.steady_steps)});
   if (t.loss_scale > 0) {
     f.push_back({"loss_scale", t.loss_scale});
     f.push_back({"skipped_steps", static_cast<double>(t.skipped_steps)});

@@ -45,8 +45,9 @@ struct TrainTotals {
   int64_t steps = 0, ranks = 1, train_images = 0, steady_images = 0, threads = 1, batch = 1;
   double test_loss = 0, test_accuracy = 0, test_top5 = 0, train_seconds = 0, steady_seconds = 0, peak_rss_mb = 0;
   double peak_device_mb = -1;  // the largest rank's device memory (tensors and workspaces); -1: a CPU run
-  double loss_scale = 0;       // fp16: the loss scale at the end (0: no loss scaling)
-  int64_t skipped_steps = 0;   // fp16: steps skipped for an overflow, in all
+  int64_t steady_steps = 0, steady_waits = 0;  // a device run's steps after warm-up, and its host waits in them
+  double loss_scale = 0;                       // fp16: the loss scale at the end (0: no loss scaling)
+  int64_t skipped_steps = 0;                   // fp16: steps skipped for an overflow, in all
   PhaseTimes times;
   CommStats comm;
   bool exchanges = false;

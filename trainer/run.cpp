@@ -414,6 +414,7 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
   trace_before_step();
   profile_before_step();
   const double t0 = now_seconds() - data_s;
+  const uint64_t waits0 = device_host_waits();
   if (trace::on()) trace::add("data", nullptr, std::max(t0, trace_origin_), t0 + data_s, pos.global_step);
   TraceSpan step_span("step", nullptr, nullptr, pos.global_step);
   const StepContext ctx{true, cfg_.run.seed, static_cast<uint64_t>(pos.global_step), rank_ * cfg_.data.batch_size};
@@ -441,7 +442,10 @@ bool Run::step(const Batch& batch, int64_t epoch, double data_s) {
   const int64_t images = s.loss.count * size_;
   totals_.train_seconds += step_s;
   totals_.train_images += images;
-  if (++steps_here_ > cfg_.run.warmup_steps) totals_.steady_seconds += step_s, totals_.steady_images += images;
+  if (++steps_here_ > cfg_.run.warmup_steps) {
+    totals_.steady_seconds += step_s, totals_.steady_images += images;
+    totals_.steady_steps++, totals_.steady_waits += static_cast<int64_t>(device_host_waits() - waits0);
+  }
   totals_.times += s.times;
   totals_.comm += s.comm;
   win_.add(s);
@@ -577,6 +581,12 @@ TrainResult Run::finish() {
                      << (totals_.peak_device_mb >= 0 ? ", peak " + std::string(device_name(exec_->device())) +
                                                            " memory " + json_num(totals_.peak_device_mb) + " MB"
                                                      : std::string())
+                     << (totals_.peak_device_mb >= 0 && totals_.steady_steps > 0
+                             ? ", " +
+                                   json_num(static_cast<double>(totals_.steady_waits) /
+                                            static_cast<double>(totals_.steady_steps)) +
+                                   " host waits a step"
+                             : std::string())
                      << (scaler_ ? ", loss scale " + json_num(scaler_->scale()) + " (" +
                                        std::to_string(scaler_->skipped()) + " steps skipped)"
                                  : std::string())

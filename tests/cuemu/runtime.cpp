@@ -4,11 +4,14 @@
 // runs when it is issued, under one lock, so streams, events and waits are orderings already kept; events note the host
 // clock, so elapsed times are the emulator's own. Errors are CUDA's: a bad launch is returned once, a failed kernel
 // by every later call.
+#include <execinfo.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -64,7 +67,47 @@ cudaError_t ok_or_sticky() {
   return g_sticky;
 }
 
+// CUEMU_WAITS=FILE: how many times the host waited for the device (stream, event and device synchronizations),
+// appended to FILE at exit as "waits N".
+std::atomic<uint64_t> g_waits{0};
+struct WaitReport {
+  ~WaitReport() {
+    const char* path = std::getenv("CUEMU_WAITS");
+    if (!path) return;
+    if (FILE* f = std::fopen(path, "a")) {
+      std::fprintf(f, "waits %llu\n", static_cast<unsigned long long>(g_waits.load()));
+      std::fclose(f);
+    }
+  }
+} g_wait_report;
+
 }  // namespace
+
+void count_host_wait() {
+  ++g_waits;
+  static const bool trace = std::getenv("CUEMU_WAIT_TRACE") != nullptr;
+  if (!trace) return;
+  void* frames[8];
+  const int n = backtrace(frames, 8);
+  char** names = backtrace_symbols(frames, n);
+  std::string key;
+  for (int i = 2; i < n && i < 7; ++i) {
+    std::string f = names[i];
+    const auto a = f.find('('), b = f.find('+', a);
+    key += (a != std::string::npos && b != std::string::npos ? f.substr(a + 1, b - a - 1) : f) + " < ";
+  }
+  free(names);
+  static std::mutex m;
+  static std::map<std::string, uint64_t>* counts = [] {
+    auto* c = new std::map<std::string, uint64_t>;
+    std::atexit([] {
+      for (const auto& [k, v] : *counts) std::fprintf(stderr, "wait %8llu %s\n", static_cast<unsigned long long>(v), k.c_str());
+    });
+    return c;
+  }();
+  std::lock_guard<std::mutex> l(m);
+  ++(*counts)[key];
+}
 
 std::recursive_mutex& device_lock() {
   static std::recursive_mutex m;
@@ -244,12 +287,18 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   *s = reinterpret_cast<cudaStream_t>(new cuemu::Stream{++cuemu::g_streams});
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cuemu::ok_or_sticky(); }
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  cuemu::count_host_wait();
+  return cuemu::ok_or_sticky();
+}
 cudaError_t cudaStreamQuery(cudaStream_t) { return cuemu::ok_or_sticky(); }
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned) {
   return e ? cuemu::ok_or_sticky() : cudaErrorInvalidResourceHandle;
 }
-cudaError_t cudaDeviceSynchronize() { return cuemu::ok_or_sticky(); }
+cudaError_t cudaDeviceSynchronize() {
+  cuemu::count_host_wait();
+  return cuemu::ok_or_sticky();
+}
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
   auto* ev = new cuemu::Event;
@@ -268,7 +317,10 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
   ev->at = cuemu::now_ms();
   return cuemu::ok_or_sticky();
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cuemu::ok_or_sticky(); }
+cudaError_t cudaEventSynchronize(cudaEvent_t) {
+  cuemu::count_host_wait();
+  return cuemu::ok_or_sticky();
+}
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
   auto* x = reinterpret_cast<cuemu::Event*>(a);
   auto* y = reinterpret_cast<cuemu::Event*>(b);
