@@ -19,7 +19,7 @@ cudaError_t last_error(bool clear);
 bool sticky_failure();  // a kernel failed: every later call fails
 const char* error_text(cudaError_t e);
 
-// A host wait for the device (CUEMU_WAITS=FILE reports their number at exit).
+// A host wait for the device (CUEMU_WAIT_TRACE=1 lists their call sites at exit).
 void count_host_wait();
 
 // The kernel running now, for the fault handler's line ("" between kernels).

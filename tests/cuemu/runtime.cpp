@@ -9,7 +9,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -67,24 +66,11 @@ cudaError_t ok_or_sticky() {
   return g_sticky;
 }
 
-// CUEMU_WAITS=FILE: how many times the host waited for the device (stream, event and device synchronizations),
-// appended to FILE at exit as "waits N".
-std::atomic<uint64_t> g_waits{0};
-struct WaitReport {
-  ~WaitReport() {
-    const char* path = std::getenv("CUEMU_WAITS");
-    if (!path) return;
-    if (FILE* f = std::fopen(path, "a")) {
-      std::fprintf(f, "waits %llu\n", static_cast<unsigned long long>(g_waits.load()));
-      std::fclose(f);
-    }
-  }
-} g_wait_report;
-
 }  // namespace
 
+// CUEMU_WAIT_TRACE=1: at exit, how many times the host waited for the device (stream, event and device
+// synchronizations) from each call site (the five frames above the wait), on stderr.
 void count_host_wait() {
-  ++g_waits;
   static const bool trace = std::getenv("CUEMU_WAIT_TRACE") != nullptr;
   if (!trace) return;
   void* frames[8];
@@ -101,7 +87,8 @@ void count_host_wait() {
   static std::map<std::string, uint64_t>* counts = [] {
     auto* c = new std::map<std::string, uint64_t>;
     std::atexit([] {
-      for (const auto& [k, v] : *counts) std::fprintf(stderr, "wait %8llu %s\n", static_cast<unsigned long long>(v), k.c_str());
+      for (const auto& [k, v] : *counts)
+        std::fprintf(stderr, "wait %8llu %s\n", static_cast<unsigned long long>(v), k.c_str());
     });
     return c;
   }();
