@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <type_traits>
 
 namespace cuemu {
@@ -30,8 +31,13 @@ enum class WarpOp : uint8_t { Sync, Idx, Xor, Down, Up, Ballot, Any, All, Match 
 // Waits until every lane of mask has reached a warp operation, then returns this lane's result: the value of the lane
 // an exchange reads (per op, arg and width), or the vote's bits.
 uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width);
-void sync_threads();     // __syncthreads
-void* dynamic_shared();  // the launch's dynamic shared memory (poisoned at each block's start)
+void sync_threads(const char* file, int line);  // __syncthreads at that line of the source
+void* dynamic_shared();  // the launch's dynamic shared memory (poisoned at each block's start; null if none)
+// A fixed-size __shared__ variable of the running kernel (translate.py calls it after each declaration): filled with
+// 0xff bytes when first met in a launch and at each later block's start, as uninitialized shared memory reads.
+void shared_use(void* p, size_t bytes);
+// Ends the running block as failed (the kernel's failure, returned by the next runtime call): a broken contract.
+[[noreturn]] void fail_block(const std::string& why);
 
 struct Config {
   dim3 grid, block;
@@ -78,7 +84,7 @@ T from_bits(uint64_t b) {
 #define gridDim (::cuemu::g_at.grid_dim)
 constexpr int warpSize = 32;
 
-inline void __syncthreads() { cuemu::sync_threads(); }
+#define __syncthreads() ::cuemu::sync_threads(__FILE__, __LINE__)
 inline void __syncwarp(unsigned mask = 0xffffffffu) { cuemu::warp_op(cuemu::WarpOp::Sync, mask, 0, 0, 32); }
 template <class T>
 T __shfl_sync(unsigned mask, T v, int lane, int width = 32) {

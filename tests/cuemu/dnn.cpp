@@ -90,8 +90,15 @@ struct Conv {
   const TensorDesc &X, &Y;
   const FilterDesc& W;
   const ConvDesc& C;
-  int kg;  // output channels a group
-  bool ok() const { return W.c * C.groups == X.c && W.k == Y.c && W.k % C.groups == 0 && X.n == Y.n; }
+  int kg;            // output channels a group
+  bool ok() const {  // (cuDNN's BAD_PARAM: the channels, the output's size, one data type)
+    const auto out = [](int in, int pad, int dil, int k, int stride) {
+      return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+    };
+    return W.c * C.groups == X.c && W.k == Y.c && W.k % C.groups == 0 && X.n == Y.n &&
+           Y.h == out(X.h, C.pad_h, C.dil_h, W.r, C.u) && Y.w == out(X.w, C.pad_w, C.dil_w, W.s, C.v) &&
+           X.type == Y.type && X.type == W.type;
+  }
   std::vector<float> dense(const TensorDesc& d, const void* p) const {
     std::vector<float> v(static_cast<size_t>(d.n) * d.c * d.h * d.w);
     size_t i = 0;

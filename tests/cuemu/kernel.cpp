@@ -4,6 +4,7 @@
 // (a warp operation whose mask's lanes have all arrived, computing each lane's result at once; else the block barrier)
 // and resumes them; nothing able to complete is a deadlock, reported as the kernel's failure, as is a warp operation
 // whose mask names a lane that has exited or lanes that disagree on the operation.
+#include <signal.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -66,12 +67,15 @@ namespace {
 
 constexpr size_t kStack = 128 << 10;  // a fiber's stack, with a guard page below it
 constexpr int kMaxThreads = 1024;
+constexpr size_t kSharedMax = 48 << 10;  // the dynamic shared memory a launch may ask for
 
 enum class State : uint8_t { Ready, AtBarrier, AtWarp, Done };
 
 struct Fiber {
   void* sp = nullptr;
   State state = State::Done;
+  const char* file = nullptr;  // the __syncthreads it waits at
+  int line = 0;
   uint3 tid{};
   WarpOp op{};
   unsigned mask = 0;
@@ -85,11 +89,15 @@ struct Block {
   void* scheduler_sp = nullptr;
   Fiber* current = nullptr;
   const std::function<void()>* body = nullptr;
-  std::vector<unsigned char> shared;
+  char* shared = nullptr;  // the launch's dynamic shared memory: it ends at a guard page
+  size_t shared_bytes = 0;
+  std::vector<std::pair<void*, size_t>> statics;  // the launch's fixed-size __shared__ variables (shared_use)
+  bool running = false;
   const char* kernel = "";
   std::string failure;  // set by a fiber's check; the scheduler stops the block
 };
 Block g_block;
+char* g_shared_end = nullptr;  // the end of the dynamic shared memory's mapping (a guard page follows)
 
 void to_scheduler() { cuemu_switch(&g_block.current->sp, g_block.scheduler_sp); }
 
@@ -153,16 +161,16 @@ bool settle_warps(int nthreads) {
           case WarpOp::Sync:
             break;
           case WarpOp::Idx:
-            src = seg + (f.arg % f.width);
+            src = seg + (f.arg & (f.width - 1));
             break;
           case WarpOp::Xor:
-            src = (j ^ f.arg) < seg + f.width ? j ^ f.arg : j;
+            src = (j ^ (f.arg & 31)) < seg + f.width ? j ^ (f.arg & 31) : j;
             break;
           case WarpOp::Down:
-            src = pos + f.arg < f.width ? j + f.arg : j;
+            src = pos + (f.arg & 31) < f.width ? j + (f.arg & 31) : j;
             break;
           case WarpOp::Up:
-            src = pos >= f.arg ? j - f.arg : j;
+            src = pos >= (f.arg & 31) ? j - (f.arg & 31) : j;
             break;
           case WarpOp::Ballot:
             f.result = votes;
@@ -220,8 +228,19 @@ bool run_block(int nthreads, bool reverse) {
     if (settle_warps(nthreads)) continue;
     if (!g_block.failure.empty()) return false;
     if (barrier + done == nthreads) {
-      for (int t = 0; t < nthreads; ++t)
-        if (g_block.fibers[t].state == State::AtBarrier) g_block.fibers[t].state = State::Ready;
+      const Fiber* first = nullptr;
+      for (int t = 0; t < nthreads; ++t) {
+        Fiber& f = g_block.fibers[t];
+        if (f.state != State::AtBarrier) continue;
+        if (first && (f.line != first->line || std::strcmp(f.file, first->file) != 0)) {
+          g_block.failure = "threads wait at different __syncthreads: " + std::string(first->file) + ":" +
+                            std::to_string(first->line) + " and " + f.file + ":" + std::to_string(f.line) +
+                            " (thread " + std::to_string(t) + ")";
+          return false;
+        }
+        if (!first) first = &f;
+        f.state = State::Ready;
+      }
       continue;
     }
     std::ostringstream m;
@@ -273,22 +292,47 @@ uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width) {
   return f.result;
 }
 
-void sync_threads() {
+void sync_threads(const char* file, int line) {
   Fiber& f = *g_block.current;
+  f.file = file, f.line = line;
   f.state = State::AtBarrier;
   to_scheduler();
   g_at.thread = f.tid;
 }
 
-void* dynamic_shared() { return g_block.shared.data(); }
+void* dynamic_shared() { return g_block.shared_bytes ? g_block.shared : nullptr; }
+
+void shared_use(void* p, size_t bytes) {
+  for (const auto& r : g_block.statics)
+    if (r.first == p) return;
+  g_block.statics.emplace_back(p, bytes);
+  std::memset(p, 0xff, bytes);
+}
+
+void fail_block(const std::string& why) {
+  g_block.failure = why;
+  to_scheduler();
+  __builtin_unreachable();  // (the scheduler never resumes a failed block's fibers)
+}
 
 const char* running_kernel() { return g_block.kernel; }
 
 void run_grid(const char* name, const Config& c, const std::function<void()>& body) {
   std::lock_guard<std::recursive_mutex> lock(device_lock());
+  if (g_block.running) {
+    fail(cudaErrorLaunchFailure, std::string("kernel ") + name + " launched from inside kernel " + g_block.kernel);
+    return;
+  }
+  static thread_local std::vector<char> alt(1 << 16);  // a fiber's stack overflow still reaches the fault handler
+  static thread_local const bool alt_set = [] {
+    stack_t ss{};
+    ss.ss_sp = alt.data(), ss.ss_size = alt.size();
+    return sigaltstack(&ss, nullptr) == 0;
+  }();
+  (void)alt_set;
   const uint64_t nthreads = uint64_t{c.block.x} * c.block.y * c.block.z;
   if (nthreads == 0 || nthreads > kMaxThreads || c.block.z > 64 || c.grid.x == 0 || c.grid.y == 0 || c.grid.z == 0 ||
-      c.grid.y > 65535 || c.grid.z > 65535 || c.shared > (48u << 10)) {
+      c.grid.y > 65535 || c.grid.z > 65535 || c.shared > kSharedMax) {
     std::ostringstream m;
     m << "kernel " << name << ": invalid launch configuration (grid " << c.grid.x << "x" << c.grid.y << "x" << c.grid.z
       << ", block " << c.block.x << "x" << c.block.y << "x" << c.block.z << ", " << c.shared << " bytes shared)";
@@ -306,6 +350,13 @@ void run_grid(const char* name, const Config& c, const std::function<void()>& bo
     g_block.stacks = static_cast<char*>(p);
     for (int t = 0; t < kMaxThreads; ++t) mprotect(g_block.stacks + t * (kStack + 4096), 4096, PROT_NONE);
     g_block.fibers.resize(kMaxThreads);
+    void* q = mmap(nullptr, kSharedMax + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (q == MAP_FAILED) {
+      fail(cudaErrorMemoryAllocation, "cannot map the emulator's shared memory");
+      return;
+    }
+    mprotect(static_cast<char*>(q) + kSharedMax, 4096, PROT_NONE);
+    g_shared_end = static_cast<char*>(q) + kSharedMax;
   }
   const int n = static_cast<int>(nthreads);
   for (int t = 0; t < n; ++t)
@@ -314,16 +365,22 @@ void run_grid(const char* name, const Config& c, const std::function<void()>& bo
   g_block.body = &body;
   g_block.kernel = name;
   g_block.failure.clear();
-  g_block.shared.assign(c.shared, 0xff);
+  g_block.statics.clear();
+  g_block.shared_bytes = (c.shared + 15) / 16 * 16;
+  g_block.shared = g_shared_end - g_block.shared_bytes;  // (16-byte aligned, ending at the guard page)
   g_at.block_dim = c.block;
   g_at.grid_dim = c.grid;
-  const bool reverse = g_launches++ & 1;
+  const uint64_t launch = g_launches++;
+  g_block.running = true;
+  uint64_t linear = 0;
   for (unsigned z = 0; z < c.grid.z; ++z)
     for (unsigned y = 0; y < c.grid.y; ++y)
-      for (unsigned x = 0; x < c.grid.x; ++x) {
+      for (unsigned x = 0; x < c.grid.x; ++x, ++linear) {
         g_at.block = make_uint3(x, y, z);
-        std::fill(g_block.shared.begin(), g_block.shared.end(), 0xff);
-        if (!run_block(n, reverse)) {
+        std::memset(g_block.shared, 0xff, g_block.shared_bytes);
+        for (const auto& r : g_block.statics) std::memset(r.first, 0xff, r.second);
+        if (!run_block(n, (launch + linear) & 1)) {  // (threads in index order in one block, reversed in the next)
+          g_block.running = false;
           std::ostringstream m;
           m << "kernel " << name << ", block (" << x << "," << y << "," << z << "): " << g_block.failure;
           fail(cudaErrorLaunchFailure, m.str());
@@ -331,6 +388,7 @@ void run_grid(const char* name, const Config& c, const std::function<void()>& bo
           return;
         }
       }
+  g_block.running = false;
   g_block.kernel = "";
 }
 

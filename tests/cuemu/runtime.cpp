@@ -19,11 +19,20 @@
 
 namespace cuemu {
 
+std::recursive_mutex& device_lock() {
+  static std::recursive_mutex m;
+  return m;
+}
+
 namespace {
 
-std::mutex g_state;  // the error and the allocation map (the device lock may be held by another thread)
-cudaError_t g_pending = cudaSuccess, g_sticky = cudaSuccess;
-std::string g_why;
+std::mutex g_state;  // the sticky error and the allocation map (the device lock may be held by another thread)
+cudaError_t g_sticky = cudaSuccess;
+std::string g_sticky_why;
+// As CUDA keeps it: a launch error is returned once, to the thread that launched; a failed kernel's, to every thread.
+thread_local cudaError_t t_pending = cudaSuccess;
+thread_local std::string t_why, t_returned_why;  // the pending error's text, and the text of the last one returned
+thread_local cudaError_t t_returned = cudaSuccess;
 std::map<uintptr_t, std::pair<void*, size_t>> g_allocs;  // user pointer -> (mapping, mapping bytes)
 size_t g_page = 4096;
 
@@ -61,8 +70,10 @@ struct FaultHandler {
   }
 };
 
-cudaError_t ok_or_sticky() {
+cudaError_t ok_or_sticky() {  // (after the work issued before: none runs while the device lock is held elsewhere)
+  std::lock_guard<std::recursive_mutex> d(device_lock());
   std::lock_guard<std::mutex> l(g_state);
+  t_returned = g_sticky, t_returned_why = g_sticky_why;
   return g_sticky;
 }
 
@@ -96,23 +107,21 @@ void count_host_wait() {
   ++(*counts)[key];
 }
 
-std::recursive_mutex& device_lock() {
-  static std::recursive_mutex m;
-  return m;
-}
-
 void fail(cudaError_t e, const std::string& why) {
   std::lock_guard<std::mutex> l(g_state);
   if (g_sticky != cudaSuccess) return;
-  g_pending = e;
-  g_why = why;
-  if (e == cudaErrorLaunchFailure) g_sticky = e;
+  t_pending = e;
+  t_why = why;
+  if (e == cudaErrorLaunchFailure) g_sticky = e, g_sticky_why = why;
 }
 
 cudaError_t last_error(bool clear) {
   std::lock_guard<std::mutex> l(g_state);
-  const cudaError_t e = g_pending;
-  if (clear) g_pending = g_sticky;
+  cudaError_t e = t_pending;
+  std::string why = t_why;
+  if (e == cudaSuccess && g_sticky != cudaSuccess) e = g_sticky, why = g_sticky_why;
+  t_returned = e, t_returned_why = why;
+  if (clear) t_pending = cudaSuccess, t_why.clear();
   return e;
 }
 
@@ -124,7 +133,8 @@ bool sticky_failure() {
 const char* error_text(cudaError_t e) {
   static thread_local std::string text;
   std::lock_guard<std::mutex> l(g_state);
-  text = e == g_pending && !g_why.empty() ? "emulated device: " + g_why : cudaGetErrorName(e);
+  text = e != cudaSuccess && e == t_returned && !t_returned_why.empty() ? "emulated device: " + t_returned_why
+                                                                        : cudaGetErrorName(e);
   return text.c_str();
 }
 

@@ -6,6 +6,9 @@ calls into the emulator, and nothing else changes (#line keeps errors pointing a
       -> ::cuemu::launch("kernel", [](auto&&... a) { kernel(a...); }, grid, block[, shared[, stream]])(args)
   extern __shared__ [__align__(n)] T name[];
       -> T* name = reinterpret_cast<T*>(::cuemu::dynamic_shared());
+  __shared__ T a[N], b;   (a block's fixed-size shared variables)
+      -> the same, then ::cuemu::shared_use(&a, sizeof a); ::cuemu::shared_use(&b, sizeof b);
+         (the emulator fills them with 0xff bytes at each block's start, as it does the dynamic array)
 
 usage: translate.py SOURCE_ROOT OUT_DIR FILE...   (each FILE relative to SOURCE_ROOT; .cu -> OUT_DIR/FILE.cpp,
        .cuh -> OUT_DIR/FILE, so that the rewritten headers shadow the originals on the include path)
@@ -17,6 +20,42 @@ import sys
 # The kernel: a name (with ::) and optional template arguments, then <<<config>>> and the argument list's "(".
 LAUNCH = re.compile(r"((?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*(?:<[^<>;(){}]*>)?)\s*<<<(.*?)>>>\s*\(", re.S)
 DYNAMIC_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?([\w:<>, ]+?)\s+(\w+)\s*\[\s*\]\s*;")
+
+
+def shared_names(decl):
+    """The variables a `__shared__ T a[..], b;` declaration (its text after __shared__, without the ;) declares."""
+    flat, depth = "", 0
+    for ch in decl:  # (a union's or struct's braces dropped)
+        depth += ch == "{"
+        if depth == 0:
+            flat += ch
+        depth -= ch == "}"
+    flat = re.sub(r"<[^<>]*>", "", flat)  # (template arguments, whose commas are not declarators')
+    names = []
+    for item in flat.split(","):
+        item = re.sub(r"\[.*", "", item).strip()
+        m = re.search(r"(\w+)\s*$", item)
+        if m:
+            names.append(m.group(1))
+    return names
+
+
+def register_shared(text):
+    """After each fixed-size __shared__ declaration, a call that lets the emulator poison it at every block's start."""
+    out, pos = [], 0
+    for m in re.finditer(r"(?<!extern )__shared__\s", text):
+        if m.start() < pos:
+            continue
+        depth, end = 0, m.end()
+        while end < len(text) and not (text[end] == ";" and depth == 0):
+            depth += (text[end] == "{") - (text[end] == "}")
+            end += 1
+        decl = text[m.end():end]
+        calls = " ".join("::cuemu::shared_use(&%s, sizeof %s);" % (n, n) for n in shared_names(decl))
+        out.append(text[pos:end + 1] + " " + calls)
+        pos = end + 1
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def translate(text, path):
@@ -33,6 +72,7 @@ def translate(text, path):
                              % (m.group(1), m.group(2), m.group(1)), out)
     if re.search(r"extern\s+__shared__", out):
         sys.exit("translate.py: %s: a dynamic shared array this script cannot read" % path)
+    out = register_shared(out)
     return '#line 1 "%s"\n%s' % (path, out)
 
 

@@ -7,8 +7,18 @@
 
 #include <cstddef>
 #include <cstring>
+#include <string>
+#include <type_traits>
 
 namespace cub {
+
+// CUB's block primitives are built for exactly kThreads threads a block.
+template <int kThreads>
+void check_block(unsigned threads) {
+  if (threads != kThreads)
+    ::cuemu::fail_block("a CUB block primitive for " + std::to_string(kThreads) + " threads in a block of " +
+                        std::to_string(threads));
+}
 
 struct Sum {
   template <class T>
@@ -23,7 +33,7 @@ class BlockReduce {
   struct TempStorage {
     T v[kThreads];
   };
-  explicit BlockReduce(TempStorage& t) : t_(t) {}
+  explicit BlockReduce(TempStorage& t) : t_(t) { check_block<kThreads>(threads()); }
   template <class Op>
   T Reduce(T x, Op op) {
     const unsigned i = linear();
@@ -52,7 +62,7 @@ class BlockScan {
   struct TempStorage {
     T v[kThreads];
   };
-  explicit BlockScan(TempStorage& t) : t_(t) {}
+  explicit BlockScan(TempStorage& t) : t_(t) { check_block<kThreads>(blockDim.x * blockDim.y * blockDim.z); }
   // out = init op x[0] op ... op x[i-1] (init alone in thread 0)
   template <class Op>
   void ExclusiveScan(T x, T& out, T init, Op op) {
