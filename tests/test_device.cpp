@@ -434,3 +434,23 @@ TEST_CASE("GPU decoders reject hostile payloads naming the offset, GPU encoders 
   CHECK_THROWS_WITH(ada->decode({dl.data(), overlong.size(), kDev}, {dy.data(), 5000, kDev}, false, ex),
                     Catch::Contains("offset 16"));
 }
+
+TEST_CASE(
+    "16-bit gradient sums on the device: both kernels (8 values a thread, and one a thread for a length or an "
+    "address off the 16-byte grid) are the host's sums bit for bit",
+    "[cuda][add_into]") {
+  Exec& ex = dev();
+  for (const int64_t n : {1000, 1001}) {
+    INFO("n " << n);
+    std::vector<bf16_t> acc(static_cast<size_t>(n)), x(static_cast<size_t>(n));
+    Rng r(static_cast<uint64_t>(n));
+    for (size_t i = 0; i < acc.size(); ++i) acc[i] = float_to_bf16(r.normal()), x[i] = float_to_bf16(r.normal());
+    Buffer<bf16_t> dacc = device_copy(acc), dx = device_copy(x);
+    launch_twin("add_into (16-bit)", add_into16_cpu<bf16_t>, OCTET_CUDA_TWIN(add_into16_cuda<bf16_t>), ex.compute(),
+                dacc.data(), static_cast<const bf16_t*>(dx.data()), n);
+    add_into16_cpu(acc.data(), static_cast<const bf16_t*>(x.data()), n, Exec::host().compute());
+    ex.sync(ex.compute());
+    const std::vector<bf16_t> back = host_copy(dacc.data(), acc.size());
+    CHECK(std::memcmp(back.data(), acc.data(), acc.size() * sizeof(bf16_t)) == 0);
+  }
+}
