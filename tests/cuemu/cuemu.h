@@ -114,42 +114,38 @@ unsigned __match_any_sync(unsigned mask, T v) {  // the lanes of mask holding th
 inline int __any_sync(unsigned mask, int p) { return cuemu::warp_op(cuemu::WarpOp::Any, mask, p != 0, 0, 32) != 0; }
 inline int __all_sync(unsigned mask, int p) { return cuemu::warp_op(cuemu::WarpOp::All, mask, p != 0, 0, 32) != 0; }
 
-// Atomics: a grid runs on one host thread, so plain read-modify-writes.
+// Atomics: a grid runs on one host thread, so plain read-modify-writes (*p = f(old)), returning the old value.
+namespace cuemu {
+template <class T, class F>
+T rmw(T* p, F f) {
+  const T old = *p;
+  *p = static_cast<T>(f(old));
+  return old;
+}
+}  // namespace cuemu
 template <class T, class U>
 T atomicAdd(T* p, U v) {
-  const T old = *p;
-  *p = static_cast<T>(old + v);
-  return old;
+  return cuemu::rmw(p, [&](T old) { return old + v; });
 }
 template <class T, class U>
 T atomicMax(T* p, U v) {
-  const T old = *p;
-  if (static_cast<T>(v) > old) *p = static_cast<T>(v);
-  return old;
+  return cuemu::rmw(p, [&](T old) { return static_cast<T>(v) > old ? static_cast<T>(v) : old; });
 }
 template <class T, class U>
 T atomicMin(T* p, U v) {
-  const T old = *p;
-  if (static_cast<T>(v) < old) *p = static_cast<T>(v);
-  return old;
+  return cuemu::rmw(p, [&](T old) { return static_cast<T>(v) < old ? static_cast<T>(v) : old; });
 }
 template <class T, class U>
 T atomicOr(T* p, U v) {
-  const T old = *p;
-  *p = static_cast<T>(old | v);
-  return old;
+  return cuemu::rmw(p, [&](T old) { return old | v; });
 }
 template <class T, class U>
 T atomicExch(T* p, U v) {
-  const T old = *p;
-  *p = static_cast<T>(v);
-  return old;
+  return cuemu::rmw(p, [&](T) { return v; });
 }
 template <class T, class U>
 T atomicCAS(T* p, U cmp, U v) {
-  const T old = *p;
-  if (old == static_cast<T>(cmp)) *p = static_cast<T>(v);
-  return old;
+  return cuemu::rmw(p, [&](T old) { return old == static_cast<T>(cmp) ? static_cast<T>(v) : old; });
 }
 inline void __threadfence() {}
 
