@@ -44,6 +44,9 @@ struct Config {
   size_t shared = 0;
   cudaStream_t stream = nullptr;
 };
+// A kernel's pointer argument i: null, device memory or page-locked host memory, or the launch fails (a GPU faults
+// where the kernel reads pageable host memory; here it fails however the kernel uses it).
+void check_pointer(const char* kernel, int i, const void* p);
 // Runs body for every thread of the grid (or records the launch error CUDA would give); name names it in errors.
 void run_grid(const char* name, const Config& c, const std::function<void()>& body);
 
@@ -53,8 +56,14 @@ struct Launch {
   K kernel;
   Config c;
   template <class... A>
-  void operator()(A... args) const {              // the arguments copied once, as CUDA copies them to the device
+  void operator()(A... args) const {  // the arguments copied once, as CUDA copies them to the device
+    int i = 0;
+    (check_arg(i++, args), ...);
     run_grid(name, c, [&] { kernel(args...); });  // (each thread's call copies its own parameters)
+  }
+  template <class T>
+  void check_arg(int i, const T& v) const {
+    if constexpr (std::is_pointer_v<T>) check_pointer(name, i, static_cast<const void*>(v));
   }
 };
 template <class K>

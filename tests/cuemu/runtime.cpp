@@ -34,6 +34,7 @@ thread_local cudaError_t t_pending = cudaSuccess;
 thread_local std::string t_why, t_returned_why;  // the pending error's text, and the text of the last one returned
 thread_local cudaError_t t_returned = cudaSuccess;
 std::map<uintptr_t, std::pair<void*, size_t>> g_allocs;  // user pointer -> (mapping, mapping bytes)
+std::map<uintptr_t, size_t> g_pinned;                    // page-locked host allocations -> bytes
 size_t g_page = 4096;
 
 struct Event {
@@ -166,6 +167,18 @@ bool device_free(void* p) {
   return true;
 }
 
+void check_pointer(const char* kernel, int i, const void* p) {
+  if (!p || is_device(p)) return;
+  {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> l(g_state);
+    auto it = g_pinned.upper_bound(a);
+    if (it != g_pinned.begin() && a < std::prev(it)->first + std::prev(it)->second) return;
+  }
+  fail(cudaErrorLaunchFailure, std::string("kernel ") + kernel + ": argument " + std::to_string(i) +
+                                   " points to host memory that is neither device nor page-locked memory");
+}
+
 bool is_device(const void* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> l(g_state);
@@ -240,10 +253,18 @@ cudaError_t cudaFree(void* p) {
   return cuemu::device_free(p) ? cudaSuccess : cudaErrorInvalidValue;
 }
 cudaError_t cudaMallocHost(void** p, size_t bytes) {
-  *p = aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+  const size_t n = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  *p = aligned_alloc(256, n);
+  if (!*p) return cudaErrorMemoryAllocation;
+  std::lock_guard<std::mutex> l(cuemu::g_state);
+  cuemu::g_pinned[reinterpret_cast<uintptr_t>(*p)] = n;
+  return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void* p) {
+  {
+    std::lock_guard<std::mutex> l(cuemu::g_state);
+    cuemu::g_pinned.erase(reinterpret_cast<uintptr_t>(p));
+  }
   free(p);
   return cudaSuccess;
 }
