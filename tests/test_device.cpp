@@ -246,7 +246,7 @@ TEST_CASE("auto times its candidates on the device: codec speeds, payload ratios
 
 namespace {
 
-const int64_t kSizes[] = {1, 7, 1000, 4097, 4098, 65537, 300001};  // (tails of 1, 2, 3 values past a multiple of 4)
+const int64_t kSizes[] = {0, 1, 7, 1000, 4097, 4098, 65537, 300001};  // (empty; tails of 1, 2, 3 values past 4k)
 
 // Gradient-like values with exact zeros and repeated magnitudes (ties for topk, equal maxima for the scales).
 std::vector<float> gradient(int64_t n, uint64_t seed) {
