@@ -123,21 +123,22 @@ __global__ void adacomp_write_kernel(View v, const int64_t* prev_chunk, const in
   const int64_t lo = static_cast<int64_t>(blockIdx.x) * kChunk + threadIdx.x * kPerThread;
   const int64_t hi = min(v.n, lo + kPerThread);
   int64_t last = -1;
-  Bins bins(lo, v.bin);
+  const Bins start(lo, v.bin);  // (one division; each walk starts from a copy)
+  Bins bins = start;
   for (int64_t i = lo; i < hi; ++i)
     if (v.selected(i, bins.of(i))) last = i;
   int64_t prev;
   Scan(tmp).ExclusiveScan(last, prev, prev_chunk[blockIdx.x], MaxOp());
   __syncthreads();
   int64_t bytes = 0, p = prev;
-  Bins bins2(lo, v.bin);
+  Bins bins2 = start;
   for (int64_t i = lo; i < hi; ++i)
     if (v.selected(i, bins2.of(i))) bytes += varint_bytes(adacomp_varint(i - p - 1, v.g[i])), p = i;
   int64_t at;
   Scan(tmp).ExclusiveSum(bytes, at);
   uint8_t* q = out + kHeaderBytes + 4 + offset[blockIdx.x] + at;
   p = prev;
-  Bins bins3(lo, v.bin);
+  Bins bins3 = start;
   for (int64_t i = lo; i < hi; ++i)
     if (v.selected(i, bins3.of(i))) q = put_varint(q, adacomp_varint(i - p - 1, v.g[i])), p = i;
 }

@@ -37,9 +37,11 @@ __global__ void topk_hist_kernel(const float* __restrict__ x, int64_t n, const T
       if (first && m >= 0x7f800000u) cuda_report(st, CodecFault::NonFiniteInput, static_cast<unsigned long long>(i));
       if (topk_candidate(m, sel)) b = topk_bucket(m, d);
     }
-    const unsigned peers = __match_any_sync(0xffffffffu, b);
-    if (b != ~0u && lane == __ffs(static_cast<int>(peers)) - 1)
-      atomicAdd(&local[b], static_cast<uint32_t>(__popc(peers)));
+    const unsigned active = __ballot_sync(0xffffffffu, b != ~0u);  // (the lanes with a bucket match among themselves)
+    if (b != ~0u) {
+      const unsigned peers = __match_any_sync(active, b);
+      if (lane == __ffs(static_cast<int>(peers)) - 1) atomicAdd(&local[b], static_cast<uint32_t>(__popc(peers)));
+    }
   }
   __syncthreads();
   for (int b = threadIdx.x; b < kTopkBuckets; b += blockDim.x)
@@ -139,6 +141,12 @@ __global__ void topk_write_kernel(const float* __restrict__ x, int64_t n, const 
   }
 }
 
+__global__ void topk_start_kernel(TopkSelect* sel, int64_t k) {
+  TopkSelect s;
+  s.ties = k;
+  *sel = s;
+}
+
 // k = 0: the payload is its header alone (no scan of counts runs, so none is read).
 __global__ void topk_header_kernel(uint8_t* out, HeaderBytes h) { put_header(out, h); }
 
@@ -187,12 +195,10 @@ size_t TopkCodec::encode_cuda(const float* x, int64_t n, uint8_t* out, Exec& ex)
   auto* gt_before = reinterpret_cast<uint32_t*>(temp + hist_bytes + 256 + 2 * arr);
   auto* eq_before = reinterpret_cast<uint32_t*>(temp + hist_bytes + 256 + 3 * arr);
   void* scan_temp = temp + hist_bytes + 256 + 4 * arr;
-  // The selection starts as {T = 0, no digit known, k ties} (from page-locked memory, so the copy is queued: the
-  // host waits for nothing until the status check after the last kernel).
-  auto* start = static_cast<TopkSelect*>(codec_device_pinned(ex, sizeof(TopkSelect)));
-  *start = TopkSelect{};
-  start->ties = k;
-  CHECK_CUDA(cudaMemcpyAsync(sel, start, sizeof(TopkSelect), cudaMemcpyHostToDevice, s));
+  // The selection starts as {T = 0, no digit known, k ties}, written by a kernel (no host memory the next call could
+  // rewrite before the copy ran; the host waits for nothing until the status check after the last kernel).
+  topk_start_kernel<<<1, 1, 0, s>>>(sel, k);
+  CHECK_LAUNCH("topk_start");
   CHECK_CUDA(cudaMemsetAsync(hist, 0, hist_bytes, s));
   CodecStatus* st = codec_device_scratch(ex).status;
   for (const TopkDigit& d : kTopkDigits) {

@@ -142,11 +142,9 @@ bool settle_warps(int nthreads) {
         }
         if (lanes[j].state != State::AtWarp)
           complete = false;
-        else if (lanes[j].mask != mask || lanes[j].op != lanes[l].op) {
-          g_block.failure = "warp " + std::to_string(w) + ": lanes " + std::to_string(l) + " and " + std::to_string(j) +
-                            " wait at different warp operations or masks";
-          return false;
-        }
+        else if (lanes[j].mask != mask || lanes[j].op != lanes[l].op)
+          complete = false;  // (j is in another group's operation: it may come here after that one; if nothing can
+                             // complete, the block deadlocks and fails)
       }
       if (!complete) continue;
       uint64_t votes = 0;
