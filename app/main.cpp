@@ -78,11 +78,7 @@ int cmd_train(const std::vector<std::string>& args, int* argc, char*** argv) {
        {"overwrite", "", "start afresh in a run directory that holds an earlier run (its outputs are removed)"},
        {"trace", "", "write trace.json (Chrome/Perfetto) of every rank's steps: the same as --set run.trace=true"}},
       1);
-  f.parse(args);
-  if (f.help()) {
-    std::fputs(f.usage().c_str(), stdout);
-    return 0;
-  }
+  if (f.parse_or_usage(args)) return 0;
   OCTET_CHECK(!f.positionals().empty(),
               "octet train needs a config file (usage: octet train CONFIG.yaml [--set k=v]... [--resume PATH])");
   octet::TrainOptions opts;
@@ -125,11 +121,7 @@ int cmd_bench(const std::vector<std::string>& args, int* argc, char*** argv) {
 int cmd_model(const std::vector<std::string>& args) {
   octet::Flags f("octet model", "CONFIG.yaml",
                  {{"set", "key.path=value", "override one config key, e.g. --set model.input=[3,64,64]", "", true}}, 1);
-  f.parse(args);
-  if (f.help()) {
-    std::fputs(f.usage().c_str(), stdout);
-    return 0;
-  }
+  if (f.parse_or_usage(args)) return 0;
   OCTET_CHECK(!f.positionals().empty(),
               "octet model needs a config file (usage: octet model CONFIG.yaml [--set k=v]...)");
   const octet::Config cfg = octet::load_config(f.positionals()[0], f.all("set"), false);
@@ -145,11 +137,7 @@ int cmd_model(const std::vector<std::string>& args) {
 
 int cmd_version(const std::vector<std::string>& args) {
   octet::Flags f("octet version", "", {});
-  f.parse(args);
-  if (f.help()) {
-    std::fputs(f.usage().c_str(), stdout);
-    return 0;
-  }
+  if (f.parse_or_usage(args)) return 0;
   const int gpus = octet::cuda_device_count();
   std::printf("octet 0.2.0 (CUDA backend %s; %d GPU%s usable%s%s)\n", octet::cuda_built() ? "built" : "not built", gpus,
               gpus == 1 ? "" : "s", gpus ? "" : ": ", gpus ? "" : octet::cuda_unavailable_reason());

@@ -136,11 +136,7 @@ int bench_compress(const std::vector<std::string>& args) {
             "where the codecs run (cuda: GPU 0, against a device-to-device copy; sim: the "
             "simulated device, a test of the GPU path, not of speed)",
             "cpu"}});
-  f.parse(args);
-  if (f.help()) {
-    std::fputs(f.usage().c_str(), stdout);
-    return 0;
-  }
+  if (f.parse_or_usage(args)) return 0;
   const int64_t n = f.bytes("size", 4, int64_t{1} << 34) / 4;
   const int reps = static_cast<int>(f.integer("reps", 1, 1000000));
   const int bits = static_cast<int>(f.integer("bits", 2, 8));
@@ -251,11 +247,7 @@ double link_bytes_per_s(const Flags& f) {
 
 int bench_allreduce(const std::vector<std::string>& args, const World& w) {
   Flags f = allreduce_flags();
-  f.parse(args);
-  if (f.help()) {
-    if (w.rank == 0) std::fputs(f.usage().c_str(), stdout);
-    return 0;
-  }
+  if (f.parse_or_usage(args, w.rank != 0)) return 0;
   set_cpu_threads(1);
   const int64_t lo = f.bytes("min", 4, int64_t{1} << 32), hi = f.bytes("max", 4, int64_t{1} << 32);
   if (hi < lo) f.fail("max", "(" + f.str("max") + ") is below --min (" + f.str("min") + ")");
@@ -375,11 +367,7 @@ int bench_trace(const std::vector<std::string>& args) {
   Flags f("octet bench trace", "",
           {{"spans", "N", "spans per measurement (at most the per-thread cap, 1048576)", "1000000"},
            {"reps", "N", "repetitions; the best time of each is kept", "5"}});
-  f.parse(args);
-  if (f.help()) {
-    std::fputs(f.usage().c_str(), stdout);
-    return 0;
-  }
+  if (f.parse_or_usage(args)) return 0;
   const int64_t n = f.integer("spans", 1, static_cast<int64_t>(trace::kMaxSpans));
   const int reps = static_cast<int>(f.integer("reps", 1, 1000));
   volatile int64_t sink = 0;

@@ -23,11 +23,7 @@ int bench_conv(const std::vector<std::string>& args) {
            {"stride", "S", "stride", "1"},
            {"batch", "N", "batch", "128"},
            {"reps", "N", "repetitions; the best time of each layout is kept", "5"}});
-  f.parse(args);
-  if (f.help()) {
-    std::fputs(f.usage().c_str(), stdout);
-    return 0;
-  }
+  if (f.parse_or_usage(args)) return 0;
   Conv2dParams p;
   p.in_channels = f.integer("in", 1, 1 << 16);
   p.out_channels = f.integer("out", 1, 1 << 16);

@@ -80,11 +80,7 @@ int bench_jpegs(const std::vector<std::string>& args) {
            {"grain", "S", "the grain's standard deviation (sets the bytes a pixel)", "20"},
            {"seed", "N", "the images' seed", "1"}},
           1);
-  f.parse(args);
-  if (f.help()) {
-    std::fputs(f.usage().c_str(), stdout);
-    return 0;
-  }
+  if (f.parse_or_usage(args)) return 0;
   OCTET_CHECK(f.positionals().size() == 1, "octet bench jpegs: expects one output folder, OUT; --help for the flags");
   const std::string out = f.positionals()[0];
   const int64_t train = f.integer("images", 1, 10000000), val = f.integer("val", 1, 10000000);

@@ -21,11 +21,7 @@ int bench_loader(const std::vector<std::string>& args) {
            {"size", "N", "the random-resized crop's output side", "224"},
            {"seed", "N", "run seed (the draws)", "1"}},
           1);
-  f.parse(args);
-  if (f.help()) {
-    std::fputs(f.usage().c_str(), stdout);
-    return 0;
-  }
+  if (f.parse_or_usage(args)) return 0;
   OCTET_CHECK(f.positionals().size() == 1,
               "octet bench loader: expects one JPEG tree, ROOT (ROOT/train/<class>/...); --help for the flags");
   ImageFolderOptions o;

@@ -2,6 +2,7 @@
 #include "tools/flags.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -30,6 +31,12 @@ const FlagSpec& Flags::spec(const std::string& name) const {
   for (const auto& s : specs_)
     if (s.name == name) return s;
   OCTET_THROW(command_ << ": internal: no flag --" << name);
+}
+
+bool Flags::parse_or_usage(const std::vector<std::string>& args, bool quiet) {
+  parse(args);
+  if (help_ && !quiet) std::fputs(usage().c_str(), stdout);
+  return help_;
 }
 
 void Flags::parse(const std::vector<std::string>& args) {

@@ -33,6 +33,8 @@ class Flags {
   void parse(const std::vector<std::string>& args);
   bool help() const { return help_; }
   std::string usage() const;  // for stdout on --help
+  // parse, then on --help the usage on stdout (unless quiet: the other MPI ranks) and true: the command returns 0.
+  bool parse_or_usage(const std::vector<std::string>& args, bool quiet = false);
 
   bool given(const std::string& name) const;                      // on the command line (not only a default)
   std::string str(const std::string& name) const;                 // the value (or the default)

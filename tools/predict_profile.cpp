@@ -238,11 +238,7 @@ int cmd_predict(const std::vector<std::string>& args, const World& w) {
             "aggressive; needs a config)"},
            {"set", "key=value", "override one config key", "", true}},
           1);
-  f.parse(args);
-  if (f.help()) {
-    if (w.rank == 0) std::fputs(f.usage().c_str(), stdout);
-    return 0;
-  }
+  if (f.parse_or_usage(args, w.rank != 0)) return 0;
   const std::string config = f.positionals().empty() ? "" : f.positionals()[0];
   const std::string profile_in = f.str("profile"), profile_out = f.str("save-profile");
   OCTET_CHECK(config.empty() != profile_in.empty(),

@@ -104,11 +104,6 @@ std::unique_ptr<Dataset> image_files(const Config& cfg, const std::vector<std::s
                                           std::vector<int32_t>(files.size(), 0), 2, cfg.data.normalize);
 }
 
-int print_help(const Flags& f) {
-  std::fputs(f.usage().c_str(), stdout);
-  return 0;
-}
-
 }  // namespace
 
 int cmd_export(const std::vector<std::string>& args) {
@@ -120,8 +115,7 @@ int cmd_export(const std::vector<std::string>& args) {
             "octet"},
            {"config", "CFG", "the run's config (default: RUN_DIR/config.yaml, which every run writes)"}},
           1);
-  f.parse(args);
-  if (f.help()) return print_help(f);
+  if (f.parse_or_usage(args)) return 0;
   OCTET_CHECK(!f.positionals().empty(),
               "octet export needs a run directory or checkpoint (usage: octet export "
               "RUN_DIR|CHECKPOINT [--out FILE] [--names octet|torchvision])");
@@ -174,8 +168,7 @@ int cmd_eval(const std::vector<std::string>& args, const World& world) {
            {"keep", "N", "samples --logits keeps", "8"},
            {"set", "key.path=value", "override one config key", "", true}},
           1);
-  f.parse(args);
-  if (f.help()) return print_help(f);
+  if (f.parse_or_usage(args)) return 0;
   OCTET_CHECK(!f.positionals().empty() && f.given("weights"),
               "octet eval needs a config and weights (usage: octet eval CONFIG.yaml --weights FILE|RUN_DIR)");
   set_log_rank(world.rank);
@@ -240,8 +233,7 @@ int cmd_classify(const std::vector<std::string>& args) {
            {"top", "K", "classes printed per image", "5"},
            {"set", "key.path=value", "override one config key", "", true}},
           1 << 20);
-  f.parse(args);
-  if (f.help()) return print_help(f);
+  if (f.parse_or_usage(args)) return 0;
   OCTET_CHECK(f.positionals().size() >= 2 && f.given("weights"),
               "octet classify needs a config, weights and images (usage: octet classify CONFIG.yaml --weights "
               "FILE|RUN_DIR IMAGE...)");
