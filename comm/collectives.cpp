@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "comm/collective_kit.h"
+#include "compress/codec_device.h"
 #include "core/error.h"
 #include "core/launch.h"
 #include "core/rng.h"
@@ -272,7 +273,10 @@ void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, Reduce
   // One rank and fp32 as it is: the mean is the tensor itself, and nothing crosses (a lossy codec still applies, and
   // error feedback keeps its state's shapes).
   if (N == 1 && (!opt.codec || opt.codec->traits().identity) && !ef) return;
+  // On a device the codec ops report their faults at the end, with one wait, rather than each with its own.
+  CodecChecksDeferred checks(ex);
   a.run(tr, xs, opt, st, stats);
+  checks.finish();
   if (opt.average) scale(xs.data, n, N, ex);
 }
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "compress/codec_device.h"
 #include "core/error.h"
 #include "core/trace.h"
 #include "core/rng.h"
@@ -65,15 +66,78 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
     // small tensors keep the latency path (MPI's own allreduce), flat
     e.ex = make_exchange(setup, e.t.param.grad->numel(), levels_.node && !small, e.opt, low_rank ? &psgd : nullptr,
                          e.t.param.value->shape(), derive_seed(0x5d9, i, 0));
+    e.fused = small && !low_rank && cfg.fuse_small && t_.size() > 1;  // (PowerSGD keeps its own exchange)
     entries_.push_back(std::move(e));
+    all_.push_back(i);
+  }
+  int64_t fused = 0;
+  for (const Entry& e : entries_)
+    if (e.fused) fused += e.t.param.grad->numel();
+  if (fused > 0) {
+    fused_ = Tensor({fused}, exec_.device());
+    fused_codec_ = make_codec(fp32_policy().codec);
+    fused_opt_.codec = fused_codec_.get();
+    fused_opt_.exec = &exec_;
+    fused_opt_.algorithm = Algorithm::Allreduce;
+    fused_opt_.what = "fused small tensors";
   }
 }
 
 void GradSync::sync(uint64_t step, CommStats& stats) {
   // The comm stream starts after the backward queued so far (the gradients); the host waits for each copy anyway.
   if (on_device(exec_.device())) exec_.wait(exec_.comm(), exec_.record(exec_.compute()));
-  for (size_t i = 0; i < entries_.size(); ++i) sync_one(i, step, stats);
+  sync_set(all_, step, stats);
   release();
+}
+
+void GradSync::sync_set(const std::vector<size_t>& idx, uint64_t step, CommStats& stats,
+                        const std::atomic<bool>* cancel) {
+  // On a device every codec op of the set reports its faults at the end, with one wait for all of them.
+  exec_.bind_thread();
+  CodecChecksDeferred checks(exec_);
+  sync_fused(idx, step, stats, cancel);
+  for (size_t i : idx)
+    if (!entries_[i].fused) sync_one(i, step, stats, cancel);
+  checks.finish();
+}
+
+void GradSync::sync_fused(const std::vector<size_t>& idx, uint64_t step, CommStats& stats,
+                          const std::atomic<bool>* cancel) {
+  std::vector<size_t> mine;
+  for (size_t i : idx)
+    if (entries_[i].fused) mine.push_back(i);
+  if (mine.empty()) return;
+  exec_.bind_thread();  // the communication thread queues on this device's comm stream
+  const Device d = exec_.device();
+  // In and out on the comm stream (after the gradients: sync() and the overlap thread order it so); CPU: memcpy.
+  auto copy = [&](float* to, const float* from, int64_t n) {
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    if (d == Device::CPU)
+      std::memcpy(to, from, bytes);
+    else
+      copy_async(to, from, bytes, CopyKind::DeviceToDevice, exec_.comm());
+  };
+  int64_t n = 0;
+  for (size_t i : mine) {
+    const Tensor& g = *entries_[i].t.param.grad;
+    OCTET_CHECK(g.device() == d, entries_[i].t.param.name << ": gradient on " << device_name(g.device())
+                                                          << ", exchange on " << device_name(d));
+    copy(fused_.data() + n, g.data(), g.numel());
+    n += g.numel();
+  }
+  fused_opt_.progress = {static_cast<int64_t>(step), cancel != nullptr, cancel};
+  CommStats s;
+  {
+    TraceSpan span("exchange", fused_opt_.what, nullptr, static_cast<int64_t>(step));
+    reduce_mean(t_, {fused_.data(), static_cast<size_t>(n), d}, fused_opt_, fused_state_, s);
+  }
+  n = 0;
+  for (size_t i : mine) {
+    Tensor& g = *entries_[i].t.param.grad;
+    copy(g.data(), fused_.data() + n, g.numel());
+    n += g.numel();
+  }
+  stats += s;
 }
 
 void GradSync::release() {
@@ -108,7 +172,7 @@ std::string GradSync::plan() const {
   for (const Entry& e : entries_) {
     std::snprintf(buf, sizeof buf, "  %-14s %9lld values  ", e.t.param.name.c_str(),
                   static_cast<long long>(e.t.param.value->numel()));
-    out += buf + e.ex->describe(*e.codec, e.opt) + "\n";
+    out += buf + e.ex->describe(*e.codec, e.opt) + (e.fused ? " (fused with the other small tensors)" : "") + "\n";
   }
   if (!out.empty()) out.pop_back();
   return out;

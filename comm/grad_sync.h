@@ -39,10 +39,13 @@ class GradSync {
            Levels levels = {}, double chunk_mb = -1);
   // Replaces every grad with its mean over the ranks (identical bytes everywhere), then release().
   void sync(uint64_t step, CommStats& stats);
-  // The same for tensor i alone (what sync() does for each i in turn; the overlap thread calls it per bucket, once
-  // the bucket's gradients are final). cancel: non-null makes the waits sleep between polls and throw once it is set
-  // (the overlap thread).
-  void sync_one(size_t i, uint64_t step, CommStats& stats, const std::atomic<bool>* cancel = nullptr);
+  // The same for the tensors idx (what sync() does for all of them; the overlap thread calls it per bucket, once the
+  // bucket's gradients are final): those under min_numel (fp32, MPI's allreduce) in one allreduce over a buffer they
+  // are copied into and back from (compression.fuse_small; the same sums, element for element), the others each
+  // through its exchange in turn. cancel: non-null makes the waits sleep between polls and throw once it is set (the
+  // overlap thread).
+  void sync_set(const std::vector<size_t>& idx, uint64_t step, CommStats& stats,
+                const std::atomic<bool>* cancel = nullptr);
   // The compute stream waits for every exchanged gradient to be back on the device (no host wait; CPU: nothing).
   void release();
   Exec& exec() const { return exec_; }
@@ -63,16 +66,25 @@ class GradSync {
  private:
   struct Entry {
     SyncTensor t;
-    CodecPtr codec;     // the tensor's codec (PowerSGD's tensors: fp32 before its start step)
-    ReduceOptions opt;  // codec, algorithm, error feedback and pieces; each step's seed and progress
-    ExchangePtr ex;     // flat, two-level or PowerSGD (comm/exchange.h)
-    CommStats total;    // since construction
+    CodecPtr codec;      // the tensor's codec (PowerSGD's tensors: fp32 before its start step)
+    ReduceOptions opt;   // codec, algorithm, error feedback and pieces; each step's seed and progress
+    ExchangePtr ex;      // flat, two-level or PowerSGD (comm/exchange.h)
+    CommStats total;     // since construction
+    bool fused = false;  // under min_numel with compression.fuse_small: in the shared allreduce
   };
+  void sync_one(size_t i, uint64_t step, CommStats& stats, const std::atomic<bool>* cancel);
+  // The fused tensors among idx in one allreduce (fused_ holds them in turn).
+  void sync_fused(const std::vector<size_t>& idx, uint64_t step, CommStats& stats, const std::atomic<bool>* cancel);
   Transport& t_;
   Exec& exec_;
   Levels levels_;                     // two-level: the node and cross-node transports, else empty
   std::unique_ptr<Courier> courier_;  // pipelined pieces' transfers (made when a tensor has some)
   std::vector<Entry> entries_;
+  std::vector<size_t> all_;  // 0 .. size() - 1
+  Tensor fused_;             // [sum of the fused tensors' values] on exec_'s device
+  CodecPtr fused_codec_;     // none
+  ReduceOptions fused_opt_;  // allreduce, fp32
+  ReduceState fused_state_;
 };
 
 }  // namespace octet

@@ -43,9 +43,12 @@ const Loaded& loaded() {
   static const Loaded l = [] {
     Loaded out;
     const std::string name = "libnccl.so." + std::to_string(NCCL_MAJOR);
-    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) lib = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
+    // The process's own NCCL first (the CUDA emulator's, over MPI: tests/cuemu/nccl.cpp), else the library.
+    // (RTLD_DEFAULT is a null handle: the process's symbols.)
+    const bool own = dlsym(RTLD_DEFAULT, "ncclGetUniqueId") != nullptr;
+    void* lib = own ? RTLD_DEFAULT : dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!own && !lib) lib = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
+    if (!own && !lib) {
       out.why = "cannot load " + name + " (is the CUDA toolkit's or the nvidia-nccl wheel's lib folder on " +
                 "LD_LIBRARY_PATH?): " + dlerror();
       return out;
@@ -116,6 +119,7 @@ NcclTransport::~NcclTransport() {
   if (comm_->aborted) return;  // already torn down by the timeout path
   try {
     ex_.sync(ex_.comm());
+    ex_.sync(ex_.stage());
     CHECK_NCCL(a.finalize(comm_->c));  // flushes what was issued; polled for, bounded
     wait_ready("ncclCommFinalize", {-1});
   } catch (...) {
@@ -160,13 +164,23 @@ void NcclTransport::wait_ready(const char* op, const Progress& p) {
   }
 }
 
-void NcclTransport::finish(const char* op, const Progress& p) {
+Stream NcclTransport::begin(const Progress& p) {
+  OCTET_CHECK(!p.after == !p.done, "an NCCL transfer ordered by events needs both of them (Progress::after, done)");
+  if (!p.after) return ex_.comm();
+  ex_.wait(ex_.stage(), *p.after);
+  return ex_.stage();
+}
+
+void NcclTransport::finish(const char* op, const Progress& p, const Stream& on) {
   wait_ready(op, p);  // the group's launch (non-blocking: it may still be enqueueing its kernels)
   const auto start = std::chrono::steady_clock::now();
-  const cudaStream_t s = cuda_stream(ex_.comm());
+  const cudaStream_t s = cuda_stream(on);
   for (int polls = 0;; ++polls) {
     const cudaError_t rc = cudaStreamQuery(s);
-    if (rc == cudaSuccess) return;
+    if (rc == cudaSuccess) {
+      if (p.done) *p.done = ex_.record(on);
+      return;
+    }
     OCTET_CHECK(rc == cudaErrorNotReady, op << ": " << cudaGetErrorName(rc) << ": " << cudaGetErrorString(rc));
     ncclResult_t async = ncclSuccess;
     CHECK_NCCL(api().async_error(comm_->c, &async));
@@ -211,7 +225,8 @@ void NcclTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_co
   if (send.device == Device::CPU && recv.device == Device::CPU)
     return mpi_.alltoallv_bytes(send, send_counts, send_displs, recv, recv_counts, recv_displs, p);
   check_device(send.device, ex_.device(), "alltoallv"), check_device(recv.device, ex_.device(), "alltoallv");
-  const cudaStream_t s = cuda_stream(ex_.comm());
+  const Stream on = begin(p);
+  const cudaStream_t s = cuda_stream(on);
   const int me = rank();
   if (recv_counts[me])
     CHECK_CUDA(cudaMemcpyAsync(recv.data + recv_displs[me], send.data + send_displs[me],
@@ -224,7 +239,7 @@ void NcclTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_co
       [&](int j) {
         return Part{recv.data + recv_displs[j], static_cast<size_t>(recv_counts[j])};
       });
-  finish("ncclSend/ncclRecv (scatter-reduce payloads)", p);
+  finish("ncclSend/ncclRecv (scatter-reduce payloads)", p, on);
 }
 
 void NcclTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all, const int* counts, const int* displs,
@@ -232,7 +247,8 @@ void NcclTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all
   if (mine.device == Device::CPU && all.device == Device::CPU)
     return mpi_.allgatherv_bytes(mine, all, counts, displs, p);
   check_device(mine.device, ex_.device(), "allgatherv"), check_device(all.device, ex_.device(), "allgatherv");
-  const cudaStream_t s = cuda_stream(ex_.comm());
+  const Stream on = begin(p);
+  const cudaStream_t s = cuda_stream(on);
   const int me = rank();
   if (mine.size) CHECK_CUDA(cudaMemcpyAsync(all.data + displs[me], mine.data, mine.size, cudaMemcpyDeviceToDevice, s));
   grouped_send_recv(
@@ -243,14 +259,15 @@ void NcclTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all
       [&](int j) {
         return Part{all.data + displs[j], static_cast<size_t>(counts[j])};
       });
-  finish("ncclSend/ncclRecv (gathered payloads)", p);
+  finish("ncclSend/ncclRecv (gathered payloads)", p, on);
 }
 
 void NcclTransport::allreduce_sum(Span<float> x, const Progress& p) {
   if (x.device == Device::CPU) return mpi_.allreduce_sum(x, p);
   check_device(x.device, ex_.device(), "allreduce");
-  CHECK_NCCL(api().all_reduce(x.data, x.data, x.size, ncclFloat32, ncclSum, comm_->c, cuda_stream(ex_.comm())));
-  finish("ncclAllReduce (fp32 gradients)", p);
+  const Stream on = begin(p);
+  CHECK_NCCL(api().all_reduce(x.data, x.data, x.size, ncclFloat32, ncclSum, comm_->c, cuda_stream(on)));
+  finish("ncclAllReduce (fp32 gradients)", p, on);
 }
 
 void NcclTransport::allgatherv_floats(Span<float> x, const int* counts, const int* displs, const Progress& p) {
@@ -258,16 +275,18 @@ void NcclTransport::allgatherv_floats(Span<float> x, const int* counts, const in
   check_device(x.device, ex_.device(), "allgatherv");
   const int me = rank();
   auto part = [&](int j) { return Part{x.data + displs[j], static_cast<size_t>(counts[j])}; };
+  const Stream on = begin(p);
   grouped_send_recv(
-      api(), comm_->c, me, size(), ncclFloat32, cuda_stream(ex_.comm()), [&](int) { return part(me); }, part);
-  finish("ncclSend/ncclRecv (model parallelism: gathering the FC rows)", p);
+      api(), comm_->c, me, size(), ncclFloat32, cuda_stream(on), [&](int) { return part(me); }, part);
+  finish("ncclSend/ncclRecv (model parallelism: gathering the FC rows)", p, on);
 }
 
 void NcclTransport::broadcast_floats(Span<float> x, int root, const Progress& p) {
   if (x.device == Device::CPU) return mpi_.broadcast_floats(x, root, p);
   check_device(x.device, ex_.device(), "broadcast");
-  CHECK_NCCL(api().broadcast(x.data, x.data, x.size, ncclFloat32, root, comm_->c, cuda_stream(ex_.comm())));
-  finish("ncclBroadcast (initial parameters)", p);
+  const Stream on = begin(p);
+  CHECK_NCCL(api().broadcast(x.data, x.data, x.size, ncclFloat32, root, comm_->c, cuda_stream(on)));
+  finish("ncclBroadcast (initial parameters)", p, on);
 }
 
 std::unique_ptr<Transport::Pending> NcclTransport::start_allgather(Span<const uint8_t> mine, Span<uint8_t> all,

@@ -1,9 +1,10 @@
 // The Transport over NCCL (parallel.transport: nccl): payload bytes and fp32 sums move device to device on the exec's
-// comm stream (grouped send/recv for the variable-size exchanges, ncclAllReduce for dense fp32, ncclBroadcast), with
-// NCCL bootstrapped through MPI and loaded at run time (dlopen, as cuBLAS is) so CPU runs never map it. Host buffers
-// and the small control values (payload sizes, checksums) go through the MPI transport it holds. Every wait is bounded
-// by parallel.timeout_s (the communicator is non-blocking, so its set-up and each group's launch are bounded too); on a
-// timeout the communicator is aborted and the error names the operation and step.
+// comm stream, or for a pipelined piece on its stage stream ordered by the piece's events (grouped send/recv for the
+// variable-size exchanges, ncclAllReduce for dense fp32, ncclBroadcast), with NCCL bootstrapped through MPI and loaded
+// at run time (dlopen, as cuBLAS is) so CPU runs never map it. Host buffers and the small control values (payload
+// sizes, checksums) go through the MPI transport it holds. Every wait is bounded by parallel.timeout_s (the
+// communicator is non-blocking, so its set-up and each group's launch are bounded too); on a timeout the communicator
+// is aborted and the error names the operation and step.
 #pragma once
 #include <memory>
 
@@ -26,6 +27,9 @@ class NcclTransport : public Transport {
   int rank() const override { return mpi_.rank(); }
   int size() const override { return mpi_.size(); }
   bool accepts(Device d) const override { return d == Device::CPU || d == ex_.device(); }
+  // Pieces: a piece's transfer waits for its encoding's event on the stage stream and records its own there, so the
+  // comm stream encodes the next piece meanwhile.
+  bool pieces_on(Device d) const override { return d == Device::CPU || d == ex_.device(); }
   void alltoall_ints(const int* send, int* recv, const Progress& p) override { mpi_.alltoall_ints(send, recv, p); }
   void alltoallv_bytes(Span<const uint8_t> send, const int* send_counts, const int* send_displs, Span<uint8_t> recv,
                        const int* recv_counts, const int* recv_displs, const Progress& p) override;
@@ -40,9 +44,12 @@ class NcclTransport : public Transport {
 
  private:
   struct Comm;  // the NCCL communicator (nccl_transport.cpp)
-  // Waits (bounded) for the NCCL work queued on the comm stream, once the group that queues it has launched; op names
-  // it for the timeout error.
-  void finish(const char* op, const Progress& p);
+  // The stream a transfer runs on: the comm stream, in order with the codecs' kernels, or (p.after, p.done set: a
+  // pipelined piece) the stage stream once p.after has happened.
+  Stream begin(const Progress& p);
+  // Waits (bounded) for the NCCL work queued on s, once the group that queues it has launched (op names it for the
+  // timeout error); then records p.done on s.
+  void finish(const char* op, const Progress& p, const Stream& s);
   // Waits (bounded) until the non-blocking communicator is no longer busy with a call (set-up, a group's launch).
   void wait_ready(const char* op, const Progress& p);
   [[noreturn]] void give_up(const char* op, const Progress& p);  // aborts the communicator, throws the timeout error

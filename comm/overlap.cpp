@@ -121,7 +121,7 @@ void OverlapSync::run() {
       } else {
         Exec::host().sync(item.ready);  // the bucket's gradients are final (on the CPU: they already are)
         TraceSpan span("bucket", nullptr, nullptr, static_cast<int64_t>(item.bucket));
-        for (size_t i : buckets_[item.bucket].entries) sync_.sync_one(i, step, s, &cancel_);
+        sync_.sync_set(buckets_[item.bucket].entries, step, s, &cancel_);
       }
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu_);

@@ -272,12 +272,13 @@ size_t AdacompCodec::encode_cuda(const float* g, const float* fresh, int64_t n, 
                                         header_bytes({codec_id("adacomp"), 1, 0, static_cast<uint32_t>(n), 0}),
                                         size_dev);
   CHECK_LAUNCH("adacomp_finish");
-  // The size and the status come back with one wait (codec_device_check's): a NaN or infinity in g, reported by the
-  // bins' maxima pass, throws there (the selection it reached wrote at most max_bytes(n): every sent value's varint is
-  // at most its gap plus one byte long).
+  // The size and the status come back with one wait (codec_device_check's, or in a deferred scope this one, the
+  // status then checked at the scope's end): a NaN or infinity in g, reported by the bins' maxima pass, throws there
+  // (the selection it reached wrote at most max_bytes(n): every sent value's varint is at most its gap plus one byte).
   auto* host = static_cast<unsigned long long*>(codec_device_pinned(ex, 8));
   CHECK_CUDA(cudaMemcpyAsync(host, size_dev, 8, cudaMemcpyDeviceToHost, s));
   codec_device_check(ex, "adacomp", g, n);
+  if (codec_device_scratch(ex).deferred) ex.sync(ex.comm());
   return static_cast<size_t>(*host);
 }
 

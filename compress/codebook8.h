@@ -92,6 +92,10 @@ class Codebook8Codec : public Codec {
   Codebook8Codec(const char* name, const Codebook8Params& p);  // name: one of the four types
   const char* name() const override { return name_; }
   int64_t block_for(int64_t n) const { return block_ == 0 ? std::max<int64_t>(n, 1) : block_; }
+  // The header its encoder writes for n values (a device decoder expects it).
+  PayloadHeader header_for(int64_t n) const {
+    return {codec_id(name_), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(block_for(n))};
+  }
   static int64_t blocks(int64_t n, int64_t b) { return (n + b - 1) / b; }
   size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 * blocks(n, block_for(n)) + n; }
 

@@ -143,7 +143,7 @@ Codebook8Codec::Codebook8Codec(const char* name, const Codebook8Params& p)
 
 size_t Codebook8Codec::encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const {
   const int64_t b = block_for(n), nb = blocks(n, b);
-  write_header(out, {codec_id(name_), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(b)});
+  write_header(out, header_for(n));
   float* scales = reinterpret_cast<float*>(out + kHeaderBytes);
   uint8_t* __restrict codes = out + kHeaderBytes + 4 * nb;
   for (int64_t k = 0; k < nb; ++k) {
@@ -206,8 +206,10 @@ size_t Codebook8Codec::encode_device(const float* x, int64_t n, uint8_t* out, co
 void Codebook8Codec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate,
                                    Exec& ex) const {
   [[maybe_unused]] const CodebookDevice book = device_book(ex);
-  [[maybe_unused]] const int64_t b = check(codec_device_header(ex, in, size).b, size, n);
-  OCTET_CODEC_OP(ex, std::string(name_) + " decode", decode_cuda(book, in, out, n, b, accumulate, ex),
+  const HostHeader want = expected_header(header_for(n));
+  [[maybe_unused]] const int64_t b = check(want.b, size, n);  // the size; the header's bytes on the device
+  OCTET_CODEC_OP(ex, std::string(name_) + " decode",
+                 (codec_header_cuda(&in, 1, want, ex), decode_cuda(book, in, out, n, b, accumulate, ex)),
                  decode_cpu(in, size, out, n, accumulate), name_);
 }
 
@@ -216,17 +218,18 @@ size_t Codebook8Codec::reduce_encode_fused(const std::vector<Span<const uint8_t>
   const int64_t b = block_for(n);
   if (b > kCodebookFusedMax || n == 0 || !fusable_parts(parts, 4)) return 0;  // one block in shared memory
   [[maybe_unused]] const CodebookDevice book = device_book(ex);
+  const HostHeader want = expected_header(header_for(n));
   std::vector<const uint8_t*> ins;
   for (const auto& p : parts) {
-    if (check(codec_device_header(ex, p.data, p.size).b, p.size, n) != b)
-      return 0;  // another block size than this encoder's: not fusable
+    check(want.b, p.size, n);  // the size; the header's bytes on the device
     ins.push_back(p.data);
   }
+  [[maybe_unused]] const int np = static_cast<int>(ins.size());
   codec_device_reset_status(ex);
-  const size_t bytes =
-      OCTET_CODEC_KERNEL(ex, std::string(name_) + " owner step",
-                         reduce_encode_cuda(book, ins.data(), static_cast<int>(ins.size()), n, residual, out.data, ex),
-                         reduce_encode_cpu(parts, n, residual, out.data, seed));
+  const size_t bytes = OCTET_CODEC_KERNEL(ex, std::string(name_) + " owner step",
+                                          (codec_header_cuda(ins.data(), np, want, ex),
+                                           reduce_encode_cuda(book, ins.data(), np, n, residual, out.data, ex)),
+                                          reduce_encode_cpu(parts, n, residual, out.data, seed));
   if (bytes) codec_device_check(ex, name_);
   return bytes;
 }

@@ -19,6 +19,8 @@ class Codec16 : public Codec {
  public:
   const char* name() const override { return F::kName; }
   size_t max_bytes(int64_t n) const override { return kHeaderBytes + 2 * static_cast<size_t>(n); }
+  // The header its encoder writes for n values (a device decoder expects it).
+  PayloadHeader header_for(int64_t n) const { return {codec_id(F::kName), 1, 0, static_cast<uint32_t>(n), 0}; }
 
  protected:
   size_t encode_cpu(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx) const override;

@@ -34,7 +34,7 @@ int64_t decode16_vec(const uint16_t* bits, int64_t n, float* __restrict out, boo
 
 template <class F>
 size_t Codec16<F>::encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const {
-  write_header(out, {codec_id(F::kName), 1, 0, static_cast<uint32_t>(n), 0});
+  write_header(out, header_for(n));
   uint16_t* h = reinterpret_cast<uint16_t*>(out + kHeaderBytes);  // 12-byte header keeps 2-byte alignment
   // NaN and infinite inputs throw (after the pass, naming the first); finite values saturate.
   uint32_t bad = 0;
@@ -63,14 +63,17 @@ template <class F>
 size_t Codec16<F>::reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
                                        Span<uint8_t> out, uint64_t seed, Exec& ex) const {
   if (n == 0 || !fusable_parts(parts, 2)) return 0;
+  const HostHeader want = expected_header(header_for(n));
   std::vector<const uint8_t*> ins;
   for (const auto& p : parts) {
-    check(codec_device_header(ex, p.data, p.size).b, p.size, n);
+    check(want.b, p.size, n);  // the size; the header's bytes on the device
     ins.push_back(p.data);
   }
+  [[maybe_unused]] const int np = static_cast<int>(ins.size());
   codec_device_reset_status(ex);
   const size_t bytes = OCTET_CODEC_KERNEL(
-      ex, F::kOwnerOp, reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, residual, out.data, ex),
+      ex, F::kOwnerOp,
+      (codec_header_cuda(ins.data(), np, want, ex), reduce_encode_cuda(ins.data(), np, n, residual, out.data, ex)),
       reduce_encode_cpu(parts, n, residual, out.data, seed));
   if (bytes) codec_device_check(ex, F::kName);
   return bytes;
@@ -78,9 +81,10 @@ size_t Codec16<F>::reduce_encode_fused(const std::vector<Span<const uint8_t>>& p
 
 template <class F>
 void Codec16<F>::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const {
-  check(codec_device_header(ex, in, size).b, size, n);
-  OCTET_CODEC_OP(ex, F::kDecodeOp, decode_cuda(in, out, n, accumulate, ex), decode_cpu(in, size, out, n, accumulate),
-                 F::kName);
+  const HostHeader want = expected_header(header_for(n));
+  check(want.b, size, n);  // the size; the header's bytes on the device
+  OCTET_CODEC_OP(ex, F::kDecodeOp, (codec_header_cuda(&in, 1, want, ex), decode_cuda(in, out, n, accumulate, ex)),
+                 decode_cpu(in, size, out, n, accumulate), F::kName);
 }
 
 template <class F>

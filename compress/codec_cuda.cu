@@ -1,4 +1,5 @@
-// What the codecs' CUDA kernels share: the per-block abs-max pass and error feedback's elementwise steps.
+// What the codecs' CUDA kernels share: the per-block abs-max pass, the decoders' header check and error feedback's
+// elementwise steps.
 
 #include "compress/codec_cuda.cuh"
 
@@ -24,6 +25,12 @@ __global__ void block_max_kernel(const float* __restrict__ x, int64_t n, int64_t
   if (threadIdx.x == 0 && m) atomicMax(maxima + k, m);
 }
 
+// Thread block q checks payload q's header against want: a differing byte is BadHeader at its offset.
+__global__ void header_check_kernel(Parts parts, HostHeader want, CodecStatus* st) {
+  const unsigned i = threadIdx.x;
+  if (i < kHeaderBytes && parts.p[blockIdx.x][i] != want.b[i]) cuda_report(st, CodecFault::BadHeader, i);
+}
+
 __global__ void feedback_add_kernel(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ r,
                                     int64_t n) {
   OCTET_GRID_STRIDE(i, n) { y[i] = x[i] + r[i]; }
@@ -44,6 +51,14 @@ void block_max_cuda(const float* x, int64_t n, int64_t block, uint32_t* maxima, 
   OCTET_CHECK(grid < (int64_t{1} << 31), "block_max_cuda: " << grid << " thread blocks");
   block_max_kernel<<<static_cast<unsigned>(grid), kMaxThreads, 0, comm_stream(ex)>>>(x, n, block, segments, maxima, st);
   CHECK_LAUNCH("block_max");
+}
+
+void codec_header_cuda(const uint8_t* const* ins, int parts, const HostHeader& want, Exec& ex) {
+  Parts p;
+  OCTET_CHECK(fill_parts(p, ins, parts, 1), "codec_header_cuda: " << parts << " payloads");
+  header_check_kernel<<<static_cast<unsigned>(parts), 32, 0, comm_stream(ex)>>>(p, want,
+                                                                                codec_device_scratch(ex).status);
+  CHECK_LAUNCH("codec_header_check");
 }
 
 void feedback_add_cuda(float* y, const float* x, const float* residual, int64_t n, const Stream& s) {

@@ -16,11 +16,12 @@ CodecDeviceScratch& codec_device_scratch(Exec& ex) {
   // (the process's device context goes with it).
   thread_local std::map<std::pair<Device, int>, CodecDeviceScratch> per_device;
   CodecDeviceScratch& s = per_device[{ex.device(), ex.ordinal()}];
-  if (!s.status) {
+  if (!s.slots) {
     ex.bind_thread();
-    s.status = static_cast<CodecStatus*>(device_alloc(ex.device(), sizeof(CodecStatus)));
-    s.host = static_cast<CodecStatus*>(pinned_alloc(2 * sizeof(CodecStatus)));
-    s.host[1].key = ~0ull;
+    s.slots = static_cast<CodecStatus*>(device_alloc(ex.device(), kStatusSlots * sizeof(CodecStatus)));
+    s.status = s.slots;
+    s.host = static_cast<CodecStatus*>(pinned_alloc((kStatusSlots + 1) * sizeof(CodecStatus)));
+    s.host[kStatusSlots].key = ~0ull;
   }
   return s;
 }
@@ -57,25 +58,27 @@ void codec_device_reset_status(Exec& ex) {
   // From page-locked memory, so the copy is queued like the kernels after it: from pageable memory CUDA first
   // synchronizes the stream.
   CodecDeviceScratch& s = codec_device_scratch(ex);
-  copy_async(s.status, &s.host[1], sizeof(CodecStatus), CopyKind::HostToDevice, ex.comm());
+  s.status = s.slots + (s.deferred ? s.pending.size() : 0);
+  copy_async(s.status, &s.host[kStatusSlots], sizeof(CodecStatus), CopyKind::HostToDevice, ex.comm());
 }
 
-void codec_device_check(Exec& ex, const char* codec, const float* x, int64_t n) {
-  CodecDeviceScratch& s = codec_device_scratch(ex);
-  copy_async(s.host, s.status, sizeof(CodecStatus), CopyKind::DeviceToHost, ex.comm());
-  ex.sync(ex.comm());
-  const unsigned long long key = s.host->key;
-  if (key == ~0ull) return;
+namespace {
+
+// The error of a status key (not ~0) an op of codec reported. x: the encoder's input, still as the op read it (the
+// first bad value is then found and named), or null (the index alone).
+[[noreturn]] void throw_fault(Exec& ex, const std::string& codec, unsigned long long key, bool input, const float* x,
+                              int64_t n) {
   const auto fault = static_cast<CodecFault>(key & 0xff);
   const unsigned long long off = key >> 8;
   switch (fault) {
     case CodecFault::NonFiniteInput: {
-      if (!x)
+      if (!input || off & kNonFiniteSum)
         OCTET_THROW_NONFINITE(codec << " encoder: value " << (off & (kNonFiniteSum - 1))
                                     << " of the reduced sum is not finite");
+      if (!x) OCTET_THROW_NONFINITE(codec << " encoder: input value " << off << " is not finite");
       std::vector<float> host(static_cast<size_t>(n));  // the error path: find and name the first bad value
       copy_sync(ex.device(), host.data(), x, host.size() * sizeof(float), CopyKind::DeviceToHost);
-      throw_nonfinite_input(codec, host.data(), n);
+      throw_nonfinite_input(codec.c_str(), host.data(), n);
     }
     case CodecFault::BadScale:
       OCTET_THROW(codec << " payload: bad scale at offset " << off);
@@ -87,10 +90,61 @@ void codec_device_check(Exec& ex, const char* codec, const float* x, int64_t n) 
       OCTET_THROW(codec << " payload: the value at offset " << off << " is truncated or overlong");
     case CodecFault::Trailing:
       OCTET_THROW(codec << " payload: bytes after the last value (offset " << off << ")");
+    case CodecFault::BadHeader:
+      OCTET_THROW(codec << " payload: the header byte at offset " << off
+                        << " is not what this decoder expects (its codec id, version 1, the value count and this "
+                           "configuration's parameters)");
     case CodecFault::None:
       break;
   }
   OCTET_THROW(codec << ": a kernel reported fault " << (key & 0xff) << " at " << off);
+}
+
+}  // namespace
+
+void codec_device_check(Exec& ex, const char* codec, const float* x, int64_t n) {
+  CodecDeviceScratch& s = codec_device_scratch(ex);
+  if (s.deferred) {
+    copy_async(&s.host[s.pending.size()], s.status, sizeof(CodecStatus), CopyKind::DeviceToHost, ex.comm());
+    s.pending.push_back({codec, x != nullptr});
+    if (s.pending.size() == static_cast<size_t>(kStatusSlots)) codec_device_flush(ex);
+    return;
+  }
+  copy_async(s.host, s.status, sizeof(CodecStatus), CopyKind::DeviceToHost, ex.comm());
+  ex.sync(ex.comm());
+  if (s.host->key != ~0ull) throw_fault(ex, codec, s.host->key, x != nullptr, x, n);
+}
+
+void codec_device_flush(Exec& ex) {
+  CodecDeviceScratch& s = codec_device_scratch(ex);
+  if (s.pending.empty()) return;
+  ex.sync(ex.comm());
+  std::vector<CodecDeviceScratch::Pending> done;
+  done.swap(s.pending);  // the slots are free again, whatever is thrown
+  for (size_t i = 0; i < done.size(); ++i)
+    if (s.host[i].key != ~0ull) throw_fault(ex, done[i].codec, s.host[i].key, done[i].input, nullptr, 0);
+}
+
+CodecChecksDeferred::CodecChecksDeferred(Exec& ex) : ex_(ex) {
+  if (ex.device() == Device::CPU) return;
+  s_ = &codec_device_scratch(ex);
+  s_->deferred++;
+}
+
+CodecChecksDeferred::~CodecChecksDeferred() {
+  if (!s_) return;
+  if (--s_->deferred == 0) s_->pending.clear();  // not finished: an exception is on its way
+}
+
+void CodecChecksDeferred::finish() {
+  if (!s_ || s_->deferred > 1) return;  // an enclosing scope finishes
+  codec_device_flush(ex_);
+}
+
+HostHeader expected_header(const PayloadHeader& h) {
+  HostHeader out;
+  write_header(out.b, h);
+  return out;
 }
 
 HostHeader codec_device_header(Exec& ex, const uint8_t* in, size_t size) {

@@ -25,6 +25,7 @@ enum class CodecFault : uint32_t {
   BadIndex,        // a sparse index out of range or out of order
   Truncated,       // a varint runs past the payload or is overlong
   Trailing,        // bytes after the last value
+  BadHeader,       // a header byte differs from what this decoder expects (codec_header_cuda)
 };
 // key = offset << 8 | fault, kept at its minimum (~0: nothing found). offset: the payload byte offset (decoders) or the
 // value index (encoders).
@@ -34,11 +35,21 @@ struct CodecStatus {
 // Added to a NonFiniteInput offset that must rank after every payload fault of the same call (a fused decode+encode).
 constexpr unsigned long long kNonFiniteSum = 1ull << 47;
 
-// Per host thread and device: the status record (device memory, reset before a call's kernels) and growable scratch.
+// Per host thread and device: the status records (device memory; each op's is reset before its kernels) and growable
+// scratch. Outside a CodecChecksDeferred scope every op uses slot 0 and is checked at once (one wait); inside one, op
+// i of the scope uses slot i, its record is copied back behind it, and the scope's finish() waits once for all.
+constexpr int kStatusSlots = 256;
 struct CodecDeviceScratch {
-  CodecStatus* status = nullptr;  // device
-  CodecStatus* host = nullptr;    // page-locked: host[0] the read-back's mirror, host[1] the cleared status
-  uint8_t* bytes = nullptr;       // device scratch
+  CodecStatus* status = nullptr;  // device: the current op's record (kernels report here)
+  CodecStatus* slots = nullptr;   // device: kStatusSlots records
+  CodecStatus* host = nullptr;    // page-locked: kStatusSlots read-back mirrors, then the cleared record
+  struct Pending {                // an op checked at the scope's end
+    std::string codec;
+    bool input = false;  // an encoder (a NonFiniteInput names its input value)
+  };
+  std::vector<Pending> pending;  // slot i's op
+  int deferred = 0;              // depth of CodecChecksDeferred scopes
+  uint8_t* bytes = nullptr;      // device scratch
   size_t capacity = 0;
   uint8_t* pinned = nullptr;  // host area for values the host reads back (sizes, headers, histograms)
   size_t pinned_capacity = 0;
@@ -47,15 +58,45 @@ CodecDeviceScratch& codec_device_scratch(Exec& ex);
 void* codec_device_temp(Exec& ex, size_t bytes);    // device scratch of at least bytes (valid until the next call)
 void* codec_device_pinned(Exec& ex, size_t bytes);  // host scratch of at least bytes, for copies from the device
 void codec_device_reset_status(Exec& ex);           // queued on the comm stream
-// Waits for the comm stream, then throws what the kernels reported: NonFiniteError naming the first bad input value
-// (x: the encoder's device input of n values), or the payload error naming its offset.
+// Throws what the kernels reported for the current op: NonFiniteError naming the first bad input value (x: the
+// encoder's device input of n values), or the payload error naming its offset. Outside a CodecChecksDeferred scope it
+// waits for the comm stream first; inside one it only queues the record's copy and leaves the throw to finish().
 void codec_device_check(Exec& ex, const char* codec, const float* x = nullptr, int64_t n = 0);
+
+// A device exchange's codec ops without a wait each (comm/collectives.cpp's reduce_mean): within the scope, on this
+// host thread and ex's device, each op's status record comes back behind its kernels, and finish() waits for the comm
+// stream once and throws the first fault in the ops' order (a payload's error, or NonFiniteError naming the first bad
+// input value's index). A later op may have run on a faulty op's output; finish() comes before anything the exchange
+// wrote is used. Left without finish() (an exception on its way), the records are dropped. Nothing on the CPU.
+class CodecChecksDeferred {
+ public:
+  explicit CodecChecksDeferred(Exec& ex);
+  ~CodecChecksDeferred();
+  void finish();
+  CodecChecksDeferred(const CodecChecksDeferred&) = delete;
+  CodecChecksDeferred& operator=(const CodecChecksDeferred&) = delete;
+
+ private:
+  Exec& ex_;
+  CodecDeviceScratch* s_ = nullptr;
+};
+// Waits once and throws the first fault of the ops checked so far in this thread's scope (CodecChecksDeferred::finish
+// does this; also done when the slots run out).
+void codec_device_flush(Exec& ex);
+
 // The first min(size, 12) bytes of a device payload (zero after those), for the decoders' header and size checks on
-// the host (waits for the comm stream).
+// the host (waits for the comm stream). Decoders whose header follows from their configuration and the payload's size
+// use codec_header_cuda instead (no wait); AdaComp's count does not, and it reads its header back.
 struct HostHeader {
   uint8_t b[kHeaderBytes];
 };
 HostHeader codec_device_header(Exec& ex, const uint8_t* in, size_t size);
+// The header this codec's encoder writes (write_header's bytes): a decoder checks the payload's size against it on the
+// host (its check()) and its bytes on the device.
+HostHeader expected_header(const PayloadHeader& h);
+// CUDA (codec_cuda.cu), between the status reset and the check: each of the parts payloads' first 12 bytes against
+// want, a differing byte reported as BadHeader at its offset. On the simulated device the CPU decoder reads the header.
+void codec_header_cuda(const uint8_t* const* ins, int parts, const HostHeader& want, Exec& ex);
 
 // The owner step's payloads fuse into one pass when they are 1 to kMaxParts, each aligned to `align` bytes.
 constexpr int kMaxParts = 64;

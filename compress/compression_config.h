@@ -21,6 +21,7 @@ struct CompressionConfig {
   double replan = 0.5;              // auto: re-plan when the exchange's time per step moves by this fraction (0: never)
   int64_t replan_every = 100;       // auto: steps per window of that measurement
   int64_t min_numel = 10000;        // smaller tensors travel as fp32 via allreduce
+  bool fuse_small = true;           // ... all of them in one allreduce a step (an overlap bucket's: one a bucket)
   std::map<std::string, TensorPolicy> overrides;  // by layer name
   // Model parallelism: activations and their gradients (mantissa_offset 2: where a config picks mantissa8 for them, its
   // exponent starts two decades below the block maximum, lower than for gradients).

@@ -69,6 +69,10 @@ class Fp8Codec : public Codec {
   const char* name() const override { return f_.name; }
   const Fp8Format& format() const { return f_; }
   int64_t block_for(int64_t n) const { return block_ == 0 ? (n > 0 ? n : 1) : block_; }
+  // The header its encoder writes for n values (a device decoder expects it).
+  PayloadHeader header_for(int64_t n) const {
+    return {codec_id(f_.name), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(block_for(n))};
+  }
   static int64_t blocks(int64_t n, int64_t b) { return (n + b - 1) / b; }
   size_t max_bytes(int64_t n) const override { return kHeaderBytes + 4 * blocks(n, block_for(n)) + n; }
 

@@ -106,7 +106,7 @@ Fp8Codec::Fp8Codec(const Fp8Format& f, const Fp8Params& p) : f_(f), block_(p.blo
 
 size_t Fp8Codec::encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const {
   const int64_t b = block_for(n), nb = blocks(n, b);
-  write_header(out, {codec_id(f_.name), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(b)});
+  write_header(out, header_for(n));
   uint8_t* __restrict codes = out + kHeaderBytes + 4 * nb;
   for (int64_t k = 0; k < nb; ++k) {
     const int64_t lo = k * b, len = std::min(b, n - lo);
@@ -165,8 +165,10 @@ size_t Fp8Codec::encode_device(const float* x, int64_t n, uint8_t* out, const En
 }
 
 void Fp8Codec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const {
-  [[maybe_unused]] const int64_t b = check(codec_device_header(ex, in, size).b, size, n);
-  OCTET_CODEC_OP(ex, std::string(f_.name) + " decode", decode_cuda(in, out, n, b, accumulate, ex),
+  const HostHeader want = expected_header(header_for(n));
+  [[maybe_unused]] const int64_t b = check(want.b, size, n);  // the size; the header's bytes on the device
+  OCTET_CODEC_OP(ex, std::string(f_.name) + " decode",
+                 (codec_header_cuda(&in, 1, want, ex), decode_cuda(in, out, n, b, accumulate, ex)),
                  decode_cpu(in, size, out, n, accumulate), f_.name);
 }
 
@@ -174,16 +176,18 @@ size_t Fp8Codec::reduce_encode_fused(const std::vector<Span<const uint8_t>>& par
                                      Span<uint8_t> out, uint64_t seed, Exec& ex) const {
   const int64_t b = block_for(n);
   if (b > kFp8FusedMax || n == 0 || !fusable_parts(parts, 4)) return 0;  // one block in shared memory
+  const HostHeader want = expected_header(header_for(n));
   std::vector<const uint8_t*> ins;
   for (const auto& p : parts) {
-    if (check(codec_device_header(ex, p.data, p.size).b, p.size, n) != b) return 0;  // another block size: unfused
+    check(want.b, p.size, n);  // the size; the header's bytes on the device
     ins.push_back(p.data);
   }
+  [[maybe_unused]] const int np = static_cast<int>(ins.size());
   codec_device_reset_status(ex);
-  const size_t bytes =
-      OCTET_CODEC_KERNEL(ex, std::string(f_.name) + " owner step",
-                         reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, residual, out.data, ex),
-                         reduce_encode_cpu(parts, n, residual, out.data, seed));
+  const size_t bytes = OCTET_CODEC_KERNEL(
+      ex, std::string(f_.name) + " owner step",
+      (codec_header_cuda(ins.data(), np, want, ex), reduce_encode_cuda(ins.data(), np, n, residual, out.data, ex)),
+      reduce_encode_cpu(parts, n, residual, out.data, seed));
   if (bytes) codec_device_check(ex, f_.name);
   return bytes;
 }

@@ -64,9 +64,10 @@ size_t NoneCodec::encode_device(const float* x, int64_t n, uint8_t* out, const E
 }
 
 void NoneCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const {
-  check(codec_device_header(ex, in, size).b, size, n);
-  OCTET_CODEC_OP(ex, "none decode", decode_cuda(in, out, n, accumulate, ex), decode_cpu(in, size, out, n, accumulate),
-                 "none");
+  const HostHeader want = expected_header({codec_id("none"), 1, 0, static_cast<uint32_t>(n), 0});
+  check(want.b, size, n);  // the size; the header's bytes on the device
+  OCTET_CODEC_OP(ex, "none decode", (codec_header_cuda(&in, 1, want, ex), decode_cuda(in, out, n, accumulate, ex)),
+                 decode_cpu(in, size, out, n, accumulate), "none");
 }
 
 void NoneCodec::decode_cpu(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate) const {

@@ -22,6 +22,10 @@ class OnebitCodec : public Codec {
   explicit OnebitCodec(const OnebitParams& p);
   const char* name() const override { return "onebit"; }
   int64_t block_for(int64_t n) const { return block_ == 0 ? std::max<int64_t>(n, 1) : block_; }
+  // The header its encoder writes for n values (a device decoder expects it).
+  PayloadHeader header_for(int64_t n) const {
+    return {codec_id("onebit"), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(block_for(n))};
+  }
   size_t max_bytes(int64_t n) const override {
     const int64_t b = block_for(n);
     return kHeaderBytes + 8 * static_cast<size_t>((n + b - 1) / b) + (static_cast<size_t>(n) + 7) / 8;

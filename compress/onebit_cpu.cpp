@@ -23,7 +23,7 @@ OnebitCodec::OnebitCodec(const OnebitParams& p) : block_(p.block) { throw_key_er
 
 size_t OnebitCodec::encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext&) const {
   const int64_t b = block_for(n), nb = (n + b - 1) / b;
-  write_header(out, {codec_id("onebit"), 1, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(b)});
+  write_header(out, header_for(n));
   uint8_t* __restrict bits = out + kHeaderBytes + 8 * nb;
   std::memset(bits, 0, (static_cast<size_t>(n) + 7) / 8);
   for (int64_t k = 0; k < nb; ++k) {
@@ -130,8 +130,9 @@ size_t OnebitCodec::encode_device(const float* x, int64_t n, uint8_t* out, const
 
 void OnebitCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate,
                                 Exec& ex) const {
-  [[maybe_unused]] const int64_t b = check(codec_device_header(ex, in, size).b, size, n);
-  OCTET_CODEC_OP(ex, "onebit decode", decode_cuda(in, out, n, b, accumulate, ex),
+  const HostHeader want = expected_header(header_for(n));
+  [[maybe_unused]] const int64_t b = check(want.b, size, n);  // the size; the header's bytes on the device
+  OCTET_CODEC_OP(ex, "onebit decode", (codec_header_cuda(&in, 1, want, ex), decode_cuda(in, out, n, b, accumulate, ex)),
                  decode_cpu(in, size, out, n, accumulate), "onebit");
 }
 

@@ -27,6 +27,11 @@ class QsgdCodec : public Codec {
   size_t max_bytes(int64_t n) const override {
     return kHeaderBytes + 4 * ((n + bucket_ - 1) / bucket_) + packed(n, bits_);
   }
+  // The header its encoder writes for n values (a device decoder expects it).
+  PayloadHeader header_for(int64_t n) const {
+    return {codec_id("qsgd"), 1, static_cast<uint16_t>(bits_), static_cast<uint32_t>(n),
+            static_cast<uint32_t>(bucket_)};
+  }
 
  protected:
   size_t encode_cpu(const float* x, int64_t n, uint8_t* out, const EncodeContext& ctx) const override;

@@ -185,8 +185,7 @@ QsgdCodec::QsgdCodec(const QsgdParams& p) : bits_(p.bits), bucket_(p.bucket) { t
 
 size_t QsgdCodec::encode_cpu(const float* __restrict x, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
   const int64_t nb = (n + bucket_ - 1) / bucket_;
-  write_header(out, {codec_id("qsgd"), 1, static_cast<uint16_t>(bits_), static_cast<uint32_t>(n),
-                     static_cast<uint32_t>(bucket_)});
+  write_header(out, header_for(n));
   uint8_t* __restrict codes = out + kHeaderBytes + 4 * nb;
   const float s = static_cast<float>((1 << (bits_ - 1)) - 1);
   const uint32_t seed = static_cast<uint32_t>(ctx.seed ^ (ctx.seed >> 32));
@@ -251,25 +250,28 @@ size_t QsgdCodec::encode_device(const float* x, int64_t n, uint8_t* out, const E
 size_t QsgdCodec::reduce_encode_fused(const std::vector<Span<const uint8_t>>& parts, int64_t n, float* residual,
                                       Span<uint8_t> out, uint64_t seed, Exec& ex) const {
   if (!qsgd_fusable(n, bits_, bucket_) || !fusable_parts(parts, 4)) return 0;
+  const HostHeader want = expected_header(header_for(n));
   std::vector<const uint8_t*> ins;
   for (const auto& p : parts) {
-    if (check(codec_device_header(ex, p.data, p.size).b, p.size, n) != std::pair<int, int64_t>{bits_, bucket_})
-      return 0;  // payloads of other parameters than this encoder's: not fusable
+    check(want.b, p.size, n);  // the size; the header's bytes on the device
     ins.push_back(p.data);
   }
   [[maybe_unused]] const uint32_t seed32 = static_cast<uint32_t>(seed ^ (seed >> 32));
+  [[maybe_unused]] const int np = static_cast<int>(ins.size());
   codec_device_reset_status(ex);
-  const size_t bytes = OCTET_CODEC_KERNEL(
-      ex, "qsgd owner step",
-      reduce_encode_cuda(ins.data(), static_cast<int>(ins.size()), n, seed32, residual, out.data, ex),
-      reduce_encode_cpu(parts, n, residual, out.data, seed));
+  const size_t bytes = OCTET_CODEC_KERNEL(ex, "qsgd owner step",
+                                          (codec_header_cuda(ins.data(), np, want, ex),
+                                           reduce_encode_cuda(ins.data(), np, n, seed32, residual, out.data, ex)),
+                                          reduce_encode_cpu(parts, n, residual, out.data, seed));
   if (bytes) codec_device_check(ex, "qsgd");
   return bytes;
 }
 
 void QsgdCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const {
-  [[maybe_unused]] const auto [bits, bucket] = check(codec_device_header(ex, in, size).b, size, n);
-  OCTET_CODEC_OP(ex, "qsgd decode", decode_cuda(in, out, n, bits, bucket, accumulate, ex),
+  const HostHeader want = expected_header(header_for(n));
+  [[maybe_unused]] const auto [bits, bucket] = check(want.b, size, n);  // the size; the header's bytes on the device
+  OCTET_CODEC_OP(ex, "qsgd decode",
+                 (codec_header_cuda(&in, 1, want, ex), decode_cuda(in, out, n, bits, bucket, accumulate, ex)),
                  decode_cpu(in, size, out, n, accumulate), "qsgd");
 }
 

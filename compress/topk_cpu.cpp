@@ -304,8 +304,12 @@ size_t TopkCodec::encode_device(const float* x, int64_t n, uint8_t* out, const E
 }
 
 void TopkCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const {
-  [[maybe_unused]] const uint32_t count = check(codec_device_header(ex, in, size).b, size, n);
-  OCTET_CODEC_OP(ex, "topk decode", decode_cuda(in, out, n, count, accumulate, ex),
+  // The count the size implies (8 bytes a value): the header must say it (checked on the device).
+  const uint32_t implied = size < kHeaderBytes ? 0 : static_cast<uint32_t>((size - kHeaderBytes) / 8);
+  const HostHeader want = expected_header({codec_id("topk"), 1, 0, static_cast<uint32_t>(n), implied});
+  [[maybe_unused]] const uint32_t count = check(want.b, size, n);
+  OCTET_CODEC_OP(ex, "topk decode",
+                 (codec_header_cuda(&in, 1, want, ex), decode_cuda(in, out, n, count, accumulate, ex)),
                  decode_cpu(in, size, out, n, accumulate), "topk");
 }
 

@@ -164,7 +164,7 @@ fi
 small=(--set run.out_dir="$tmp/runs" --set run.epochs=1 --set data.synthetic_train=256 --set data.synthetic_test=64
   --set data.batch_size=32)
 if OMPI_MCA_pml=octet_none "$octet" train "$tmp/bad.yaml" "${small[@]}" --set run.name=nompi >"$tmp/nompi" 2>&1 &&
-   OMPI_MCA_pml=octet_none "$octet" eval "$tmp/bad.yaml" "${small[@]}" --weights "$tmp/runs/nompi" >>"$tmp/nompi" 2>&1; then
+   OMPI_MCA_pml=octet_none "$octet" eval "$tmp/bad.yaml" "${small[@]}" --weights "$tmp/runs/nompi" --out "$tmp/nompi.json" >>"$tmp/nompi" 2>&1; then
   echo "ok: octet train and eval without mpirun start no MPI"
 else
   echo "FAIL: octet train or eval without mpirun needs MPI"; tail -5 "$tmp/nompi"; fail=1

@@ -5,7 +5,8 @@
 # pieces keep bit-identical replicas (checksum every step); a run resumed on the emulated GPU ends in the uninterrupted
 # run's checkpoint; the residual net with batchnorm learns on 2 ranks in fp32 and in bf16 (channels-last 16-bit
 # activations: the NHWC kernels) and resumes exactly; overlap ends in the blocking run's checkpoint; synchronized
-# batchnorm keeps the replicas identical. (NCCL is not emulated: its case stays with tests/cuda_train_test.sh.)
+# batchnorm keeps the replicas identical; a 2-rank step waits for the device 9 times; NCCL (emulated over MPI) moves
+# MPI staging's bytes.
 set -u
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -54,6 +55,33 @@ if run two 2 "${lenet[@]}" --set run.max_steps=40 --set data.batch_size=32 --set
   grep -q "fc1.weight .* in 14 pipelined pieces" "$tmp/two.log" && echo "ok: 2 emulated GPU ranks, dynamic_tree8 in" \
     "pipelined pieces, replicas bit-identical at every step" || bad "the emulated GPU run's fc1 is not in pieces"
 else bad "2 ranks on the emulated GPU with checksums every step"; fi
+
+# 2b. What a 2-rank step waits for (dynamic_tree8, one piece): the staged copies (two a compressed tensor: conv2 and
+#     fc1), one for the tensors under min_numel together (one fused allreduce), one for every codec op's status
+#     together, and the 3 late reads: 9 (31-35 when each codec op, payload header and small tensor waited). With
+#     compression.fuse_small false (an allreduce each) the same bytes.
+for f in true false; do
+  run "fuse$f" 2 "${lenet[@]}" --set run.max_steps=12 --set run.eval_every=0 --set data.batch_size=32 \
+    --set compression.method=dynamic_tree8 --set parallel.chunk_mb=0 --set compression.fuse_small=$f ||
+    bad "2 emulated GPU ranks, fuse_small=$f"
+done
+waits=$(field "$(summary fusetrue)" host_waits_per_step)
+awk -v w="${waits:-99}" 'BEGIN { exit !(w <= 9) }' && echo "ok: $waits host waits a step (2 ranks, dynamic_tree8)" ||
+  bad "a 2-rank dynamic_tree8 step waits ${waits:-?} times for the device (more than 9)"
+same fusetrue fusefalse "the small tensors in one allreduce: the bytes of one allreduce each"
+# 2c. The NCCL transport (the emulator's NCCL, over MPI: tests/cuemu/nccl.cpp) moves the bytes MPI's host staging
+#     moves: the run of 2b over NCCL ends in its checkpoint; and the run of 2 in pipelined pieces (their transfers on
+#     the courier thread and the stage stream, ordered by events) ends in that run's checkpoint.
+if run tnccl 2 "${lenet[@]}" --set run.max_steps=12 --set run.eval_every=0 --set data.batch_size=32 \
+  --set compression.method=dynamic_tree8 --set parallel.chunk_mb=0 --set parallel.transport=nccl; then
+  grep -q "transport nccl" "$tmp/tnccl.log" || bad "the NCCL run's log does not name NCCL"
+  same fusetrue tnccl "2 emulated GPU ranks over NCCL end in MPI staging's checkpoint"
+else bad "2 emulated GPU ranks over NCCL"; fi
+if run twonccl 2 "${lenet[@]}" --set run.max_steps=40 --set data.batch_size=32 --set parallel.checksum_every=1 \
+  --set compression.method=dynamic_tree8 --set parallel.chunk_mb=0.1 --set parallel.transport=nccl; then
+  grep -q "fc1.weight .* in 14 pipelined pieces" "$tmp/twonccl.log" || bad "fc1 over NCCL is not in pieces"
+  same two twonccl "2 emulated GPU ranks over NCCL in pipelined pieces end in MPI staging's checkpoint"
+else bad "2 emulated GPU ranks over NCCL in pipelined pieces"; fi
 
 # 3. Resume on the emulated GPU is exact.
 run full 1 "${lenet[@]}" --set run.max_steps=20 --set run.eval_every=0 || bad "20 steps"

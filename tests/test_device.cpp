@@ -11,6 +11,7 @@
 
 #include "comm/auto_plan.h"
 #include "compress/codec.h"
+#include "compress/codec_device.h"
 #include "compress/powersgd.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -433,6 +434,70 @@ TEST_CASE("GPU decoders reject hostile payloads naming the offset, GPU encoders 
   Buffer<uint8_t> dl = device_copy(overlong);
   CHECK_THROWS_WITH(ada->decode({dl.data(), overlong.size(), kDev}, {dy.data(), 5000, kDev}, false, ex),
                     Catch::Contains("offset 16"));
+}
+
+TEST_CASE("an exchange's codec ops on the device: one wait for all, the first fault thrown at the end, by offset",
+          "[cuda][codec][hostile]") {
+  Exec& ex = dev();
+  const int64_t n = 5000;
+  CodecParams p;
+  p.method = "dynamic_tree8";
+  const CodecPtr c = make_codec(p);
+  std::vector<float> x = gradient(n, 5);
+  std::vector<uint8_t> good(c->max_bytes(n));
+  good.resize(c->encode(x.data(), n, good.data(), {1, nullptr}));
+  std::vector<uint8_t> other = good;  // the header's block size (offset 8) 1000: another configuration's payload
+  const uint32_t block1000 = 1000;
+  std::memcpy(other.data() + 8, &block1000, 4);
+  std::vector<uint8_t> nan_scale = good;  // the first block's scale a NaN
+  const uint32_t nan_bits = 0x7fc00000u;
+  std::memcpy(nan_scale.data() + kHeaderBytes, &nan_bits, 4);
+  Buffer<uint8_t> dg = device_copy(good), dother = device_copy(other), dnan = device_copy(nan_scale);
+  Buffer<float> dy(n, kDev);
+  auto decode = [&](const Buffer<uint8_t>& b) {
+    c->decode({b.data(), good.size(), kDev}, {dy.data(), dy.size(), kDev}, true, ex);
+  };
+  // A GPU (and the emulated one) reports at finish(); the simulated device runs the CPU decoder, which throws at once.
+  const bool gpu = kDev == Device::CUDA;
+  decode(dg);  // (the code book's first use copies it to the device)
+  {
+    const uint64_t w0 = device_host_waits();
+    CodecChecksDeferred checks(ex);
+    for (int k = 0; k < kStatusSlots + 10; ++k) decode(dg);  // more ops than status records: one wait when they fill
+    checks.finish();
+    if (gpu) CHECK(device_host_waits() - w0 == 2);
+  }
+  auto faulty = [&](std::vector<const Buffer<uint8_t>*> order) {
+    CodecChecksDeferred checks(ex);
+    for (const auto* b : order) decode(*b);
+    checks.finish();
+  };
+  // The first faulty op's error: another configuration's header (decoded from the device, no wait), a NaN scale.
+  CHECK_THROWS_WITH(faulty({&dg, &dother, &dnan, &dg}),
+                    Catch::Contains(gpu ? "dynamic_tree8 payload: the header byte at offset 8" : "blocks of 1000"));
+  CHECK_THROWS_WITH(faulty({&dg, &dnan, &dother}),
+                    Catch::Contains("dynamic_tree8 payload: bad scale") && Catch::Contains("offset 12"));
+  if (gpu) {  // nothing thrown before finish()
+    CodecChecksDeferred checks(ex);
+    CHECK_NOTHROW(decode(dnan));
+    CHECK_THROWS_WITH(checks.finish(), Catch::Contains("offset 12"));
+  }
+  CHECK_NOTHROW(faulty({&dg}));  // a scope after a fault starts clean
+  {
+    CodecChecksDeferred left(ex);  // left without finish(): its records are dropped
+    decode(dg);
+  }
+  // An encoder's NaN or infinity: NonFiniteError naming the value's index.
+  x[n / 2] = std::numeric_limits<float>::infinity();
+  Buffer<float> dx = device_copy(x);
+  Buffer<uint8_t> dout(c->max_bytes(n), kDev);
+  auto encode = [&] {
+    CodecChecksDeferred checks(ex);
+    c->encode({dx.data(), x.size(), kDev}, {dout.data(), dout.size(), kDev}, {1, nullptr}, ex);
+    checks.finish();
+  };
+  CHECK_THROWS_AS(encode(), NonFiniteError);
+  CHECK_THROWS_WITH(encode(), Catch::Contains("input value " + std::to_string(n / 2) + " is"));
 }
 
 TEST_CASE(

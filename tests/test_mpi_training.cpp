@@ -107,6 +107,26 @@ TEST_CASE("overlapped and blocking gradient exchange give bit-identical paramete
   if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
 }
 
+TEST_CASE("the tensors under min_numel in one allreduce give the bytes of one allreduce each, blocking and overlapped",
+          "[mpi][train][overlap]") {
+  const std::string dir = shared_temp_dir();
+  for (int ov = 0; ov < 2; ++ov) {
+    std::string names[2];
+    for (int fuse = 0; fuse < 2; ++fuse) {
+      // min_numel 200: the biases and the smaller weights travel as fp32, the rest as dynamic_tree8
+      Config c = dp_config(dir, 8, "compression: {method: dynamic_tree8, min_numel: 200}\n");
+      c.compression.fuse_small = fuse == 1;
+      c.parallel.overlap = ov == 1;
+      c.parallel.bucket_mb = 0;  // overlapped: one bucket per layer, each its own fused allreduce
+      c.run.name = names[fuse] = std::string(ov ? "overlap" : "blocking") + (fuse ? "-fused" : "-apart");
+      CHECK(train(c, {}, &g_world).steps > 0);
+    }
+    CHECK(same_checkpoints(dir, names[0], names[1]));
+  }
+  MPI_Barrier(g_world.comm);
+  if (g_world.rank == 0) std::system(("rm -rf " + dir).c_str());
+}
+
 namespace {
 
 // A conv layer below two FC layers (no dropout after them, so model parallelism can match one rank exactly).

@@ -373,6 +373,7 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
         s.fail("algorithm", "method auto with policy " + c.policy + " may choose " + cand + ", which cannot use " +
                                 c.base.algorithm + " (leave algorithm auto, or pick a policy whose codecs all can)");
   c.min_numel = at_least(s, "min_numel", c.min_numel, 0);
+  c.fuse_small = s.get<bool>("fuse_small", c.fuse_small);
   Section o = s.section("overrides");
   for (const auto& layer : model.layers) {
     if (!o.has(layer.name)) continue;

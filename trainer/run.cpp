@@ -215,7 +215,9 @@ const Topology* Run::hierarchy() {
   const Topology& t = topology_->get();
   const Hierarchy h = choose_hierarchy(p.hierarchy, t, size_, cfg_.file);
   OCTET_LOG("topology: " << t.describe() << (p.ranks_per_node > 0 ? " (parallel.ranks_per_node)" : "") << ", exchange "
-                         << hierarchy_name(h) << (p.hierarchy == "auto" ? " (auto)" : ""));
+                         << hierarchy_name(h) << (p.hierarchy == "auto" ? " (auto)" : "") << ", transport "
+                         << p.transport
+                         << (p.transport == "mpi" && p.device != Device::CPU ? " (staged through host memory)" : ""));
   return h == Hierarchy::Flat ? nullptr : &t;
 }
 
