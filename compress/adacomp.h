@@ -37,10 +37,10 @@ class AdacompCodec : public Codec {
   // The header and size of a payload (host bytes of its header), as both decoders check them; returns the count.
   uint32_t check(const uint8_t* header, size_t size, int64_t n) const;
   // CUDA kernels on ex's comm stream (adacomp_cuda.cu): the encoder (fresh: this step's gradient alone, or null)
-  // checks its input itself, between its passes; the decoder gets a payload of `size` bytes and its checked count.
+  // checks its input itself, between its passes; the decoder gets a payload of `size` bytes (at least its header and
+  // scale) whose count it reads and checks on the device (no wait).
   size_t encode_cuda(const float* g, const float* fresh, int64_t n, uint8_t* out, Exec& ex) const;
-  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, uint32_t count, bool accumulate,
-                   Exec& ex) const;
+  void decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const;
 
   int64_t bin_;
 };

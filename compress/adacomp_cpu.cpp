@@ -130,8 +130,14 @@ size_t AdacompCodec::encode_device(const float* g, int64_t n, uint8_t* out, cons
 
 void AdacompCodec::decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate,
                                  Exec& ex) const {
-  [[maybe_unused]] const uint32_t count = check(codec_device_header(ex, in, size).b, size, n);
-  OCTET_CODEC_OP(ex, "adacomp decode", decode_cuda(in, size, out, n, count, accumulate, ex),
+  // The codec id, version and n checked on the device, and the count there too (against the size and n, as check()
+  // does): the count is the payload's own, not something the size gives.
+  const HostHeader want = expected_header({codec_id("adacomp"), 1, 0, static_cast<uint32_t>(n), 0});
+  read_header(want.b, size, "adacomp", n);  // at least a header
+  OCTET_CHECK(size >= kHeaderBytes + 4,
+              "adacomp payload: " << size << " bytes cannot hold its scale (offset " << kHeaderBytes << ")");
+  OCTET_CODEC_OP(ex, "adacomp decode",
+                 (codec_header_cuda(&in, 1, want, ex, 8), decode_cuda(in, size, out, n, accumulate, ex)),
                  decode_cpu(in, size, out, n, accumulate), "adacomp");
 }
 

@@ -154,9 +154,18 @@ __global__ void adacomp_finish_kernel(int64_t n, const uint32_t* all, const doub
   *size = kHeaderBytes + 4 + (nchunks ? offset[nchunks - 1] + bytes[nchunks - 1] : 0);
 }
 
+// The count the payload's header gives (offset 8): the decoder reads it here, not on the host. Every varint takes at
+// least a byte, so a valid count is at most the m body bytes: the decoder's arrays and scans hold m entries.
+__device__ inline uint32_t header_count(const uint8_t* in) {
+  uint32_t c;
+  memcpy(&c, in + 8, 4);
+  return c;
+}
+
 // Decode, phase 1: every varint read from its start byte (b == 0 or after a terminator) into vals/starts.
-__global__ void adacomp_read_kernel(const uint8_t* body, int64_t m, const uint32_t* number, uint32_t count,
+__global__ void adacomp_read_kernel(const uint8_t* in, const uint8_t* body, int64_t m, const uint32_t* number,
                                     uint64_t* vals, uint32_t* starts, CodecStatus* st) {
+  const uint32_t count = header_count(in);
   OCTET_GRID_STRIDE(b, m) {
     if (b > 0 && (body[b - 1] & 128)) continue;  // not a start
     const unsigned long long at = kHeaderBytes + 4 + b;
@@ -182,10 +191,13 @@ __global__ void adacomp_read_kernel(const uint8_t* body, int64_t m, const uint32
   }
 }
 
-// Fewer varints than the count, all terminated: the CPU runs out of bytes at the payload's end.
-__global__ void adacomp_total_kernel(const uint8_t* in, const uint8_t* body, int64_t m, const uint32_t* number,
-                                     uint32_t count, CodecStatus* st) {
-  float scale;  // the CPU's first check
+// The count against the size and n (the CPU's check(): BadHeader at its offset); fewer varints than the count, all
+// terminated: the CPU runs out of bytes at the payload's end.
+__global__ void adacomp_total_kernel(const uint8_t* in, const uint8_t* body, int64_t m, int64_t n,
+                                     const uint32_t* number, CodecStatus* st) {
+  const uint32_t count = header_count(in);
+  if (static_cast<int64_t>(count) > m || static_cast<int64_t>(count) > n) cuda_report(st, CodecFault::BadHeader, 8);
+  float scale;  // the CPU's first check after it
   memcpy(&scale, in + kHeaderBytes, 4);
   if (!(isfinite(scale) && scale >= 0.f)) cuda_report(st, CodecFault::BadScale, kHeaderBytes);
   const uint32_t total = m ? number[m - 1] + ((body[m - 1] & 128) ? 0u : 1u) : 0u;
@@ -196,28 +208,32 @@ __global__ void adacomp_terminators_kernel(const uint8_t* body, int64_t m, uint3
   OCTET_GRID_STRIDE(b, m) { flags[b] = (body[b] & 128) ? 0u : 1u; }
 }
 
-__global__ void adacomp_gaps_kernel(const uint64_t* vals, uint32_t count, int64_t n, uint64_t* steps) {
-  OCTET_GRID_STRIDE(j, static_cast<int64_t>(count)) {
+// steps[j] for the cap entries the scan covers: past the count, 0 (their positions are never read).
+__global__ void adacomp_gaps_kernel(const uint8_t* in, const uint64_t* vals, int64_t cap, int64_t n, uint64_t* steps) {
+  const int64_t count = min(static_cast<int64_t>(header_count(in)), cap);
+  OCTET_GRID_STRIDE(j, cap) {
     const uint64_t gap = vals[j] >> 1;
-    steps[j] = (gap < static_cast<uint64_t>(n) ? gap : static_cast<uint64_t>(n)) + 1;
+    steps[j] = j < count ? (gap < static_cast<uint64_t>(n) ? gap : static_cast<uint64_t>(n)) + 1 : 0;
   }
 }
 
 // Indices past n, at the start of their varint (varints never read: start ~0, they lost to their own fault).
-__global__ void adacomp_index_kernel(const uint64_t* pos, const uint32_t* starts, uint32_t count, int64_t n,
-                                     CodecStatus* st) {
-  OCTET_GRID_STRIDE(j, static_cast<int64_t>(count)) {
+__global__ void adacomp_index_kernel(const uint8_t* in, const uint64_t* pos, const uint32_t* starts, int64_t cap,
+                                     int64_t n, CodecStatus* st) {
+  const int64_t count = min(static_cast<int64_t>(header_count(in)), cap);
+  OCTET_GRID_STRIDE(j, count) {
     if (pos[j] - 1 >= static_cast<uint64_t>(n) && starts[j] != ~0u) cuda_report(st, CodecFault::BadIndex, starts[j]);
   }
 }
 
 // Only a payload with no fault at all reaches out (the status is final: every check ran before, in stream order).
-__global__ void adacomp_scatter_kernel(const uint8_t* in, const uint64_t* vals, const uint64_t* pos, uint32_t count,
+__global__ void adacomp_scatter_kernel(const uint8_t* in, const uint64_t* vals, const uint64_t* pos, int64_t cap,
                                        float* out, const CodecStatus* st) {
   if (st->key != ~0ull) return;
+  const int64_t count = min(static_cast<int64_t>(header_count(in)), cap);
   float scale;
   memcpy(&scale, in + kHeaderBytes, 4);
-  OCTET_GRID_STRIDE(j, static_cast<int64_t>(count)) { out[pos[j] - 1] += vals[j] & 1 ? -scale : scale; }
+  OCTET_GRID_STRIDE(j, count) { out[pos[j] - 1] += vals[j] & 1 ? -scale : scale; }
 }
 
 }  // namespace
@@ -282,19 +298,21 @@ size_t AdacompCodec::encode_cuda(const float* g, const float* fresh, int64_t n, 
   return static_cast<size_t>(*host);
 }
 
-void AdacompCodec::decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, uint32_t count, bool accumulate,
+void AdacompCodec::decode_cuda(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate,
                                Exec& ex) const {
   const cudaStream_t s = comm_stream(ex);
   const uint8_t* body = in + kHeaderBytes + 4;
   const int64_t m = static_cast<int64_t>(size) - static_cast<int64_t>(kHeaderBytes + 4);
+  OCTET_CHECK(m >= 0 && m < (int64_t{1} << 31) - 1, "adacomp decode (CUDA): " << size << " bytes");
+  const int64_t cap = m;  // at least the count (checked on the device): the varints' arrays and scans
   auto align = [](size_t b) { return (b + 255) / 256 * 256; };
   size_t scan_a = 0, scan_b = 0;
   CHECK_CUDA(cub::DeviceScan::ExclusiveSum(nullptr, scan_a, static_cast<uint32_t*>(nullptr),
                                            static_cast<uint32_t*>(nullptr), static_cast<int>(m + 1), s));
   CHECK_CUDA(cub::DeviceScan::InclusiveSum(nullptr, scan_b, static_cast<uint64_t*>(nullptr),
-                                           static_cast<uint64_t*>(nullptr), static_cast<int>(count + 1), s));
-  const size_t a_m = align(4 * static_cast<size_t>(m + 1)), a_c8 = align(8 * (static_cast<size_t>(count) + 1)),
-               a_c4 = align(4 * (static_cast<size_t>(count) + 1));
+                                           static_cast<uint64_t*>(nullptr), static_cast<int>(cap + 1), s));
+  const size_t a_m = align(4 * static_cast<size_t>(m + 1)), a_c8 = align(8 * (static_cast<size_t>(cap) + 1)),
+               a_c4 = align(4 * (static_cast<size_t>(cap) + 1));
   size_t a_s = align(std::max(scan_a, scan_b));
   uint8_t* t = static_cast<uint8_t*>(codec_device_temp(ex, 2 * a_m + 3 * a_c8 + a_c4 + a_s));
   auto* flags = reinterpret_cast<uint32_t*>(t);
@@ -305,25 +323,25 @@ void AdacompCodec::decode_cuda(const uint8_t* in, size_t size, float* out, int64
   auto* starts = reinterpret_cast<uint32_t*>(t + 2 * a_m + 3 * a_c8);
   void* scan_temp = t + 2 * a_m + 3 * a_c8 + a_c4;
   CodecStatus* st = codec_device_scratch(ex).status;
-  CHECK_CUDA(cudaMemsetAsync(vals, 0, 8 * (static_cast<size_t>(count) + 1), s));       // unread varints: gap 0
-  CHECK_CUDA(cudaMemsetAsync(starts, 0xff, 4 * (static_cast<size_t>(count) + 1), s));  // and no offset
+  CHECK_CUDA(cudaMemsetAsync(vals, 0, 8 * (static_cast<size_t>(cap) + 1), s));       // unread varints: gap 0
+  CHECK_CUDA(cudaMemsetAsync(starts, 0xff, 4 * (static_cast<size_t>(cap) + 1), s));  // and no offset
   if (m > 0) {
     adacomp_terminators_kernel<<<grid_for(m), kThreads, 0, s>>>(body, m, flags);
     CHECK_LAUNCH("adacomp_terminators");
     CHECK_CUDA(cub::DeviceScan::ExclusiveSum(scan_temp, a_s, flags, number, static_cast<int>(m), s));
-    adacomp_read_kernel<<<grid_for(m), kThreads, 0, s>>>(body, m, number, count, vals, starts, st);
+    adacomp_read_kernel<<<grid_for(m), kThreads, 0, s>>>(in, body, m, number, vals, starts, st);
     CHECK_LAUNCH("adacomp_read");
   }
-  adacomp_total_kernel<<<1, 1, 0, s>>>(in, body, m, number, count, st);
+  adacomp_total_kernel<<<1, 1, 0, s>>>(in, body, m, n, number, st);
   CHECK_LAUNCH("adacomp_total");
   if (!accumulate) CHECK_CUDA(cudaMemsetAsync(out, 0, static_cast<size_t>(n) * 4, s));
-  if (count > 0) {
-    adacomp_gaps_kernel<<<grid_for(count), kThreads, 0, s>>>(vals, count, n, steps);
+  if (cap > 0) {
+    adacomp_gaps_kernel<<<grid_for(cap), kThreads, 0, s>>>(in, vals, cap, n, steps);
     CHECK_LAUNCH("adacomp_gaps");
-    CHECK_CUDA(cub::DeviceScan::InclusiveSum(scan_temp, a_s, steps, pos, static_cast<int>(count), s));
-    adacomp_index_kernel<<<grid_for(count), kThreads, 0, s>>>(pos, starts, count, n, st);
+    CHECK_CUDA(cub::DeviceScan::InclusiveSum(scan_temp, a_s, steps, pos, static_cast<int>(cap), s));
+    adacomp_index_kernel<<<grid_for(cap), kThreads, 0, s>>>(in, pos, starts, cap, n, st);
     CHECK_LAUNCH("adacomp_index");
-    adacomp_scatter_kernel<<<grid_for(count), kThreads, 0, s>>>(in, vals, pos, count, out, st);
+    adacomp_scatter_kernel<<<grid_for(cap), kThreads, 0, s>>>(in, vals, pos, cap, out, st);
     CHECK_LAUNCH("adacomp_scatter");
   }
 }

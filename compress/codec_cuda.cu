@@ -26,9 +26,9 @@ __global__ void block_max_kernel(const float* __restrict__ x, int64_t n, int64_t
 }
 
 // Thread block q checks payload q's header against want: a differing byte is BadHeader at its offset.
-__global__ void header_check_kernel(Parts parts, HostHeader want, CodecStatus* st) {
-  const unsigned i = threadIdx.x;
-  if (i < kHeaderBytes && parts.p[blockIdx.x][i] != want.b[i]) cuda_report(st, CodecFault::BadHeader, i);
+__global__ void header_check_kernel(Parts parts, HostHeader want, int bytes, CodecStatus* st) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < bytes && parts.p[blockIdx.x][i] != want.b[i]) cuda_report(st, CodecFault::BadHeader, i);
 }
 
 __global__ void feedback_add_kernel(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ r,
@@ -53,10 +53,11 @@ void block_max_cuda(const float* x, int64_t n, int64_t block, uint32_t* maxima, 
   CHECK_LAUNCH("block_max");
 }
 
-void codec_header_cuda(const uint8_t* const* ins, int parts, const HostHeader& want, Exec& ex) {
+void codec_header_cuda(const uint8_t* const* ins, int parts, const HostHeader& want, Exec& ex, int bytes) {
   Parts p;
-  OCTET_CHECK(fill_parts(p, ins, parts, 1), "codec_header_cuda: " << parts << " payloads");
-  header_check_kernel<<<static_cast<unsigned>(parts), 32, 0, comm_stream(ex)>>>(p, want,
+  OCTET_CHECK(fill_parts(p, ins, parts, 1) && bytes >= 0 && bytes <= static_cast<int>(kHeaderBytes),
+              "codec_header_cuda: " << parts << " payloads, " << bytes << " bytes");
+  header_check_kernel<<<static_cast<unsigned>(parts), 32, 0, comm_stream(ex)>>>(p, want, bytes,
                                                                                 codec_device_scratch(ex).status);
   CHECK_LAUNCH("codec_header_check");
 }

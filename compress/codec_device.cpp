@@ -147,16 +147,6 @@ HostHeader expected_header(const PayloadHeader& h) {
   return out;
 }
 
-HostHeader codec_device_header(Exec& ex, const uint8_t* in, size_t size) {
-  uint8_t* h = static_cast<uint8_t*>(codec_device_pinned(ex, kHeaderBytes));
-  const size_t len = size < kHeaderBytes ? size : kHeaderBytes;
-  copy_async(h, in, len, CopyKind::DeviceToHost, ex.comm());
-  ex.sync(ex.comm());
-  HostHeader out;
-  for (size_t i = 0; i < kHeaderBytes; ++i) out.b[i] = i < len ? h[i] : 0;
-  return out;
-}
-
 bool fusable_parts(const std::vector<Span<const uint8_t>>& parts, uintptr_t align) {
   if (parts.empty() || parts.size() > static_cast<size_t>(kMaxParts)) return false;
   for (const auto& p : parts)

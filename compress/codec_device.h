@@ -84,19 +84,17 @@ class CodecChecksDeferred {
 // does this; also done when the slots run out).
 void codec_device_flush(Exec& ex);
 
-// The first min(size, 12) bytes of a device payload (zero after those), for the decoders' header and size checks on
-// the host (waits for the comm stream). Decoders whose header follows from their configuration and the payload's size
-// use codec_header_cuda instead (no wait); AdaComp's count does not, and it reads its header back.
+// The header this codec's encoder writes (write_header's bytes) for a payload's size and values: a decoder checks the
+// payload's size against it on the host (its check()) and its bytes on the device, so it reads nothing back first.
 struct HostHeader {
   uint8_t b[kHeaderBytes];
 };
-HostHeader codec_device_header(Exec& ex, const uint8_t* in, size_t size);
-// The header this codec's encoder writes (write_header's bytes): a decoder checks the payload's size against it on the
-// host (its check()) and its bytes on the device.
 HostHeader expected_header(const PayloadHeader& h);
-// CUDA (codec_cuda.cu), between the status reset and the check: each of the parts payloads' first 12 bytes against
-// want, a differing byte reported as BadHeader at its offset. On the simulated device the CPU decoder reads the header.
-void codec_header_cuda(const uint8_t* const* ins, int parts, const HostHeader& want, Exec& ex);
+// CUDA (codec_cuda.cu), between the status reset and the check: the first `bytes` bytes of each of the parts payloads'
+// headers against want's, a differing byte reported as BadHeader at its offset (AdaComp checks 8: its count, which the
+// size does not give, is checked by its decoder's kernels). On the simulated device the CPU decoder reads the header.
+void codec_header_cuda(const uint8_t* const* ins, int parts, const HostHeader& want, Exec& ex,
+                       int bytes = static_cast<int>(kHeaderBytes));
 
 // The owner step's payloads fuse into one pass when they are 1 to kMaxParts, each aligned to `align` bytes.
 constexpr int kMaxParts = 64;
