@@ -11,6 +11,7 @@
 
 #include "comm/wait.h"
 #include "core/cuda_util.cuh"
+#include "core/device.h"
 #include "core/error.h"
 
 namespace octet {
@@ -43,9 +44,9 @@ const Loaded& loaded() {
   static const Loaded l = [] {
     Loaded out;
     const std::string name = "libnccl.so." + std::to_string(NCCL_MAJOR);
-    // The process's own NCCL first (the CUDA emulator's, over MPI: tests/cuemu/nccl.cpp), else the library.
-    // (RTLD_DEFAULT is a null handle: the process's symbols.)
-    const bool own = dlsym(RTLD_DEFAULT, "ncclGetUniqueId") != nullptr;
+    // The CUDA emulator's NCCL (over MPI: tests/cuemu/nccl.cpp) where the process links it (its marker symbol), else
+    // the library. (RTLD_DEFAULT is a null handle: the process's symbols.)
+    const bool own = dlsym(RTLD_DEFAULT, "octet_cuemu_nccl") != nullptr;
     void* lib = own ? RTLD_DEFAULT : dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!own && !lib) lib = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
     if (!own && !lib) {
@@ -172,7 +173,8 @@ Stream NcclTransport::begin(const Progress& p) {
 }
 
 void NcclTransport::finish(const char* op, const Progress& p, const Stream& on) {
-  wait_ready(op, p);  // the group's launch (non-blocking: it may still be enqueueing its kernels)
+  wait_ready(op, p);         // the group's launch (non-blocking: it may still be enqueueing its kernels)
+  count_device_host_wait();  // (the host waits for the stream here, polling it so that the wait is bounded)
   const auto start = std::chrono::steady_clock::now();
   const cudaStream_t s = cuda_stream(on);
   for (int polls = 0;; ++polls) {

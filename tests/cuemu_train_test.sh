@@ -19,6 +19,7 @@ run() {
   shift 2
   local bind=()
   ((np == 1)) && bind=(--bind-to none)
+  ((np > 2)) && bind=(--oversubscribe --bind-to none)  # (more ranks than this machine's 2 cores)
   timeout 600 mpirun -np "$np" "${bind[@]}" "$octet" train "$@" --set run.out_dir="$tmp/$name" --set parallel.device=cuda \
     >"$tmp/$name.log" 2>&1 && return 0
   grep -m1 -E "octet: error|cuemu:" "$tmp/$name.log" || tail -5 "$tmp/$name.log"
@@ -82,6 +83,15 @@ if run twonccl 2 "${lenet[@]}" --set run.max_steps=40 --set data.batch_size=32 -
   grep -q "fc1.weight .* in 14 pipelined pieces" "$tmp/twonccl.log" || bad "fc1 over NCCL is not in pieces"
   same two twonccl "2 emulated GPU ranks over NCCL in pipelined pieces end in MPI staging's checkpoint"
 else bad "2 emulated GPU ranks over NCCL in pipelined pieces"; fi
+# 2d. Two levels (2 nodes x 2 ranks by parallel.ranks_per_node) on 4 emulated GPU ranks: the node and cross-node
+#     communicators over NCCL end in MPI staging's checkpoint.
+for via in mpi nccl; do
+  run "tl$via" 4 "${lenet[@]}" --set run.max_steps=10 --set run.eval_every=0 --set data.batch_size=16 \
+    --set compression.method=dynamic_tree8 --set parallel.transport=$via --set parallel.hierarchy=two_level \
+    --set parallel.ranks_per_node=2 || bad "two levels on 4 emulated GPU ranks over $via"
+done
+grep -q "exchange two_level, transport nccl" "$tmp/tlnccl.log" || bad "the two-level NCCL run's topology line"
+same tlmpi tlnccl "two levels on 4 emulated GPU ranks: NCCL's node and cross-node exchanges end in MPI staging's checkpoint"
 
 # 3. Resume on the emulated GPU is exact.
 run full 1 "${lenet[@]}" --set run.max_steps=20 --set run.eval_every=0 || bad "20 steps"

@@ -1,6 +1,7 @@
 // The NCCL subset octet's transport calls (comm/nccl_transport.cpp), emulated over MPI for the CUDA emulator, so the
 // NCCL transport's code runs in CI: a communicator is an MPI communicator split from MPI_COMM_WORLD by its unique id
-// (so every world rank creates its communicators in the same order, as octet's make_transports does), a group's
+// (so every world rank creates its communicators in the same order, as octet's make_transports does; and all on one
+// host: the id is a process id and a count), a group's
 // sends and receives are non-blocking MPI messages completed at ncclGroupEnd, and the collectives are MPI's. Work runs
 // when issued, as the emulator's kernels do: what the stream ran before is done. Buffers must be device memory (a host
 // pointer is ncclInvalidArgument, where a GPU would fault). The non-blocking configuration completes every call at
@@ -106,6 +107,9 @@ ncclResult_t p2p(bool send, const void* buf, size_t count, ncclDataType_t t, int
 }  // namespace
 
 extern "C" {
+
+// What octet's NCCL loader looks for before it opens libnccl (comm/nccl_transport.cpp).
+int octet_cuemu_nccl = 1;
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   static std::atomic<uint32_t> made{0};
