@@ -219,11 +219,8 @@ size_t Codebook8Codec::reduce_encode_fused(const std::vector<Span<const uint8_t>
   if (b > kCodebookFusedMax || n == 0 || !fusable_parts(parts, 4)) return 0;  // one block in shared memory
   [[maybe_unused]] const CodebookDevice book = device_book(ex);
   const HostHeader want = expected_header(header_for(n));
-  std::vector<const uint8_t*> ins;
-  for (const auto& p : parts) {
-    check(want.b, p.size, n);  // the size; the header's bytes on the device
-    ins.push_back(p.data);
-  }
+  const std::vector<const uint8_t*> ins =
+      owner_payloads(parts, want, n, [this](const uint8_t* h, size_t size, int64_t k) { return check(h, size, k); });
   [[maybe_unused]] const int np = static_cast<int>(ins.size());
   codec_device_reset_status(ex);
   const size_t bytes = OCTET_CODEC_KERNEL(ex, std::string(name_) + " owner step",

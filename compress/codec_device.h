@@ -99,6 +99,19 @@ void codec_header_cuda(const uint8_t* const* ins, int parts, const HostHeader& w
 // The owner step's payloads fuse into one pass when they are 1 to kMaxParts, each aligned to `align` bytes.
 constexpr int kMaxParts = 64;
 bool fusable_parts(const std::vector<Span<const uint8_t>>& parts, uintptr_t align);
+// The fused owner step's payloads: each one's size checked on the host against the layout want describes (check: the
+// codec's check(header, size, n), which throws naming the size), their device pointers returned for the fused op,
+// which checks their header bytes on the device (codec_header_cuda).
+template <class Check>
+std::vector<const uint8_t*> owner_payloads(const std::vector<Span<const uint8_t>>& parts, const HostHeader& want,
+                                           int64_t n, Check&& check) {
+  std::vector<const uint8_t*> ins;
+  for (const auto& p : parts) {
+    check(want.b, p.size, n);
+    ins.push_back(p.data);
+  }
+  return ins;
+}
 
 // Error feedback's two elementwise steps as twins (core/launch.h): y = x + residual; residual = y - sent.
 void feedback_add_cpu(float* y, const float* x, const float* residual, int64_t n, const Stream& s);

@@ -251,11 +251,8 @@ size_t QsgdCodec::reduce_encode_fused(const std::vector<Span<const uint8_t>>& pa
                                       Span<uint8_t> out, uint64_t seed, Exec& ex) const {
   if (!qsgd_fusable(n, bits_, bucket_) || !fusable_parts(parts, 4)) return 0;
   const HostHeader want = expected_header(header_for(n));
-  std::vector<const uint8_t*> ins;
-  for (const auto& p : parts) {
-    check(want.b, p.size, n);  // the size; the header's bytes on the device
-    ins.push_back(p.data);
-  }
+  const std::vector<const uint8_t*> ins =
+      owner_payloads(parts, want, n, [this](const uint8_t* h, size_t size, int64_t k) { return check(h, size, k); });
   [[maybe_unused]] const uint32_t seed32 = static_cast<uint32_t>(seed ^ (seed >> 32));
   [[maybe_unused]] const int np = static_cast<int>(ins.size());
   codec_device_reset_status(ex);

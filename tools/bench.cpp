@@ -282,11 +282,12 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
   if (w.rank == 0) {
     std::printf(
         "octet bench allreduce: %d ranks (%s), transport %s, exchange %s; time is the mean per call; algbw = "
-        "bytes/time; busbw = algbw * 2(N-1)/N%s\n",
+        "bytes/time; busbw = algbw * 2(N-1)/N%s%s\n",
         N, tp.describe().c_str(), via.c_str(), hier.c_str(),
-        link > 0 ? "; wire = (bytes each node sends to other nodes per call / link rate) / time" : "");
-    std::printf("%12s %-14s %-34s %10s %10s %10s %9s %9s%s\n", "bytes", "codec", "algorithm", "time us", "algbw GB/s",
-                "busbw GB/s", "vs dense", "sent/rank", link > 0 ? "  wire" : "");
+        link > 0 ? "; wire = (bytes each node sends to other nodes per call / link rate) / time" : "",
+        on_dev ? "; waits = rank 0's host waits for the device per call (the sync after it included)" : "");
+    std::printf("%12s %-14s %-34s %10s %10s %10s %9s %9s%s%s\n", "bytes", "codec", "algorithm", "time us", "algbw GB/s",
+                "busbw GB/s", "vs dense", "sent/rank", link > 0 ? "  wire" : "", on_dev ? "  waits" : "");
   }
   for (int64_t bytes = lo; bytes <= hi; bytes *= factor) {
     const int64_t n = bytes / 4;
@@ -318,11 +319,13 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       }
       CommStats stats;
       double total = 0;
+      uint64_t waits = 0;
       for (int it = -1; it < iters; ++it) {  // iteration -1 warms up buffers
         std::memcpy(x.data(), ref.data(), 4 * static_cast<size_t>(n));
         if (on_dev) copy_sync(d, dx.data(), ref.data(), 4 * static_cast<size_t>(n), CopyKind::HostToDevice);
         CHECK_MPI(MPI_Barrier(w.comm));
         const double t = now_seconds();
+        const uint64_t w0 = device_host_waits();
         CommStats s;
         if (two_level) {
           reduce_mean_two_level(levels, on_dev ? span_of(dx) : Span<float>{x.data(), x.size(), Device::CPU}, opt,
@@ -338,6 +341,7 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
           reduce_mean(transport, {x.data(), x.size(), Device::CPU}, opt, st, s);
         }
         double dt = now_seconds() - t;
+        if (it >= 0) waits += device_host_waits() - w0;
         CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, w.comm));
         if (it >= 0) total += dt, stats += s;
       }
@@ -351,13 +355,15 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       const double wire = link > 0 && t > 0 ? L * off_node / link / t : 0;
       char wire_col[32] = "";
       if (link > 0) std::snprintf(wire_col, sizeof wire_col, " %5.0f%%", 100 * wire);
+      char waits_col[32] = "";
+      if (on_dev) std::snprintf(waits_col, sizeof waits_col, " %6.1f", static_cast<double>(waits) / iters);
       const size_t pieces = piece_bounds(mine, opt.piece).size() - 1;
       const std::string alg = std::string(algorithm_name(opt.algorithm)) + (two_level ? " (two-level)" : "") +
                               (!dense && pieces > 1 ? " x" + std::to_string(pieces) : "");
       if (w.rank == 0)
-        std::printf("%12lld %-14s %-34s %10.1f %10.3f %10.3f %8.2fx %9.0f%s\n", static_cast<long long>(bytes),
+        std::printf("%12lld %-14s %-34s %10.1f %10.3f %10.3f %8.2fx %9.0f%s%s\n", static_cast<long long>(bytes),
                     dense ? "MPI_Allreduce" : p.method.c_str(), alg.c_str(), 1e6 * t, algbw, algbw * 2.0 * (N - 1) / N,
-                    dense_time / t, static_cast<double>(stats.bytes_sent) / iters, wire_col);
+                    dense_time / t, static_cast<double>(stats.bytes_sent) / iters, wire_col, waits_col);
     }
   }
   return 0;
