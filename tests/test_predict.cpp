@@ -71,7 +71,21 @@ TEST_CASE("predict: data-parallel exchange costs per algorithm, by hand", "[pred
   p.min_numel = 1001;
   p.layers[1].tensors = {999000, 1000};
   CHECK(dp_penalty_ms(p, codec("linear8", 0.25), link, 2, false, 1, 2) == Approx(0.02 + 0.999 + 0.01 + 4000 / 1e6));
-  p.layers[1].tensors.clear();
+  // Two layers' tensors, all under min_numel: one fused allreduce (N = 2: one 0.01 ms message, all 8e6 bytes), or
+  // one each (fuse_small false: four messages); with overlap one a layer (the layer's bucket).
+  p.min_numel = 1000000;
+  p.layers[0].tensors = {999000, 1000};
+  p.layers[1].tensors = {999000, 1000};
+  p.layers[0].params = p.layers[1].params = 1000000;
+  const CodecProfile fp32 = codec("none", 1.0);
+  CHECK(dp_penalty_ms(p, fp32, link, 2, false, 0, 2) == Approx(0.01 + 8.0));
+  // (overlap: fc's 4.01 ms from 0.5 to 4.51, conv's from there to 8.52, backward done at 2.5)
+  CHECK(dp_penalty_ms(p, fp32, link, 2, true, 0, 2) == Approx(8.52 - 2.5));
+  p.fuse_small = false;
+  CHECK(dp_penalty_ms(p, fp32, link, 2, false, 0, 2) == Approx(4 * 0.01 + 8.0));
+  p.fuse_small = true;
+  p.layers[0].tensors.clear(), p.layers[1].tensors.clear();
+  p.min_numel = 1001;
   // Terms: speedup = N * T_alone / (T_total + exposed), T_alone = the layers' sum unless profiled separately.
   p.layers[1].params = 1000000;
   const Terms t = predict_data_parallel(p, codec("none", 1.0), Link{1e9, 0}, 2, false);

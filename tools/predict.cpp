@@ -19,12 +19,25 @@ void LayerProfile::set_kind(const std::string& type) { kind = type, traits = fin
 
 namespace {
 
-double sync_ms(const LayerProfile& L, const CodecProfile& c, const Link& l, int N, int64_t min_numel) {
+// A layer's exchange (ms): its tensors at or above min_numel each through the codec, those under it each as an fp32
+// allreduce, or with fuse_small added to *small (values) for the fused allreduce instead.
+double sync_ms(const LayerProfile& L, const CodecProfile& c, const Link& l, int N, const Profile& p, double* small) {
   if (N <= 1 || L.params == 0) return 0;
-  if (L.tensors.empty()) return tensor_sync_ms(L.params, weight_kind(L.traits), c, l, N, min_numel);
+  const std::vector<int64_t> whole{L.params};
   double t = 0;
-  for (int64_t n : L.tensors) t += tensor_sync_ms(n, weight_kind(L.traits), c, l, N, min_numel);
+  for (int64_t n : L.tensors.empty() ? whole : L.tensors) {
+    if (p.fuse_small && n < p.min_numel)
+      *small += static_cast<double>(n);
+    else
+      t += tensor_sync_ms(n, weight_kind(L.traits), c, l, N, p.min_numel);
+  }
   return t;
+}
+
+// The fused fp32 allreduce of the small tensors' `values` (0: none; one rank: nothing crosses).
+double fused_ms(double values, const CodecProfile& c, const Link& l, int N) {
+  const auto n = static_cast<int64_t>(values);
+  return n > 0 && N > 1 ? tensor_sync_ms(n, WeightKind::Other, c, l, N, n + 1) : 0;
 }
 
 // An activation exchange's cost (ms): what the link carries (bytes at the bandwidth) and the rest (per-message
@@ -81,14 +94,17 @@ size_t fc_start(const Profile& p) {
 
 double dp_penalty_ms(const Profile& p, const CodecProfile& c, const Link& l, int ranks, bool overlap, size_t begin,
                      size_t end) {
-  double bwd = 0, comm_end = 0, serial = 0;
+  double bwd = 0, comm_end = 0, serial = 0, small_all = 0;
   for (size_t i = end; i-- > begin;) {  // backward order
-    const double s = sync_ms(p.layers[i], c, l, ranks, p.min_numel);
+    double small = 0;
+    double s = sync_ms(p.layers[i], c, l, ranks, p, &small);
+    small_all += small;
+    if (overlap) s += fused_ms(small, c, l, ranks);  // the layer's bucket: its small tensors in one allreduce
     bwd += p.layers[i].backward_ms;
     comm_end = std::max(comm_end, bwd) + s;  // the thread starts layer i once backward has passed it
     serial += s;
   }
-  return overlap ? std::max(0.0, comm_end - bwd) : serial;
+  return overlap ? std::max(0.0, comm_end - bwd) : serial + fused_ms(small_all, c, l, ranks);
 }
 
 Terms predict_data_parallel(const Profile& p, const CodecProfile& c, const Link& l, int ranks, bool overlap) {
@@ -179,6 +195,7 @@ Profile read_profile(const std::string& file) {
   if (!(p.straggler >= 1)) top.fail("straggler", "must be >= 1");
   p.min_numel = top.get<int64_t>("min_numel", 10000);
   if (p.min_numel < 0) top.fail("min_numel", "must be >= 0");
+  p.fuse_small = top.get<bool>("fuse_small", true);
   for (Section& s : top.list("layers")) {
     LayerProfile L;
     L.name = s.get<std::string>("name");
@@ -253,7 +270,7 @@ void write_profile(const Profile& p, const std::string& file) {
   o << "# octet predict profile: per-layer compute (ms per step at batch " << p.batch << " per rank) and codec costs\n"
     << "name: " << p.name << "\nbatch: " << p.batch << "\nprofiled_ranks: " << p.profiled_ranks
     << "\nstep_alone_ms: " << p.step_alone_ms << "\nstraggler: " << p.straggler << "\nmin_numel: " << p.min_numel
-    << "\nlayers:\n";
+    << "\nfuse_small: " << (p.fuse_small ? "true" : "false") << "\nlayers:\n";
   for (const auto& L : p.layers) {
     o << "  - {name: " << L.name << ", kind: " << L.kind << ", forward_ms: " << L.forward_ms
       << ", backward_ms: " << L.backward_ms << ", update_ms: " << L.update_ms << ", params: " << L.params;

@@ -43,6 +43,7 @@ struct Profile {
   double step_alone_ms = 0;   // one rank alone on the machine, compute of one step (0: the layers' sum)
   double straggler = 1;       // the slowest rank's step / the mean rank's (synchronous steps wait for the slowest)
   int64_t min_numel = 10000;  // smaller tensors travel as dense fp32
+  bool fuse_small = true;     // ... in one allreduce a step (compression.fuse_small; with overlap: one a layer here)
   std::vector<LayerProfile> layers;
   std::vector<CodecProfile> codecs;
   std::map<std::string, GivenTerms> given;  // by codec name

@@ -141,6 +141,7 @@ Profile profile_config(const Config& cfg, const World& w, int ranks, int sub_bat
   p.batch = cfg.data.batch_size;
   p.profiled_ranks = w.size;
   p.min_numel = cfg.compression.min_numel;
+  p.fuse_small = cfg.compression.fuse_small;
   // Rank 0 alone (the one-rank step; the others wait without using a core), then all ranks together, per layer.
   // The two alternate over a few rounds, so that a drift of the machine's speed touches both figures alike.
   for (int s = 0; s < warmup; ++s) run.run();
