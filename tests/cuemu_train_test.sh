@@ -146,4 +146,9 @@ if timeout 300 mpirun -np 2 "$octet" bench allreduce --device cuda --min 256K --
   --codecs none,dynamic_tree8,qsgd,adacomp >"$tmp/ba.log" 2>&1 && grep -q "dynamic_tree8" "$tmp/ba.log"; then
   echo "ok: octet bench allreduce --device cuda: 2 ranks, pipelined pieces, on the emulated GPU"
 else tail -5 "$tmp/ba.log"; bad "octet bench allreduce --device cuda on 2 ranks"; fi
+if timeout 300 mpirun -np 2 "$octet" bench allreduce --device cuda --transport nccl --min 1M --max 1M --iters 2 \
+  --chunk-mb 0.25 --codecs dynamic_tree8,adacomp >"$tmp/bn.log" 2>&1 && grep -q "dynamic_tree8 .*x4 " "$tmp/bn.log" &&
+  grep -q "adacomp .*x4 " "$tmp/bn.log"; then
+  echo "ok: octet bench allreduce --device cuda --transport nccl: 2 ranks, pipelined pieces over the emulator's NCCL"
+else tail -5 "$tmp/bn.log"; bad "octet bench allreduce over NCCL on 2 emulated GPU ranks"; fi
 exit $fail
