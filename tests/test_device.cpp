@@ -447,6 +447,36 @@ TEST_CASE("GPU decoders reject hostile payloads naming the offset, GPU encoders 
                     Catch::Contains("offset 16"));
 }
 
+TEST_CASE("fp16 and bf16 on the device off the 16-byte grid: the one-value kernels give the CPU's bytes and floats",
+          "[cuda][codec]") {
+  Exec& ex = dev();
+  const int64_t n = 1001;
+  const std::vector<float> x = gradient(n, 7);
+  std::vector<float> shifted(n + 1, 0.f);  // x one float in: 4 bytes off the 16-byte grid
+  std::copy(x.begin(), x.end(), shifted.begin() + 1);
+  Buffer<float> dx = device_copy(shifted);
+  for (const char* m : {"fp16", "bf16"}) {
+    INFO(m);
+    CodecParams p;
+    p.method = m;
+    const CodecPtr c = make_codec(p);
+    std::vector<uint8_t> cpu(c->max_bytes(n));
+    cpu.resize(c->encode(x.data(), n, cpu.data(), {1, nullptr}));
+    std::vector<float> ref(n);
+    c->decode(cpu.data(), cpu.size(), ref.data(), n, false);
+    Buffer<uint8_t> dout(cpu.size() + 2, kDev);  // the payload 2 bytes in: off the 4-byte grid
+    const size_t bytes =
+        c->encode({dx.data() + 1, static_cast<size_t>(n), kDev}, {dout.data() + 2, cpu.size(), kDev}, {1, nullptr}, ex);
+    ex.sync(ex.comm());
+    REQUIRE(bytes == cpu.size());
+    CHECK(host_copy(dout.data() + 2, bytes) == cpu);
+    Buffer<float> dy(n + 1, kDev);
+    c->decode({dout.data() + 2, bytes, kDev}, {dy.data() + 1, static_cast<size_t>(n), kDev}, false, ex);
+    ex.sync(ex.comm());
+    CHECK(same_bits(host_copy(dy.data() + 1, static_cast<size_t>(n)), ref));
+  }
+}
+
 TEST_CASE("an exchange's codec ops on the device: one wait for all, the first fault thrown at the end, by offset",
           "[cuda][codec][hostile]") {
   Exec& ex = dev();
