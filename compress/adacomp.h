@@ -34,7 +34,8 @@ class AdacompCodec : public Codec {
   void decode_device(const uint8_t* in, size_t size, float* out, int64_t n, bool accumulate, Exec& ex) const override;
 
  private:
-  // The header and size of a payload (host bytes of its header), as both decoders check them; returns the count.
+  // The header and size of a payload (host bytes of its header), as the CPU decoder checks them (the CUDA decoder
+  // checks the same on the device); returns the count.
   uint32_t check(const uint8_t* header, size_t size, int64_t n) const;
   // CUDA kernels on ex's comm stream (adacomp_cuda.cu): the encoder (fresh: this step's gradient alone, or null)
   // checks its input itself, between its passes; the decoder gets a payload of `size` bytes (at least its header and

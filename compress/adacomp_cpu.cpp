@@ -134,8 +134,9 @@ void AdacompCodec::decode_device(const uint8_t* in, size_t size, float* out, int
   // does): the count is the payload's own, not something the size gives.
   const HostHeader want = expected_header({codec_id("adacomp"), 1, 0, static_cast<uint32_t>(n), 0});
   read_header(want.b, size, "adacomp", n);  // at least a header
-  OCTET_CHECK(size >= kHeaderBytes + 4,
-              "adacomp payload: " << size << " bytes cannot hold its scale (offset " << kHeaderBytes << ")");
+  OCTET_CHECK(size >= kHeaderBytes + 4, "adacomp payload: " << size
+                                                            << " bytes cannot hold a scale and the values of its "
+                                                               "count (offset 8)");
   OCTET_CODEC_OP(ex, "adacomp decode",
                  (codec_header_cuda(&in, 1, want, ex, 8), decode_cuda(in, size, out, n, accumulate, ex)),
                  decode_cpu(in, size, out, n, accumulate), "adacomp");

@@ -1,5 +1,5 @@
-// The codecs' host side on a device (compress/codec_device.h): scratch and status per thread and device, the status
-// read-back and its error lines, payload headers read back, through core/device.h's primitives on any device.
+// The codecs' host side on a device (compress/codec_device.h): scratch and status records per thread and device, their
+// read-back (at once or deferred) and error lines, the expected headers, through core/device.h's primitives.
 #include "compress/codec_device.h"
 
 #include <map>

@@ -1,6 +1,6 @@
-// The codecs' host side on a device, shared by a GPU and the simulated device: the status record kernels report bad
-// input through (the first offset wins), per-thread device scratch, a payload's header read back for the host's checks,
-// a fault turned into the CPU codec's error line, and OCTET_CODEC_KERNEL, which runs a codec op's kernel: the codec
+// The codecs' host side on a device, shared by a GPU and the simulated device: the status records kernels report bad
+// input through (the first offset wins; checked at once, or at an exchange's end), per-thread device scratch, the
+// header a decoder expects (checked on the device), a fault turned into the CPU codec's error line, and OCTET_CODEC_KERNEL, which runs a codec op's kernel: the codec
 // class's CUDA member (its x_cuda.cu) on a GPU, the CPU codec's own loop as a kernel of the comm stream on the
 // simulated device.
 #pragma once

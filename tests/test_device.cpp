@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 #include "comm/auto_plan.h"
 #include "compress/codec.h"
@@ -429,16 +430,24 @@ TEST_CASE("GPU decoders reject hostile payloads naming the offset, GPU encoders 
   Buffer<uint8_t> dt = device_copy(trailing);
   CHECK_THROWS_WITH(ada->decode({dt.data(), trailing.size(), kDev}, {dy.data(), 5000, kDev}, false, ex),
                     Catch::Contains("offset " + std::to_string(q.size())));
-  // Its count (read on the device, not the host): more values than the payload holds, and one fewer than it holds.
-  for (const uint32_t count : {uint32_t{1} << 30, uint32_t{0}}) {
-    std::vector<uint8_t> c = q;
-    uint32_t real;
-    std::memcpy(&real, c.data() + 8, 4);
-    const uint32_t bad = count ? count : real - 1;
-    std::memcpy(c.data() + 8, &bad, 4);
+  // Its count (read on the device, not the host): more values than the payload holds, more than n, none, and one
+  // fewer than it holds.
+  uint32_t real;
+  std::memcpy(&real, q.data() + 8, 4);
+  const uint32_t over_n = 5001;  // (the payload's bytes would hold it: the count check against n)
+  std::vector<uint8_t> roomy = q;
+  roomy.resize(kHeaderBytes + 4 + over_n, 0);
+  for (const auto& [count, payload, what] : std::vector<std::tuple<uint32_t, const std::vector<uint8_t>*, const char*>>{
+           {uint32_t{1} << 30, &q, "offset 8"},
+           {over_n, &roomy, "offset 8"},
+           {0, &q, "bytes after the last"},
+           {real - 1, &q, "bytes after the last"}}) {
+    INFO("count " << count);
+    std::vector<uint8_t> c = *payload;
+    std::memcpy(c.data() + 8, &count, 4);
     Buffer<uint8_t> dc = device_copy(c);
     CHECK_THROWS_WITH(ada->decode({dc.data(), c.size(), kDev}, {dy.data(), 5000, kDev}, false, ex),
-                      Catch::Contains(count ? "offset 8" : "bytes after the last"));
+                      Catch::Contains(what));
   }
   std::vector<uint8_t> overlong = q;
   for (size_t i = kHeaderBytes + 4; i < kHeaderBytes + 11 && i < overlong.size(); ++i) overlong[i] |= 0x80;

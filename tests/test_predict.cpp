@@ -221,7 +221,7 @@ TEST_CASE("predict: a bad profile file names the file, line and key", "[predict]
   CHECK_THROWS_WITH(read_profile(dir.file("absent.yaml")), Catch::Contains("absent.yaml: profile file not found"));
   // What write_profile writes, read_profile reads back.
   Profile p;
-  p.name = "rt", p.batch = 16, p.step_alone_ms = 3.5, p.straggler = 1.25;
+  p.name = "rt", p.batch = 16, p.step_alone_ms = 3.5, p.straggler = 1.25, p.fuse_small = false;
   p.layers = {layer("c", "conv", 1.25, 2.5, 500, 10, 20)};
   p.layers[0].tensors = {480, 20};
   p.codecs = {codec("qsgd", 0.252)};
@@ -236,4 +236,5 @@ TEST_CASE("predict: a bad profile file names the file, line and key", "[predict]
   CHECK(q.codecs[0].ratio_act == Approx(0.252));
   CHECK(q.step_alone_ms == 3.5);
   CHECK(q.straggler == 1.25);
+  CHECK(!q.fuse_small);
 }
