@@ -68,16 +68,13 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
                          e.t.param.value->shape(), derive_seed(0x5d9, i, 0));
     e.fused = small && !low_rank && cfg.fuse_small && t_.size() > 1;  // (PowerSGD keeps its own exchange)
     entries_.push_back(std::move(e));
-    all_.push_back(i);
   }
   int64_t fused = 0;
   for (const Entry& e : entries_)
     if (e.fused) fused += e.t.param.grad->numel();
   if (fused > 0) {
     fused_ = Tensor({fused}, exec_.device());
-    fused_codec_ = make_codec(fp32_policy().codec);
-    fused_opt_.codec = fused_codec_.get();
-    fused_opt_.exec = &exec_;
+    fused_opt_.exec = &exec_;  // (the transport's own fp32 sum: no codec)
     fused_opt_.algorithm = Algorithm::Allreduce;
     fused_opt_.what = "fused small tensors";
   }
@@ -86,7 +83,9 @@ GradSync::GradSync(Transport& t, const CompressionConfig& cfg, std::vector<SyncT
 void GradSync::sync(uint64_t step, CommStats& stats) {
   // The comm stream starts after the backward queued so far (the gradients); the host waits for each copy anyway.
   if (on_device(exec_.device())) exec_.wait(exec_.comm(), exec_.record(exec_.compute()));
-  sync_set(all_, step, stats);
+  std::vector<size_t> all(entries_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  sync_set(all, step, stats);
   release();
 }
 
@@ -107,7 +106,6 @@ void GradSync::sync_fused(const std::vector<size_t>& idx, uint64_t step, CommSta
   for (size_t i : idx)
     if (entries_[i].fused) mine.push_back(i);
   if (mine.empty()) return;
-  exec_.bind_thread();  // the communication thread queues on this device's comm stream
   const Device d = exec_.device();
   // In and out on the comm stream (after the gradients: sync() and the overlap thread order it so); CPU: memcpy.
   auto copy = [&](float* to, const float* from, int64_t n) {

@@ -80,10 +80,8 @@ class GradSync {
   Levels levels_;                     // two-level: the node and cross-node transports, else empty
   std::unique_ptr<Courier> courier_;  // pipelined pieces' transfers (made when a tensor has some)
   std::vector<Entry> entries_;
-  std::vector<size_t> all_;  // 0 .. size() - 1
   Tensor fused_;             // [sum of the fused tensors' values] on exec_'s device
-  CodecPtr fused_codec_;     // none
-  ReduceOptions fused_opt_;  // allreduce, fp32
+  ReduceOptions fused_opt_;  // allreduce (the transport's fp32 sum)
   ReduceState fused_state_;
 };
 

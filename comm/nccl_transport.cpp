@@ -165,13 +165,6 @@ void NcclTransport::wait_ready(const char* op, const Progress& p) {
   }
 }
 
-Stream NcclTransport::begin(const Progress& p) {
-  OCTET_CHECK(!p.after == !p.done, "an NCCL transfer ordered by events needs both of them (Progress::after, done)");
-  if (!p.after) return ex_.comm();
-  ex_.wait(ex_.stage(), *p.after);
-  return ex_.stage();
-}
-
 void NcclTransport::finish(const char* op, const Progress& p, const Stream& on) {
   wait_ready(op, p);         // the group's launch (non-blocking: it may still be enqueueing its kernels)
   count_device_host_wait();  // (the host waits for the stream here, polling it so that the wait is bounded)
@@ -179,10 +172,7 @@ void NcclTransport::finish(const char* op, const Progress& p, const Stream& on) 
   const cudaStream_t s = cuda_stream(on);
   for (int polls = 0;; ++polls) {
     const cudaError_t rc = cudaStreamQuery(s);
-    if (rc == cudaSuccess) {
-      if (p.done) *p.done = ex_.record(on);
-      return;
-    }
+    if (rc == cudaSuccess) return transfer_done(ex_, p, on);
     OCTET_CHECK(rc == cudaErrorNotReady, op << ": " << cudaGetErrorName(rc) << ": " << cudaGetErrorString(rc));
     ncclResult_t async = ncclSuccess;
     CHECK_NCCL(api().async_error(comm_->c, &async));
@@ -227,7 +217,7 @@ void NcclTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_co
   if (send.device == Device::CPU && recv.device == Device::CPU)
     return mpi_.alltoallv_bytes(send, send_counts, send_displs, recv, recv_counts, recv_displs, p);
   check_device(send.device, ex_.device(), "alltoallv"), check_device(recv.device, ex_.device(), "alltoallv");
-  const Stream on = begin(p);
+  const Stream on = transfer_stream(ex_, p);
   const cudaStream_t s = cuda_stream(on);
   const int me = rank();
   if (recv_counts[me])
@@ -249,7 +239,7 @@ void NcclTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all
   if (mine.device == Device::CPU && all.device == Device::CPU)
     return mpi_.allgatherv_bytes(mine, all, counts, displs, p);
   check_device(mine.device, ex_.device(), "allgatherv"), check_device(all.device, ex_.device(), "allgatherv");
-  const Stream on = begin(p);
+  const Stream on = transfer_stream(ex_, p);
   const cudaStream_t s = cuda_stream(on);
   const int me = rank();
   if (mine.size) CHECK_CUDA(cudaMemcpyAsync(all.data + displs[me], mine.data, mine.size, cudaMemcpyDeviceToDevice, s));
@@ -267,7 +257,7 @@ void NcclTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all
 void NcclTransport::allreduce_sum(Span<float> x, const Progress& p) {
   if (x.device == Device::CPU) return mpi_.allreduce_sum(x, p);
   check_device(x.device, ex_.device(), "allreduce");
-  const Stream on = begin(p);
+  const Stream on = transfer_stream(ex_, p);
   CHECK_NCCL(api().all_reduce(x.data, x.data, x.size, ncclFloat32, ncclSum, comm_->c, cuda_stream(on)));
   finish("ncclAllReduce (fp32 gradients)", p, on);
 }
@@ -277,7 +267,7 @@ void NcclTransport::allgatherv_floats(Span<float> x, const int* counts, const in
   check_device(x.device, ex_.device(), "allgatherv");
   const int me = rank();
   auto part = [&](int j) { return Part{x.data + displs[j], static_cast<size_t>(counts[j])}; };
-  const Stream on = begin(p);
+  const Stream on = transfer_stream(ex_, p);
   grouped_send_recv(
       api(), comm_->c, me, size(), ncclFloat32, cuda_stream(on), [&](int) { return part(me); }, part);
   finish("ncclSend/ncclRecv (model parallelism: gathering the FC rows)", p, on);
@@ -286,7 +276,7 @@ void NcclTransport::allgatherv_floats(Span<float> x, const int* counts, const in
 void NcclTransport::broadcast_floats(Span<float> x, int root, const Progress& p) {
   if (x.device == Device::CPU) return mpi_.broadcast_floats(x, root, p);
   check_device(x.device, ex_.device(), "broadcast");
-  const Stream on = begin(p);
+  const Stream on = transfer_stream(ex_, p);
   CHECK_NCCL(api().broadcast(x.data, x.data, x.size, ncclFloat32, root, comm_->c, cuda_stream(on)));
   finish("ncclBroadcast (initial parameters)", p, on);
 }

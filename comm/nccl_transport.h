@@ -44,11 +44,8 @@ class NcclTransport : public Transport {
 
  private:
   struct Comm;  // the NCCL communicator (nccl_transport.cpp)
-  // The stream a transfer runs on: the comm stream, in order with the codecs' kernels, or (p.after, p.done set: a
-  // pipelined piece) the stage stream once p.after has happened.
-  Stream begin(const Progress& p);
-  // Waits (bounded) for the NCCL work queued on s, once the group that queues it has launched (op names it for the
-  // timeout error); then records p.done on s.
+  // Waits (bounded) for the NCCL work queued on s (transfer_stream's), once the group that queues it has launched (op
+  // names it for the timeout error); then records p.done on s.
   void finish(const char* op, const Progress& p, const Stream& s);
   // Waits (bounded) until the non-blocking communicator is no longer busy with a call (set-up, a group's launch).
   void wait_ready(const char* op, const Progress& p);

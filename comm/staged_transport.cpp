@@ -32,17 +32,6 @@ uint8_t* StagedTransport::stage(int which, size_t bytes) {
   return a.p;
 }
 
-Stream StagedTransport::begin(const Progress& p) {
-  OCTET_CHECK(!p.after == !p.done, "a staged transfer ordered by events needs both of them (Progress::after, done)");
-  if (!p.after) return ex_.comm();  // in order with the codecs' kernels queued there: no events needed
-  ex_.wait(ex_.stage(), *p.after);
-  return ex_.stage();
-}
-
-void StagedTransport::end(const Progress& p) {
-  if (p.done) *p.done = ex_.record(ex_.stage());
-}
-
 void StagedTransport::to_host(void* dst, const void* src, size_t bytes, Stream s) {
   copy_async(dst, src, bytes, CopyKind::DeviceToHost, s);
   ex_.sync(s);
@@ -76,7 +65,7 @@ void StagedTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_
   const size_t sb = extent(send_counts, send_displs, size()), rb = extent(recv_counts, recv_displs, size());
   uint8_t* hs = stage(0, sb);
   uint8_t* hr = stage(1, rb);
-  const Stream s = begin(p);
+  const Stream s = transfer_stream(ex_, p);
   // Only the payload bytes cross PCIe, not the alignment gaps between them (one copy per rank's payload).
   for (int j = 0; j < size(); ++j)
     copy_async(hs + send_displs[j], send.data + send_displs[j], static_cast<size_t>(send_counts[j]),
@@ -86,7 +75,7 @@ void StagedTransport::alltoallv_bytes(Span<const uint8_t> send, const int* send_
                       p);
   for (int i = 0; i < size(); ++i)
     to_device(recv.data + recv_displs[i], hr + recv_displs[i], static_cast<size_t>(recv_counts[i]), s);
-  end(p);
+  transfer_done(ex_, p, s);
 }
 
 void StagedTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> all, const int* counts,
@@ -97,11 +86,11 @@ void StagedTransport::allgatherv_bytes(Span<const uint8_t> mine, Span<uint8_t> a
   const size_t ab = extent(counts, displs, size());
   uint8_t* hm = stage(0, mine.size);
   uint8_t* ha = stage(1, ab);
-  const Stream s = begin(p);
+  const Stream s = transfer_stream(ex_, p);
   to_host(hm, mine.data, mine.size, s);
   in_.allgatherv_bytes({hm, mine.size, Device::CPU}, {ha, ab, Device::CPU}, counts, displs, p);
   for (int i = 0; i < size(); ++i) to_device(all.data + displs[i], ha + displs[i], static_cast<size_t>(counts[i]), s);
-  end(p);
+  transfer_done(ex_, p, s);
 }
 
 void StagedTransport::allreduce_sum(Span<float> x, const Progress& p) {
@@ -109,11 +98,11 @@ void StagedTransport::allreduce_sum(Span<float> x, const Progress& p) {
   check(x.device, "allreduce");
   const size_t bytes = x.size * 4;
   float* h = reinterpret_cast<float*>(stage(0, bytes));
-  const Stream s = begin(p);
+  const Stream s = transfer_stream(ex_, p);
   to_host(h, x.data, bytes, s);
   in_.allreduce_sum({h, x.size, Device::CPU}, p);
   to_device(x.data, h, bytes, s);
-  end(p);
+  transfer_done(ex_, p, s);
 }
 
 void StagedTransport::allgatherv_floats(Span<float> x, const int* counts, const int* displs, const Progress& p) {
@@ -121,11 +110,11 @@ void StagedTransport::allgatherv_floats(Span<float> x, const int* counts, const 
   check(x.device, "allgatherv");
   const size_t bytes = x.size * 4;
   float* h = reinterpret_cast<float*>(stage(0, bytes));
-  const Stream s = begin(p);
+  const Stream s = transfer_stream(ex_, p);
   to_host(h, x.data, bytes, s);
   in_.allgatherv_floats({h, x.size, Device::CPU}, counts, displs, p);
   to_device(x.data, h, bytes, s);
-  end(p);
+  transfer_done(ex_, p, s);
 }
 
 void StagedTransport::broadcast_floats(Span<float> x, int root, const Progress& p) {
@@ -133,11 +122,11 @@ void StagedTransport::broadcast_floats(Span<float> x, int root, const Progress& 
   check(x.device, "broadcast");
   const size_t bytes = x.size * 4;
   float* h = reinterpret_cast<float*>(stage(0, bytes));
-  const Stream s = begin(p);
+  const Stream s = transfer_stream(ex_, p);
   to_host(h, x.data, bytes, s);
   in_.broadcast_floats({h, x.size, Device::CPU}, root, p);
   to_device(x.data, h, bytes, s);
-  end(p);
+  transfer_done(ex_, p, s);
 }
 
 std::unique_ptr<Transport::Pending> StagedTransport::start_allgather(Span<const uint8_t> mine, Span<uint8_t> all,

@@ -35,10 +35,7 @@ class StagedTransport : public Transport {
  private:
   // Page-locked staging areas, grown on demand (never shrunk).
   uint8_t* stage(int which, size_t bytes);
-  // The stream a call's copies go on: the comm stream, in order with the codecs' kernels, or for a pipelined piece
-  // (p.after and p.done set) the staging stream, after p.after; end() then sets p.done after its last copy.
-  Stream begin(const Progress& p);
-  void end(const Progress& p);
+  // (A call's copies go on transfer_stream's stream, comm/transport.h; transfer_done follows its last copy.)
   void to_host(void* dst, const void* src, size_t bytes, Stream s);    // device -> host, complete when it returns
   void to_device(void* dst, const void* src, size_t bytes, Stream s);  // host -> device, queued on s
   void check(Device d, const char* op) const;                          // a device buffer must be on the exec's device

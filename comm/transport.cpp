@@ -10,6 +10,17 @@
 
 namespace octet {
 
+Stream transfer_stream(Exec& ex, const Progress& p) {
+  OCTET_CHECK(!p.after == !p.done, "a device transfer ordered by events needs both of them (Progress::after, done)");
+  if (!p.after) return ex.comm();
+  ex.wait(ex.stage(), *p.after);
+  return ex.stage();
+}
+
+void transfer_done(Exec& ex, const Progress& p, const Stream& s) {
+  if (p.done) *p.done = ex.record(s);
+}
+
 namespace {
 struct TransportEntry {
   const char* name;

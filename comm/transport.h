@@ -30,6 +30,12 @@ struct Progress {
   Event* done = nullptr;
 };
 
+// The stream a device transfer runs on, as every device transport orders one by p: ex's comm stream (in order with
+// the codecs' kernels queued there) or, for a pipelined piece (p.after and p.done both set), ex's stage stream once
+// p.after has happened. transfer_done records p.done (if set) on that stream once the transfer is queued there.
+Stream transfer_stream(Exec& ex, const Progress& p);
+void transfer_done(Exec& ex, const Progress& p, const Stream& s);
+
 class Transport {
  public:
   virtual ~Transport() = default;
