@@ -23,7 +23,7 @@ void allgather_run(Transport& tr, Span<float> xs, const ReduceOptions& opt, Redu
     Piece& p = pl.pieces[k];
     ReduceState& s = pl.state(k);
     {
-      TraceSpan sp("encode", opt.what, &stats.compress_s);
+      PhaseSpan sp(ex, "encode", opt.what, &stats.compress_s, true);
       on_device(s.send, d);
       on_device(s.recv, d);
       s.send.resize(c.max_bytes(p.n));
@@ -35,7 +35,7 @@ void allgather_run(Transport& tr, Span<float> xs, const ReduceOptions& opt, Redu
   auto decode_piece = [&](size_t k) {
     Piece& p = pl.pieces[k];
     pl.await(p);
-    TraceSpan sp("decode", opt.what, &stats.decompress_s);
+    PhaseSpan sp(ex, "decode", opt.what, &stats.decompress_s, false);
     const std::vector<Span<const uint8_t>> parts = received(pl.state(k));
     for (int s = 0; s < N; ++s) c.decode(parts[s], {xs.data + p.off, static_cast<size_t>(p.n), d}, s > 0, ex);
   };

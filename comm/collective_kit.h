@@ -1,11 +1,13 @@
 // What the reduction algorithms' own files share (defined in comm/collectives.cpp; internal to comm/): payload buffers
 // on a device, encoding with error feedback, the mean's scale, payload slots, the scatter phase (encode the chunks,
-// move them to their owners) and the payloads received.
+// move them to their owners), the payloads received, and the codec phases' timing.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "comm/collectives.h"
+#include "compress/codec_device.h"
+#include "core/trace.h"
 
 namespace octet::kit {
 
@@ -32,5 +34,25 @@ void scatter_encode(int N, int r, const float* x, const std::vector<int64_t>& lo
 void scatter_transfer(Transport& tr, ReduceState& st, const Progress& p, const char* what, double* seconds);
 // The payloads st.recv holds from each rank, in rank order.
 std::vector<Span<const uint8_t>> received(const ReduceState& st);
+
+// A codec phase of an exchange (name: encode, reduce, decode; compress: whether it counts as compress_s, else
+// decompress_s), traced as TraceSpan traces it. Its time goes to *acc from the host's clock on the CPU; on a device,
+// where the host only queues the phase's kernels, the device's clock times it (DevicePhaseSpan) and the exchange's
+// deferred-check scope adds it to the stats when it finishes (reduce_mean, GradSync::sync_set), so *acc gains nothing
+// here.
+class PhaseSpan {
+ public:
+  PhaseSpan(Exec& ex, const char* name, const char* what, double* acc, bool compress)
+      : dev_(ex, compress), host_(name, what, dev_.active() ? nullptr : acc) {}
+
+ private:
+  DevicePhaseSpan dev_;  // (destroyed after host_: the host's span ends first)
+  TraceSpan host_;
+};
+// Adds the device times of the codec phases a finished deferred-check scope returns to stats.
+inline void add_device_phases(const DevicePhaseTimes& t, CommStats& stats) {
+  stats.compress_s += t.compress_s;
+  stats.decompress_s += t.decompress_s;
+}
 
 }  // namespace octet::kit

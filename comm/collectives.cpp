@@ -138,7 +138,7 @@ void scatter_encode(int N, int r, const float* x, const std::vector<int64_t>& lo
   const Codec& c = *opt.codec;
   Exec& ex = exec_of(opt);
   auto len_of = [&](int j) { return lo[j + 1] - lo[j]; };
-  TraceSpan sp("encode", opt.what, &stats.compress_s);
+  PhaseSpan sp(ex, "encode", opt.what, &stats.compress_s, true);
   on_device(st.send, ex.device());
   on_device(st.recv, ex.device());
   st.send_counts.assign(N, 0);
@@ -212,7 +212,7 @@ void reduce_scatter(Transport& tr, Span<float> xs, const std::vector<int64_t>& l
               "reduce_scatter: chunks end at " << lo[N] << " of " << xs.size << " values");
   scatter_encode(N, r, x, lo, nullptr, opt.seed, opt, st, stats);
   scatter_transfer(tr, st, opt.progress, opt.what, &stats.communicate_s);
-  TraceSpan sp("decode", opt.what, &stats.decompress_s);
+  PhaseSpan sp(ex, "decode", opt.what, &stats.decompress_s, false);
   const std::vector<Span<const uint8_t>> parts = received(st);
   const int64_t mine = lo[r + 1] - lo[r];
   for (int s = 0; s < N; ++s) opt.codec->decode(parts[s], {x + lo[r], static_cast<size_t>(mine), d}, s > 0, ex);
@@ -273,10 +273,11 @@ void reduce_mean(Transport& tr, Span<float> xs, const ReduceOptions& opt, Reduce
   // One rank and fp32 as it is: the mean is the tensor itself, and nothing crosses (a lossy codec still applies, and
   // error feedback keeps its state's shapes).
   if (N == 1 && (!opt.codec || opt.codec->traits().identity) && !ef) return;
-  // On a device the codec ops report their faults at the end, with one wait, rather than each with its own.
+  // On a device the codec ops report their faults (and the device's time in them) at the end, with one wait, rather
+  // than each with its own.
   CodecChecksDeferred checks(ex);
   a.run(tr, xs, opt, st, stats);
-  checks.finish();
+  add_device_phases(checks.finish(), stats);
   if (opt.average) scale(xs.data, n, N, ex);
 }
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "comm/collective_kit.h"
 #include "compress/codec_device.h"
 #include "core/error.h"
 #include "core/trace.h"
@@ -91,13 +92,14 @@ void GradSync::sync(uint64_t step, CommStats& stats) {
 
 void GradSync::sync_set(const std::vector<size_t>& idx, uint64_t step, CommStats& stats,
                         const std::atomic<bool>* cancel) {
-  // On a device every codec op of the set reports its faults at the end, with one wait for all of them.
+  // On a device every codec op of the set reports its faults at the end, with one wait for all of them, and the
+  // compress and decompress phases are the device's time in them (kit::PhaseSpan).
   exec_.bind_thread();
   CodecChecksDeferred checks(exec_);
   sync_fused(idx, step, stats, cancel);
   for (size_t i : idx)
     if (!entries_[i].fused) sync_one(i, step, stats, cancel);
-  checks.finish();
+  kit::add_device_phases(checks.finish(), stats);
 }
 
 void GradSync::sync_fused(const std::vector<size_t>& idx, uint64_t step, CommStats& stats,

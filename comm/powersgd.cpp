@@ -2,6 +2,7 @@
 // rank-r reconstruction (comm/powersgd.h), on the gradient's device through compress/powersgd.h's twins.
 #include "comm/powersgd.h"
 
+#include "comm/collective_kit.h"
 #include "compress/codec_device.h"
 #include "core/error.h"
 #include "core/launch.h"
@@ -36,7 +37,7 @@ void powersgd_reduce(Transport& t, Span<float> g, const PowerSgdParams& p, Power
   float* pm = st.p.data();
   float* q = st.q.data();
   {
-    TraceSpan sp("encode", opt.what, &stats.compress_s);
+    kit::PhaseSpan sp(ex, "encode", opt.what, &stats.compress_s, true);
     // M = gradient + error; Q (the last step's, or the seeded start) orthonormalized; P = M Q (rows x r).
     launch_twin("feedback add", feedback_add_cpu, OCTET_CUDA_TWIN(feedback_add_cuda), ex.comm(), m, g.data,
                 st.error.data(), n);
@@ -53,14 +54,14 @@ void powersgd_reduce(Transport& t, Span<float> g, const PowerSgdParams& p, Power
   sum.average = false;  // P is orthonormalized next: its scale does not matter (DDP sums it)
   reduce_mean(t, span_of(st.p), sum, st.p_st, low);
   {
-    TraceSpan sp("encode", opt.what, &stats.compress_s);
+    kit::PhaseSpan sp(ex, "encode", opt.what, &stats.compress_s, true);
     orthogonalize(ex, pm, s.rows, s.r, p.epsilon);
     lowrank_gemm(ex, m, pm, q, s.cols, s.r, s.rows, true, false);  // Q = M^T P (cols x r)
   }
   sum.average = true;  // Q is the ranks' mean
   reduce_mean(t, span_of(st.q), sum, st.q_st, low);
   {
-    TraceSpan sp("decode", opt.what, &stats.decompress_s);
+    kit::PhaseSpan sp(ex, "decode", opt.what, &stats.decompress_s, false);
     lowrank_gemm(ex, pm, q, g.data, s.rows, s.cols, s.r, false, true);  // g = P Q^T
     launch_twin("feedback residual", feedback_residual_cpu, OCTET_CUDA_TWIN(feedback_residual_cuda), ex.comm(),
                 st.error.data(), m, g.data, n);

@@ -35,7 +35,7 @@ void scatter_allgather_run(Transport& tr, Span<float> xs, const ReduceOptions& o
     pl.await(p);
     const int64_t mine = p.lo[r + 1] - p.lo[r];
     {
-      TraceSpan sp("reduce", opt.what, &stats.decompress_s);
+      PhaseSpan sp(ex, "reduce", opt.what, &stats.decompress_s, false);
       on_device(s.reduced, d);
       s.reduced.resize(c.max_bytes(mine));
       p.bytes = c.reduce_encode(received(s), mine, ef ? st.owner_residual.data() + p.own_off : nullptr,
@@ -47,7 +47,7 @@ void scatter_allgather_run(Transport& tr, Span<float> xs, const ReduceOptions& o
   auto decode_piece = [&](size_t k) {
     Piece& p = pl.pieces[k];
     pl.await(p);
-    TraceSpan sp("decode", opt.what, &stats.decompress_s);
+    PhaseSpan sp(ex, "decode", opt.what, &stats.decompress_s, false);
     const std::vector<Span<const uint8_t>> parts = received(pl.state(k));
     for (int j = 0; j < N; ++j)
       c.decode(parts[j], {xs.data + p.off + p.lo[j], static_cast<size_t>(p.lo[j + 1] - p.lo[j]), d}, false, ex);

@@ -4,6 +4,7 @@
 
 #include <climits>
 
+#include "comm/collective_kit.h"
 #include "core/error.h"
 #include "core/launch.h"
 #include "core/tensor_ops.h"
@@ -44,7 +45,7 @@ void node_reduce_scatter(Transport& node, Span<float> xs, const std::vector<int6
                          st.recv_displs.data(), opt.progress);
   }
   stats.node_bytes += 4 * static_cast<uint64_t>(static_cast<int64_t>(xs.size) - mine);
-  TraceSpan sp("reduce", opt.what, &stats.decompress_s);
+  kit::PhaseSpan sp(ex, "reduce", opt.what, &stats.decompress_s, false);
   for (int j = 0; j < L; ++j)
     if (j != l)
       launch_twin("add (node reduce-scatter)", add_into_cpu, OCTET_CUDA_TWIN(add_into_cuda),
@@ -65,6 +66,8 @@ void reduce_mean_two_level(const Levels& lv, Span<float> xs, const ReduceOptions
   const int64_t n = static_cast<int64_t>(xs.size);
   const std::vector<int64_t> lo = node_shards(n, L);
   const Span<float> shard{xs.data + lo[l], static_cast<size_t>(lo[l + 1] - lo[l]), d};
+  // On a device the node's sums and the cross exchange's codec ops report their faults and device times at the end.
+  CodecChecksDeferred checks(ex);
 
   // 1. The node's sum of shard l lands on local rank l (fp32, no error feedback).
   CommStats node_stats;
@@ -95,6 +98,7 @@ void reduce_mean_two_level(const Levels& lv, Span<float> xs, const ReduceOptions
   stats.communicate_s += node_stats.communicate_s;
   stats.decompress_s += node_stats.decompress_s;
   stats.node_bytes += node_stats.node_bytes;
+  kit::add_device_phases(checks.finish(), stats);
 }
 
 }  // namespace octet

@@ -2,6 +2,7 @@
 // read-back (at once or deferred) and error lines, the expected headers, through core/device.h's primitives.
 #include "compress/codec_device.h"
 
+#include <exception>
 #include <map>
 #include <utility>
 #include <vector>
@@ -117,8 +118,11 @@ void codec_device_check(Exec& ex, const char* codec, const float* x, int64_t n) 
 
 void codec_device_flush(Exec& ex) {
   CodecDeviceScratch& s = codec_device_scratch(ex);
-  if (s.pending.empty()) return;
+  if (s.pending.empty() && s.timed.empty()) return;
   ex.sync(ex.comm());
+  for (const CodecDeviceScratch::Timed& t : s.timed)
+    (t.compress ? s.compress_s : s.decompress_s) += ex.seconds_between(t.a, t.b);
+  s.timed.clear();
   std::vector<CodecDeviceScratch::Pending> done;
   done.swap(s.pending);  // the slots are free again, whatever is thrown
   for (size_t i = 0; i < done.size(); ++i)
@@ -133,12 +137,33 @@ CodecChecksDeferred::CodecChecksDeferred(Exec& ex) : ex_(ex) {
 
 CodecChecksDeferred::~CodecChecksDeferred() {
   if (!s_) return;
-  if (--s_->deferred == 0) s_->pending.clear();  // not finished: an exception is on its way
+  if (--s_->deferred == 0) {  // not finished: an exception is on its way (finished: all empty already)
+    s_->pending.clear();
+    s_->timed.clear();
+    s_->compress_s = s_->decompress_s = 0;
+  }
 }
 
-void CodecChecksDeferred::finish() {
-  if (!s_ || s_->deferred > 1) return;  // an enclosing scope finishes
+DevicePhaseTimes CodecChecksDeferred::finish() {
+  if (!s_ || s_->deferred > 1) return {};  // an enclosing scope finishes
   codec_device_flush(ex_);
+  const DevicePhaseTimes t{s_->compress_s, s_->decompress_s};
+  s_->compress_s = s_->decompress_s = 0;
+  return t;
+}
+
+DevicePhaseSpan::DevicePhaseSpan(Exec& ex, bool compress) : ex_(ex), compress_(compress) {
+  if (ex.device() == Device::CPU) return;
+  CodecDeviceScratch& s = codec_device_scratch(ex);
+  if (s.deferred == 0) return;
+  s_ = &s;
+  unwinding_ = std::uncaught_exceptions();
+  a_ = ex.record_timed(ex.comm());
+}
+
+DevicePhaseSpan::~DevicePhaseSpan() noexcept(false) {
+  if (!s_ || std::uncaught_exceptions() > unwinding_) return;
+  s_->timed.push_back({a_, ex_.record_timed(ex_.comm()), compress_});
 }
 
 HostHeader expected_header(const PayloadHeader& h) {

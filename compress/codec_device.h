@@ -1,8 +1,8 @@
 // The codecs' host side on a device, shared by a GPU and the simulated device: the status records kernels report bad
 // input through (the first offset wins; checked at once, or at an exchange's end), per-thread device scratch, the
-// header a decoder expects (checked on the device), a fault turned into the CPU codec's error line, and OCTET_CODEC_KERNEL, which runs a codec op's kernel: the codec
-// class's CUDA member (its x_cuda.cu) on a GPU, the CPU codec's own loop as a kernel of the comm stream on the
-// simulated device.
+// header a decoder expects (checked on the device), a fault turned into the CPU codec's error line, and
+// OCTET_CODEC_KERNEL, which runs a codec op's kernel: the codec class's CUDA member (its x_cuda.cu) on a GPU, the CPU
+// codec's own loop as a kernel of the comm stream on the simulated device.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -49,7 +49,13 @@ struct CodecDeviceScratch {
   };
   std::vector<Pending> pending;  // slot i's op
   int deferred = 0;              // depth of CodecChecksDeferred scopes
-  uint8_t* bytes = nullptr;      // device scratch
+  struct Timed {                 // a codec phase of the scope, timed on the device (DevicePhaseSpan)
+    Event a, b;
+    bool compress = false;
+  };
+  std::vector<Timed> timed;                 // the phases not yet summed
+  double compress_s = 0, decompress_s = 0;  // the scope's phases summed so far (at each flush)
+  uint8_t* bytes = nullptr;                 // device scratch
   size_t capacity = 0;
   uint8_t* pinned = nullptr;  // host area for values the host reads back (sizes, headers, histograms)
   size_t pinned_capacity = 0;
@@ -68,11 +74,17 @@ void codec_device_check(Exec& ex, const char* codec, const float* x = nullptr, i
 // stream once and throws the first fault in the ops' order (a payload's error, or NonFiniteError naming the first bad
 // input value's index). A later op may have run on a faulty op's output; finish() comes before anything the exchange
 // wrote is used. Left without finish() (an exception on its way), the records are dropped. Nothing on the CPU.
+// The device's time in an exchange's codec phases (DevicePhaseSpan), by phase.
+struct DevicePhaseTimes {
+  double compress_s = 0, decompress_s = 0;
+};
 class CodecChecksDeferred {
  public:
   explicit CodecChecksDeferred(Exec& ex);
   ~CodecChecksDeferred();
-  void finish();
+  // The outermost scope's finish also returns the device time of the codec phases timed within it (DevicePhaseSpan),
+  // for its owner to add to the exchange's figures; an inner scope's, and the CPU's, return zeros.
+  DevicePhaseTimes finish();
   CodecChecksDeferred(const CodecChecksDeferred&) = delete;
   CodecChecksDeferred& operator=(const CodecChecksDeferred&) = delete;
 
@@ -81,8 +93,29 @@ class CodecChecksDeferred {
   CodecDeviceScratch* s_ = nullptr;
 };
 // Waits once and throws the first fault of the ops checked so far in this thread's scope (CodecChecksDeferred::finish
-// does this; also done when the slots run out).
+// does this; also done when the slots run out), after summing the device times of the phases timed so far.
 void codec_device_flush(Exec& ex);
+
+// A codec phase of a device exchange (encode: compress; an owner step, a decode, a node's sums: decompress) timed on
+// the device, where the host only queues its kernels: inside a CodecChecksDeferred scope of this thread, a timed event
+// on the comm stream at construction and another at destruction bracket what the phase queued there, and the scope's
+// finish() sums them. Outside a scope, or on the CPU, it times nothing (active() is false) and the caller keeps the
+// host's time. Left by an exception, it records nothing.
+class DevicePhaseSpan {
+ public:
+  DevicePhaseSpan(Exec& ex, bool compress);
+  ~DevicePhaseSpan() noexcept(false);  // (records its end event: a device error is thrown)
+  bool active() const { return s_ != nullptr; }
+  DevicePhaseSpan(const DevicePhaseSpan&) = delete;
+  DevicePhaseSpan& operator=(const DevicePhaseSpan&) = delete;
+
+ private:
+  Exec& ex_;
+  CodecDeviceScratch* s_ = nullptr;
+  Event a_;
+  bool compress_;
+  int unwinding_ = 0;  // std::uncaught_exceptions() at construction
+};
 
 // The header this codec's encoder writes (write_header's bytes) for a payload's size and values: a decoder checks the
 // payload's size against it on the host (its check()) and its bytes on the device, so it reads nothing back first.

@@ -95,7 +95,8 @@ StepStats DataParallelStep::run_impl(const Tensor& x, const int32_t* labels, con
     }
   }
   if (sync_) {
-    // (On a device the exchange's phases are the host's time: they include waiting for backward's last kernels.)
+    // (On a device compress and decompress are the device's time in the codec phases (kit::PhaseSpan); communicate is
+    // the host's, and includes waiting for backward's last kernels.)
     if (overlap_)  // compress/communicate/decompress ran beside backward; only the wait is on the step's path
       s.times.add(Phase::Wait, overlap_->finish(s.comm));
     else

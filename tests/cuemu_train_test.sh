@@ -143,8 +143,11 @@ if timeout 300 "$octet" bench compress --device cuda --size 1M --reps 1 --config
   echo "ok: octet bench compress --device cuda: the 13 codecs on the emulated GPU"
 else tail -5 "$tmp/bc.log"; bad "octet bench compress --device cuda"; fi
 if timeout 300 mpirun -np 2 "$octet" bench allreduce --device cuda --min 256K --max 1M --iters 2 --chunk-mb 0.25 \
-  --codecs none,dynamic_tree8,qsgd,adacomp >"$tmp/ba.log" 2>&1 && grep -q "dynamic_tree8" "$tmp/ba.log"; then
-  echo "ok: octet bench allreduce --device cuda: 2 ranks, pipelined pieces, on the emulated GPU"
+  --codecs none,dynamic_tree8,qsgd,adacomp >"$tmp/ba.log" 2>&1 && grep -q "dynamic_tree8" "$tmp/ba.log" &&
+  awk '$2 ~ /^(dynamic_tree8|qsgd|adacomp)$/ { n++; if (!($(NF-1) > 0 && $NF > 0)) bad = 1 } END { exit bad || n != 6 }' \
+    "$tmp/ba.log"; then
+  echo "ok: octet bench allreduce --device cuda: 2 ranks, pipelined pieces, on the emulated GPU (encode and decode timed"
+  echo "    on the device)"
 else tail -5 "$tmp/ba.log"; bad "octet bench allreduce --device cuda on 2 ranks"; fi
 if timeout 300 mpirun -np 2 "$octet" bench allreduce --device cuda --transport nccl --min 1M --max 1M --iters 2 \
   --chunk-mb 0.25 --codecs dynamic_tree8,adacomp >"$tmp/bn.log" 2>&1 && grep -q "dynamic_tree8 .*x4 " "$tmp/bn.log" &&

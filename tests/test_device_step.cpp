@@ -1,11 +1,17 @@
 // Device parity of a training step's own kernels (built into octet_sim_tests and octet_cuda_tests beside
-// test_device.cpp): the loss head, fp16's unscale pass, the fused optimizer update and its one-step-late check, and
-// uint8 batches cropped, flipped and normalized on the device.
+// test_device.cpp): the loss head, fp16's unscale pass, the fused optimizer update and its one-step-late check, uint8
+// batches cropped, flipped and normalized on the device, and the exchange's codec phases timed on the device.
+#include <chrono>
 #include <cstring>
 #include <limits>
+#include <thread>
 
+#include "compress/codec.h"
+#include "compress/codec_device.h"
 #include "core/device.h"
 #include "core/launch.h"
+#include "core/sim.h"
+#include "core/timer.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "layers/softmax_ce.h"
@@ -217,4 +223,67 @@ TEST_CASE("uint8 batches cropped, flipped and normalized on the device are the h
   aug.crop_padding = 0;
   data->set_augment(aug);
   same(&key, "training: a mean image and flip");
+}
+
+TEST_CASE("an exchange's codec phases are timed on the device: the outermost scope sums its spans by phase",
+          "[cuda][codec]") {
+  Exec& ex = dev();
+  const int64_t n = 1 << 18;
+  CodecParams p;
+  p.method = "dynamic_tree8";
+  const CodecPtr c = make_codec(p);
+  const Tensor x = random_tensor({n}, 3).to(kDev);
+  Tensor y({n}, kDev);
+  Buffer<uint8_t> out(c->max_bytes(n), kDev);
+  auto encode = [&] {
+    return c->encode({x.data(), static_cast<size_t>(n), kDev}, {out.data(), out.size(), kDev}, {1, nullptr}, ex);
+  };
+  {
+    DevicePhaseSpan outside(ex, true);
+    CHECK(!outside.active());  // no scope: the caller keeps the host's time
+    DevicePhaseSpan host(Exec::host(), true);
+    CHECK(!host.active());
+  }
+  CodecChecksDeferred outer(ex);
+  size_t bytes = 0;
+  {
+    CodecChecksDeferred inner(ex);  // (reduce_mean's scope inside GradSync's)
+    {
+      DevicePhaseSpan sp(ex, true);
+      CHECK(sp.active());
+      bytes = encode();
+    }
+    const DevicePhaseTimes t = inner.finish();
+    CHECK(t.compress_s == 0);  // an inner scope's phases are summed by the outermost one
+    CHECK(t.decompress_s == 0);
+  }
+  {
+    DevicePhaseSpan sp(ex, false);
+    c->decode({out.data(), bytes, kDev}, {y.data(), static_cast<size_t>(n), kDev}, false, ex);
+  }
+  CHECK_THROWS([&] {  // left by an exception: nothing recorded
+    DevicePhaseSpan sp(ex, true);
+    OCTET_THROW("on its way");
+  }());
+  double queued = 0;
+  if (kDev == Device::Sim) {  // a kernel the host only queues: the device's time counts, not the host's
+    const double t0 = now_seconds();
+    {
+      DevicePhaseSpan sp(ex, false);
+      sim::launch(sim_queue(ex.comm()), "a slow kernel",
+                  [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); });
+    }
+    queued = now_seconds() - t0;
+  }
+  const DevicePhaseTimes t = outer.finish();
+  CHECK(t.compress_s > 0);
+  CHECK(t.decompress_s > 0);
+  if (kDev == Device::Sim) {
+    CHECK(queued < 0.02);
+    CHECK(t.decompress_s >= 0.029);
+  }
+  CodecChecksDeferred again(ex);  // a finished scope's sums do not carry over
+  const DevicePhaseTimes z = again.finish();
+  CHECK(z.compress_s == 0);
+  CHECK(z.decompress_s == 0);
 }

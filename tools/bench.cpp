@@ -285,9 +285,13 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
         "bytes/time; busbw = algbw * 2(N-1)/N%s%s\n",
         N, tp.describe().c_str(), via.c_str(), hier.c_str(),
         link > 0 ? "; wire = (bytes each node sends to other nodes per call / link rate) / time" : "",
-        on_dev ? "; waits = rank 0's host waits for the device per call (the sync after it included)" : "");
+        on_dev
+            ? "; waits = rank 0's host waits for the device per call (the sync after it included); enc, dec = rank 0's "
+              "device time per call in the codecs' encode and decode phases (the owner step's counted as decode)"
+            : "");
     std::printf("%12s %-14s %-34s %10s %10s %10s %9s %9s%s%s\n", "bytes", "codec", "algorithm", "time us", "algbw GB/s",
-                "busbw GB/s", "vs dense", "sent/rank", link > 0 ? "  wire" : "", on_dev ? "  waits" : "");
+                "busbw GB/s", "vs dense", "sent/rank", link > 0 ? "  wire" : "",
+                on_dev ? "  waits   enc us   dec us" : "");
   }
   for (int64_t bytes = lo; bytes <= hi; bytes *= factor) {
     const int64_t n = bytes / 4;
@@ -355,8 +359,10 @@ int bench_allreduce(const std::vector<std::string>& args, const World& w) {
       const double wire = link > 0 && t > 0 ? L * off_node / link / t : 0;
       char wire_col[32] = "";
       if (link > 0) std::snprintf(wire_col, sizeof wire_col, " %5.0f%%", 100 * wire);
-      char waits_col[32] = "";
-      if (on_dev) std::snprintf(waits_col, sizeof waits_col, " %6.1f", static_cast<double>(waits) / iters);
+      char waits_col[64] = "";
+      if (on_dev)
+        std::snprintf(waits_col, sizeof waits_col, " %6.1f %8.1f %8.1f", static_cast<double>(waits) / iters,
+                      1e6 * stats.compress_s / iters, 1e6 * stats.decompress_s / iters);
       const size_t pieces = piece_bounds(mine, opt.piece).size() - 1;
       const std::string alg = std::string(algorithm_name(opt.algorithm)) + (two_level ? " (two-level)" : "") +
                               (!dense && pieces > 1 ? " x" + std::to_string(pieces) : "");
