@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/exec.h"
+#include "core/layout.h"
 #include "core/sim.h"
 
 namespace octet {
@@ -38,6 +39,18 @@ Shape BatchNorm::output_shape(const Shape& in) const {
 int64_t BatchNorm::plane(const Tensor& x) const {
   output_shape(x.shape());
   return x.ndim() == 4 ? x.dim(2) * x.dim(3) : 1;
+}
+
+bool BatchNorm::can_take_add() const {
+  const IoLayout& io = io_layout();
+  return !((io.in == kNhwc || io.out == kNhwc) && !takes_nhwc(device()));
+}
+
+const Tensor& BatchNorm::added(const Tensor& x) const {
+  OCTET_CHECK(skip_x_ && skip_x_->shape() == x.shape() && skip_x_->dtype() == x.dtype(),
+              "batchnorm " << name() << ": the add taken into its pass needs a skip input of its input's shape "
+                           << shape_str(x.shape()) << " and type");
+  return *skip_x_;
 }
 
 std::vector<Param> BatchNorm::params() {
@@ -138,9 +151,10 @@ void BatchNorm::forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) 
   sync_m_ = exchange_stats(host_, m);
   const std::vector<double> g(host_.begin(), host_.begin() + 2 * C);
   const int64_t M = sync_m_;
-  const KernelRef xr(&x), yr(&y);
-  sim::launch(q, op("forward"), [this, xr, yr, g, M] {
+  const KernelRef xr(&x), yr(&y), sr(skip_x_);
+  sim::launch(q, op("forward"), [this, xr, yr, sr, g, M] {
     Tensor xv = xr.view(), yv = yr.view();
+    const SkipViews skip(*this, sr, KernelRef());  // (an add taken in: its skip input as it was at launch)
     train_apply_cpu(xv, yv, g.data(), M);
   });
 }

@@ -32,6 +32,10 @@ class BatchNorm : public Layer {
   void init_params(Rng& rng) override;  // gamma 1, beta 0, running mean 0, running variance 1
   void use_stat_exchange(StatExchange* ex) override { stats_ = p_.sync ? ex : nullptr; }
   bool can_fuse_relu() const override { return true; }
+  // An identity add's sum (Layer::take_add), in every layout its own loops and kernels take; not where its pass runs on
+  // plain fp32 copies (Layer::takes_nhwc: a 16-bit channels-last model on the simulated device), whose output would
+  // miss the rounding of its stored one.
+  bool can_take_add() const override;
   LayoutRule layout_rule() const override { return LayoutRule::Same; }    // (its CPU loops read blocked channels too)
   bool takes_nhwc(Device d) const override { return d == Device::CUDA; }  // (channels-last kernels, fp32 or 16-bit)
 
@@ -43,6 +47,8 @@ class BatchNorm : public Layer {
   void backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   // The per-sample plane of input x ([N,C,H,W]: H*W; [N,F]: 1), checked against the layer's channels.
   int64_t plane(const Tensor& x) const;
+  // The skip input of the add taken in (take_add), checked against x's shape and type.
+  const Tensor& added(const Tensor& x) const;
   bool synced() const { return stats_ && stats_->ranks() > 1; }
 
   // The passes in stages (batchnorm_cpu.cpp), the exchange between them (batchnorm.cpp):
@@ -56,7 +62,7 @@ class BatchNorm : public Layer {
   // ... then normalization, running statistics, mean_/invstd_ and y from them.
   void train_apply_cpu(const Tensor& x, Tensor& y, const double* g, int64_t M);
   void eval_apply_cpu(const Tensor& x, Tensor& y);
-  void apply_cpu(const Tensor& x, Tensor& y);  // y from x by coef_
+  void apply_cpu(const Tensor& x, Tensor& y);  // y from x by coef_ (and the add taken in: its skip input added)
   // backward: this rank's [2C] sums of dy and dy * xhat (dbeta, dgamma: this rank's gradient), made global over every
   // rank's M values (exchange_grads), then dx. A fused ReLU: dy where the output is positive, else 0 (recomputed from
   // x by coef_, so the output is not read).

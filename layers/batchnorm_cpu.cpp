@@ -114,6 +114,37 @@ void each_output(const Tiles& g, T* out, Make make) {
   });
 }
 
+// The output with an identity add's skip input s added (Layer::take_add): out = (x * scale + shift, rounded as the
+// batchnorm's stored output would be) + s, negative values scaled by neg, rounded once as stored: the two layers'
+// bits. A 16-bit type's batchnorm output goes through to_16bit's instruction and back (its store's rounding,
+// subnormals flushed as it flushes them), staged in L1 as each_output stages.
+template <int L, typename T>
+void each_output_add(const Tiles& g, const T* x, const T* s, T* out, const float* scale, const float* shift,
+                     float neg) {
+  each_tile<L>(g, [&](int64_t, int64_t base, int64_t c0) {
+    const Lanes<L> a(scale, c0), b(shift, c0);
+    const T *xp = x + base, *sp = s + base;
+    T* o = out + base;
+    if constexpr (std::is_same_v<T, float>) {
+      for (int64_t i = 0; i < g.hw; ++i)
+        for (int l = 0; l < L; ++l)
+          o[i * L + l] = relu_slope(bn_relu_input(xp[i * L + l], a[l], b[l]) + sp[i * L + l], neg);
+    } else {
+      constexpr int64_t kChunk = 1024 / L;  // positions a stage: 4 KB of fp32
+      alignas(64) float buf[kChunk * L];
+      alignas(64) T half[kChunk * L];
+      for (int64_t i0 = 0; i0 < g.hw; i0 += kChunk) {
+        const int64_t m = std::min(kChunk, g.hw - i0), e = i0 * L;
+        for (int64_t i = 0; i < m; ++i)
+          for (int l = 0; l < L; ++l) buf[i * L + l] = bn_relu_input(load(xp, e + i * L + l), a[l], b[l]);
+        to_16bit(buf, half, m * L);
+        for (int64_t k = 0; k < m * L; ++k) buf[k] = relu_slope(load(half, k) + load(sp, e + k), neg);
+        to_16bit(buf, o + e, m * L);
+      }
+    }
+  });
+}
+
 // Backward's dy as the layer sees it: the output gradient, masked where a fused ReLU's output is not positive. The
 // mask is recomputed from x, which the loops read anyway, with the forward's coefficients: the ReLU's input x * scale +
 // shift in the forward's arithmetic (no contraction: this file is built without it), rounded as the stored output was
@@ -199,17 +230,21 @@ void BatchNorm::eval_apply_cpu(const Tensor& x, Tensor& y) {
   apply_cpu(x, y);
 }
 
-// y = x * scale + shift with coef_'s [scale | shift], negative values scaled by neg (0: a fused ReLU; 1: none).
+// y = x * scale + shift with coef_'s [scale | shift] (plus the skip input of an add taken in), negative values scaled
+// by neg (0: a fused ReLU, its own or the add's; 1: none).
 void BatchNorm::apply_cpu(const Tensor& x, Tensor& y) {
-  const float neg = relu_ ? 0.f : 1.f;
+  const float neg = relu_ || add_relu_ ? 0.f : 1.f;
   const float *scale = coef_.data(), *shift = scale + channels_;
+  const Tensor* skip = add_ ? &added(x) : nullptr;
   with_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* xp = values<T>(x);
     T* yp = values<T>(y);
     with_block(layout().in, "batchnorm", [&](auto L) {
       constexpr int W = decltype(L)::value;
-      each_output<L>(Tiles{x.dim(0), channels_, plane(x)}, yp, [=](int64_t base, int64_t c0) {
+      const Tiles g{x.dim(0), channels_, plane(x)};
+      if (skip) return each_output_add<L>(g, xp, values<T>(*skip), yp, scale, shift, neg);
+      each_output<L>(g, yp, [=](int64_t base, int64_t c0) {
         return [p = xp + base, a = Lanes<W>(scale, c0), b = Lanes<W>(shift, c0), neg](int64_t i, int l) {
           return relu_slope(bn_relu_input(load(p, i), a[l], b[l]), neg);
         };

@@ -158,12 +158,15 @@ struct ChannelOf {
   }
 };
 
-// y = x * scale + shift, its negative values scaled by neg (0: a fused ReLU; 1: none).
-__global__ void bn_apply(const float* __restrict__ x, float* __restrict__ y, const float* __restrict__ coeff, BnShape s,
-                         ChannelOf ch, float neg) {
+// y = x * scale + shift (plus skip[i], an add taken in, where skip is given), its negative values scaled by neg (0: a
+// fused ReLU; 1: none).
+__global__ void bn_apply(const float* __restrict__ x, const float* __restrict__ skip, float* __restrict__ y,
+                         const float* __restrict__ coeff, BnShape s, ChannelOf ch, float neg) {
   OCTET_GRID_STRIDE(i, s.n * s.c * s.hw) {
     const int64_t c = ch(i, s);
-    y[i] = relu_slope(bn_relu_input(x[i], coeff[kCoeff * c + 2], coeff[kCoeff * c + 3]), neg);
+    float v = bn_relu_input(x[i], coeff[kCoeff * c + 2], coeff[kCoeff * c + 3]);
+    if (skip) v += skip[i];
+    y[i] = relu_slope(v, neg);
   }
 }
 
@@ -269,7 +272,8 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
     }
     return;
   }
-  const float neg = relu_ ? 0.f : 1.f;
+  const float neg = relu_ || add_relu_ ? 0.f : 1.f;
+  const void* skip = add_ ? added(x).raw() : nullptr;  // (an add taken in: take_add)
   const bool nhwc = nhwc_operands(x, y);
   const NhwcPlan plan = nhwc ? bnh_plan(s, x.dtype(), {x.raw(), y.raw()}) : NhwcPlan{};
   const int P = nhwc ? 1 : bn_parts(s);  // (channels-last: the channels' totals, one part each)
@@ -278,7 +282,7 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
                      {gamma_.data(), beta_.data(), running_mean_.data(), running_var_.data(), coeff_.data(), s.n * s.hw,
                       p_.eps, p_.momentum},
                      s, st);
-    return bnh_apply(plan, x.dtype(), x.raw(), y.raw(), coeff_.data(), s, neg, st);
+    return bnh_apply(plan, x.dtype(), x.raw(), skip, y.raw(), coeff_.data(), s, neg, st);
   }
   const double* sum_part = nullptr;
   const double* sq_part = nullptr;
@@ -310,8 +314,9 @@ void BatchNorm::forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx)
                                                    p_.momentum, ctx.train);
     CHECK_LAUNCH("bn_coeffs");
   }
-  if (nhwc) return bnh_apply(plan, x.dtype(), x.raw(), y.raw(), coeff_.data(), s, neg, st);
-  bn_apply<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), y.data(), coeff_.data(), s, ChannelOf(s), neg);
+  if (nhwc) return bnh_apply(plan, x.dtype(), x.raw(), skip, y.raw(), coeff_.data(), s, neg, st);
+  bn_apply<<<grid_for(x.numel()), 256, 0, st>>>(x.data(), static_cast<const float*>(skip), y.data(), coeff_.data(), s,
+                                                ChannelOf(s), neg);
   CHECK_LAUNCH("bn_apply");
 }
 

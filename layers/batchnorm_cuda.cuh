@@ -88,9 +88,10 @@ void bnh_train_coeffs(const NhwcPlan& p, DType t, const void* x, double* scratch
                       const BnShape& s, cudaStream_t st);
 void bnh_grad_coeffs(const NhwcPlan& p, DType t, const void* x, const void* dy, bool relu, double* scratch,
                      const BnGradArgs& a, const BnShape& s, cudaStream_t st);
-// y = x * scale + shift (negative values times neg); dx from the coefficients k, a, b.
-void bnh_apply(const NhwcPlan& p, DType t, const void* x, void* y, const float* coeff, const BnShape& s, float neg,
-               cudaStream_t st);
+// y = x * scale + shift (with skip, an add taken in: that value rounded as stored, plus skip's; negative values times
+// neg); dx from the coefficients k, a, b.
+void bnh_apply(const NhwcPlan& p, DType t, const void* x, const void* skip, void* y, const float* coeff,
+               const BnShape& s, float neg, cudaStream_t st);
 void bnh_input_grad(const NhwcPlan& p, DType t, const void* x, const void* dy, bool relu, const float* coeff, void* dx,
                     const BnShape& s, cudaStream_t st);
 

@@ -250,8 +250,8 @@ struct ChannelMod {
 // b * rows + r, then every gridDim.y * rows-th.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    bnv_apply(const T* __restrict__ x, T* __restrict__ y, const float* __restrict__ coeff, BnShape s, int lanes,
-              int rows, float neg) {
+    bnv_apply(const T* __restrict__ x, const T* __restrict__ skip, T* __restrict__ y, const float* __restrict__ coeff,
+              BnShape s, int lanes, int rows, float neg) {
   constexpr int V = Vec16<T>::n;
   const int64_t c0 = first_channel<V>(lanes), m = s.n * s.hw;
   float scale[V], shift[V];
@@ -262,18 +262,26 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t e = row * s.c + c0;
     float v[V];
     load16(x + e, v);
+    if (skip) {  // an add taken in: the batchnorm's value as it would have been stored, plus the skip input's
+      float w[V];
+      load16(skip + e, w);
 #pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = relu_slope(bn_relu_input(v[k], scale[k], shift[k]), neg);
+      for (int k = 0; k < V; ++k) v[k] = relu_slope(Stored<T>::of(bn_relu_input(v[k], scale[k], shift[k])) + w[k], neg);
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) v[k] = relu_slope(bn_relu_input(v[k], scale[k], shift[k]), neg);
+    }
     store16(y + e, v);
   }
 }
 
 template <typename T>
-__global__ void bns_apply(const T* __restrict__ x, T* __restrict__ y, const float* __restrict__ coeff, int64_t n,
-                          ChannelMod ch, float neg) {
+__global__ void bns_apply(const T* __restrict__ x, const T* __restrict__ skip, T* __restrict__ y,
+                          const float* __restrict__ coeff, int64_t n, ChannelMod ch, float neg) {
   OCTET_GRID_STRIDE(i, n) {
     const int64_t c = ch(i);
-    store(y, i, relu_slope(bn_relu_input(load(x, i), coeff[kCoeff * c + 2], coeff[kCoeff * c + 3]), neg));
+    const float v = bn_relu_input(load(x, i), coeff[kCoeff * c + 2], coeff[kCoeff * c + 3]);
+    store(y, i, relu_slope(skip ? Stored<T>::of(v) + load(skip, i) : v, neg));
   }
 }
 
@@ -412,15 +420,16 @@ void bnh_grad_coeffs(const NhwcPlan& p, DType t, const void* x, const void* dy, 
   fold_step(scratch, p.parts, s.c, a, st);
 }
 
-void bnh_apply(const NhwcPlan& p, DType t, const void* x, void* y, const float* coeff, const BnShape& s, float neg,
-               cudaStream_t st) {
+void bnh_apply(const NhwcPlan& p, DType t, const void* x, const void* skip, void* y, const float* coeff,
+               const BnShape& s, float neg, cudaStream_t st) {
   const int64_t n = s.n * s.c * s.hw;
   with_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    if (p.vec)
-      bnv_apply<<<rows_grid(p, s), kThreads, 0, st>>>(typed<T>(x), typed<T>(y), coeff, s, p.lanes, p.rows, neg);
+    if (p.vec && (!skip || aligned16(skip)))  // (the plan's alignment is x's and y's)
+      bnv_apply<<<rows_grid(p, s), kThreads, 0, st>>>(typed<T>(x), typed<T>(skip), typed<T>(y), coeff, s, p.lanes,
+                                                      p.rows, neg);
     else
-      bns_apply<<<grid_for(n), 256, 0, st>>>(typed<T>(x), typed<T>(y), coeff, n, channel_mod(s), neg);
+      bns_apply<<<grid_for(n), 256, 0, st>>>(typed<T>(x), typed<T>(skip), typed<T>(y), coeff, n, channel_mod(s), neg);
     CHECK_LAUNCH("bnh_apply");
   });
 }

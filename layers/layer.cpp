@@ -159,11 +159,16 @@ void Layer::run_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Ten
 void Layer::forward_cuda(const Tensor&, Tensor&, const StepContext&) { no_cuda(); }
 void Layer::backward_cuda(const Tensor&, const Tensor&, const Tensor&, Tensor*) { no_cuda(); }
 
+Layer::SkipViews::SkipViews(Layer& l, const KernelRef& sx, const KernelRef& sdx)
+    : l_(l), x0_(l.skip_x_), dx0_(l.skip_dx_), sx_(sx.view()), sdx_(sdx.view()) {
+  if (sx.set) l.bind_skip(&sx_, sdx.set ? &sdx_ : nullptr);
+}
+
 void Layer::forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) {
   const KernelRef xr(&x), yr(&y), sr(skip_x_);
   sim::launch(sim_queue(exec_->compute()), op("forward"), [this, xr, yr, sr, ctx] {
-    Tensor xv = xr.view(), yv = yr.view(), sx = sr.view();
-    if (sr.set) bind_skip(&sx, nullptr);
+    Tensor xv = xr.view(), yv = yr.view();
+    const SkipViews skip(*this, sr, KernelRef());
     forward_cpu(xv, yv, ctx);
   });
 }
@@ -172,8 +177,8 @@ void Layer::backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Ten
   const KernelRef xr(&x), yr(&y), dyr(&dy), dxr(dx), sr(skip_x_), sdr(skip_dx_);
   const bool acc = accumulate_dx_;
   sim::launch(sim_queue(exec_->compute()), op("backward"), [this, xr, yr, dyr, dxr, sr, sdr, acc] {
-    Tensor xv = xr.view(), yv = yr.view(), dyv = dyr.view(), dxv = dxr.view(), sx = sr.view(), sdx = sdr.view();
-    if (sr.set) bind_skip(&sx, sdr.set ? &sdx : nullptr);
+    Tensor xv = xr.view(), yv = yr.view(), dyv = dyr.view(), dxv = dxr.view();
+    const SkipViews skip(*this, sr, sdr);
     accumulate_dx_ = acc;
     backward_cpu(xv, yv, dyv, dxr.set ? &dxv : nullptr);
   });
@@ -187,6 +192,12 @@ const std::string& Layer::skip_from() const {
 void Layer::fuse_relu(bool on) {
   OCTET_CHECK(!on || can_fuse_relu(), "layer " << name_ << " (" << kind() << ") cannot take a ReLU into its pass");
   relu_ = on;
+}
+
+void Layer::take_add(bool on, bool relu) {
+  OCTET_CHECK(!on || (can_take_add() && !relu_),
+              "layer " << name_ << " (" << kind() << ") cannot take the sum of the add after it into its pass");
+  add_ = on, add_relu_ = on && relu;
 }
 
 void Layer::no_cuda() const { OCTET_THROW("layer " << name_ << ": " << kind() << " has no CUDA kernel"); }

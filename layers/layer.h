@@ -128,6 +128,14 @@ class Layer {
   virtual bool can_fuse_relu() const { return false; }
   void fuse_relu(bool on);
   bool fused_relu() const { return relu_; }
+  // The sum of an identity add after it taken in too (Model::set_fusion): a layer that can add its skip input to its
+  // own output as it writes it says so (batchnorm); once it has, its forward writes y = f(x) + skip (with relu, the
+  // add's fused ReLU applied to that), reading the skip input bound to it (bind_skip) where the add would have, each
+  // value rounded as the two layers' stored outputs were; the model skips the add's forward (its backward runs as it
+  // is). Set before the layer runs.
+  virtual bool can_take_add() const { return false; }
+  void take_add(bool on, bool relu);
+  bool took_add() const { return add_; }
   // Layouts (Model::set_layout): what the layer can take, and what it is given to run with (its output gradient in the
   // output's layout, its input gradient in the input's). Set before the layer runs; plain until then.
   virtual LayoutRule layout_rule() const { return LayoutRule::Plain; }
@@ -170,12 +178,29 @@ class Layer {
     Tensor view() const { return set ? Tensor::wrap(p, shape, d, t) : Tensor(); }
   };
   virtual void backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
+  // In a queued kernel of the simulated device: binds the skip tensors' views the kernel made for its run (sx, sdx:
+  // null where its reference is unset), and what was bound before again when it ends (the views die with the kernel).
+  class SkipViews {
+   public:
+    SkipViews(Layer& l, const KernelRef& sx, const KernelRef& sdx);
+    ~SkipViews() { l_.bind_skip(x0_, dx0_); }
+    SkipViews(const SkipViews&) = delete;
+    SkipViews& operator=(const SkipViews&) = delete;
+
+   private:
+    Layer& l_;
+    const Tensor* x0_;
+    Tensor* dx0_;
+    Tensor sx_, sdx_;
+  };
   std::string op(const char* pass) const;  // "layer conv1 (conv) forward": what errors and the sim's fault line name
   // Called at the end of bind (a layer that owns sub-layers binds them here).
   virtual void bound(Exec&) {}
   const Tensor* skip_x_ = nullptr;
   Tensor* skip_dx_ = nullptr;
-  bool relu_ = false;  // the following ReLU is fused in (fuse_relu)
+  bool relu_ = false;      // the following ReLU is fused in (fuse_relu)
+  bool add_ = false;       // the following identity add's sum is taken in (take_add) ...
+  bool add_relu_ = false;  // ... and the ReLU fused into that add
   // backward adds its input gradient into *dx (accumulate_input_grad; atomic: a simulated-device kernel sets it as it
   // was at launch, on the device thread)
   std::atomic<bool> accumulate_dx_{false};

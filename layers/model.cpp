@@ -88,13 +88,42 @@ void Model::plan_grad_buffers() {
 }
 
 void Model::set_fusion(bool on) {
+  fuse_ = on;
+  for (auto& l : layers_) l->take_add(false, false);  // (a ReLU is taken in first)
   for (size_t i = 0; i < layers_.size(); ++i) {
     const bool f = on && i + 1 < layers_.size() && layers_[i]->can_fuse_relu() && !skip_source_[i] &&
                    dynamic_cast<const Relu*>(layers_[i + 1].get()) != nullptr;
     layers_[i]->fuse_relu(f);
     if (f) acts_[i].resize({0});  // (its output is the ReLU's)
   }
+  take_adds();
   plan_grad_buffers();  // (a fused ReLU's gradient is read a step later)
+}
+
+void Model::take_adds() {
+  // Layer i takes in the sum of the identity add a = i + 1 where it can (its layouts), its output is that add's input
+  // alone, and its output, the add's skip input and the add's output share a layout and type (the add's rule makes them
+  // one group: this holds it).
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->take_add(false, false);
+    if (skip_[i] < 0) layers_[i]->bind_skip(nullptr, nullptr);  // (the forward binds a taken add's skip input)
+  }
+  for (size_t i = 0; fuse_ && i + 1 < layers_.size(); ++i) {
+    const size_t a = i + 1;
+    const int64_t k = skip_[a];
+    if (k < 0 || !layers_[a]->skip_grad_is_input_grad() || !layers_[i]->can_take_add() || fused(i) || skip_source_[i])
+      continue;
+    const size_t ks = static_cast<size_t>(k);
+    if (layout_[i] != layout_[a] || layout_[ks] != layout_[a] || dtype_[i] != dtype_[a] || dtype_[ks] != dtype_[a])
+      continue;
+    layers_[i]->take_add(true, fused(a));
+    acts_[i].resize({0});  // (its output is the add's, or its ReLU's)
+  }
+}
+
+size_t Model::out_of(size_t i) const {
+  if (took_add(i)) return fused(i + 1) ? i + 2 : i + 1;
+  return fused(i) ? i + 1 : i;
 }
 
 void Model::set_layout(bool on, int block, bool compute_acts) {
@@ -148,6 +177,7 @@ void Model::set_layout(bool on, int block, bool compute_acts) {
     const int64_t k = skip_[i];
     layers_[i]->set_layout({i > 0 ? layout_[i - 1] : 0, layout_[i], k >= 0 ? layout_[static_cast<size_t>(k)] : 0});
   }
+  take_adds();          // (whether a batchnorm can take an add in depends on the layouts)
   plan_grad_buffers();  // (whether a convolution can add into a skip gradient depends on its layout)
 }
 
@@ -156,6 +186,9 @@ void Model::check_range(size_t begin, size_t end, const char* pass) const {
               pass << "(" << begin << ", " << end << ") of a " << layers_.size() << "-layer model");
   OCTET_CHECK(!fused(end - 1) && (begin == 0 || !fused(begin - 1)),
               pass << "(" << begin << ", " << end << ") splits a layer from the ReLU fused into it (model.fuse)");
+  OCTET_CHECK(
+      !took_add(end - 1) && (begin == 0 || !took_add(begin - 1)),
+      pass << "(" << begin << ", " << end << ") splits a layer from the add whose sum it takes in (model.fuse)");
 }
 
 const Tensor& Model::forward_range(const Tensor& x, size_t begin, size_t end, const StepContext& ctx,
@@ -170,14 +203,15 @@ const Tensor& Model::forward_range(const Tensor& x, size_t begin, size_t end, co
   for (size_t i = begin; i < end; ++i) {
     const double t0 = times_ ? now_seconds() : 0;
     TraceSpan span("forward", layers_[i]->name().c_str());
-    const size_t o = fused(i) ? i + 1 : i;  // whose output this pass writes: a fused ReLU's is its producer's
+    const size_t o = out_of(i);  // whose output this pass writes: a fused ReLU's or a taken add's is its producer's
     // Evaluation writes an output nothing reads after the next layer into the scratch pair (the input is the other).
     Tensor& out = ctx.train || skip_source_[o] || o + 1 == end ? acts_[o] : eval_[in == &eval_[0] ? 1 : 0];
     out.resize(layers_[i]->output_shape(in->shape()), dtype_[o]);
-    if (skip_[i] >= 0) {
-      OCTET_CHECK(skip_[i] >= static_cast<int64_t>(begin) || begin == 0,
+    const int64_t k = took_add(i) ? skip_[i + 1] : skip_[i];  // (a taken add's skip input is its producer's to read)
+    if (k >= 0) {
+      OCTET_CHECK(k >= static_cast<int64_t>(begin) || begin == 0,
                   "layer " << layers_[i]->name() << " reads a layer below the range [" << begin << ", " << end << ")");
-      layers_[i]->bind_skip(&acts_[static_cast<size_t>(skip_[i])], nullptr);
+      layers_[i]->bind_skip(&acts_[static_cast<size_t>(k)], nullptr);
     }
     if (!run || !run(i, *in, out)) layers_[i]->forward(*in, out, ctx);
     in = &out;
@@ -185,7 +219,7 @@ const Tensor& Model::forward_range(const Tensor& x, size_t begin, size_t end, co
       exec_->sync(exec_->compute());
       times_->forward_s[i] += now_seconds() - t0;
     }
-    i = o;  // (past a fused ReLU)
+    i = o;  // (past a fused ReLU or a taken add)
   }
   return acts_[end - 1];
 }
@@ -202,7 +236,9 @@ void Model::backward_range(const Tensor& x, size_t begin, size_t end, const Tens
       continue;
     }
     const size_t o = fused(i) ? i + 1 : i;  // its output (a fused ReLU's) and the gradient there
-    const Tensor& in = i == begin ? x : acts_[i - 1];
+    // An add whose sum the layer before it took in reads its input's shape and type alone (an identity add's gradient
+    // is its output gradient), and that input was never written: its output stands in.
+    const Tensor& in = i == begin ? x : took_add(i - 1) ? acts_[o] : acts_[i - 1];
     const Tensor& dy = o + 1 == end ? dout : grad(o);
     const double t0 = times_ ? now_seconds() : 0;
     TraceSpan span("backward", layers_[i]->name().c_str());
@@ -302,6 +338,7 @@ std::string Model::summary() {
     Shape per(s.begin() + 1, s.end());
     std::string from = l->traits().reads_other ? "  + " + l->skip_from() : "";
     if (i > 0 && fused(i - 1)) from += "  (fused into " + layers_[i - 1]->name() + ")";
+    if (i > 0 && took_add(i - 1)) from += "  (its sum taken into " + layers_[i - 1]->name() + "'s pass)";
     if (i > 0 && accum_[i - 1] >= 0)
       from += "  (its input gradient added into " + layers_[static_cast<size_t>(accum_[i - 1])]->name() + "'s)";
     const std::string lay = std::string(layout_name(layout_[i])) +

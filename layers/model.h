@@ -30,11 +30,15 @@ class Model {
     plan_grad_buffers();  // (whether a convolution can add into a skip gradient depends on its precision)
   }
   // model.fuse: a ReLU whose input only it reads is taken into the layer before it where that layer can (batchnorm,
-  // add: Layer::fuse_relu), which then writes the ReLU's output buffer; the passes skip the ReLU. Off: every layer
-  // runs on its own (the default of a Model; set before the first pass). activation(i) of a layer that took a ReLU in
-  // is empty (its output is the ReLU's). A range may not split a fused pair.
+  // add: Layer::fuse_relu), which then writes the ReLU's output buffer; the passes skip the ReLU. And an identity add
+  // whose input only it reads takes no forward pass of its own: the batchnorm before it adds the skip input as it
+  // writes its output (with the ReLU fused into the add, if any) into the add's buffer (Layer::take_add; the add's
+  // backward runs as it is). Off: every layer runs on its own (the default of a Model; set before the first pass, and
+  // again after set_layout, which decides where a batchnorm can take an add). activation(i) of a layer that took a
+  // ReLU or an add in is empty (its output is theirs). A range may not split a fused pair.
   void set_fusion(bool on);
-  bool fused(size_t i) const { return layers_.at(i)->fused_relu(); }  // layer i took in the ReLU at i + 1
+  bool fused(size_t i) const { return layers_.at(i)->fused_relu(); }   // layer i took in the ReLU at i + 1
+  bool took_add(size_t i) const { return layers_.at(i)->took_add(); }  // layer i took in the add at i + 1
   // model.layout: the activations that only layers able to take oneDNN's channel-blocked layout (a blocked convolution,
   // batchnorm, ReLU, add, pooling: Layer::layout_rule) produce and read are kept in it (nChw{block}c; block 0: the
   // CPU's, cpu_channel_block()), so no reorder runs between those layers; the rest stay plain NCHW (the input batch,
@@ -130,6 +134,11 @@ class Model {
   std::vector<DType> dtype_;        // dtype_[i]: activation i's element type (set_layout)
   Tensor eval_[2];                  // evaluation: outputs no backward and no add needs, in turn (two layers' worth)
   void check_range(size_t begin, size_t end, const char* pass) const;  // ranges keep fused pairs whole
+  bool fuse_ = false;                                                  // model.fuse (set_fusion)
+  // The adds' sums taken into the batchnorms before them (set_fusion's second half, redone by set_layout).
+  void take_adds();
+  // The activation layer i's forward writes: its own, or a fused ReLU's, or an add's (or that add's ReLU's) it took in.
+  size_t out_of(size_t i) const;
   // Layer i's skip gradient is read from grad(i - 1) in a backward pass over [begin, ..) rather than copied
   // (Layer::skip_grad_is_input_grad; no layer below i writes grad(i - 1) in that pass).
   bool skip_grad_in_place(size_t i, size_t begin) const;

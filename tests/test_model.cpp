@@ -184,8 +184,21 @@ static void check_same_bits(Model& a, Model& b, const Tensor& x, const Tensor& r
   CHECK(to_vector(b.forward(x, eval)) == to_vector(a.forward(x, eval)));
 }
 
+// Layer i's output as fused (a model set up as fused) writes it: its own, a fused ReLU's or a taken add's (none where
+// layer i's forward is taken into the layer before it), in fp32 (a bf16 activation's values exactly).
+static std::function<std::vector<float>(const Model&, size_t)> output_as_fused(const Model& fused) {
+  return [&fused](const Model& m, size_t i) {
+    if (i > 0 && (fused.fused(i - 1) || fused.took_add(i - 1))) return std::vector<float>();
+    size_t o = fused.fused(i) ? i + 1 : i;
+    if (fused.took_add(i)) o = fused.fused(i + 1) ? i + 2 : i + 1;
+    const Tensor& t = m.activation(o);
+    return to_vector(t.dtype() == DType::F32 ? t : t.as(DType::F32));
+  };
+}
+
 TEST_CASE(
-    "model.fuse: batchnorm, add and conv with their ReLU in one pass give the layers' own bits, trained, evaluated",
+    "model.fuse: batchnorm, add and conv with their ReLU in one pass, and an identity add's sum in the batchnorm "
+    "before it, give the layers' own bits, trained, evaluated",
     "[layers][model][fuse]") {
   Model plain = fusable_net(), fused = fusable_net();
   fused.set_fusion(true);
@@ -193,24 +206,27 @@ TEST_CASE(
     INFO("layer " << fused.layer(i).name());
     const std::string n = fused.layer(i).name();
     CHECK(fused.fused(i) == (n == "bn1" || n == "a1" || n == "bn3" || n == "a2" || n == "c5"));
+    CHECK(fused.took_add(i) == (n == "bn2"));  // (a2's shortcut is option A's: not an identity)
     CHECK(!plain.fused(i));
+    CHECK(!plain.took_add(i));
   }
   CHECK_THAT(fused.summary(), Catch::Contains("(fused into bn1)") && Catch::Contains("(fused into a1)") &&
-                                  Catch::Contains("(fused into a2)") && Catch::Contains("(fused into c5)"));
-  CHECK_THAT(plain.summary(), !Catch::Contains("fused"));
+                                  Catch::Contains("(fused into a2)") && Catch::Contains("(fused into c5)") &&
+                                  Catch::Contains("(its sum taken into bn2's pass)"));
+  CHECK_THAT(plain.summary(), !Catch::Contains("fused") && !Catch::Contains("taken into"));
   const Tensor x = random_tensor({3, 2, 6, 6}, 31), r = random_tensor({3, 3}, 32);
-  check_same_bits(plain, fused, x, r,
-                  [&](const Model& m, size_t i) {  // a layer's output, a fused ReLU's if it took one
-                    if (i > 0 && fused.fused(i - 1)) return std::vector<float>();
-                    return to_vector(m.activation(fused.fused(i) ? i + 1 : i));
-                  });
+  check_same_bits(plain, fused, x, r, output_as_fused(fused));
   const StepContext train{true, 7, 3};
   // A range must keep a fused pair whole.
   CHECK_THROWS_WITH(fused.forward_range(x, 0, 2, train, nullptr),
                     Catch::Contains("splits a layer from the ReLU fused into it"));
   CHECK_NOTHROW(fused.forward_range(x, 0, 3, train, nullptr));
+  CHECK_THROWS_WITH(fused.forward_range(x, 0, 5, train, nullptr),  // (c1 .. bn2)
+                    Catch::Contains("splits a layer from the add whose sum it takes in"));
+  CHECK_NOTHROW(fused.forward_range(x, 0, 7, train, nullptr));
   fused.set_fusion(false);
   CHECK(!fused.fused(1));
+  CHECK(!fused.took_add(4));
   CHECK(to_vector(fused.forward(x, train)) == to_vector(plain.forward(x, train)));
 }
 
@@ -588,5 +604,28 @@ TEST_CASE(
     }
     CHECK(rel_l2(to_vector(half.forward(x, eval)), to_vector(full.forward(x, eval))) < 0.02);
     CHECK(half.first_nonfinite(&x).empty());
+  }
+}
+
+TEST_CASE("model.fuse on a bf16 model's bf16 activations: the fused passes give the unfused model's bits",
+          "[layers][model][fuse][precision]") {
+  if (!cpu_has_bf16()) {
+    WARN("this CPU has no AVX512-BF16 or AMX: bf16 activations are not tested here");
+    return;
+  }
+  const Tensor x = random_tensor({8, 3, 8, 8}, 33), r = random_tensor({8, 3}, 34);
+  for (auto net : {blockable_net, bottleneck_net}) {
+    INFO((net == &bottleneck_net ? "bottlenecks" : "basic blocks"));
+    Model plain = net(), fused = net();
+    for (Model* m : {&plain, &fused}) m->set_math({Precision::Bf16});
+    plain.set_fusion(false), fused.set_fusion(true);
+    plain.set_layout(true, 0, true), fused.set_layout(true, 0, true);
+    size_t taken = 0;
+    for (size_t i = 0; i < fused.size(); ++i) {
+      taken += fused.took_add(i);
+      if (fused.took_add(i)) CHECK(fused.dtype(i) == DType::Bf16);
+    }
+    CHECK(taken == 1);  // (the identity add: a1's sum into bn2, b's into b3bn; the others are option A or projections)
+    check_same_bits(plain, fused, x, r, output_as_fused(fused));
   }
 }
