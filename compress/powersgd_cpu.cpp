@@ -64,6 +64,49 @@ void read_method_keys(KeySource& s, CodecParams& p, bool for_activations) {
   p.min_compression_rate = s.number("min_compression_rate", p.min_compression_rate);
 }
 
+namespace {
+
+// A key source that notes the keys a reader asks for and gives back their defaults.
+class KeyNames final : public KeySource {
+ public:
+  std::vector<std::string> keys;
+  int64_t integer(const char* key, int64_t dflt) override { return note(key), dflt; }
+  double number(const char* key, double dflt) override { return note(key), dflt; }
+  [[noreturn]] void fail(const char* key, const std::string& message) override {
+    OCTET_THROW("compression." << key << ": " << message);  // (defaults are never rejected)
+  }
+
+ private:
+  void note(const char* key) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.emplace_back(key);
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> method_key_names(const std::string& method) {
+  KeyNames k;
+  CodecParams p;
+  if (method == "auto") {
+    read_method_keys(k, p);
+  } else if (is_low_rank(method)) {
+    CodecParams low;
+    read_method_keys(k, low);  // (powersgd's keys are the reader's last)
+    KeyNames codecs;
+    for (const auto& e : codec_registry()) e.read(codecs, p);
+    std::vector<std::string> own;
+    for (const std::string& key : k.keys)
+      if (std::find(codecs.keys.begin(), codecs.keys.end(), key) == codecs.keys.end()) own.push_back(key);
+    return own;
+  } else {
+    for (const auto& e : codec_registry())
+      if (method == e.name) e.read(k, p);
+  }
+  return k.keys;
+}
+
+std::vector<std::string> all_method_key_names() { return method_key_names("auto"); }
+
 std::optional<CodecKeyError> check_method_keys(const CodecParams& p) {
   if (auto bad = check_codec_keys(p, true)) return bad;
   return check_powersgd(p);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
 
@@ -226,7 +227,7 @@ void Section::finish() {
   const std::vector<std::string> known(all.begin(), all.end());
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     const std::string k = it->first.as<std::string>();
-    if (used_.count(k)) continue;
+    if (used_.count(k) || (asked_.count(k) && it->second.IsNull())) continue;  // (a known key set to null: absent)
     std::string list;
     for (const auto& u : known) list += (list.empty() ? "" : ", ") + u;
     throw_error(__FILE__, __LINE__,
@@ -389,7 +390,14 @@ YAML::Node load_yaml_file(const std::string& file, const char* what) {
   check_nesting(text, file);
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    // A second document would be read by nothing: an error, not a silent half of the file.
+    if (docs.size() > 1) {
+      const int line = docs[1].Mark().line + 1;  // (0: an empty document, which has no mark)
+      OCTET_THROW(file << (line > 0 ? ":" + std::to_string(line) : std::string()) << ": a second YAML document (after "
+                       << "'---'); a " << what << " is one document");
+    }
+    if (!docs.empty()) root = docs[0];
   } catch (const YAML::Exception& e) {
     OCTET_THROW(file << ":" << e.mark.line + 1 << ": YAML syntax error: " << e.msg);
   }

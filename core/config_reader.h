@@ -42,6 +42,10 @@ class Section {
 
   // Errors on any key of this map that no getter consumed.
   void finish();
+  // Drops a key a getter read (with its default) from the resolved config: a value the run turned out not to use.
+  void forget(const std::string& key) {
+    if (resolved_.IsMap()) resolved_.remove(key);
+  }
   // Throws "<file>:<line>: <path.key>: <message>".
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;
   std::string where(const std::string& key) const;  // "file:line" of key (or of the section)

@@ -68,9 +68,9 @@ const SafeTensor* SafeTensorsFile::find(const std::string& name) const {
 }
 
 bool looks_like_safetensors(const std::string& bytes) {
-  if (bytes.size() < 10) return false;
-  const uint64_t n = read_u64(bytes);
-  return n >= 2 && n <= bytes.size() - 8 && bytes[8] == '{';
+  // The JSON header's first byte after the 8 of its length (an object; a malformed one still gets
+  // parse_safetensors' error naming the offset rather than "not a safetensors file").
+  return bytes.size() >= 9 && (bytes[8] == '{' || bytes[8] == '[' || bytes[8] == ' ');
 }
 
 SafeTensorsFile parse_safetensors(const std::string& path, std::string bytes) {

@@ -103,6 +103,35 @@ bool jpeg_size(const uint8_t* b, size_t n, int& w, int& h) {
   return false;
 }
 
+bool pnm_complete(const uint8_t* b, size_t n) {
+  if (n < 2 || b[0] != 'P' || (b[1] != '5' && b[1] != '6')) return true;
+  size_t i = 2;
+  uint64_t v[3] = {};  // width, height, maxval
+  for (uint64_t& x : v) {
+    for (;;) {  // whitespace and comments before each number
+      while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r')) ++i;
+      if (i < n && b[i] == '#') {
+        while (i < n && b[i] != '\n') ++i;
+        continue;
+      }
+      break;
+    }
+    if (i >= n || b[i] < '0' || b[i] > '9') return true;  // a header the decoder will refuse on its own
+    for (; i < n && b[i] >= '0' && b[i] <= '9' && x < (uint64_t{1} << 32); ++i) x = x * 10 + (b[i] - '0');
+  }
+  ++i;  // the one whitespace byte before the pixels
+  const uint64_t need = v[0] * v[1] * (b[1] == '6' ? 3 : 1) * (v[2] > 255 ? 2 : 1);
+  return v[0] >= (uint64_t{1} << 32) || v[1] >= (uint64_t{1} << 32) || (i <= n && n - i >= need);
+}
+
+std::string image_truncated(const uint8_t* b, size_t n) {
+  if (!jpeg_complete(b, n))
+    return "the JPEG ends before its end-of-image marker (cut off after " + std::to_string(n) + " bytes?)";
+  if (!pnm_complete(b, n))
+    return "the PGM/PPM ends before the pixels its header promises (cut off after " + std::to_string(n) + " bytes?)";
+  return "";
+}
+
 bool jpeg_complete(const uint8_t* b, size_t n) {
   if (n < 2 || b[0] != 0xFF || b[1] != 0xD8) return true;
   size_t i = 2;  // the segments before the first scan, by their lengths (an EXIF thumbnail holds an EOI of its own)

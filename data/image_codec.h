@@ -54,5 +54,11 @@ bool jpeg_size(const uint8_t* bytes, size_t n, int& w, int& h);
 // For bytes that start as a JPEG: whether its end-of-image marker follows its first scan (libjpeg decodes a file cut
 // short with the missing part grey and only a warning). Not a JPEG: true (other decoders fail on their own).
 bool jpeg_complete(const uint8_t* bytes, size_t n);
+// For bytes that start as a binary PGM or PPM (P5, P6): whether the pixels its header promises follow (OpenCV's reader
+// fails on a short one, writing its own lines to stderr). Not one: true.
+bool pnm_complete(const uint8_t* bytes, size_t n);
+// Why bytes are a cut-off image (a JPEG without its end, a PGM/PPM short of its pixels), or "" (as far as these
+// checks can tell; the decoder judges the rest).
+std::string image_truncated(const uint8_t* bytes, size_t n);
 
 }  // namespace octet

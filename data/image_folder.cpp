@@ -177,6 +177,16 @@ ImageFolderDataset::ImageFolderDataset(const ImageFolderOptions& o) : o_(o) {
       files_.push_back(path);
       labels_.push_back(label);
     }
+    int64_t unlisted = 0;  // images in val/ itself the labels file leaves out: a subset may be meant, so say it
+    std::string first;
+    for (const std::string& n : list_dir(split)) {
+      const std::string path = split + "/" + n;
+      if (is_dir(path) || !is_image_file(n) || listed.count(real(path))) continue;
+      if (unlisted++ == 0) first = n;
+    }
+    if (unlisted > 0)
+      OCTET_LOG("warning: " << split << ": " << unlisted << " image file" << (unlisted > 1 ? "s" : "") << " that "
+                            << o.val_labels << " does not list (the first: " << first << ") left out of evaluation");
   } else {
     std::vector<std::string> skipped;
     for (const std::string& n : list_dir(split)) {
@@ -218,10 +228,8 @@ bool ImageFolderDataset::load(int64_t i, Sink sink, const uint64_t* key, std::st
   const ImageCodec& codec = image_codec();
   const std::vector<uint8_t> bytes = read_whole(files_[static_cast<size_t>(i)], why);
   if (!why.empty()) return false;
-  if (!jpeg_complete(bytes.data(), bytes.size())) {
-    why = "the JPEG ends before its end-of-image marker (cut off after " + std::to_string(bytes.size()) + " bytes?)";
-    return false;
-  }
+  why = image_truncated(bytes.data(), bytes.size());
+  if (!why.empty()) return false;
   const int S = static_cast<int>(o_.image_size);
   Rng draws(key ? *key : 0);
   const bool train = key && o_.augmenting;
@@ -272,8 +280,9 @@ bool ImageFolderDataset::load(int64_t i, Sink sink, const uint64_t* key, std::st
 int32_t ImageFolderDataset::fill(int64_t i, Sink sink, const uint64_t* key) const {
   std::string why;
   if (load(i, sink, key, why)) return labels_[static_cast<size_t>(i)];
-  OCTET_CHECK(o_.skip_bad, files_[static_cast<size_t>(i)] << ": " << why << " (data.skip_bad: true stands the next "
-                                                          << "readable image in)");
+  OCTET_CHECK(o_.skip_bad, files_[static_cast<size_t>(i)]
+                               << ": " << why
+                               << (o_.files.empty() ? " (data.skip_bad: true stands the next readable image in)" : ""));
   {
     std::lock_guard<std::mutex> lock(note_mu_);
     if (first_bad_.empty()) first_bad_ = files_[static_cast<size_t>(i)] + ": " + why;

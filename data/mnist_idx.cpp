@@ -67,7 +67,9 @@ SizeLimit idx_limit(const std::vector<uint8_t>& head, uint32_t rank) {
   uint64_t payload = 1;
   bool sane = true;
   for (uint32_t i = 0; i < rank && sane; ++i)
-    sane = !__builtin_mul_overflow(payload, uint64_t{be32(head, 4 + 4 * i)}, &payload) && payload <= (uint64_t{1} << 40);
+    sane = be32(head, 4 + 4 * i) > 0 &&  // (a zero dimension is the header check's to name)
+           !__builtin_mul_overflow(payload, uint64_t{be32(head, 4 + 4 * i)}, &payload) &&
+           payload <= (uint64_t{1} << 40);
   if (sane) l.bytes = 4 + 4 * rank + payload + (1 << 16), l.what = "its IDX header promises";
   return l;
 }

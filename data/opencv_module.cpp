@@ -1,6 +1,7 @@
 // octet_opencv.so: the only code that links OpenCV (imgcodecs, imgproc); octet dlopens it for image_folder datasets
 // (data/image_codec.h has the ABI).
 #include <opencv2/core.hpp>
+#include <opencv2/core/utils/logger.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -12,8 +13,13 @@
 
 namespace {
 
+// The error for octet's one line: OpenCV's exception texts hold newlines.
 void say(char* err, size_t len, const char* what) {
-  if (err && len) std::snprintf(err, len, "%s", what);
+  if (!err || !len) return;
+  std::snprintf(err, len, "%s", what);
+  for (char* p = err; *p; ++p)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  for (size_t k = std::strlen(err); k > 0 && err[k - 1] == ' '; --k) err[k - 1] = 0;
 }
 
 }  // namespace
@@ -27,9 +33,15 @@ __attribute__((visibility("default"))) int octet_img_decode(const uint8_t* bytes
   try {
     static const bool once = [] {
       cv::setNumThreads(1);  // octet spreads images over its own decode threads
+      // octet says what went wrong in one line of its own: OpenCV's warnings on stderr would come before it
+      cv::utils::logging::setLogLevel(cv::utils::logging::LOG_LEVEL_SILENT);
       return true;
     }();
     (void)once;
+    if (n == 0) {
+      say(err, errlen, "the file is empty");
+      return -1;
+    }
     const int flag = reduce >= 8   ? cv::IMREAD_REDUCED_COLOR_8
                      : reduce >= 4 ? cv::IMREAD_REDUCED_COLOR_4
                      : reduce >= 2 ? cv::IMREAD_REDUCED_COLOR_2

@@ -39,6 +39,7 @@ Model::Model(Shape input, std::vector<LayerPtr> layers, Exec& exec)
   s.insert(s.end(), input_.begin(), input_.end());
   for (auto& l : layers_) s = l->output_shape(s);  // validates the chain once
   OCTET_CHECK(s.size() == 2, "the last layer must output [N,classes], got " << shape_str(s));
+  outputs_ = s[1];
   plan_grad_buffers();
 }
 

@@ -18,6 +18,7 @@ class Model {
   Exec& exec() const { return *exec_; }
 
   const Shape& input_shape() const { return input_; }
+  int64_t outputs() const { return outputs_; }  // the last layer's values a sample (the classes)
   size_t size() const { return layers_.size(); }
   Layer& layer(size_t i) { return *layers_.at(i); }
   // Hands every layer the cross-rank exchange (synchronized batchnorm); ex outlives the model's passes.
@@ -114,6 +115,7 @@ class Model {
 
  private:
   Shape input_;
+  int64_t outputs_ = 0;
   std::vector<LayerPtr> layers_;
   std::vector<Tensor> acts_;  // acts_[i]: output of layer i
   // The gradient w.r.t. the output of layer i is grad(i): buffer grad_slot_[i] of grad_buffers_. Gradients whose

@@ -75,7 +75,14 @@ expect_error "checkpoint.bin: checkpoint not found (that run stopped before its 
 if "$octet" train "$cfg" "${syn[@]}" --set run.max_steps=2 >"$tmp/late.log" 2>&1 && [[ -s $tmp/late/fashion-lenet/checkpoint.bin ]]; then
   echo "ok: a folder holding only config.yaml and an empty metrics.jsonl is no run: the corrected run goes ahead"
 else echo "FAIL: the leftover of a failed start refuses the corrected run:"; tail -3 "$tmp/late.log"; fail=1; fi
+# That run stopped inside its first epoch: another batch size would draw other samples for the batches left.
+expect_error "stopped inside an epoch drawing global batches of" train "$cfg" "${syn[@]}" --set run.max_steps=3 \
+  --set data.batch_size=16 --resume "$tmp/late/fashion-lenet"
 # Nonsense that used to be accepted.
+expect_error "octet eval: --out: an empty path" eval "$cfg" --weights "$tmp/late/fashion-lenet" --out ''
+octet_path=$(realpath "$octet")
+(cd "$tmp" && octet=$octet_path &&
+  expect_error "the default is the repository's: run from its root" bench compress --size 1K --reps 1) || fail=1
 expect_error "data.normalize.mean: expected a finite number, got '.nan'" train "$cfg" --set data.normalize.mean=.nan
 expect_error "optimizer.lr: expected a finite number, got '.inf'" train "$cfg" --set optimizer.lr=.inf
 expect_error "run.name: must be a non-empty folder name without '/', not '.' or '..'" train "$cfg" --set run.name=..
@@ -115,8 +122,10 @@ done
 expect_error "unknown benchmark 'sort'" bench sort
 # octet model: the expanded net of a config with blocks (torchvision's ResNet-50), its data folder absent; errors.
 if out=$("$octet" model "$src/configs/imagenet/resnet50.yaml" 2>&1) && [[ $out == *"total parameters: 25557032"* ]] &&
-  grep -q "^  s4b3_add .*\[2048,7,7\] .* + s4b2_relu3$" <<<"$out" && [[ $(grep -c " conv " <<<"$out") -eq 49 ]]; then
-  echo "ok: octet model prints ResNet-50 expanded: 49 convolutions (+4 projections), 25557032 parameters"
+  grep -q "^  s4b3_add .*\[2048,7,7\] .* + s4b2_relu3  (its sum taken into s4b3_bn3's pass)$" <<<"$out" &&
+  [[ $(grep -c " conv " <<<"$out") -eq 49 && $(grep -c "its sum taken into" <<<"$out") -eq 12 ]]; then
+  echo "ok: octet model prints ResNet-50 expanded: 49 convolutions (+4 projections), 25557032 parameters, the 12"
+  echo "    identity adds' sums taken into the batchnorms before them"
 else echo "FAIL: octet model resnet50.yaml"; echo "$out" | tail -5; fail=1; fi
 expect_error "octet model needs a config file" model
 expect_error "model.layers[0].out_channels: must be positive" model "$src/configs/cifar10/resnet20.yaml" --set model.layers.0.out_channels=0

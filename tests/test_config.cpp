@@ -490,3 +490,54 @@ TEST_CASE(
                     Catch::Contains("compression.algorithm: unknown value 'ring'") &&
                         Catch::Contains("auto, allreduce, scatter_allgather, allgather"));
 }
+
+TEST_CASE(
+    "a codec key no method in use reads is unknown, a second YAML document is refused, a key set to null is absent",
+    "[config]") {
+  TempDir d;
+  {  // bits is qsgd's: with fp16 alone it counts as unknown, in a file and by --set
+    auto p = write_config(d, std::string(kValid) + "compression: {method: fp16, bits: 4}\n");
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":16: compression.bits: belongs to another method: "
+                                                          "compression.method fp16"));
+    auto q = write_config(d, kValid);
+    CHECK_THROWS_WITH(load_config(q, {"compression.method=fp16", "compression.fraction=0.1"}),
+                      Catch::Contains("--set compression.fraction") && Catch::Contains("belongs to another method"));
+  }
+  {  // ... but read by an override's method, the top level's bits is what that override inherits
+    auto p = write_config(
+        d, std::string(kValid) + "compression: {method: fp16, bits: 4, overrides: {fc3: {method: qsgd}}}\n");
+    const Config c = load_config(p);
+    CHECK(c.compression.overrides.at("fc3").codec.bits == 4);
+    auto q = write_config(d, std::string(kValid) +
+                                 "compression: {method: fp16, overrides: {fc3: {method: fp16, bits: "
+                                 "4}}}\n");
+    CHECK_THROWS_WITH(load_config(q), Catch::Contains("compression.overrides.fc3.bits: belongs to another method: "
+                                                      "this override's method fp16"));
+  }
+  {  // the resolved config (a run's config.yaml) holds only the keys its methods read
+    const std::string resolved = to_yaml(load_config(write_config(d, kValid)).resolved);
+    CHECK_THAT(resolved, !Catch::Contains("bits:") && !Catch::Contains("fraction:") && !Catch::Contains("rank:"));
+    const std::string q =
+        to_yaml(load_config(write_config(d, std::string(kValid) + "compression: {method: qsgd}\n")).resolved);
+    CHECK_THAT(q, Catch::Contains("bits: 8") && !Catch::Contains("fraction:"));
+  }
+  {
+    auto p = write_config(d, std::string(kValid) + "---\nrun: {name: second}\n");
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":17: a second YAML document"));
+  }
+  {  // null: as if absent (here beside mean_image, which excludes a mean)
+    auto p = write_config(d, replace(kValid, "  synthetic_classes: 4", "  synthetic_classes: 4\n  class_names: null"));
+    CHECK(load_config(p).data.class_names.empty());
+  }
+}
+
+TEST_CASE("class names: one a line in label order, a blank line or another count named with the file", "[config]") {
+  TempDir d;
+  const std::string f = d.file("names.txt");
+  std::ofstream(f) << "cat\r\ndog\nbird\n";
+  CHECK(read_class_names(f, 3) == std::vector<std::string>{"cat", "dog", "bird"});
+  CHECK(read_class_names(f, 0).size() == 3);  // (no count to hold it to)
+  CHECK_THROWS_WITH(read_class_names(f, 4), Catch::Contains(f + ": 3 class names for 4 classes"));
+  std::ofstream(f) << "cat\n\nbird\n";
+  CHECK_THROWS_WITH(read_class_names(f, 3), Catch::Contains(f + ":2: a blank line"));
+}

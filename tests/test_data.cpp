@@ -230,6 +230,12 @@ TEST_CASE("IDX loader rejects malformed files with a clear message", "[data][idx
     write_bytes(img, b);
     CHECK_THROWS_WITH(load_idx(img, lab, {}), Catch::Contains("1 trailing bytes after offset 52"));
   }
+  SECTION("a zero dimension") {  // named at its offset (not taken for a file that inflates past its header)
+    auto b = idx_images(4, 3, 3);
+    b[8] = b[9] = b[10] = b[11] = 0;  // rows
+    write_bytes(img, b);
+    CHECK_THROWS_WITH(load_idx(img, lab, {}), Catch::Contains("dimension 1 is zero (offset 8)"));
+  }
   SECTION("label out of range") {
     write_bytes(img, idx_images(4, 3, 3));
     auto l = idx_labels(4);

@@ -300,6 +300,23 @@ TEST_CASE("image_folder: link loops and links out of a class folder are skipped 
   CHECK(files == std::set<std::string>{"a_grad.png", "b_wide.JPG", "c_big.jpeg", "d_gray.jpg"});
 }
 
+TEST_CASE("a binary PGM or PPM short of the pixels its header promises is cut off; other files are not judged",
+          "[data][image_folder]") {
+  const std::string head = "P6\n# a comment\n4 3\n255\n";
+  std::string ppm = head + std::string(4 * 3 * 3, '\x7f');
+  auto ok = [](const std::string& b) { return pnm_complete(reinterpret_cast<const uint8_t*>(b.data()), b.size()); };
+  CHECK(ok(ppm));
+  CHECK_FALSE(ok(ppm.substr(0, ppm.size() - 1)));
+  CHECK_FALSE(ok(head));
+  CHECK(ok("P5 2 2 65535 " + std::string(8, '\0')));  // 16-bit grey: 2 bytes a pixel
+  CHECK_FALSE(ok("P5 2 2 65535 " + std::string(7, '\0')));
+  CHECK(ok("P3\n1 1\n255\n0 0 0\n"));  // (ASCII: OpenCV's reader judges it)
+  CHECK(ok("P6 x"));                   // (a header it will refuse)
+  const std::string cut = ppm.substr(0, 30);
+  CHECK_THAT(image_truncated(reinterpret_cast<const uint8_t*>(cut.data()), cut.size()),
+             Catch::Contains("PGM/PPM ends before the pixels its header promises"));
+}
+
 TEST_CASE("image_folder: a JPEG cut short is an unreadable image, not one with a grey part", "[data][image_folder]") {
   const auto whole = bytes_of(image("big.jpg"));  // progressive
   const auto plain = bytes_of(image("wide.jpg"));

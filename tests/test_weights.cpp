@@ -233,4 +233,16 @@ TEST_CASE("load_weights: by name from safetensors and checkpoints, skips, and wh
   write_file_atomic(dir.file("junk.bin"), std::string("hello world, no weights here"));
   CHECK_THROWS_WITH(load_weights(e, dir.file("junk.bin"), Naming::Octet, {}, "--weights"),
                     Catch::Contains("junk.bin: neither an octet checkpoint"));
+  // A malformed safetensors file is judged as one: its header's fault at its offset, not "no safetensors file".
+  const std::string eight(8, '\0');
+  const std::string ok = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  write_file_atomic(dir.file("huge.st"), raw_file(ok, eight, int64_t{1} << 62));
+  CHECK_THROWS_WITH(load_weights(e, dir.file("huge.st"), Naming::Octet, {}, "--weights"),
+                    Catch::Contains("huge.st: offset 0: header length 4611686018427387904 bytes is past the limit"));
+  write_file_atomic(dir.file("list.st"), raw_file("[1, 2, 3]", ""));
+  CHECK_THROWS_WITH(load_weights(e, dir.file("list.st"), Naming::Octet, {}, "--weights"),
+                    Catch::Contains("list.st: offset 8: the header is not a JSON object"));
+  // A skip pattern that names no layer: a typo, refused.
+  CHECK_THROWS_WITH(load_weights(e, dir.path(), Naming::Octet, {"fc", "nosuch*"}, "model.init_from"),
+                    Catch::Contains("model.init_skip: 'nosuch*' matches no layer of the model"));
 }

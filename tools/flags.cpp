@@ -74,6 +74,10 @@ void Flags::parse(const std::vector<std::string>& args) {
       OCTET_CHECK(i + 1 < args.size(), command_ << ": --" << name << " needs a value (" << s->arg << ")");
       value = args[++i];
     }
+    // A path (FILE, DIR, RUN_DIR, ...) cannot be empty: "--out ''" would otherwise fail later naming no flag.
+    // (CFG is not one: bench compress --config '' skips the config.)
+    OCTET_CHECK(!value.empty() || (s->arg.find("FILE") == std::string::npos && s->arg.find("DIR") == std::string::npos),
+                command_ << ": --" << name << ": an empty path");
     auto& v = values_[name];
     OCTET_CHECK(v.empty() || s->repeatable, command_ << ": --" << name << " given twice");
     v.push_back(value);

@@ -34,23 +34,19 @@ Model config_model(const Config& cfg, Exec& ex) {
   return build_config_model(cfg, input, ex);
 }
 
-// The classes' names by label: data.class_names (one a line), else the run directory's classes.txt (an image_folder
-// run writes it) beside the weights, else the dataset's folder names; empty when none says.
-std::vector<std::string> class_names(const Config& cfg, const std::string& weights, const Dataset* data) {
+// The names of the model's `classes` classes by label: data.class_names (one a line), else the run directory's
+// classes.txt (an image_folder run writes it) beside the weights, else the dataset's folder names; empty when none
+// says. A file of another count is an error (read_class_names).
+std::vector<std::string> class_names(const Config& cfg, const std::string& weights, const Dataset* data,
+                                     int64_t classes) {
   std::string file = cfg.data.class_names;
   if (file.empty()) {
     const std::string dir = is_dir(weights) ? weights : parent_dir(weights);
     if (path_exists(dir + "/classes.txt")) file = dir + "/classes.txt";
   }
-  std::vector<std::string> out;
-  if (!file.empty()) {
-    std::istringstream in(read_file(file));
-    for (std::string line; std::getline(in, line);)
-      if (!line.empty()) out.push_back(line);
-    return out;
-  }
+  if (!file.empty()) return read_class_names(file, classes);
   if (const auto* folder = dynamic_cast<const ImageFolderDataset*>(data)) return folder->classes();
-  return out;
+  return {};
 }
 
 std::string class_name(const std::vector<std::string>& names, int64_t c) {
@@ -82,6 +78,9 @@ std::unique_ptr<Dataset> image_files(const Config& cfg, const std::vector<std::s
   for (size_t k = 0; k < files.size(); ++k) {
     OCTET_CHECK(path_exists(files[k]) && !is_dir(files[k]), files[k] << ": no such image file");
     const std::string bytes = read_file(files[k]);
+    const auto* raw = reinterpret_cast<const uint8_t*>(bytes.data());
+    const std::string cut = image_truncated(raw, bytes.size());
+    OCTET_CHECK(cut.empty(), files[k] << ": " << cut);
     OctetImage img{};
     OCTET_CHECK(
         codec.decode(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 1, &img, err, sizeof err) == 0,
@@ -176,6 +175,10 @@ int cmd_eval(const std::vector<std::string>& args, const World& world) {
   const std::unique_ptr<Dataset> train =
       cfg.data.normalize.mean_image ? load_split(cfg.data, true, cfg.run.seed) : nullptr;
   const std::unique_ptr<Dataset> test = load_split(cfg.data, false, cfg.run.seed, train.get());
+  OCTET_CHECK(test->size() >= world.size, test->describe()
+                                              << ": " << test->size() << " test samples for " << world.size
+                                              << " ranks: each rank evaluates at least one"
+                                              << (cfg.data.test_limit > 0 ? " (raise data.test_limit)" : ""));
   Exec& ex = select_device(cfg.parallel.device, &world);
   Model model = config_model(cfg, ex);
   OCTET_CHECK(model.input_shape() == test->sample_shape(),
@@ -189,7 +192,7 @@ int cmd_eval(const std::vector<std::string>& args, const World& world) {
       evaluate(model, *test, cfg.data.eval_batch_size, world.size > 1 ? &world : nullptr, cfg.data.loader_nice, -1, &d);
   if (world.rank != 0) return 0;
   const int64_t k = d.classes;
-  const std::vector<std::string> names = class_names(cfg, f.str("weights"), test.get());
+  const std::vector<std::string> names = class_names(cfg, f.str("weights"), test.get(), k);
   json per_class = json::array();
   std::string table;
   for (int64_t c = 0; c < k; ++c) {
@@ -245,7 +248,7 @@ int cmd_classify(const std::vector<std::string>& args) {
               cfg.file << ": model.input " << shape_str(model.input_shape()) << " does not match data.image_size's "
                        << shape_str(images->sample_shape()));
   const WeightsLoad w = load_weights(model, f.str("weights"), cfg.model.naming, {}, "--weights");
-  const std::vector<std::string> names = class_names(cfg, f.str("weights"), images.get());
+  const std::vector<std::string> names = class_names(cfg, f.str("weights"), images.get(), model.outputs());
   const int64_t top = f.integer("top", 1, 1 << 20), n = images->size();
   StepContext ctx;
   ctx.train = false;

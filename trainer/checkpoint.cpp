@@ -29,9 +29,18 @@ void save_checkpoint(const std::string& path, const TrainPosition& pos, const Ch
   };
   NamedTensors shared = state.shared;
   shared.insert(shared.end(), state.recorded.begin(), state.recorded.end());
+  Tensor order({4});  // record.data_order: each count as two floats of 24 bits (exact below 2^48)
+  if (state.global_batch > 0) {
+    const int64_t v[2] = {state.global_batch, state.train_samples};
+    for (int k = 0; k < 2; ++k)
+      order.data()[2 * k] = static_cast<float>(v[k] >> 24),
+                       order.data()[2 * k + 1] = static_cast<float>(v[k] & 0xffffff);
+    shared.push_back({std::string(kRecordPrefix) + kDataOrder, &order});
+  }
   emit(checkpoint_head(pos, N, shared, any != 0));
   if (any)
-    for (int r = 0; r < N; ++r) emit(r == 0 ? mine : recv_bytes(*world, r, {"MPI_Irecv (checkpoint: a rank's state)", pos.global_step}));
+    for (int r = 0; r < N; ++r)
+      emit(r == 0 ? mine : recv_bytes(*world, r, {"MPI_Irecv (checkpoint: a rank's state)", pos.global_step}));
   out.write(&crc, 4);
   out.commit();
 }
@@ -59,8 +68,9 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
   if (world) any = max_all(*world, any, {"MPI_Iallreduce (resume: per-rank state?)"});
   std::string buf;
   CheckpointFile file;
-  int64_t info[8] = {};  // epoch, batch, step, seed, ranks, per_rank, per_rank_used, recorded
-  std::string dropped;   // why the file's per-rank state does not fit this run (one rank)
+  // epoch, batch, step, seed, ranks, per_rank, per_rank_used, recorded, global batch, training samples
+  int64_t info[10] = {};
+  std::string dropped;  // why the file's per-rank state does not fit this run (one rank)
   check_on_root(
       world,
       [&] {
@@ -71,6 +81,19 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
                                                     : ""));
         buf = read_file(path);
         file = parse_checkpoint(path, buf);
+        // The data order comes last in files that have it: its counts for the caller, not a tensor to restore.
+        if (!file.shared.empty() && file.shared.back().name == std::string(kRecordPrefix) + kDataOrder) {
+          const CheckpointEntry& e = file.shared.back();
+          OCTET_CHECK(e.shape == Shape{4}, path << ": " << e.name << " at offset " << e.offset << " is not 4 values");
+          float f[4];
+          std::memcpy(f, e.data, sizeof f);
+          for (int k = 0; k < 2; ++k) {
+            OCTET_CHECK(f[2 * k] >= 0 && f[2 * k] < 16777216.f && f[2 * k + 1] >= 0 && f[2 * k + 1] < 16777216.f,
+                        path << ": " << e.name << " at offset " << e.offset << " holds no counts");
+            info[8 + k] = static_cast<int64_t>(f[2 * k]) << 24 | static_cast<int64_t>(f[2 * k + 1]);
+          }
+          file.shared.pop_back();
+        }
         // The recorded tensors ("record.*") follow the shared ones in files that have them; restored when this run
         // records the same (names and shapes), else left to the caller to judge.
         std::vector<CheckpointEntry> recorded;
@@ -100,7 +123,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
         info[4] = file.ranks, info[5] = sections, info[6] = sections && any && dropped.empty();
       },
       "MPI_Ibcast (resume: reading the checkpoint)");
-  if (world) broadcast(*world, info, 8, 0, {"MPI_Ibcast (resume: checkpoint position)"});
+  if (world) broadcast(*world, info, 10, 0, {"MPI_Ibcast (resume: checkpoint position)"});
   LoadedCheckpoint out;
   out.pos = {info[0], info[1], info[2], 0};
   std::memcpy(&out.pos.seed, &info[3], 8);
@@ -108,6 +131,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointState&
   out.per_rank_dropped = out.per_rank && any && !out.per_rank_used;
   if (out.per_rank_dropped) out.why_dropped = dropped;
   out.recorded = info[7] != 0;
+  out.global_batch = info[8], out.train_samples = info[9];
   if (world) {
     for (const auto& [name, t] : state.shared)
       broadcast(*world, t->data(), t->numel(), 0, {"MPI_Ibcast (resume: shared tensors)"});

@@ -9,6 +9,7 @@
 namespace octet {
 
 constexpr const char* kRecordPrefix = "record.";
+constexpr const char* kDataOrder = "data_order";  // (record.data_order: CheckpointState::global_batch)
 
 struct CheckpointState {
   NamedTensors shared;    // identical on every rank: rank 0's copy is written, every rank receives it
@@ -17,6 +18,9 @@ struct CheckpointState {
   // trained under). A file without them, or with others, still loads: they are restored only where names and shapes
   // match.
   NamedTensors recorded;
+  // The global batch and the training samples the run's batches are drawn by (written as record.data_order when set;
+  // never restored: a resume inside an epoch compares them, LoadedCheckpoint::global_batch).
+  int64_t global_batch = 0, train_samples = 0;
 };
 
 // Writes path atomically. With a world it is collective: each rank's per_rank tensors travel to rank 0 one rank at a
@@ -33,6 +37,7 @@ struct LoadedCheckpoint {
   bool per_rank_dropped = false;
   std::string why_dropped;  // this rank's view of the mismatch (rank 0's is logged)
   bool recorded = false;    // the file holds state.recorded (restored); false: those tensors are left as they were
+  int64_t global_batch = 0, train_samples = 0;  // the file's record.data_order (0: a file without it)
 };
 
 // Collective likewise: rank 0 reads and checks the file (its errors reach every rank), every rank receives the shared

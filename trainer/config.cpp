@@ -314,6 +314,19 @@ class SectionKeys final : public KeySource {
   Section& s_;
 };
 
+// Keys config.md says count as unknown: a codec key (bits, fraction, rank, ...) that none of the methods in use reads
+// (a section's own, and at the top level the overrides', which inherit its keys).
+void refuse_unread_codec_keys(Section& s, const std::vector<std::string>& methods, const std::string& in_use) {
+  std::vector<std::string> read;
+  for (const std::string& m : methods)
+    for (const std::string& k : method_key_names(m)) read.push_back(k);
+  for (const std::string& key : all_method_key_names()) {
+    if (std::find(read.begin(), read.end(), key) != read.end()) continue;
+    if (s.has(key)) s.fail(key, "belongs to another method: " + in_use + " reads no " + key);
+    s.forget(key);  // (read with its default: config.yaml holds only what the run uses)
+  }
+}
+
 // One codec policy; keys absent here take the values of `base` (the section defaults, or the top level for overrides).
 // top: the section's own policy, where method may be auto (planned for the whole net at start-up).
 TensorPolicy read_policy(Section& s, const TensorPolicy& base, bool top) {
@@ -331,6 +344,7 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base, bool top) {
   SectionKeys keys(s);
   read_method_keys(keys, t.codec);
   if (const auto bad = check_method_keys(t.codec)) s.fail(bad->key, bad->message);
+  if (!top) refuse_unread_codec_keys(s, {t.codec.method}, "this override's method " + t.codec.method);
   t.codec.error_feedback = s.get<bool>("error_feedback", base.codec.error_feedback);
   if (!top && s.has("min_numel")) t.min_numel = at_least(s, "min_numel", 0, 0);  // an override's own floor
   if (t.codec.method == "auto") return t;  // the policy's codecs are checked against the algorithm by the caller
@@ -382,6 +396,11 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
     ls.finish();
   }
   o.finish();  // names no layer of the model: unknown key
+  std::vector<std::string> methods = {c.base.codec.method};
+  std::string in_use = "compression.method " + c.base.codec.method;
+  for (const auto& [layer, pol] : c.overrides) methods.push_back(pol.codec.method);
+  if (!c.overrides.empty()) in_use += " (nor any override's method)";
+  refuse_unread_codec_keys(s, methods, in_use);
   Section a = s.section("activations");
   std::vector<std::string> fit;  // codecs without error feedback: each activation crosses once
   for (const auto& e : codec_registry())
@@ -390,14 +409,16 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
   SectionKeys keys(a);
   read_method_keys(keys, c.activations, true);
   if (const auto bad = check_codec_keys(c.activations, true)) a.fail(bad->key, bad->message);
+  refuse_unread_codec_keys(a, {c.activations.method}, "compression.activations.method " + c.activations.method);
   a.finish();
   s.finish();
 }
 
 // model.precision against the device and the step's other settings (one line each).
-void check_precision(const Config& c) {
+// where: "file:line" or "--set model.precision", the setting's origin.
+void check_precision(const Config& c, const std::string& where) {
   const Precision p = c.model.precision;
-  const std::string at = c.file + ": model.precision: " + precision_name(p);
+  const std::string at = where + ": model.precision: " + precision_name(p);
   if (c.parallel.device == Device::CPU) {
     OCTET_CHECK(p != Precision::Tf32, at << " is a GPU tensor-core mode; on the CPU use fp32 or bf16");
     OCTET_CHECK(p != Precision::Fp16, at << " needs a GPU (parallel.device cuda): the CPU runs 16-bit as bf16 "
@@ -437,7 +458,13 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
       if (auto* bn = std::any_cast<BatchNormParams>(&l.params)) bn->sync = true;
       if (auto* add = std::any_cast<AddParams>(&l.params)) add->bn.sync = true;
     }
-  check_precision(c);
+  {
+    const YAML::Node& r = root;  // (const: a lookup adds no key)
+    const YAML::Node m = r["model"];
+    const YAML::Node& cm = m;
+    check_precision(c,
+                    yaml_where(m.IsMap() ? cm["precision"] : YAML::Node(), file, "model.precision", overridden.get()));
+  }
   OCTET_CHECK(c.model.init_from.empty() || !c.parallel.model_parallel_fc,
               file << ": model.init_from with parallel.model_parallel_fc is not supported (each rank holds a slice of "
                       "the fc layers); start from the weights without it");
@@ -457,6 +484,21 @@ Config load_config(const std::string& file, const std::vector<std::string>& over
                      << c.data.batch_size);
   }
   return c;
+}
+
+std::vector<std::string> read_class_names(const std::string& file, int64_t classes) {
+  std::istringstream in(read_file(file));
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // (a file written on Windows)
+    OCTET_CHECK(!line.empty(), file << ":" << out.size() + 1
+                                    << ": a blank line (class names go one a line, in label order: line k names "
+                                       "class k - 1)");
+    out.push_back(line);
+  }
+  OCTET_CHECK(classes <= 0 || static_cast<int64_t>(out.size()) == classes,
+              file << ": " << out.size() << " class names for " << classes << " classes (one a line, in label order)");
+  return out;
 }
 
 std::string to_yaml(const YAML::Node& n) {

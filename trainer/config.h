@@ -107,6 +107,10 @@ struct Config {
 
 // Loads, applies overrides, validates every section; throws naming file:line and key.
 // check_data_path false: data.path need not exist (octet model reads only the net).
+// The class names of a file of them (data.class_names, a run's classes.txt): one a line in label order, a line for
+// each of the model's classes (a blank line, or another count, is an error naming the file and line).
+std::vector<std::string> read_class_names(const std::string& file, int64_t classes);
+
 Config load_config(const std::string& file, const std::vector<std::string>& overrides = {},
                    bool check_data_path = true);
 std::string to_yaml(const YAML::Node& n);

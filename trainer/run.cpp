@@ -102,6 +102,7 @@ void Run::load_data_and_model() {
   sampler_ = std::make_unique<Sampler>(train_set_->size(), cfg_.data.batch_size, rank_, size_, cfg_.run.seed,
                                        cfg_.data.shuffle, true);
   steps_per_epoch_ = sampler_->batches_per_epoch();
+  state_.global_batch = cfg_.data.batch_size * size_, state_.train_samples = train_set_->size();
 }
 
 void Run::check_run_dir() {
@@ -257,6 +258,13 @@ bool Run::resume() {
   OCTET_CHECK(pos.batch == 0 || ck.ranks == 0 || ck.ranks == size_,
               resume_from_ << ": stopped inside an epoch with " << ck.ranks << " ranks; resume it with " << ck.ranks
                            << " (a batch index means another sample range with " << size_ << ")");
+  OCTET_CHECK(pos.batch == 0 || ck.global_batch == 0 ||
+                  (ck.global_batch == state_.global_batch && ck.train_samples == state_.train_samples),
+              resume_from_ << ": stopped inside an epoch drawing global batches of " << ck.global_batch << " from "
+                           << ck.train_samples << " training samples; this run draws " << state_.global_batch
+                           << " (data.batch_size x ranks) from " << state_.train_samples
+                           << ": resume it with the same data.batch_size and training set, or from a checkpoint at an "
+                              "epoch's end (a batch index means another sample range)");
   if (!plans_.empty()) check_plan_record(ck.recorded);
   if (ck.per_rank_dropped)
     OCTET_LOG("resume: the checkpoint's error-feedback state does not fit this run's compression ("

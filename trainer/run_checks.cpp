@@ -25,6 +25,7 @@ void check_data(const Config& cfg, const Dataset& train, const Dataset& test, in
   OCTET_CHECK(test.size() >= ranks, test.describe() << ": " << test.size() << " test samples for " << ranks
                                                     << " ranks: each rank evaluates at least one"
                                                     << (cfg.data.test_limit > 0 ? " (raise data.test_limit)" : ""));
+  if (!cfg.data.class_names.empty()) read_class_names(cfg.data.class_names, train.num_classes());
 }
 
 // Batchnorm normalizes each channel over the values a training batch gives it: fewer than 2 (an [N,F] input at batch

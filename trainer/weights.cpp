@@ -146,6 +146,11 @@ WeightsLoad load_weights(Model& model, const std::string& path, Naming naming, c
   OCTET_CHECK(path_exists(out.file), what << ": " << out.file << ": no such file");
   const std::vector<Source> src = read_sources(out.file, out);
   const auto tensors = weight_tensors(model);
+  for (const std::string& p : skip) {  // a pattern that names no layer is a typo, not a no-op
+    bool hit = false;
+    for (const auto& t : tensors) hit = hit || skipped(t.first, {p});
+    OCTET_CHECK(hit, what << ": model.init_skip: '" << p << "' matches no layer of the model");
+  }
   std::map<std::string, Tensor*> by_name(tensors.begin(), tensors.end());
   std::map<std::string, const Source*> chosen;  // model name -> the file's tensor
   for (const Source& s : src) {
