@@ -88,8 +88,8 @@ void Model::plan_grad_buffers() {
   grad_buffers_.resize(free_after.size(), Tensor(Shape{0}, exec_->device()));
 }
 
-void Model::set_fusion(bool on) {
-  fuse_ = on;
+void Model::set_fusion(bool on, bool adds) {
+  fuse_adds_ = on && adds;
   for (auto& l : layers_) l->take_add(false, false);  // (a ReLU is taken in first)
   for (size_t i = 0; i < layers_.size(); ++i) {
     const bool f = on && i + 1 < layers_.size() && layers_[i]->can_fuse_relu() && !skip_source_[i] &&
@@ -109,7 +109,7 @@ void Model::take_adds() {
     layers_[i]->take_add(false, false);
     if (skip_[i] < 0) layers_[i]->bind_skip(nullptr, nullptr);  // (the forward binds a taken add's skip input)
   }
-  for (size_t i = 0; fuse_ && i + 1 < layers_.size(); ++i) {
+  for (size_t i = 0; fuse_adds_ && i + 1 < layers_.size(); ++i) {
     const size_t a = i + 1;
     const int64_t k = skip_[a];
     if (k < 0 || !layers_[a]->skip_grad_is_input_grad() || !layers_[i]->can_take_add() || fused(i) || skip_source_[i])

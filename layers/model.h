@@ -37,7 +37,8 @@ class Model {
   // backward runs as it is). Off: every layer runs on its own (the default of a Model; set before the first pass, and
   // again after set_layout, which decides where a batchnorm can take an add). activation(i) of a layer that took a
   // ReLU or an add in is empty (its output is theirs). A range may not split a fused pair.
-  void set_fusion(bool on);
+  // adds: whether the adds' sums are taken in too (model.fuse_add; the ReLUs alone without).
+  void set_fusion(bool on, bool adds = true);
   bool fused(size_t i) const { return layers_.at(i)->fused_relu(); }   // layer i took in the ReLU at i + 1
   bool took_add(size_t i) const { return layers_.at(i)->took_add(); }  // layer i took in the add at i + 1
   // model.layout: the activations that only layers able to take oneDNN's channel-blocked layout (a blocked convolution,
@@ -136,7 +137,7 @@ class Model {
   std::vector<DType> dtype_;        // dtype_[i]: activation i's element type (set_layout)
   Tensor eval_[2];                  // evaluation: outputs no backward and no add needs, in turn (two layers' worth)
   void check_range(size_t begin, size_t end, const char* pass) const;  // ranges keep fused pairs whole
-  bool fuse_ = false;                                                  // model.fuse (set_fusion)
+  bool fuse_adds_ = false;                                             // model.fuse and model.fuse_add (set_fusion)
   // The adds' sums taken into the batchnorms before them (set_fusion's second half, redone by set_layout).
   void take_adds();
   // The activation layer i's forward writes: its own, or a fused ReLU's, or an add's (or that add's ReLU's) it took in.

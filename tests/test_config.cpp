@@ -525,6 +525,12 @@ TEST_CASE(
     auto p = write_config(d, std::string(kValid) + "---\nrun: {name: second}\n");
     CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":17: a second YAML document"));
   }
+  {  // model.fuse_add: off alone, or refused under fuse: false
+    CHECK_FALSE(
+        load_config(write_config(d, replace(kValid, "model:\n", "model:\n  fuse_add: false\n"))).model.fuse_add);
+    auto p = write_config(d, replace(kValid, "model:\n", "model:\n  fuse: false\n  fuse_add: true\n"));
+    CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":10: model.fuse_add: needs model.fuse: true"));
+  }
   {  // null: as if absent (here beside mean_image, which excludes a mean)
     auto p = write_config(d, replace(kValid, "  synthetic_classes: 4", "  synthetic_classes: 4\n  class_names: null"));
     CHECK(load_config(p).data.class_names.empty());

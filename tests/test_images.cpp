@@ -300,7 +300,7 @@ TEST_CASE("image_folder: link loops and links out of a class folder are skipped 
   CHECK(files == std::set<std::string>{"a_grad.png", "b_wide.JPG", "c_big.jpeg", "d_gray.jpg"});
 }
 
-TEST_CASE("a binary PGM or PPM short of the pixels its header promises is cut off; other files are not judged",
+TEST_CASE("a binary PGM or PPM short of the pixels its header promises is cut off (other files are not judged)",
           "[data][image_folder]") {
   const std::string head = "P6\n# a comment\n4 3\n255\n";
   std::string ppm = head + std::string(4 * 3 * 3, '\x7f');

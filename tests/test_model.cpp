@@ -224,6 +224,10 @@ TEST_CASE(
   CHECK_THROWS_WITH(fused.forward_range(x, 0, 5, train, nullptr),  // (c1 .. bn2)
                     Catch::Contains("splits a layer from the add whose sum it takes in"));
   CHECK_NOTHROW(fused.forward_range(x, 0, 7, train, nullptr));
+  fused.set_fusion(true, false);  // model.fuse_add: false, the ReLUs alone
+  CHECK(fused.fused(1));
+  CHECK(!fused.took_add(4));
+  CHECK(to_vector(fused.forward(x, train)) == to_vector(plain.forward(x, train)));
   fused.set_fusion(false);
   CHECK(!fused.fused(1));
   CHECK(!fused.took_add(4));

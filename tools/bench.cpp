@@ -146,14 +146,14 @@ int bench_compress(const std::vector<std::string>& args) {
   for (const auto& m : codecs) make_codec({.method = m, .bits = bits});  // unknown names fail before any work
   const int64_t grad_steps = f.integer("grad-steps", 0, 1000000);
   const std::string config = f.str("config");
+  const Device device = device_flag(f);
+  if (device != Device::CPU) return bench_compress_device(device, codecs, n, reps, bits);
   OCTET_CHECK(config.empty() || path_exists(config),
               "octet bench compress: --config " << config << ": no such file"
                                                 << (f.given("config") ? ""
                                                                       : " (the default is the repository's: run from "
                                                                         "its root, give --config PATH, or --config '' "
                                                                         "to skip the real gradients)"));
-  const Device device = device_flag(f);
-  if (device != Device::CPU) return bench_compress_device(device, codecs, n, reps, bits);
   set_cpu_threads(1);
   const Isa level = set_isa_cap(parse_isa(f.str("isa")));
   // 64-byte aligned, as the trainer's tensors are (cache-line-split vector loads would slow the codecs down)

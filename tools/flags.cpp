@@ -10,6 +10,22 @@
 
 namespace octet {
 
+namespace {
+
+// A flag's value kind names paths only ("FILE", "FILE|RUN_DIR").
+bool path_only(const std::string& arg) {
+  size_t a = 0;
+  for (size_t b; a <= arg.size(); a = b + 1) {
+    b = arg.find('|', a);
+    if (b == std::string::npos) b = arg.size();
+    const std::string k = arg.substr(a, b - a);
+    if (k != "FILE" && k != "DIR" && k != "RUN_DIR" && k != "CHECKPOINT") return false;
+  }
+  return !arg.empty();
+}
+
+}  // namespace
+
 bool parse_number(const std::string& s, double& out) {
   if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return false;
   char* end = nullptr;
@@ -74,10 +90,10 @@ void Flags::parse(const std::vector<std::string>& args) {
       OCTET_CHECK(i + 1 < args.size(), command_ << ": --" << name << " needs a value (" << s->arg << ")");
       value = args[++i];
     }
-    // A path (FILE, DIR, RUN_DIR, ...) cannot be empty: "--out ''" would otherwise fail later naming no flag.
-    // (CFG is not one: bench compress --config '' skips the config.)
-    OCTET_CHECK(!value.empty() || (s->arg.find("FILE") == std::string::npos && s->arg.find("DIR") == std::string::npos),
-                command_ << ": --" << name << ": an empty path");
+    // A path (FILE, DIR, RUN_DIR, CHECKPOINT, or a choice of them) cannot be empty: "--out ''" would otherwise fail
+    // later naming no flag. (CFG is not one: bench compress --config '' skips the config; nor is a choice that has
+    // another kind of value, such as --resume's auto, which says what it takes itself.)
+    OCTET_CHECK(!value.empty() || !path_only(s->arg), command_ << ": --" << name << ": an empty path");
     auto& v = values_[name];
     OCTET_CHECK(v.empty() || s->repeatable, command_ << ": --" << name << " given twice");
     v.push_back(value);

@@ -13,7 +13,7 @@ StepHarness::StepHarness(const Config& c, int rank, int ranks) : cfg_(c) {
   data_ = load_split(c.data, true, c.run.seed);
   model_ = std::make_unique<Model>(build_model(c.model.layers, data_->sample_shape()));
   if (c.model.precision == Precision::Bf16 && cpu_has_bf16()) model_->set_math({Precision::Bf16});
-  model_->set_fusion(c.model.fuse);
+  model_->set_fusion(c.model.fuse, c.model.fuse_add);
   model_->set_layout(c.model.blocked_layout, 0, c.model.compute_activations);
   model_->init_params(c.run.seed);
   optimizer_ = std::make_unique<Optimizer>(c.optimizer, model_->params());

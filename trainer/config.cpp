@@ -158,6 +158,8 @@ void read_model(Section s, ModelConfig& m, const std::vector<std::string>& origi
   s.choice("loss", "softmax_cross_entropy", {"softmax_cross_entropy"});
   m.precision = *precision_named(s.choice("precision", "fp32", {"fp32", "tf32", "bf16", "fp16"}));
   m.fuse = s.get<bool>("fuse", true);
+  m.fuse_add = s.get<bool>("fuse_add", true);
+  if (m.fuse_add && !m.fuse && s.has("fuse_add")) s.fail("fuse_add", "needs model.fuse: true (the fusions' switch)");
   m.blocked_layout = s.choice("layout", "auto", {"auto", "plain"}) == "auto";
   m.compute_activations = s.choice("activations", "auto", {"auto", "fp32"}) == "auto";
   m.naming = naming_named(s.choice("naming", "octet", naming_names()));

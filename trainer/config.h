@@ -67,6 +67,7 @@ struct ModelConfig {
   Precision precision = Precision::Fp32;  // convolutions and matrix products (core/precision.h)
   LossScaleConfig loss_scale;             // fp16's dynamic loss scaling
   bool fuse = true;                       // ReLUs and identity adds' sums taken in before them (Model::set_fusion)
+  bool fuse_add = true;                   // ... the adds' sums (off: the ReLUs alone)
   bool blocked_layout = true;       // model.layout: auto (runs of layers in oneDNN's channel-blocked layout on the CPU,
                                     // Model::set_layout) | plain
   bool compute_activations = true;  // model.activations: auto (a bf16 model's blocked activations in bf16 on the CPU,

@@ -102,7 +102,6 @@ void Run::load_data_and_model() {
   sampler_ = std::make_unique<Sampler>(train_set_->size(), cfg_.data.batch_size, rank_, size_, cfg_.run.seed,
                                        cfg_.data.shuffle, true);
   steps_per_epoch_ = sampler_->batches_per_epoch();
-  state_.global_batch = cfg_.data.batch_size * size_, state_.train_samples = train_set_->size();
 }
 
 void Run::check_run_dir() {
@@ -224,6 +223,7 @@ const Topology* Run::hierarchy() {
 
 // Parameters, running statistics and optimizer state (shared), error-feedback residuals (per rank).
 void Run::collect_state() {
+  state_.global_batch = cfg_.data.batch_size * size_, state_.train_samples = train_set_->size();
   for (auto& p : model_->params()) state_.shared.push_back({p.name, p.value});
   for (auto& st : model_->state()) state_.shared.push_back(st);
   for (auto& s : optimizer_->state()) state_.shared.push_back(s);

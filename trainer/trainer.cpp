@@ -21,7 +21,7 @@ Model build_config_model(const Config& cfg, const Shape& input, Exec& ex) {
   Model m = build_model(cfg.model.layers, input, ex);
   const bool gpu_math_on_host = ex.device() == Device::CPU && cfg.parallel.device != Device::CPU;
   m.set_math({gpu_math_on_host ? Precision::Fp32 : cfg.model.precision, cfg.parallel.deterministic});
-  m.set_fusion(cfg.model.fuse);
+  m.set_fusion(cfg.model.fuse, cfg.model.fuse_add);
   m.set_layout(cfg.model.blocked_layout, 0, cfg.model.compute_activations);
   return m;
 }
