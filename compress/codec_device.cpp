@@ -118,7 +118,9 @@ void codec_device_check(Exec& ex, const char* codec, const float* x, int64_t n) 
 
 void codec_device_flush(Exec& ex) {
   CodecDeviceScratch& s = codec_device_scratch(ex);
-  if (s.pending.empty() && s.timed.empty()) return;
+  // Timed phases alone are no reason to wait (an fp32 exchange's node sums, powersgd's products): they are summed at
+  // the next wait for a codec check, unless they pile up.
+  if (s.pending.empty() && s.timed.size() < 4096) return;
   ex.sync(ex.comm());
   for (const CodecDeviceScratch::Timed& t : s.timed)
     (t.compress ? s.compress_s : s.decompress_s) += ex.seconds_between(t.a, t.b);
@@ -137,7 +139,7 @@ CodecChecksDeferred::CodecChecksDeferred(Exec& ex) : ex_(ex) {
 
 CodecChecksDeferred::~CodecChecksDeferred() {
   if (!s_) return;
-  if (--s_->deferred == 0) {  // not finished: an exception is on its way (finished: all empty already)
+  if (--s_->deferred == 0 && !finished_) {  // an exception is on its way: what the scope holds is dropped
     s_->pending.clear();
     s_->timed.clear();
     s_->compress_s = s_->decompress_s = 0;
@@ -146,6 +148,7 @@ CodecChecksDeferred::~CodecChecksDeferred() {
 
 DevicePhaseTimes CodecChecksDeferred::finish() {
   if (!s_ || s_->deferred > 1) return {};  // an enclosing scope finishes
+  finished_ = true;
   codec_device_flush(ex_);
   const DevicePhaseTimes t{s_->compress_s, s_->decompress_s};
   s_->compress_s = s_->decompress_s = 0;

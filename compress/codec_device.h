@@ -82,8 +82,10 @@ class CodecChecksDeferred {
  public:
   explicit CodecChecksDeferred(Exec& ex);
   ~CodecChecksDeferred();
-  // The outermost scope's finish also returns the device time of the codec phases timed within it (DevicePhaseSpan),
-  // for its owner to add to the exchange's figures; an inner scope's, and the CPU's, return zeros.
+  // The outermost scope's finish also returns the device time of the codec phases timed so far (DevicePhaseSpan), for
+  // its owner to add to the exchange's figures: those of this scope, where it waited for codec checks; a scope without
+  // any waits for none, and its phases count at the next scope that does (an exchange without codecs, such as fp32's,
+  // adds no wait of its own). An inner scope's, and the CPU's, return zeros.
   DevicePhaseTimes finish();
   CodecChecksDeferred(const CodecChecksDeferred&) = delete;
   CodecChecksDeferred& operator=(const CodecChecksDeferred&) = delete;
@@ -91,6 +93,7 @@ class CodecChecksDeferred {
  private:
   Exec& ex_;
   CodecDeviceScratch* s_ = nullptr;
+  bool finished_ = false;
 };
 // Waits once and throws the first fault of the ops checked so far in this thread's scope (CodecChecksDeferred::finish
 // does this; also done when the slots run out), after summing the device times of the phases timed so far.

@@ -21,10 +21,12 @@ std::vector<std::string> compression_methods();
 // them rejects (the config checks each key once, whatever the method: overrides may change it).
 void read_method_keys(KeySource& s, CodecParams& p, bool for_activations = false);
 std::optional<CodecKeyError> check_method_keys(const CodecParams& p);
-// The keys method's own reader reads (a codec row's, or powersgd's; auto: every method's, its candidates' included),
-// and every method's keys: what a config section may hold for the methods it and its overrides use.
+// The keys method's own reader reads (a codec row's, or powersgd's; auto: every method's, its candidates' included):
+// what a config section may hold for the methods it and its overrides use. And every method's keys with the values
+// they take where a section does not give them (inherited: the section's defaults, or the top level's for an
+// override).
 std::vector<std::string> method_key_names(const std::string& method);
-std::vector<std::string> all_method_key_names();
+std::vector<std::pair<std::string, double>> method_key_defaults(const CodecParams& inherited);
 bool is_low_rank(const std::string& method);
 // compression.method auto's candidates, ordered by slot: the codec table's column (compress/codec_table.inc), and
 // powersgd (slot 11, from the aggressive policy). method: the codec or powersgd; bits: a variant's (0: the default).

@@ -66,19 +66,20 @@ void read_method_keys(KeySource& s, CodecParams& p, bool for_activations) {
 
 namespace {
 
-// A key source that notes the keys a reader asks for and gives back their defaults.
+// A key source that notes the keys a reader asks for, with the defaults it gives, and gives those back.
 class KeyNames final : public KeySource {
  public:
   std::vector<std::string> keys;
-  int64_t integer(const char* key, int64_t dflt) override { return note(key), dflt; }
-  double number(const char* key, double dflt) override { return note(key), dflt; }
+  std::vector<double> dflts;
+  int64_t integer(const char* key, int64_t dflt) override { return note(key, static_cast<double>(dflt)), dflt; }
+  double number(const char* key, double dflt) override { return note(key, dflt), dflt; }
   [[noreturn]] void fail(const char* key, const std::string& message) override {
     OCTET_THROW("compression." << key << ": " << message);  // (defaults are never rejected)
   }
 
  private:
-  void note(const char* key) {
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.emplace_back(key);
+  void note(const char* key, double dflt) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.emplace_back(key), dflts.push_back(dflt);
   }
 };
 
@@ -105,7 +106,14 @@ std::vector<std::string> method_key_names(const std::string& method) {
   return k.keys;
 }
 
-std::vector<std::string> all_method_key_names() { return method_key_names("auto"); }
+std::vector<std::pair<std::string, double>> method_key_defaults(const CodecParams& inherited) {
+  KeyNames k;
+  CodecParams p = inherited;
+  read_method_keys(k, p);
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t i = 0; i < k.keys.size(); ++i) out.push_back({k.keys[i], k.dflts[i]});
+  return out;
+}
 
 std::optional<CodecKeyError> check_method_keys(const CodecParams& p) {
   if (auto bad = check_codec_keys(p, true)) return bad;

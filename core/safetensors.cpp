@@ -68,9 +68,13 @@ const SafeTensor* SafeTensorsFile::find(const std::string& name) const {
 }
 
 bool looks_like_safetensors(const std::string& bytes) {
-  // The JSON header's first byte after the 8 of its length (an object; a malformed one still gets
-  // parse_safetensors' error naming the offset rather than "not a safetensors file").
-  return bytes.size() >= 9 && (bytes[8] == '{' || bytes[8] == '[' || bytes[8] == ' ');
+  // The JSON header's first byte after the 8 of its length: an object (then a malformed header, a length past the
+  // file or the limit, still gets parse_safetensors' error naming the offset rather than "not a safetensors file"),
+  // or, where the length fits the file, a header that is no object.
+  if (bytes.size() < 9) return false;
+  if (bytes[8] == '{') return true;
+  const uint64_t n = read_u64(bytes);
+  return (bytes[8] == '[' || bytes[8] == ' ') && n >= 2 && n <= bytes.size() - 8;
 }
 
 SafeTensorsFile parse_safetensors(const std::string& path, std::string bytes) {

@@ -49,9 +49,9 @@ constexpr uint64_t kSafeTensorsMaxHeader = uint64_t{100} << 20;  // 100 MB of JS
 // metadata of strings.
 SafeTensorsFile parse_safetensors(const std::string& path, std::string bytes);
 SafeTensorsFile read_safetensors(const std::string& path);  // read_file + parse_safetensors
-// Whether the bytes start as a safetensors file does: 8 bytes of header length, then its JSON ('{', or a malformed
-// header's '[' or space, which parse_safetensors then names at its offset). (Tells it from an octet checkpoint, which
-// starts "OCTETCKP", and from other files.)
+// Whether the bytes start as a safetensors file does: 8 bytes of header length, then its JSON ('{'; or '[' or a space
+// where that length fits the file), so that parse_safetensors names a malformed header at its offset. (Tells it from
+// an octet checkpoint, which starts "OCTETCKP", and from other files.)
 bool looks_like_safetensors(const std::string& bytes);
 
 // A tensor's values as fp32 (F32, F16, BF16, F64); a NaN or infinity, or another dtype, fails naming the tensor and

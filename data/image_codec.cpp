@@ -120,8 +120,11 @@ bool pnm_complete(const uint8_t* b, size_t n) {
     for (; i < n && b[i] >= '0' && b[i] <= '9' && x < (uint64_t{1} << 32); ++i) x = x * 10 + (b[i] - '0');
   }
   ++i;  // the one whitespace byte before the pixels
-  const uint64_t need = v[0] * v[1] * (b[1] == '6' ? 3 : 1) * (v[2] > 255 ? 2 : 1);
-  return v[0] >= (uint64_t{1} << 32) || v[1] >= (uint64_t{1} << 32) || (i <= n && n - i >= need);
+  uint64_t need = 0;
+  if (__builtin_mul_overflow(v[0], v[1], &need) ||
+      __builtin_mul_overflow(need, uint64_t{b[1] == '6' ? 3u : 1u} * (v[2] > 255 ? 2u : 1u), &need))
+    return true;  // (sizes no file holds: the decoder refuses them)
+  return i <= n && n - i >= need;
 }
 
 std::string image_truncated(const uint8_t* b, size_t n) {

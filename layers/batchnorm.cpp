@@ -142,7 +142,15 @@ LayerDef batchnorm_layer() { return {"batchnorm", BatchNorm::kTraits, parse_batc
 // The synchronized passes on the simulated device: each stage a kernel of the compute stream, the exchange on the host
 // between them (the local sums' kernel runs eagerly, as the GPU path copies them back and waits).
 void BatchNorm::forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) {
-  if (!synced() || !ctx.train) return Layer::forward_sim(x, y, ctx);
+  const KernelRef sr(add_ ? &added(x) : nullptr);  // (an add taken in: its skip input as it is at launch)
+  if (!synced() || !ctx.train) {
+    const KernelRef xr(&x), yr(&y);
+    sim::launch(sim_queue(exec().compute()), op("forward"), [this, xr, yr, sr, ctx] {
+      Tensor xv = xr.view(), yv = yr.view(), sv = sr.view();
+      forward_host(xv, yv, ctx, sr.set ? &sv : nullptr);
+    });
+    return;
+  }
   const int64_t m = x.dim(0) * plane(x), C = channels_;
   last_train_ = true;  // (synchronized: every rank's values count, so one here is enough)
   host_.resize(static_cast<size_t>(3 * C));
@@ -151,11 +159,10 @@ void BatchNorm::forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) 
   sync_m_ = exchange_stats(host_, m);
   const std::vector<double> g(host_.begin(), host_.begin() + 2 * C);
   const int64_t M = sync_m_;
-  const KernelRef xr(&x), yr(&y), sr(skip_x_);
+  const KernelRef xr(&x), yr(&y);
   sim::launch(q, op("forward"), [this, xr, yr, sr, g, M] {
-    Tensor xv = xr.view(), yv = yr.view();
-    const SkipViews skip(*this, sr, KernelRef());  // (an add taken in: its skip input as it was at launch)
-    train_apply_cpu(xv, yv, g.data(), M);
+    Tensor xv = xr.view(), yv = yr.view(), sv = sr.view();
+    train_apply_cpu(xv, yv, g.data(), M, sr.set ? &sv : nullptr);
   });
 }
 

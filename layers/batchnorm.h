@@ -60,9 +60,12 @@ class BatchNorm : public Layer {
   // Every rank's [m, s[0..k)] in rank order (stats_'s allgather); M: the sum of the ranks' m.
   std::vector<double> gather_ranks(const std::vector<double>& s, int64_t k, int64_t m, double& M);
   // ... then normalization, running statistics, mean_/invstd_ and y from them.
-  void train_apply_cpu(const Tensor& x, Tensor& y, const double* g, int64_t M);
-  void eval_apply_cpu(const Tensor& x, Tensor& y);
-  void apply_cpu(const Tensor& x, Tensor& y);  // y from x by coef_ (and the add taken in: its skip input added)
+  // skip: the add taken in's skip input (take_add; passed in, so that a simulated-device kernel reads the view it
+  // captured and no member is written from the device thread), or null.
+  void train_apply_cpu(const Tensor& x, Tensor& y, const double* g, int64_t M, const Tensor* skip);
+  void eval_apply_cpu(const Tensor& x, Tensor& y, const Tensor* skip);
+  void apply_cpu(const Tensor& x, Tensor& y, const Tensor* skip);  // y from x by coef_ (plus skip)
+  void forward_host(const Tensor& x, Tensor& y, const StepContext& ctx, const Tensor* skip);  // forward_cpu's body
   // backward: this rank's [2C] sums of dy and dy * xhat (dbeta, dgamma: this rank's gradient), made global over every
   // rank's M values (exchange_grads), then dx. A fused ReLU: dy where the output is positive, else 0 (recomputed from
   // x by coef_, so the output is not read).

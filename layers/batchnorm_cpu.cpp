@@ -207,7 +207,7 @@ void BatchNorm::local_stats_cpu(const Tensor& x, double* s) {
   });
 }
 
-void BatchNorm::train_apply_cpu(const Tensor& x, Tensor& y, const double* g, int64_t M) {
+void BatchNorm::train_apply_cpu(const Tensor& x, Tensor& y, const double* g, int64_t M, const Tensor* skip) {
   const int64_t C = channels_;
   coef_.resize(static_cast<size_t>(2 * C));
   for (int64_t c = 0; c < C; ++c) {
@@ -216,10 +216,10 @@ void BatchNorm::train_apply_cpu(const Tensor& x, Tensor& y, const double* g, int
     mean_.data()[c] = ch.mean, invstd_.data()[c] = ch.invstd;
     coef_[c] = ch.scale, coef_[C + c] = ch.shift;
   }
-  apply_cpu(x, y);
+  apply_cpu(x, y, skip);
 }
 
-void BatchNorm::eval_apply_cpu(const Tensor& x, Tensor& y) {
+void BatchNorm::eval_apply_cpu(const Tensor& x, Tensor& y, const Tensor* skip) {
   const int64_t C = channels_;
   coef_.resize(static_cast<size_t>(2 * C));
   for (int64_t c = 0; c < C; ++c) {
@@ -227,15 +227,14 @@ void BatchNorm::eval_apply_cpu(const Tensor& x, Tensor& y) {
         bn_eval_channel(running_mean_.data()[c], running_var_.data()[c], gamma_.data()[c], beta_.data()[c], p_.eps);
     coef_[c] = ch.scale, coef_[C + c] = ch.shift;
   }
-  apply_cpu(x, y);
+  apply_cpu(x, y, skip);
 }
 
 // y = x * scale + shift with coef_'s [scale | shift] (plus the skip input of an add taken in), negative values scaled
 // by neg (0: a fused ReLU, its own or the add's; 1: none).
-void BatchNorm::apply_cpu(const Tensor& x, Tensor& y) {
+void BatchNorm::apply_cpu(const Tensor& x, Tensor& y, const Tensor* skip) {
   const float neg = relu_ || add_relu_ ? 0.f : 1.f;
   const float *scale = coef_.data(), *shift = scale + channels_;
-  const Tensor* skip = add_ ? &added(x) : nullptr;
   with_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* xp = values<T>(x);
@@ -254,15 +253,19 @@ void BatchNorm::apply_cpu(const Tensor& x, Tensor& y) {
 }
 
 void BatchNorm::forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) {
+  forward_host(x, y, ctx, add_ ? &added(x) : nullptr);
+}
+
+void BatchNorm::forward_host(const Tensor& x, Tensor& y, const StepContext& ctx, const Tensor* skip) {
   const int64_t m = x.dim(0) * plane(x), C = channels_;
   OCTET_CHECK(!ctx.train || m > 1 || synced(),  // (synchronized: every rank's values count)
               "batchnorm " << name() << ": training needs more than one value a channel, got " << shape_str(x.shape()));
   last_train_ = ctx.train;
-  if (!ctx.train) return eval_apply_cpu(x, y);
+  if (!ctx.train) return eval_apply_cpu(x, y, skip);
   host_.resize(static_cast<size_t>(3 * C));
   local_stats_cpu(x, host_.data());
   sync_m_ = exchange_stats(host_, m);
-  train_apply_cpu(x, y, host_.data(), sync_m_);
+  train_apply_cpu(x, y, host_.data(), sync_m_, skip);
 }
 
 void BatchNorm::grad_sums_cpu(const Tensor& x, const Tensor& dy, double* s) {

@@ -159,26 +159,19 @@ void Layer::run_backward(const Tensor& x, const Tensor& y, const Tensor& dy, Ten
 void Layer::forward_cuda(const Tensor&, Tensor&, const StepContext&) { no_cuda(); }
 void Layer::backward_cuda(const Tensor&, const Tensor&, const Tensor&, Tensor*) { no_cuda(); }
 
-Layer::SkipViews::SkipViews(Layer& l, const KernelRef& sx, const KernelRef& sdx)
-    : l_(l), x0_(l.skip_x_), dx0_(l.skip_dx_), sx_(sx.view()), sdx_(sdx.view()) {
-  if (sx.set) l.bind_skip(&sx_, sdx.set ? &sdx_ : nullptr);
-}
-
 void Layer::forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx) {
-  const KernelRef xr(&x), yr(&y), sr(skip_x_);
-  sim::launch(sim_queue(exec_->compute()), op("forward"), [this, xr, yr, sr, ctx] {
+  const KernelRef xr(&x), yr(&y);
+  sim::launch(sim_queue(exec_->compute()), op("forward"), [this, xr, yr, ctx] {
     Tensor xv = xr.view(), yv = yr.view();
-    const SkipViews skip(*this, sr, KernelRef());
     forward_cpu(xv, yv, ctx);
   });
 }
 
 void Layer::backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
-  const KernelRef xr(&x), yr(&y), dyr(&dy), dxr(dx), sr(skip_x_), sdr(skip_dx_);
+  const KernelRef xr(&x), yr(&y), dyr(&dy), dxr(dx);
   const bool acc = accumulate_dx_;
-  sim::launch(sim_queue(exec_->compute()), op("backward"), [this, xr, yr, dyr, dxr, sr, sdr, acc] {
+  sim::launch(sim_queue(exec_->compute()), op("backward"), [this, xr, yr, dyr, dxr, acc] {
     Tensor xv = xr.view(), yv = yr.view(), dyv = dyr.view(), dxv = dxr.view();
-    const SkipViews skip(*this, sr, sdr);
     accumulate_dx_ = acc;
     backward_cpu(xv, yv, dyv, dxr.set ? &dxv : nullptr);
   });

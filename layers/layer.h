@@ -161,7 +161,10 @@ class Layer {
   virtual void forward_cuda(const Tensor& x, Tensor& y, const StepContext& ctx);
   virtual void backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
   // The simulated device (core/sim.h): by default the CPU twin as one queued kernel of the compute stream; a layer
-  // whose device path is plain stream work (flatten's copy) runs that instead.
+  // whose device path is plain stream work (flatten's copy) runs that instead. The default binds no skip tensor in the
+  // kernel (a member written from the device thread while the host queues the next pass): a layer whose CPU twin reads
+  // its skip input runs its own simulated pass (add orchestrates on the host; a batchnorm that took an add in hands
+  // its kernel the view it captured).
   virtual void forward_sim(const Tensor& x, Tensor& y, const StepContext& ctx);
   // What a queued kernel of the simulated device holds of a tensor: its storage and shape as they are at launch (a
   // view is made of them when it runs; a Tensor itself would be copied deeply).
@@ -178,21 +181,6 @@ class Layer {
     Tensor view() const { return set ? Tensor::wrap(p, shape, d, t) : Tensor(); }
   };
   virtual void backward_sim(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
-  // In a queued kernel of the simulated device: binds the skip tensors' views the kernel made for its run (sx, sdx:
-  // null where its reference is unset), and what was bound before again when it ends (the views die with the kernel).
-  class SkipViews {
-   public:
-    SkipViews(Layer& l, const KernelRef& sx, const KernelRef& sdx);
-    ~SkipViews() { l_.bind_skip(x0_, dx0_); }
-    SkipViews(const SkipViews&) = delete;
-    SkipViews& operator=(const SkipViews&) = delete;
-
-   private:
-    Layer& l_;
-    const Tensor* x0_;
-    Tensor* dx0_;
-    Tensor sx_, sdx_;
-  };
   std::string op(const char* pass) const;  // "layer conv1 (conv) forward": what errors and the sim's fault line name
   // Called at the end of bind (a layer that owns sub-layers binds them here).
   virtual void bound(Exec&) {}

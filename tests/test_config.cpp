@@ -503,6 +503,10 @@ TEST_CASE(
     CHECK_THROWS_WITH(load_config(q, {"compression.method=fp16", "compression.fraction=0.1"}),
                       Catch::Contains("--set compression.fraction") && Catch::Contains("belongs to another method"));
   }
+  {  // a codec key at the value it would have anyway passes (an older run's config.yaml holds every one) and is dropped
+    auto p = write_config(d, std::string(kValid) + "compression: {method: fp16, bits: 8, fraction: 0.01, rank: 1}\n");
+    CHECK_THAT(to_yaml(load_config(p).resolved), !Catch::Contains("bits:") && !Catch::Contains("rank:"));
+  }
   {  // ... but read by an override's method, the top level's bits is what that override inherits
     auto p = write_config(
         d, std::string(kValid) + "compression: {method: fp16, bits: 4, overrides: {fc3: {method: qsgd}}}\n");
@@ -524,6 +528,11 @@ TEST_CASE(
   {
     auto p = write_config(d, std::string(kValid) + "---\nrun: {name: second}\n");
     CHECK_THROWS_WITH(load_config(p), Catch::Contains(p + ":17: a second YAML document"));
+  }
+  {  // model.fuse: false writes fuse_add: false, which loads again
+    const Config c = load_config(write_config(d, replace(kValid, "model:\n", "model:\n  fuse: false\n")));
+    CHECK_FALSE(c.model.fuse_add);
+    CHECK_FALSE(load_config(write_config(d, to_yaml(c.resolved))).model.fuse_add);
   }
   {  // model.fuse_add: off alone, or refused under fuse: false
     CHECK_FALSE(

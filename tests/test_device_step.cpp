@@ -287,3 +287,42 @@ TEST_CASE("an exchange's codec phases are timed on the device: the outermost sco
   CHECK(z.compress_s == 0);
   CHECK(z.decompress_s == 0);
 }
+
+TEST_CASE("phases without codec checks wait for nothing: they count at the next exchange that waits for its checks",
+          "[cuda][codec]") {
+  // (fp32's node sums, powersgd's products)
+  Exec& ex = dev();
+  const int64_t n = 1 << 18;
+  CodecParams p;
+  p.method = "dynamic_tree8";
+  const CodecPtr c = make_codec(p);
+  const Tensor x = random_tensor({n}, 3).to(kDev);
+  Tensor y({n}, kDev);
+  Buffer<uint8_t> out(c->max_bytes(n), kDev);
+  auto encode = [&] {
+    return c->encode({x.data(), static_cast<size_t>(n), kDev}, {out.data(), out.size(), kDev}, {1, nullptr}, ex);
+  };
+  encode();  // (first uses: the code book's copy to the device)
+  ex.sync(ex.comm());
+  const uint64_t w0 = device_host_waits();
+  {
+    CodecChecksDeferred plain(ex);
+    {
+      DevicePhaseSpan sp(ex, true);
+      launch_twin("feedback add", feedback_add_cpu, OCTET_CUDA_TWIN(feedback_add_cuda), ex.comm(), y.data(),
+                  static_cast<const float*>(x.data()), static_cast<const float*>(x.data()), n);
+    }
+    const DevicePhaseTimes t0 = plain.finish();
+    CHECK(t0.compress_s == 0);
+    CHECK(device_host_waits() == w0);
+  }
+  CodecChecksDeferred next(ex);
+  {
+    DevicePhaseSpan sp(ex, false);
+    encode();
+  }
+  const DevicePhaseTimes t1 = next.finish();
+  CHECK(device_host_waits() == w0 + 1);
+  CHECK(t1.compress_s > 0);  // (the first scope's)
+  CHECK(t1.decompress_s > 0);
+}

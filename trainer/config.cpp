@@ -158,8 +158,8 @@ void read_model(Section s, ModelConfig& m, const std::vector<std::string>& origi
   s.choice("loss", "softmax_cross_entropy", {"softmax_cross_entropy"});
   m.precision = *precision_named(s.choice("precision", "fp32", {"fp32", "tf32", "bf16", "fp16"}));
   m.fuse = s.get<bool>("fuse", true);
-  m.fuse_add = s.get<bool>("fuse_add", true);
-  if (m.fuse_add && !m.fuse && s.has("fuse_add")) s.fail("fuse_add", "needs model.fuse: true (the fusions' switch)");
+  m.fuse_add = s.get<bool>("fuse_add", m.fuse);  // (off with fuse: a run's config.yaml then says false)
+  if (m.fuse_add && !m.fuse) s.fail("fuse_add", "needs model.fuse: true (the fusions' switch)");
   m.blocked_layout = s.choice("layout", "auto", {"auto", "plain"}) == "auto";
   m.compute_activations = s.choice("activations", "auto", {"auto", "fp32"}) == "auto";
   m.naming = naming_named(s.choice("naming", "octet", naming_names()));
@@ -317,15 +317,18 @@ class SectionKeys final : public KeySource {
 };
 
 // Keys config.md says count as unknown: a codec key (bits, fraction, rank, ...) that none of the methods in use reads
-// (a section's own, and at the top level the overrides', which inherit its keys).
-void refuse_unread_codec_keys(Section& s, const std::vector<std::string>& methods, const std::string& in_use) {
+// (a section's own, and at the top level the overrides', which inherit its keys), unless it holds the value it would
+// have had anyway (inherited: the section's defaults; a run's config.yaml from before this rule holds every key so).
+void refuse_unread_codec_keys(Section& s, const std::vector<std::string>& methods, const std::string& in_use,
+                              const CodecParams& inherited) {
   std::vector<std::string> read;
   for (const std::string& m : methods)
     for (const std::string& k : method_key_names(m)) read.push_back(k);
-  for (const std::string& key : all_method_key_names()) {
+  for (const auto& [key, dflt] : method_key_defaults(inherited)) {
     if (std::find(read.begin(), read.end(), key) != read.end()) continue;
-    if (s.has(key)) s.fail(key, "belongs to another method: " + in_use + " reads no " + key);
-    s.forget(key);  // (read with its default: config.yaml holds only what the run uses)
+    if (s.has(key) && s.get<double>(key) != dflt)
+      s.fail(key, "belongs to another method: " + in_use + " reads no " + key);
+    s.forget(key);  // (config.yaml holds only what the run uses)
   }
 }
 
@@ -346,7 +349,7 @@ TensorPolicy read_policy(Section& s, const TensorPolicy& base, bool top) {
   SectionKeys keys(s);
   read_method_keys(keys, t.codec);
   if (const auto bad = check_method_keys(t.codec)) s.fail(bad->key, bad->message);
-  if (!top) refuse_unread_codec_keys(s, {t.codec.method}, "this override's method " + t.codec.method);
+  if (!top) refuse_unread_codec_keys(s, {t.codec.method}, "this override's method " + t.codec.method, base.codec);
   t.codec.error_feedback = s.get<bool>("error_feedback", base.codec.error_feedback);
   if (!top && s.has("min_numel")) t.min_numel = at_least(s, "min_numel", 0, 0);  // an override's own floor
   if (t.codec.method == "auto") return t;  // the policy's codecs are checked against the algorithm by the caller
@@ -402,7 +405,7 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
   std::string in_use = "compression.method " + c.base.codec.method;
   for (const auto& [layer, pol] : c.overrides) methods.push_back(pol.codec.method);
   if (!c.overrides.empty()) in_use += " (nor any override's method)";
-  refuse_unread_codec_keys(s, methods, in_use);
+  refuse_unread_codec_keys(s, methods, in_use, CompressionConfig{}.base.codec);
   Section a = s.section("activations");
   std::vector<std::string> fit;  // codecs without error feedback: each activation crosses once
   for (const auto& e : codec_registry())
@@ -411,7 +414,8 @@ void read_compression(Section s, CompressionConfig& c, const ModelConfig& model)
   SectionKeys keys(a);
   read_method_keys(keys, c.activations, true);
   if (const auto bad = check_codec_keys(c.activations, true)) a.fail(bad->key, bad->message);
-  refuse_unread_codec_keys(a, {c.activations.method}, "compression.activations.method " + c.activations.method);
+  refuse_unread_codec_keys(a, {c.activations.method}, "compression.activations.method " + c.activations.method,
+                           CompressionConfig{}.activations);
   a.finish();
   s.finish();
 }
