@@ -225,19 +225,22 @@ TEST_CASE("uint8 batches cropped, flipped and normalized on the device are the h
   same(&key, "training: a mean image and flip");
 }
 
+// The phase tests' codec op: dynamic_tree8 over n values on the device, and its buffers.
+struct PhaseOp {
+  Exec& ex = dev();
+  static constexpr int64_t n = 1 << 18;
+  CodecPtr c = make_codec(CodecParams{.method = "dynamic_tree8"});
+  Tensor x = random_tensor({n}, 3).to(kDev), y = Tensor({n}, kDev);
+  Buffer<uint8_t> out{c->max_bytes(n), kDev};
+  size_t encode() {
+    return c->encode({x.data(), static_cast<size_t>(n), kDev}, {out.data(), out.size(), kDev}, {1, nullptr}, ex);
+  }
+};
+
 TEST_CASE("an exchange's codec phases are timed on the device: the outermost scope sums its spans by phase",
           "[cuda][codec]") {
-  Exec& ex = dev();
-  const int64_t n = 1 << 18;
-  CodecParams p;
-  p.method = "dynamic_tree8";
-  const CodecPtr c = make_codec(p);
-  const Tensor x = random_tensor({n}, 3).to(kDev);
-  Tensor y({n}, kDev);
-  Buffer<uint8_t> out(c->max_bytes(n), kDev);
-  auto encode = [&] {
-    return c->encode({x.data(), static_cast<size_t>(n), kDev}, {out.data(), out.size(), kDev}, {1, nullptr}, ex);
-  };
+  PhaseOp op;
+  Exec& ex = op.ex;
   {
     DevicePhaseSpan outside(ex, true);
     CHECK(!outside.active());  // no scope: the caller keeps the host's time
@@ -251,7 +254,7 @@ TEST_CASE("an exchange's codec phases are timed on the device: the outermost sco
     {
       DevicePhaseSpan sp(ex, true);
       CHECK(sp.active());
-      bytes = encode();
+      bytes = op.encode();
     }
     const DevicePhaseTimes t = inner.finish();
     CHECK(t.compress_s == 0);  // an inner scope's phases are summed by the outermost one
@@ -259,7 +262,7 @@ TEST_CASE("an exchange's codec phases are timed on the device: the outermost sco
   }
   {
     DevicePhaseSpan sp(ex, false);
-    c->decode({out.data(), bytes, kDev}, {y.data(), static_cast<size_t>(n), kDev}, false, ex);
+    op.c->decode({op.out.data(), bytes, kDev}, {op.y.data(), static_cast<size_t>(op.n), kDev}, false, ex);
   }
   CHECK_THROWS([&] {  // left by an exception: nothing recorded
     DevicePhaseSpan sp(ex, true);
@@ -291,26 +294,17 @@ TEST_CASE("an exchange's codec phases are timed on the device: the outermost sco
 TEST_CASE("phases without codec checks wait for nothing: they count at the next exchange that waits for its checks",
           "[cuda][codec]") {
   // (fp32's node sums, powersgd's products)
-  Exec& ex = dev();
-  const int64_t n = 1 << 18;
-  CodecParams p;
-  p.method = "dynamic_tree8";
-  const CodecPtr c = make_codec(p);
-  const Tensor x = random_tensor({n}, 3).to(kDev);
-  Tensor y({n}, kDev);
-  Buffer<uint8_t> out(c->max_bytes(n), kDev);
-  auto encode = [&] {
-    return c->encode({x.data(), static_cast<size_t>(n), kDev}, {out.data(), out.size(), kDev}, {1, nullptr}, ex);
-  };
-  encode();  // (first uses: the code book's copy to the device)
+  PhaseOp op;
+  Exec& ex = op.ex;
+  op.encode();  // (first uses: the code book's copy to the device)
   ex.sync(ex.comm());
   const uint64_t w0 = device_host_waits();
   {
     CodecChecksDeferred plain(ex);
     {
       DevicePhaseSpan sp(ex, true);
-      launch_twin("feedback add", feedback_add_cpu, OCTET_CUDA_TWIN(feedback_add_cuda), ex.comm(), y.data(),
-                  static_cast<const float*>(x.data()), static_cast<const float*>(x.data()), n);
+      launch_twin("feedback add", feedback_add_cpu, OCTET_CUDA_TWIN(feedback_add_cuda), ex.comm(), op.y.data(),
+                  static_cast<const float*>(op.x.data()), static_cast<const float*>(op.x.data()), op.n);
     }
     const DevicePhaseTimes t0 = plain.finish();
     CHECK(t0.compress_s == 0);
@@ -319,7 +313,7 @@ TEST_CASE("phases without codec checks wait for nothing: they count at the next 
   CodecChecksDeferred next(ex);
   {
     DevicePhaseSpan sp(ex, false);
-    encode();
+    op.encode();
   }
   const DevicePhaseTimes t1 = next.finish();
   CHECK(device_host_waits() == w0 + 1);
