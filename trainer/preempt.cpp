@@ -4,6 +4,7 @@
 
 #include <omp.h>
 #include <signal.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -89,6 +90,15 @@ PreemptGuard::~PreemptGuard() {
   }
   cv_.notify_all();
   taker_.join();
+  // A stop signal sent to the process as the taker thread ended stays pending while every thread blocks it; with the
+  // mask given back it would reach this thread under the handlers given back (the default action ends the process).
+  // Taken here instead, as the taker would have taken it.
+  const sigset_t set = stop_signals();
+  const timespec now{0, 0};
+  for (int sig; (sig = sigtimedwait(&set, nullptr, &now)) > 0;) {
+    int none = 0;
+    g_signal.compare_exchange_strong(none, sig);
+  }
   pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
 }
 
