@@ -40,22 +40,23 @@ class Conv2d : public Layer {
   // A following ReLU (model.fuse) is taken in where that pays: a CPU (or simulated-device) convolution in oneDNN's
   // blocked layout, whose JIT kernels clamp the result as a post-op at no cost (the plain layout's gemm kernels
   // apply post-ops in a slower pass of their own: the AlexNet-shaped model's step ran 3.5-4.6% slower fused, measured
-  // before this rule by fuse_speed.sh's first form). Backward
-  // masks dy once for the bias, weights and data gradients. The CUDA twin honours a fused ReLU (a clamp and the mask
-  // beside cuDNN's calls) but gains nothing by it, so a GPU model keeps the ReLU as its own layer.
-  bool can_fuse_relu() const override { return device() != Device::CUDA && cpu_blocked(); }
+  // before this rule by fuse_speed.sh's first form); a GPU convolution with a bias, whose bias kernel clamps as it
+  // rewrites the result (layers/conv_bias_cuda.cuh; without a bias the clamp would be a pass of its own, as the ReLU's
+  // is). Backward masks dy once for the bias, weights and data gradients (on a GPU over 16-bit channels-last
+  // activations, in the pass that sums the bias gradient).
+  bool can_fuse_relu() const override { return device() == Device::CUDA ? p_.bias : cpu_blocked(); }
   // A convolution that runs in oneDNN's blocked layouts (cpu_blocked, or bf16 on the CPU) reads and writes blocked
   // activations as they are, each side chosen alone (model.layout), and reorders plain ones; a GPU convolution keeps
   // the plain layout. (One kernel per convolution whatever its neighbours: model.layout changes no bits.)
   // In bf16 and fp16 on a GPU (and the simulated device), the same for channels-last 16-bit activations, which cuDNN
-  // reads and writes as they are; a convolution with a bias keeps fp32 NCHW ones there (its bias is added in fp32:
-  // AlexNet's, LeNet's convolutions run as before).
+  // reads and writes as they are; a bias (fp32) is added to the 16-bit result in fp32 and rounded once as it is
+  // stored again (layers/conv_bias_cuda.cuh).
   LayoutRule layout_rule() const override {
-    if (device() != Device::CPU && is_16bit(precision())) return p_.bias ? LayoutRule::Plain : LayoutRule::Free;
+    if (device() != Device::CPU && is_16bit(precision())) return LayoutRule::Free;
     const bool blocked = cpu_blocked() || (device() == Device::CPU && precision() == Precision::Bf16);
     return device() != Device::CUDA && blocked ? LayoutRule::Free : LayoutRule::Plain;
   }
-  bool takes_nhwc(Device d) const override { return d == Device::CUDA && !p_.bias && !relu_; }
+  bool takes_nhwc(Device d) const override { return d == Device::CUDA; }
   // On a device, where cuDNN writes the data gradient as it is: fp32, or 16-bit activations (not 16-bit math over fp32
   // ones, whose gradient comes back through a cast). The CPU sums after oneDNN as the model would.
   bool accumulates_input_grad() const override {

@@ -7,12 +7,13 @@
 // (NHWC, filters KRSC) operands with fp32 accumulation: a bf16 model's channels-last bf16 activations as they are
 // (Model::set_layout), fp32 NCHW ones through transposing casts (layers/mixed_cuda.cuh), their results coming back
 // the same way; the weights' 16-bit copy is made by forward and read again by backward; the bias and its gradient
-// stay fp32. The backward-data algorithm is chosen the first time an input gradient is asked for (the first layer
-// never asks).
+// stay fp32, added (with a fused ReLU's clamp) and summed by layers/conv_bias_cuda.cuh's kernels. The backward-data
+// algorithm is chosen the first time an input gradient is asked for (the first layer never asks).
 #include <map>
 
 #include "core/cuda_util.cuh"
 #include "layers/conv2d.h"
+#include "layers/conv_bias_cuda.cuh"
 #include "layers/mixed_cuda.cuh"
 #include "layers/relu.h"
 
@@ -50,7 +51,7 @@ struct Pass {
 
 struct ConvEntry {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr;  // x, y in the operands' type
-  cudnnTensorDescriptor_t y32 = nullptr;                          // y in fp32 (the bias and its gradient)
+  cudnnTensorDescriptor_t y32 = nullptr;                          // y in fp32 NCHW (the bias gradient)
   cudnnFilterDescriptor_t w = nullptr;
   Pass<cudnnConvolutionFwdAlgo_t> fwd;
   Pass<cudnnConvolutionBwdDataAlgo_t> bwd_data;
@@ -112,6 +113,7 @@ void pick(const Perf* perf, int count, const char* pass, const Shape& in, const 
 struct Conv2d::CudaState {
   std::map<Shape, std::unique_ptr<ConvEntry>> entries;
   Tensor workspace;  // shared by every shape and pass (sized to the largest need), on the device
+  Tensor bias_parts{Shape{0}, Device::CUDA};  // the bias gradient's partial sums (conv_bias_grad_nhwc_cuda)
   // The 16-bit channels-last copy of the weights (KRSC) that forward makes and backward reads again (the weights
   // change only between steps, in the optimizer), and whether forward made it.
   Tensor w16{Shape{0}, Device::CUDA};
@@ -246,10 +248,8 @@ void Conv2d::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   void* yo = yh ? y.raw() : is_16bit(p) ? mixed_scratch(MixedRole::Y, static_cast<size_t>(y.numel()) * 2) : y.data();
   CHECK_CUDNN(cudnnConvolutionForward(h, &one, e.x, xo, e.w, wo, e.fwd.conv, e.fwd.algo, cuda_->workspace.data(),
                                       e.fwd.workspace, &zero, e.y, yo));
-  if (yh) return;  // (no bias, no fused ReLU: takes_nhwc)
-  if (is_16bit(p)) result_to(p, yo, y, s);
-  if (p_.bias) CHECK_CUDNN(cudnnAddTensor(h, &one, e.b, b_.data(), &one, e.y32, y.data()));
-  if (relu_) relu_apply_cuda(y.data(), y.data(), y.numel(), exec().compute());  // a fused ReLU
+  if (!yh && is_16bit(p)) result_to(p, yo, y, s);
+  conv_bias_act_cuda(y, p_.bias ? b_.data() : nullptr, relu_, exec().compute());  // (nothing without either)
 }
 
 void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
@@ -260,26 +260,31 @@ void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, T
   const float one = 1.f, zero = 0.f;
   cudnnHandle_t h = cudnn_of(exec());
   const cudaStream_t s = cuda_stream(exec().compute());
-  const Tensor* g = &dy;  // a fused ReLU: dy masked by the output once, for every gradient
-  if (relu_) {
-    if (masked_.device() != Device::CUDA) masked_ = Tensor(Shape{0}, Device::CUDA);
-    masked_.resize(dy.shape());
-    relu_mask_cuda(y.data(), dy.data(), masked_.data(), dy.numel(), exec().compute());
-    g = &masked_;
-  }
   const DType a16 = activation_type(p);
   const bool xh = x.dtype() != DType::F32, dyh = dy.dtype() != DType::F32, dxh = dx && dx->dtype() != DType::F32;
   OCTET_CHECK(!(xh || dyh || dxh) || (is_16bit(p) && (!xh || x.dtype() == a16) && (!dyh || dy.dtype() == a16) &&
-                                      (!dxh || dx->dtype() == a16) && !relu_),
-              op("backward") << ": 16-bit activations in a " << precision_name(p) << " convolution"
-                             << (relu_ ? " with a fused ReLU" : ""));
+                                      (!dxh || dx->dtype() == a16)),
+              op("backward") << ": 16-bit activations in a " << precision_name(p) << " convolution");
+  const Tensor* g = &dy;  // a fused ReLU: dy masked by the output once, for every gradient
+  if (relu_) {
+    if (masked_.device() != Device::CUDA || masked_.dtype() != dy.dtype())
+      masked_ = Tensor(Shape{0}, Device::CUDA, dy.dtype());
+    masked_.resize(dy.shape());
+    if (!dyh) relu_mask_cuda(y.data(), dy.data(), masked_.data(), dy.numel(), exec().compute());
+    g = &masked_;
+  }
+  // 16-bit channels-last: the mask and the bias gradient in one pass (an fp32 dy's bias gradient is cuDNN's, below).
+  if (dyh && (relu_ || p_.bias))
+    conv_bias_grad_nhwc_cuda(y, dy, relu_ ? &masked_ : nullptr, p_.bias ? db_.data() : nullptr, cuda_->bias_parts,
+                             relu_, exec().compute());
   const void* xo = xh ? x.raw() : operand(p, MixedRole::X, x, s);
-  const void* dyo = dyh ? dy.raw() : operand(p, MixedRole::Dy, *g, s);
+  const void* dyo = dyh ? g->raw() : operand(p, MixedRole::Dy, *g, s);
   void* dwo = is_16bit(p) ? mixed_scratch(MixedRole::Dw, static_cast<size_t>(dw_.numel()) * 2) : dw_.data();
   CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, e.x, xo, e.y, dyo, e.bwd_filter.conv, e.bwd_filter.algo,
                                              cuda_->workspace.data(), e.bwd_filter.workspace, &zero, e.w, dwo));
   if (is_16bit(p)) result_to(p, dwo, dw_, s);
-  if (p_.bias) CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, e.y32, g->data(), &zero, e.b, db_.data()));  // (fp32)
+  if (p_.bias && !dyh)
+    CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, e.y32, g->data(), &zero, e.b, db_.data()));  // (fp32)
   if (dx) {
     cuda_->need_bwd_data(e, m, x.shape(), exec());
     const void* wo = !is_16bit(p) ? w_.data() : cuda_->w16_made ? cuda_->w16.raw() : cuda_->weights16(p, w_, s);

@@ -17,6 +17,12 @@ class Lrn : public Layer {
   Lrn(std::string name, const LrnParams& p);
   const char* kind() const override { return "lrn"; }
   Shape output_shape(const Shape& in) const override;
+  // A 16-bit model's channels-last activations on a GPU (and the simulated device, which models it) as they are: a
+  // channel window is adjacent values there. The CPU's oneDNN pass and fp32 models keep the plain layout.
+  LayoutRule layout_rule() const override {
+    return device() != Device::CPU && is_16bit(precision()) ? LayoutRule::Same : LayoutRule::Plain;
+  }
+  bool takes_nhwc(Device d) const override { return d == Device::CUDA; }
 
  protected:
   void forward_cpu(const Tensor& x, Tensor& y, const StepContext& ctx) override;

@@ -11,7 +11,8 @@
 #   BUDGET     seconds for the whole script; the speed rows take what the checks leave (default 500: a device call of
 #              timeout_s 560 or more)
 #   MODELS, MODES        speed.sh's first table (default resnet50:64, "fp32 tf32 bf16 fp16")
-#   MODELS2, MODES2      an optional second table (e.g. "resnet50:256 resnet18:64", default bf16)
+#   MODELS2, MODES2      a second table while the budget lasts (default "resnet50:256 alexnet:128", bf16; MODELS2=""
+#                        skips it)
 #   CORRECT=0, CODECS=0  skip the checks or the codec figures
 #   MEMCHECK_FILTER      the parity cases memcheck runs (default "[layout],[model]")
 #   PROFILE=0            skip profile.sh (where a step's GPU time goes, octet beside PyTorch: ResNet-50 bf16 at 256,
@@ -81,8 +82,9 @@ speed_left() { echo $(($(left) - reserve)); }
 if [[ $(speed_left) -gt 30 ]]; then
   STEPS=20 WARMUP=5 LIMIT=45 MODELS="${MODELS:-resnet50:64}" MODES="${MODES:-fp32 tf32 bf16 fp16}" \
     timeout "$(speed_left)" ./speed.sh "$logs/speed" >/dev/null 2>&1
-  if [[ -n ${MODELS2:-} && $(speed_left) -gt 30 ]]; then
-    STEPS=20 WARMUP=5 LIMIT=45 MODELS="$MODELS2" MODES="${MODES2:-bf16}" timeout "$(speed_left)" ./speed.sh \
+  models2=${MODELS2-resnet50:256 alexnet:128}
+  if [[ -n $models2 && $(speed_left) -gt 30 ]]; then
+    STEPS=20 WARMUP=5 LIMIT=45 MODELS="$models2" MODES="${MODES2:-bf16}" timeout "$(speed_left)" ./speed.sh \
       "$logs/speed2" >/dev/null 2>&1
   fi
   grep -h "^|" "$logs/speed/speed.md" "$logs/speed2/speed.md" >>"$sum" 2>/dev/null
