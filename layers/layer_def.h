@@ -21,6 +21,7 @@ struct LayerSpec {
   // Caffe's per-tensor multipliers of the learning rate and the weight decay, in the order of the layer's params()
   // (weight, bias, ...); tensors past the list's end keep 1.
   std::vector<float> lr_mult, decay_mult;
+  std::string where;  // "file:line" of its config entry (the model builder's errors name it), or empty
 };
 
 // What a layer is built from beyond its spec.

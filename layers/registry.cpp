@@ -83,13 +83,14 @@ Model build_model(const std::vector<LayerSpec>& specs, const Shape& input, Exec&
   s.insert(s.end(), input.begin(), input.end());
   for (size_t i = 0; i < specs.size(); ++i) {
     const LayerSpec& spec = specs[i];
+    const std::string at = spec.where.empty() ? "" : spec.where + ": ";  // (the config entry's file:line)
     const LayerDef& def = find_layer(spec.type);
     LayerInput in{s, i, {}};
     if (def.traits.reads_other) {
       size_t j = 0;
       while (j < i && specs[j].name != spec.from) ++j;
-      OCTET_CHECK(j < i,
-                  "model.layers[" << i << "] (" << spec.name << "): from '" << spec.from << "' names no earlier layer");
+      OCTET_CHECK(j < i, at << "model.layers[" << i << "] (" << spec.name << "): from '" << spec.from
+                            << "' names no earlier layer");
       in.from = outs[j];
     }
     try {
@@ -97,9 +98,9 @@ Model build_model(const std::vector<LayerSpec>& specs, const Shape& input, Exec&
       s = layers.back()->output_shape(s);
       outs.push_back(s);
     } catch (const Error& e) {  // say which config entry: the layer's own message names only the layer
-      throw Error(
-          "model.layers[" + std::to_string(i) + "] (" + spec.name + "): input " + shape_str(s) + ": " + e.message(),
-          e.where());
+      throw Error(at + "model.layers[" + std::to_string(i) + "] (" + spec.name + "): input " + shape_str(s) + ": " +
+                      e.message(),
+                  e.where());
     }
   }
   return Model(input, std::move(layers), exec);

@@ -96,7 +96,7 @@ expect_error "big.yaml: 1100000 bytes, more than the 1048576 a config file may h
 { printf 'run: '; head -c 300 /dev/zero | tr '\0' '['; } >"$tmp/deep.yaml"
 expect_error "deep.yaml:1: nesting deeper than 64 levels" train "$tmp/deep.yaml"
 printf 'run: {name: x}\ndata: {dataset: synthetic}\nmodel: {layers: [{type: maxpool, kernel: 40}, {type: fc, out_features: 10}]}\noptimizer: {lr: 0.1}\n' >"$tmp/pool.yaml"
-expect_error "model.layers[0] (maxpool1): input [1,1,28,28]: maxpool maxpool1: window 40 larger than padded input" train "$tmp/pool.yaml" --set run.out_dir="$tmp/pool"
+expect_error "pool.yaml:3: model.layers[0] (maxpool1): input [1,1,28,28]: maxpool maxpool1: window 40 larger than padded input" train "$tmp/pool.yaml" --set run.out_dir="$tmp/pool"
 [[ -e $tmp/pool ]] && { echo "FAIL: a run that failed its start-up checks created its run directory"; fail=1; }
 # A GPU run where no GPU can be used says why in one line.
 if "$octet" version | grep -q " 0 GPUs usable"; then

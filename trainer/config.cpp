@@ -192,6 +192,7 @@ void read_model(Section s, ModelConfig& m, const std::vector<std::string>& origi
     if (i < origins.size()) l.rename(origins[i]);
     LayerSpec spec;
     spec.type = l.get<std::string>("type");
+    spec.where = l.where("type");
     const LayerDef& e = find_layer(spec.type, l);
     spec.name = l.get<std::string>("name", spec.type + std::to_string(i + 1));
     if (spec.name.empty()) l.fail("name", "must not be empty");
