@@ -112,7 +112,6 @@ void pick(const Perf* perf, int count, const char* pass, const Shape& in, const 
 
 struct Conv2d::CudaState {
   std::map<Shape, std::unique_ptr<ConvEntry>> entries;
-  Tensor workspace;  // shared by every shape and pass (sized to the largest need), on the device
   Tensor bias_parts{Shape{0}, Device::CUDA};  // the bias gradient's partial sums (conv_bias_grad_nhwc_cuda)
   // The 16-bit channels-last copy of the weights (KRSC) that forward makes and backward reads again (the weights
   // change only between steps, in the optimizer), and whether forward made it.
@@ -125,31 +124,46 @@ struct Conv2d::CudaState {
     w16_made = true;
     return w16.raw();
   }
-  ConvEntry& get(const Conv2dParams& p, const LayerMath& m, const Shape& in, const Shape& out, Exec& ex);
-  void need_bwd_data(ConvEntry& e, const LayerMath& m, const Shape& in, Exec& ex);
-  void grow(size_t bytes) {
-    const int64_t floats = static_cast<int64_t>((bytes + 3) / 4);
-    if (floats > workspace.numel()) workspace = Tensor({floats}, Device::CUDA);  // (cudaFree waits for its users)
-  }
+  // The entry for input shape in (where the algorithms are timed: on the operands at x, w and y, any contents, y
+  // written over; y null: a scratch output).
+  ConvEntry& get(const Conv2dParams& p, const LayerMath& m, const Shape& in, const Shape& out, Exec& ex, const void* x,
+                 const void* w, void* y);
+  // The backward-data algorithm (where timed: on w and dy, read, and dx, written over; dx null: a scratch dx).
+  void need_bwd_data(ConvEntry& e, const LayerMath& m, const Shape& in, Exec& ex, const void* w, const void* dy,
+                     void* dx);
 };
 
 namespace {
 
-// Scratch device buffers for cudnnFind*Ex to time the algorithms on (any contents), sized in the operands' type.
-struct FindBuffers {
-  Tensor x, w, y, ws;
-  FindBuffers(const Shape& in, const Shape& out, int64_t wnum, Precision p) {
-    auto floats = [&](int64_t n) { return (n * static_cast<int64_t>(operand_bytes(p)) + 3) / 4; };
-    x = Tensor({floats(shape_numel(in))}, Device::CUDA), y = Tensor({floats(shape_numel(out))}, Device::CUDA);
-    w = Tensor({floats(wnum)}, Device::CUDA),
-    ws = Tensor({static_cast<int64_t>(kConvWorkspaceBytes / 4)}, Device::CUDA);
+// The convolutions' workspace: one for every Conv2d of the process, grown to the largest need of any (each layer kept
+// its own before, and their sum grew with the batch; PyTorch's caching allocator hands its convolutions one block the
+// same way). Their calls queue on the one compute stream, so none runs while another uses it; a larger one replaces it
+// between calls (cudaFree waits for its users). Never destroyed (a static's destructor would free device memory after
+// the CUDA runtime is gone).
+void* conv_workspace(size_t bytes) {
+  static auto* t = new Tensor(Shape{0}, Device::CUDA);
+  const int64_t floats = static_cast<int64_t>((bytes + 3) / 4);
+  if (floats > t->numel()) *t = Tensor({floats}, Device::CUDA);
+  return t->data();
+}
+
+// What cudnnFind*Ex times algorithms on beside the layer's own operands (any contents): the workspace bound, and the
+// outputs no operand may take (n values in the operands' type each), freed after the search.
+struct FindScratch {
+  Tensor ws{Shape{static_cast<int64_t>(kConvWorkspaceBytes / 4)}, Device::CUDA};
+  std::vector<Tensor> outs;
+  Precision p;
+  explicit FindScratch(Precision prec) : p(prec) {}
+  void* out(int64_t n) {
+    outs.emplace_back(Shape{(n * static_cast<int64_t>(operand_bytes(p)) + 3) / 4}, Device::CUDA);
+    return outs.back().data();
   }
 };
 
 }  // namespace
 
 ConvEntry& Conv2d::CudaState::get(const Conv2dParams& p, const LayerMath& m, const Shape& in, const Shape& out,
-                                  Exec& ex) {
+                                  Exec& ex, const void* x, const void* w, void* y) {
   Shape key = in;  // (a layer's math is set before its first pass; tests change it)
   key.push_back(static_cast<int64_t>(m.precision) * 2 + (m.deterministic ? 1 : 0));
   auto& slot = entries[key];
@@ -170,13 +184,16 @@ ConvEntry& Conv2d::CudaState::get(const Conv2dParams& p, const LayerMath& m, con
   cudnnHandle_t h = cudnn_of(ex);
   int n = 0;
   ConvEntry* ep = e.get();
-  std::unique_ptr<FindBuffers> fb;
-  if (!m.deterministic) fb = std::make_unique<FindBuffers>(in, out, wnum, m.precision);
+  std::unique_ptr<FindScratch> fb;
+  if (!m.deterministic) {
+    fb = std::make_unique<FindScratch>(m.precision);
+    if (!y) y = fb->out(shape_numel(out));
+  }
   cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   if (fb)
-    CHECK_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(h, e->x, fb->x.data(), e->w, fb->w.data(), e->fwd.conv, e->y,
-                                                       fb->y.data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp,
-                                                       fb->ws.data(), kConvWorkspaceBytes));
+    CHECK_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(h, e->x, x, e->w, w, e->fwd.conv, e->y, y,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp, fb->ws.data(),
+                                                       kConvWorkspaceBytes));
   else
     CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, e->w, e->fwd.conv, e->y,
                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
@@ -185,36 +202,31 @@ ConvEntry& Conv2d::CudaState::get(const Conv2dParams& p, const LayerMath& m, con
   });
   cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   if (fb)
-    CHECK_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        h, e->x, fb->x.data(), e->y, fb->y.data(), e->bwd_filter.conv, e->w, fb->w.data(),
-        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp, fb->ws.data(), kConvWorkspaceBytes));
+    CHECK_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(  // (y as dy, read; the weights' gradient a scratch)
+        h, e->x, x, e->y, y, e->bwd_filter.conv, e->w, fb->out(wnum), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp,
+        fb->ws.data(), kConvWorkspaceBytes));
   else
     CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, e->x, e->y, e->bwd_filter.conv, e->w,
                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
   pick(wp, n, "backward-filter", in, m, e->bwd_filter, [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* bytes) {
     return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, ep->x, ep->y, ep->bwd_filter.conv, ep->w, a, bytes);
   });
-  grow(std::max(e->fwd.workspace, e->bwd_filter.workspace));
   slot = std::move(e);
   return *slot;
 }
 
-void Conv2d::CudaState::need_bwd_data(ConvEntry& e, const LayerMath& m, const Shape& in, Exec& ex) {
+void Conv2d::CudaState::need_bwd_data(ConvEntry& e, const LayerMath& m, const Shape& in, Exec& ex, const void* w,
+                                      const void* dy, void* dx) {
   if (e.bwd_data.ready) return;
   cudnnHandle_t h = cudnn_of(ex);
   int n = 0;
   cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   if (!m.deterministic) {
-    int k = 0, c = 0, r = 0, s = 0;
-    cudnnDataType_t t;
-    cudnnTensorFormat_t f;
-    CHECK_CUDNN(cudnnGetFilter4dDescriptor(e.w, &t, &f, &k, &c, &r, &s));
-    int on = 0, oc = 0, oh = 0, ow = 0, sn, sc, sh, sw;
-    CHECK_CUDNN(cudnnGetTensor4dDescriptor(e.y, &t, &on, &oc, &oh, &ow, &sn, &sc, &sh, &sw));
-    FindBuffers fb(in, {on, oc, oh, ow}, int64_t{k} * c * r * s, m.precision);
-    CHECK_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(h, e.w, fb.w.data(), e.y, fb.y.data(), e.bwd_data.conv, e.x,
-                                                            fb.x.data(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp,
-                                                            fb.ws.data(), kConvWorkspaceBytes));
+    FindScratch fb(m.precision);
+    if (!dx) dx = fb.out(shape_numel(in));
+    CHECK_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(h, e.w, w, e.y, dy, e.bwd_data.conv, e.x, dx,
+                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp, fb.ws.data(),
+                                                            kConvWorkspaceBytes));
   } else {
     CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, e.w, e.y, e.bwd_data.conv, e.x,
                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
@@ -222,7 +234,6 @@ void Conv2d::CudaState::need_bwd_data(ConvEntry& e, const LayerMath& m, const Sh
   pick(dp, n, "backward-data", in, m, e.bwd_data, [&](cudnnConvolutionBwdDataAlgo_t a, size_t* bytes) {
     return cudnnGetConvolutionBackwardDataWorkspaceSize(h, e.w, e.y, e.bwd_data.conv, e.x, a, bytes);
   });
-  grow(e.bwd_data.workspace);
 }
 
 bool Conv2d::has_cuda() const { return true; }
@@ -234,7 +245,7 @@ void Conv2d::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
   const LayerMath& m = math();
   const Precision p = m.precision;
-  ConvEntry& e = cuda_->get(p_, m, x.shape(), y.shape(), exec());
+  ConvEntry& e = cuda_->get(p_, m, x.shape(), y.shape(), exec(), x.raw(), w_.data(), y.raw());  // (y: written next)
   const float one = 1.f, zero = 0.f;
   cudnnHandle_t h = cudnn_of(exec());
   const cudaStream_t s = cuda_stream(exec().compute());
@@ -246,8 +257,8 @@ void Conv2d::forward_cuda(const Tensor& x, Tensor& y, const StepContext&) {
   const void* xo = xh ? x.raw() : operand(p, MixedRole::X, x, s);
   const void* wo = is_16bit(p) ? cuda_->weights16(p, w_, s) : w_.data();
   void* yo = yh ? y.raw() : is_16bit(p) ? mixed_scratch(MixedRole::Y, static_cast<size_t>(y.numel()) * 2) : y.data();
-  CHECK_CUDNN(cudnnConvolutionForward(h, &one, e.x, xo, e.w, wo, e.fwd.conv, e.fwd.algo, cuda_->workspace.data(),
-                                      e.fwd.workspace, &zero, e.y, yo));
+  CHECK_CUDNN(cudnnConvolutionForward(h, &one, e.x, xo, e.w, wo, e.fwd.conv, e.fwd.algo,
+                                      conv_workspace(e.fwd.workspace), e.fwd.workspace, &zero, e.y, yo));
   if (!yh && is_16bit(p)) result_to(p, yo, y, s);
   conv_bias_act_cuda(y, p_.bias ? b_.data() : nullptr, relu_, exec().compute());  // (nothing without either)
 }
@@ -256,7 +267,7 @@ void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, T
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
   const LayerMath& m = math();
   const Precision p = m.precision;
-  ConvEntry& e = cuda_->get(p_, m, x.shape(), y.shape(), exec());
+  ConvEntry& e = cuda_->get(p_, m, x.shape(), y.shape(), exec(), x.raw(), w_.data(), nullptr);
   const float one = 1.f, zero = 0.f;
   cudnnHandle_t h = cudnn_of(exec());
   const cudaStream_t s = cuda_stream(exec().compute());
@@ -281,12 +292,14 @@ void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, T
   const void* dyo = dyh ? g->raw() : operand(p, MixedRole::Dy, *g, s);
   void* dwo = is_16bit(p) ? mixed_scratch(MixedRole::Dw, static_cast<size_t>(dw_.numel()) * 2) : dw_.data();
   CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, e.x, xo, e.y, dyo, e.bwd_filter.conv, e.bwd_filter.algo,
-                                             cuda_->workspace.data(), e.bwd_filter.workspace, &zero, e.w, dwo));
+                                             conv_workspace(e.bwd_filter.workspace), e.bwd_filter.workspace, &zero, e.w,
+                                             dwo));
   if (is_16bit(p)) result_to(p, dwo, dw_, s);
   if (p_.bias && !dyh)
     CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, e.y32, g->data(), &zero, e.b, db_.data()));  // (fp32)
   if (dx) {
-    cuda_->need_bwd_data(e, m, x.shape(), exec());
+    // (dx is written over next, unless the gradient is added to what it holds)
+    cuda_->need_bwd_data(e, m, x.shape(), exec(), w_.data(), dyo, accumulate_dx_ ? nullptr : dx->raw());
     const void* wo = !is_16bit(p) ? w_.data() : cuda_->w16_made ? cuda_->w16.raw() : cuda_->weights16(p, w_, s);
     void* dxo = dxh           ? dx->raw()
                 : is_16bit(p) ? mixed_scratch(MixedRole::Dx, static_cast<size_t>(dx->numel()) * 2)
@@ -294,7 +307,7 @@ void Conv2d::backward_cuda(const Tensor& x, const Tensor& y, const Tensor& dy, T
     // accumulate_input_grad: added to what dx holds (beta = 1), where cuDNN writes dx itself (accumulates_input_grad).
     OCTET_CHECK(!accumulate_dx_ || dxh || !is_16bit(p), op("backward") << ": asked to accumulate a cast gradient");
     CHECK_CUDNN(cudnnConvolutionBackwardData(h, &one, e.w, wo, e.y, dyo, e.bwd_data.conv, e.bwd_data.algo,
-                                             cuda_->workspace.data(), e.bwd_data.workspace,
+                                             conv_workspace(e.bwd_data.workspace), e.bwd_data.workspace,
                                              accumulate_dx_ ? &one : &zero, e.x, dxo));
     if (is_16bit(p) && !dxh) result_to(p, dxo, *dx, s);
   }

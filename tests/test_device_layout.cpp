@@ -1,8 +1,9 @@
 // Device parity of a 16-bit model's channels-last activations, bf16 and fp16 (built into octet_sim_tests and
 // octet_cuda_tests beside test_device.cpp): every layer-table case that takes them against the fp32 layer (on a GPU:
 // conv's NHWC cuDNN calls, batchnorm's channels-last kernels in layers/batchnorm_nhwc_cuda.cu, the 16-bit ReLU, add
-// and pooling kernels; on the simulated device: every CPU twin through the relayout path), the device relayout, and a
-// residual model against fp32 activations on the same device.
+// and pooling kernels; on the simulated device: every CPU twin through the relayout path), the device relayout, a
+// residual model against fp32 activations on the same device, and the convolutions' shared workspace and timed
+// algorithm search.
 #include "core/layout.h"
 #include "layers/add.h"
 #include "layers/batchnorm.h"
@@ -300,5 +301,58 @@ TEST_CASE(
       CHECK(to_vector(pf[k].grad->to(Device::CPU)) == to_vector(pp[k].grad->to(Device::CPU)));
     }
     CHECK(to_vector(fused.forward(xd, eval).to(Device::CPU)) == to_vector(plain.forward(xd, eval).to(Device::CPU)));
+  }
+}
+
+TEST_CASE(
+    "the device's convolutions share one workspace, and the timed algorithm search (deterministic: false) runs on "
+    "their "
+    "own operands: the chosen algorithm's results",
+    "[cuda][parity][precision]") {
+  // Each convolution kept a workspace of its own (their sum grew with the batch); the search timed its algorithms on
+  // scratch copies of every operand. On the CUDA emulator each pass needs and writes over 4 bytes a value of its
+  // output as workspace, and a search writes its output over in full: a buffer sized short faults.
+  Exec& ex = dev();
+  const LayerCase c(
+      "conv 8->16, k3, pad 1", "{type: conv, out_channels: 16, kernel: 3, padding: 1}",
+      [] {
+        return random_tensor({4, 8, 10, 10}, 5);
+      },
+      3);
+  const Tensor x = c.input(), xd = x.to(kDev);
+  const StepContext ctx{true, 7, 3, 0};
+  for (const Precision p : {Precision::Fp32, Precision::Bf16}) {
+    INFO(precision_name(p));
+    std::vector<std::vector<Tensor>> results;  // per run: y, dx, then the parameters' gradients (host)
+    for (int run = 0; run < 4; ++run) {        // runs 1-3: deterministic: false; run 3 adds its input gradient into dx
+      const bool deterministic = run == 0, accumulate = run == 3 && p == Precision::Fp32;  // (not a cast gradient)
+      INFO("run " << run);
+      LayerPtr l = c.make();
+      l->bind(ex);
+      l->set_math({p, deterministic});
+      l->accumulate_input_grad(accumulate);
+      const Tensor dy = random_tensor(l->output_shape(x.shape()), 9), dyd = dy.to(kDev);
+      Tensor yd(dy.shape(), kDev), dxd = accumulate ? random_tensor(x.shape(), 11).to(kDev) : Tensor(x.shape(), kDev);
+      ex.sync(ex.compute());
+      const size_t before = device_bytes_in_use(kDev);
+      l->forward(xd, yd, ctx);
+      l->backward(xd, yd, dyd, &dxd);
+      ex.sync(ex.compute());
+      // fp32 (no 16-bit weight copy of its own): a convolution like one before allocates nothing that stays (run 1 may
+      // grow the workspace for the search's algorithm).
+      if (run > 1 && p == Precision::Fp32) CHECK(device_bytes_in_use(kDev) == before);
+      Tensor dx = dxd.to(Device::CPU);
+      if (accumulate) {  // what it held, taken off again
+        const Tensor held = random_tensor(x.shape(), 11);
+        for (int64_t i = 0; i < dx.numel(); ++i) dx.data()[i] -= held.data()[i];
+      }
+      std::vector<Tensor> r{yd.to(Device::CPU), dx};
+      for (Param& q : l->params()) r.push_back(q.grad->to(Device::CPU));
+      results.push_back(std::move(r));
+    }
+    const double tol = p == Precision::Fp32 ? 1e-4 : 2e-2;  // (another algorithm adds in another order)
+    for (size_t run = 1; run < results.size(); ++run)
+      for (size_t k = 0; k < results[0].size(); ++k)
+        check_close(results[run][k], results[0][k], tol, "run " + std::to_string(run) + " tensor " + std::to_string(k));
   }
 }

@@ -1,13 +1,16 @@
 // The CUDA emulator's cuDNN and cuBLAS (the calls octet makes): descriptors as cuDNN keeps them, and convolutions,
 // bias sums and GEMMs as plain loops that read fp32, bf16 or fp16 operands through their descriptors' strides and
 // layouts, sum in fp32 (in a fixed order) and round once as they store, with cuDNN's alpha and beta. Each algorithm
-// query offers one deterministic algorithm that needs no workspace, so octet's choice among algorithms runs its usual
-// path.
+// query offers one deterministic algorithm, whose workspace (4 bytes a value of the pass's output) each pass writes
+// over in full, so a workspace octet sizes short faults on the guarded memory; a timed search (cudnnFind*Ex) writes its
+// output buffer over in full and reads its inputs' last bytes, as the real one runs the algorithms on them.
 #include <cublas_v2.h>
 #include <cudnn.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "core/bf16.h"
@@ -64,6 +67,29 @@ void put(cudnnDataType_t t, void* p, int64_t i, float v) {
 // out = alpha * sum + beta * out (beta 0: out is not read, as cuDNN and cuBLAS promise)
 void blend(cudnnDataType_t t, void* p, int64_t i, float sum, float alpha, float beta) {
   put(t, p, i, beta == 0.f ? alpha * sum : alpha * sum + beta * get(t, p, i));
+}
+
+size_t type_bytes(cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT ? 4 : 2; }
+size_t values(const TensorDesc& t) { return size_t(t.n) * t.c * t.h * t.w; }
+size_t values(const FilterDesc& f) { return size_t(f.k) * f.c * f.r * f.s; }
+// A pass's workspace: 4 bytes a value of its output.
+template <class D>
+size_t need(const void* out_desc) {
+  return 4 * values(*reinterpret_cast<const D*>(out_desc));
+}
+// A pass given ws (bytes) that it needs: fails as cuDNN does when short, else writes it over.
+bool use_workspace(void* ws, size_t bytes, size_t needed) {
+  if (bytes < needed || (needed && !ws)) return false;
+  if (needed) std::memset(ws, 0xa5, needed);
+  return true;
+}
+// A timed search's operands: the inputs' last bytes read, the output written over in full (its bytes by descriptor).
+void search_on(std::initializer_list<std::pair<const void*, size_t>> in, void* out, size_t out_bytes) {
+  for (const auto& [p, n] : in) {
+    volatile const unsigned char* b = static_cast<const unsigned char*>(p);
+    if (n) (void)b[n - 1];
+  }
+  std::memset(out, 0x5a, out_bytes);
 }
 
 bool supported(cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT || t == CUDNN_DATA_BFLOAT16 || t == CUDNN_DATA_HALF; }
@@ -243,12 +269,17 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t, const cudnnT
   CUEMU_OFFER(cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t);
   return CUDNN_STATUS_SUCCESS;
 }
-cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t, const cudnnTensorDescriptor_t, const void*,
-                                                     const cudnnFilterDescriptor_t, const void*,
+cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t, const cudnnTensorDescriptor_t xd, const void* x,
+                                                     const cudnnFilterDescriptor_t wd, const void* w,
                                                      const cudnnConvolutionDescriptor_t c,
-                                                     const cudnnTensorDescriptor_t, void*, const int requested,
+                                                     const cudnnTensorDescriptor_t yd, void* y, const int requested,
                                                      int* returned, cudnnConvolutionFwdAlgoPerf_t* perf, void*,
                                                      size_t) {
+  Lock l(cuemu::device_lock());
+  const auto &X = *reinterpret_cast<const TensorDesc*>(xd), &Y = *reinterpret_cast<const TensorDesc*>(yd);
+  const auto& W = *reinterpret_cast<const FilterDesc*>(wd);
+  search_on({{x, values(X) * type_bytes(X.type)}, {w, values(W) * type_bytes(W.type)}}, y,
+            values(Y) * type_bytes(Y.type));
   CUEMU_OFFER(cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t);
   return CUDNN_STATUS_SUCCESS;
 }
@@ -260,12 +291,17 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t, const c
   CUEMU_OFFER(cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t);
   return CUDNN_STATUS_SUCCESS;
 }
-cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(cudnnHandle_t, const cudnnFilterDescriptor_t, const void*,
-                                                          const cudnnTensorDescriptor_t, const void*,
-                                                          const cudnnConvolutionDescriptor_t c,
-                                                          const cudnnTensorDescriptor_t, void*, const int requested,
-                                                          int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf, void*,
-                                                          size_t) {
+cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(cudnnHandle_t, const cudnnFilterDescriptor_t wd,
+                                                          const void* w, const cudnnTensorDescriptor_t dyd,
+                                                          const void* dy, const cudnnConvolutionDescriptor_t c,
+                                                          const cudnnTensorDescriptor_t dxd, void* dx,
+                                                          const int requested, int* returned,
+                                                          cudnnConvolutionBwdDataAlgoPerf_t* perf, void*, size_t) {
+  Lock l(cuemu::device_lock());
+  const auto &Y = *reinterpret_cast<const TensorDesc*>(dyd), &X = *reinterpret_cast<const TensorDesc*>(dxd);
+  const auto& W = *reinterpret_cast<const FilterDesc*>(wd);
+  search_on({{w, values(W) * type_bytes(W.type)}, {dy, values(Y) * type_bytes(Y.type)}}, dx,
+            values(X) * type_bytes(X.type));
   CUEMU_OFFER(cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t);
   return CUDNN_STATUS_SUCCESS;
 }
@@ -277,48 +313,53 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t, const
   CUEMU_OFFER(cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t);
   return CUDNN_STATUS_SUCCESS;
 }
-cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnnHandle_t, const cudnnTensorDescriptor_t, const void*,
-                                                            const cudnnTensorDescriptor_t, const void*,
-                                                            const cudnnConvolutionDescriptor_t c,
-                                                            const cudnnFilterDescriptor_t, void*, const int requested,
-                                                            int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* perf,
-                                                            void*, size_t) {
+cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnnHandle_t, const cudnnTensorDescriptor_t xd,
+                                                            const void* x, const cudnnTensorDescriptor_t dyd,
+                                                            const void* dy, const cudnnConvolutionDescriptor_t c,
+                                                            const cudnnFilterDescriptor_t dwd, void* dw,
+                                                            const int requested, int* returned,
+                                                            cudnnConvolutionBwdFilterAlgoPerf_t* perf, void*, size_t) {
+  Lock l(cuemu::device_lock());
+  const auto &X = *reinterpret_cast<const TensorDesc*>(xd), &Y = *reinterpret_cast<const TensorDesc*>(dyd);
+  const auto& W = *reinterpret_cast<const FilterDesc*>(dwd);
+  search_on({{x, values(X) * type_bytes(X.type)}, {dy, values(Y) * type_bytes(Y.type)}}, dw,
+            values(W) * type_bytes(W.type));
   CUEMU_OFFER(cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t);
   return CUDNN_STATUS_SUCCESS;
 }
 #undef CUEMU_OFFER
 cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t, const cudnnTensorDescriptor_t,
                                                       const cudnnFilterDescriptor_t, const cudnnConvolutionDescriptor_t,
-                                                      const cudnnTensorDescriptor_t, cudnnConvolutionFwdAlgo_t,
+                                                      const cudnnTensorDescriptor_t yd, cudnnConvolutionFwdAlgo_t,
                                                       size_t* bytes) {
-  *bytes = 0;
+  *bytes = need<TensorDesc>(yd);
   return CUDNN_STATUS_SUCCESS;
 }
 cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t, const cudnnFilterDescriptor_t,
                                                            const cudnnTensorDescriptor_t,
                                                            const cudnnConvolutionDescriptor_t,
-                                                           const cudnnTensorDescriptor_t, cudnnConvolutionBwdDataAlgo_t,
-                                                           size_t* bytes) {
-  *bytes = 0;
+                                                           const cudnnTensorDescriptor_t dxd,
+                                                           cudnnConvolutionBwdDataAlgo_t, size_t* bytes) {
+  *bytes = need<TensorDesc>(dxd);
   return CUDNN_STATUS_SUCCESS;
 }
 cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t, const cudnnTensorDescriptor_t,
                                                              const cudnnTensorDescriptor_t,
                                                              const cudnnConvolutionDescriptor_t,
-                                                             const cudnnFilterDescriptor_t,
+                                                             const cudnnFilterDescriptor_t dwd,
                                                              cudnnConvolutionBwdFilterAlgo_t, size_t* bytes) {
-  *bytes = 0;
+  *bytes = need<FilterDesc>(dwd);
   return CUDNN_STATUS_SUCCESS;
 }
 
 // y[n, k, oy, ox] = sum over the group's channels c and taps (r, s) of x[n, g*C + c, y, x] * w[k, c, r, s]
 cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t, const void* alpha, const cudnnTensorDescriptor_t xd, const void* x,
                                       const cudnnFilterDescriptor_t wd, const void* w,
-                                      const cudnnConvolutionDescriptor_t cd, cudnnConvolutionFwdAlgo_t, void*, size_t,
-                                      const void* beta, const cudnnTensorDescriptor_t yd, void* y) {
+                                      const cudnnConvolutionDescriptor_t cd, cudnnConvolutionFwdAlgo_t, void* wsp,
+                                      size_t wsb, const void* beta, const cudnnTensorDescriptor_t yd, void* y) {
   Lock l(cuemu::device_lock());
   const Conv cv = conv_of(xd, wd, cd, yd);
-  if (!cv.ok()) return CUDNN_STATUS_BAD_PARAM;
+  if (!cv.ok() || !use_workspace(wsp, wsb, need<TensorDesc>(yd))) return CUDNN_STATUS_BAD_PARAM;
   const std::vector<float> xs = cv.dense(cv.X, x), ws = cv.dense_w(w);
   std::vector<float> ys(static_cast<size_t>(cv.Y.n) * cv.Y.c * cv.Y.h * cv.Y.w, 0.f);
   size_t wi = 0;
@@ -337,11 +378,12 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t, const void* alpha, const cu
 // dx[n, g*C + c, y, x] = sum over the outputs (k, oy, ox) that read it of dy * w
 cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t, const void* alpha, const cudnnFilterDescriptor_t wd,
                                            const void* w, const cudnnTensorDescriptor_t dyd, const void* dy,
-                                           const cudnnConvolutionDescriptor_t cd, cudnnConvolutionBwdDataAlgo_t, void*,
-                                           size_t, const void* beta, const cudnnTensorDescriptor_t dxd, void* dx) {
+                                           const cudnnConvolutionDescriptor_t cd, cudnnConvolutionBwdDataAlgo_t,
+                                           void* wsp, size_t wsb, const void* beta, const cudnnTensorDescriptor_t dxd,
+                                           void* dx) {
   Lock l(cuemu::device_lock());
   const Conv cv = conv_of(dxd, wd, cd, dyd);
-  if (!cv.ok()) return CUDNN_STATUS_BAD_PARAM;
+  if (!cv.ok() || !use_workspace(wsp, wsb, need<TensorDesc>(dxd))) return CUDNN_STATUS_BAD_PARAM;
   const std::vector<float> ys = cv.dense(cv.Y, dy), ws = cv.dense_w(w);
   std::vector<float> xs(static_cast<size_t>(cv.X.n) * cv.X.c * cv.X.h * cv.X.w, 0.f);
   size_t wi = 0;
@@ -361,11 +403,11 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t, const void* alpha, con
 cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t, const void* alpha, const cudnnTensorDescriptor_t xd,
                                              const void* x, const cudnnTensorDescriptor_t dyd, const void* dy,
                                              const cudnnConvolutionDescriptor_t cd, cudnnConvolutionBwdFilterAlgo_t,
-                                             void*, size_t, const void* beta, const cudnnFilterDescriptor_t dwd,
+                                             void* wsp, size_t wsb, const void* beta, const cudnnFilterDescriptor_t dwd,
                                              void* dw) {
   Lock l(cuemu::device_lock());
   const Conv cv = conv_of(xd, dwd, cd, dyd);
-  if (!cv.ok()) return CUDNN_STATUS_BAD_PARAM;
+  if (!cv.ok() || !use_workspace(wsp, wsb, need<FilterDesc>(dwd))) return CUDNN_STATUS_BAD_PARAM;
   const std::vector<float> xs = cv.dense(cv.X, x), ys = cv.dense(cv.Y, dy);
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
   for (int k = 0; k < cv.W.k; ++k)
