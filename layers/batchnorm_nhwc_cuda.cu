@@ -189,8 +189,11 @@ __global__ void bns_grad(const T* __restrict__ x, const T* __restrict__ dy, bool
 
 // total[c] = the sum over q of part[q * n + c], in a fixed order: block (32 columns) x (32 slices), slice j adding
 // parts j, j + 32, ..., then slice 0 the slices in order.
+// (1,024 threads a block: __launch_bounds__ holds nvcc to the 64 registers a thread that allows; ptxas -v for sm_90:
+// 28 here, 32 and 40 in bnh_fold_step.)
 constexpr int kFoldSlices = 32;
-__global__ void bnh_fold(const double* __restrict__ part, double* __restrict__ total, int P, int64_t n) {
+__global__ void __launch_bounds__(kLanes* kFoldSlices)
+    bnh_fold(const double* __restrict__ part, double* __restrict__ total, int P, int64_t n) {
   __shared__ double shared[kFoldSlices][kLanes + 1];
   const int64_t c = blockIdx.x * static_cast<int64_t>(kLanes) + threadIdx.x;
   double v = 0;
@@ -208,7 +211,8 @@ __global__ void bnh_fold(const double* __restrict__ part, double* __restrict__ t
 // The fold of [P, 2C] parts whose columns c and C + c are channel c's two sums, then bn_channel_step(a, c, ...) by
 // thread (c, 0), the parts added in the fold's order.
 template <class Args>
-__global__ void bnh_fold_step(const double* __restrict__ part, int P, int64_t C, Args a) {
+__global__ void __launch_bounds__(kLanes* kFoldSlices)
+    bnh_fold_step(const double* __restrict__ part, int P, int64_t C, Args a) {
   __shared__ double shared[2][kFoldSlices][kLanes + 1];
   const int64_t c = blockIdx.x * static_cast<int64_t>(kLanes) + threadIdx.x;
   double u = 0, v = 0;

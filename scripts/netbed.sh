@@ -142,6 +142,8 @@ bed_mpirun() {
   # (its daemon and ranks) to a core of its own through the launch agent; the first host's ranks are mpirun's
   # children, so mpirun is pinned. --map-by slot fills a host's R slots before the next: ranks K*R..K*R+R-1 on host
   # K+1, as a real node's ranks are numbered. The ranks of a host talk through shared memory (vader), as on a node.
+  # The bed needs root, and Open MPI refuses root unless told (as scripts/lib.sh's prepare_run tells it).
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   local bind=${NETBED_BIND:-core} pin=()
   case $bind in
     core) pin=(taskset -c 0) ;;

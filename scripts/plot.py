@@ -134,6 +134,16 @@ def confusion(path, out, title):
     plt.close(fig)
 
 
+def out_folder(path):
+    """--out: made where it is missing (as its parents); something else by that name is an error."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        fail(f"--out: {path} is not a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        fail(f"--out: cannot make {path}: {e.strerror}")
+
+
 def main():
     ap = argparse.ArgumentParser(description="Plots that compare octet runs, or an octet eval confusion matrix.")
     ap.add_argument("runs", nargs="*", metavar="RUN_DIR")
@@ -145,8 +155,7 @@ def main():
     if a.confusion:
         if a.runs:
             fail("--confusion plots one octet eval report; give run directories without it")
-        if not os.path.isdir(a.out):
-            fail(f"--out: {a.out} is not a folder")
+        out_folder(a.out)
         confusion(a.confusion, a.out, a.title)
         return
     if not a.runs:
@@ -160,8 +169,7 @@ def main():
     else:
         methods = [r["method"] for r in runs]
         labels = [m if methods.count(m) == 1 else f"{m} ({r['name']})" for m, r in zip(methods, runs)]
-    if not os.path.isdir(a.out):
-        fail(f"--out: {a.out} is not a folder")
+    out_folder(a.out)
 
     written = []
     title = (a.title + ": ") if a.title else ""

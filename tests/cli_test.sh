@@ -259,6 +259,13 @@ printf '\x14\x00\x00\x00\x00\x00\x00\x00{"w":{"dtype":"Q4"}}' >"$tmp/q4.safetens
 expect_error "$tmp/q4.safetensors: tensor 'w': dtype Q4 is not one octet reads" eval "$tmp/bad.yaml" \
   --weights "$tmp/q4.safetensors"
 "$octet" export "$tmp/wruns/x" --out "$tmp/w.safetensors" >/dev/null 2>&1 || { echo "FAIL: octet export"; fail=1; }
+# The summary's test accuracy goes into the metadata only where the summary is of the checkpoint's step (a run stopped
+# after a resume keeps the summary of its last end).
+head -c 4096 "$tmp/w.safetensors" | grep -qa '"test_accuracy"' || { echo "FAIL: export left out test_accuracy"; fail=1; }
+sed -i 's/"steps":1,/"steps":7,/' "$tmp/wruns/x/summary.json"
+"$octet" export "$tmp/wruns/x" --out "$tmp/w7.safetensors" >/dev/null 2>&1 || { echo "FAIL: octet export (7)"; fail=1; }
+head -c 4096 "$tmp/w7.safetensors" | grep -qa '"test_accuracy"' &&
+  { echo "FAIL: export took the test accuracy of a summary of another step"; fail=1; }
 sed 's/out_features: 10/out_features: 5/' "$tmp/bad.yaml" >"$tmp/five.yaml"
 expect_error "model.init_from: $tmp/w.safetensors: tensor 'fc1.bias' has shape [10], the model's fc1.bias [5]" \
   train "$tmp/five.yaml" --set run.out_dir="$tmp/wruns2" --set model.init_from="$tmp/w.safetensors" \

@@ -144,7 +144,10 @@ int cmd_export(const std::vector<std::string>& args) {
   if (const std::string summary = dir + "/summary.json"; path_exists(summary)) {
     try {
       const json s = json::parse(read_file(summary));
-      if (s.contains("test_accuracy") && s["test_accuracy"].is_number())
+      // (only where the summary is of these weights: a run stopped after a resume keeps the summary of its last end)
+      const bool same_step = s.contains("steps") && s["steps"].is_number() && w.step >= 0 &&
+                             s["steps"].get<double>() == static_cast<double>(w.step);
+      if (same_step && s.contains("test_accuracy") && s["test_accuracy"].is_number())
         meta["test_accuracy"] = json(s["test_accuracy"].get<double>()).dump();
     } catch (const json::exception& e) {
       OCTET_THROW("octet export: " << summary << ": does not parse as JSON (" << e.what() << ")");
