@@ -7,6 +7,7 @@
 #include "core/fast_div.h"
 #include "core/vec16_cuda.cuh"
 #include "layers/conv_bias_cuda.cuh"
+#include "layers/relu_math.h"
 
 namespace octet {
 
@@ -15,7 +16,8 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxPlanes = 65535;  // gridDim.y
 
-__device__ __forceinline__ float act(float v, bool relu) { return !relu || v > 0.f ? v : 0.f; }
+// A fused ReLU in relu_math.h's form (the unfused pass's bits: a negative value becomes -0, NaN stays NaN).
+__device__ __forceinline__ float act(float v, bool relu) { return relu_slope(v, relu ? 0.f : 1.f); }
 
 // fp32 NCHW: blockIdx.y strides over the N*C planes (one channel each, its bias read once), x over a plane's values.
 __global__ void bias_act_nchw(float* __restrict__ y, const float* __restrict__ b, int64_t planes, int64_t c, int64_t hw,
@@ -65,7 +67,7 @@ __global__ void bias_grad_parts(const T* __restrict__ y, const T* __restrict__ d
       const int64_t i = r * c + ch;
       float g = load(dy, i);
       if (relu) {
-        g = load(y, i) > 0.f ? g : 0.f;
+        g = relu_grad(g, load(y, i));
         store(masked, i, g);
       }
       acc += g;

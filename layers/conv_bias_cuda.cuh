@@ -7,10 +7,10 @@
 namespace octet {
 
 // y [N, C, H, W] (fp32 NCHW, or bf16/fp16 channels-last) = act(y + b[c]): b may be null (no bias), act the ReLU where
-// relu is set (x > 0 ? x : 0, as relu_cuda.cu), else none. Computed in fp32, rounded once as it is stored.
+// relu is set (relu_math.h's form), else none. Computed in fp32, rounded once as it is stored.
 void conv_bias_act_cuda(Tensor& y, const float* b, bool relu, const Stream& s);
 
-// A 16-bit channels-last output's backward: g = relu ? (y > 0 ? dy : 0) : dy, written into masked (relu only; dy's
+// A 16-bit channels-last output's backward: g = relu ? relu_grad(dy, y) : dy, written into masked (relu only; dy's
 // shape and type), and db[c] = the sum of g over the batch and the plane (db may be null). The sum runs in fp32 in a
 // fixed order (the rows' parts, then the parts in order), a function of the shape alone, so a run repeats bit for bit;
 // parts is device scratch, grown as needed.

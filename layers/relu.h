@@ -15,10 +15,6 @@ template <typename T>
 void relu_mask16_cuda(const T* y, const T* dy, T* dx, int64_t n, const Stream& s);
 // dx = y > 0 ? dy : 0 on tensors of one type on any device (queued on s on a device): the twins above.
 void relu_mask(const Tensor& y, const Tensor& dy, Tensor& dx, const Stream& s);
-// The forward's twins for a layer whose library call cannot clamp its own result (conv on a GPU): y = max(x, 0) in
-// oneDNN's form (relu_math.h); y may be x.
-void relu_apply_cpu(const float* x, float* y, int64_t n, const Stream& s);
-void relu_apply_cuda(const float* x, float* y, int64_t n, const Stream& s);
 
 class Relu : public Layer {
  public:

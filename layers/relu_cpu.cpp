@@ -68,11 +68,6 @@ void relu_mask(const Tensor& y, const Tensor& dy, Tensor& dx, const Stream& s) {
   });
 }
 
-void relu_apply_cpu(const float* x, float* y, int64_t n, const Stream&) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] = relu_slope(x[i], 0.f);
-}
-
 void Relu::forward_cpu(const Tensor& x, Tensor& y, const StepContext&) {
   if (!cpu_) cpu_ = std::make_shared<CpuState>();
   Prims& P = cpu_->get(x.numel(), x.dtype());

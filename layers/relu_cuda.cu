@@ -1,9 +1,8 @@
 // Relu on the GPU: y = x > 0 ? x : 0, dx = x > 0 ? dy : 0 (what oneDNN's eltwise computes on the CPU); the same mask
-// for a fused ReLU's backward, and the clamp of a layer that took a ReLU in but whose library call cannot clamp.
+// for a fused ReLU's backward.
 #include "core/cuda_util.cuh"
 #include "core/vec16_cuda.cuh"
 #include "layers/relu.h"
-#include "layers/relu_math.h"
 
 namespace octet {
 
@@ -37,11 +36,6 @@ bool vec_ok(int64_t n, const void* a, const void* b, const void* c) {
   return n % 8 == 0 && aligned16(a) && aligned16(b) && aligned16(c);
 }
 
-// y may be x (a layer clamping its own output).
-__global__ void relu_apply_kernel(const float* x, float* y, int64_t n) {
-  OCTET_GRID_STRIDE(i, n) { y[i] = relu_slope(x[i], 0.f); }
-}
-
 }  // namespace
 
 void relu_mask_cuda(const float* y, const float* dy, float* dx, int64_t n, const Stream& s) {
@@ -61,12 +55,6 @@ void relu_mask16_cuda(const T* y, const T* dy, T* dx, int64_t n, const Stream& s
 }
 template void relu_mask16_cuda(const bf16_t*, const bf16_t*, bf16_t*, int64_t, const Stream&);
 template void relu_mask16_cuda(const fp16_t*, const fp16_t*, fp16_t*, int64_t, const Stream&);
-
-void relu_apply_cuda(const float* x, float* y, int64_t n, const Stream& s) {
-  if (n <= 0) return;
-  relu_apply_kernel<<<grid_for(n), 256, 0, cuda_stream(s)>>>(x, y, n);
-  CHECK_LAUNCH("relu_apply");
-}
 
 bool Relu::has_cuda() const { return true; }
 

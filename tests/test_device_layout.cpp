@@ -1,9 +1,9 @@
 // Device parity of a 16-bit model's channels-last activations, bf16 and fp16 (built into octet_sim_tests and
 // octet_cuda_tests beside test_device.cpp): every layer-table case that takes them against the fp32 layer (on a GPU:
-// conv's NHWC cuDNN calls, batchnorm's channels-last kernels in layers/batchnorm_nhwc_cuda.cu, the 16-bit ReLU, add
-// and pooling kernels; on the simulated device: every CPU twin through the relayout path), the device relayout, a
-// residual model against fp32 activations on the same device, and the convolutions' shared workspace and timed
-// algorithm search.
+// conv's NHWC cuDNN calls and its bias and fused-ReLU kernels in layers/conv_bias_cuda.cu, batchnorm's channels-last
+// kernels in layers/batchnorm_nhwc_cuda.cu, the 16-bit ReLU, add, LRN and pooling kernels; on the simulated device:
+// every CPU twin through the relayout path), the device relayout, a residual model against fp32 activations on the same
+// device, and the convolutions' shared workspace and timed algorithm search.
 #include "core/layout.h"
 #include "layers/add.h"
 #include "layers/batchnorm.h"
